@@ -1,0 +1,72 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+/// Settings shared by every Swift target: Swift 6 language mode is the tools-version default;
+/// `ExistentialAny` makes every existential spelled `any P`.
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "SealedPush",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "sealedpush", targets: ["sealedpush"]),
+        .library(name: "SealedPushCrypto", targets: ["SealedPushCrypto"]),
+        .library(name: "SealedPushWire", targets: ["SealedPushWire"]),
+        .library(name: "SealedPushSender", targets: ["SealedPushSender"]),
+        .library(name: "SealedPushKeychain", targets: ["SealedPushKeychain"]),
+        .library(name: "SealedPushReceiver", targets: ["SealedPushReceiver"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+    ],
+    targets: [
+        // The distribution's libsodium (Debian: libsodium-dev), found through pkg-config.
+        .systemLibrary(
+            name: "CSodium",
+            path: "Sources/CSodium",
+            pkgConfig: "libsodium",
+            providers: [.apt(["libsodium-dev"]), .brew(["libsodium"])]
+        ),
+        // The only module that touches pointers and libsodium.
+        .target(name: "SealedPushCrypto", dependencies: ["CSodium"], swiftSettings: strict),
+        // Wire format v1: envelope, padding, inner framing, body model, ordered receiver checks.
+        .target(name: "SealedPushWire", dependencies: ["SealedPushCrypto"], swiftSettings: strict),
+        // Server side: message + device key record -> APNs payload and headers.
+        .target(name: "SealedPushSender", dependencies: ["SealedPushWire", "SealedPushCrypto"], swiftSettings: strict),
+        // Keychain-shaped file store, device lock states, key lifecycle.
+        .target(
+            name: "SealedPushKeychain",
+            dependencies: [
+                "SealedPushCrypto", "SealedPushWire",
+                .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // The notification service extension and the device simulator.
+        .target(
+            name: "SealedPushReceiver",
+            dependencies: [
+                "SealedPushWire", "SealedPushCrypto", "SealedPushKeychain",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "sealedpush",
+            dependencies: [
+                "SealedPushCrypto", "SealedPushWire", "SealedPushSender", "SealedPushKeychain", "SealedPushReceiver",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(name: "SealedPushCryptoTests", dependencies: ["SealedPushCrypto"], swiftSettings: strict),
+        .testTarget(name: "SealedPushWireTests", dependencies: ["SealedPushWire", "SealedPushCrypto"], swiftSettings: strict),
+    ]
+)
