@@ -66,7 +66,9 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // Shared helpers for the test targets (vector loading, in-memory keys, running the CLI).
+        .target(name: "SealedPushTestSupport", dependencies: ["SealedPushCrypto", "SealedPushWire"], swiftSettings: strict),
         .testTarget(name: "SealedPushCryptoTests", dependencies: ["SealedPushCrypto"], swiftSettings: strict),
-        .testTarget(name: "SealedPushWireTests", dependencies: ["SealedPushWire", "SealedPushCrypto"], swiftSettings: strict),
+        .testTarget(name: "SealedPushWireTests", dependencies: ["SealedPushWire", "SealedPushCrypto", "SealedPushTestSupport"], swiftSettings: strict),
     ]
 )

@@ -94,6 +94,17 @@ public struct SecureBytes: Sendable {
         return try body(storage.mutableBuffer)
     }
 
+    /// The concatenation of `parts` in one new secret buffer.
+    public init(joining parts: [SecureBytes]) {
+        let total = parts.reduce(0) { $0 + $1.count }
+        storage = Storage(count: total, guarded: false)
+        var offset = 0
+        for part in parts {
+            if part.count > 0 { (storage.base + offset).copyMemory(from: part.storage.base, byteCount: part.count) }
+            offset += part.count
+        }
+    }
+
     /// A copy of bytes `range` as new secret bytes (used to split a decrypted message).
     public func slice(_ range: Range<Int>) -> SecureBytes {
         precondition(range.lowerBound >= 0 && range.upperBound <= count, "SecureBytes slice out of bounds")

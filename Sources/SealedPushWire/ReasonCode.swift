@@ -1,0 +1,71 @@
+/// Why a notification was not shown decrypted: the wire format's §5 reason codes, followed by the
+/// device-level codes of `shared/spec/device-outcomes.md`.
+public enum ReasonCode: String, Sendable, Codable, CaseIterable, CustomStringConvertible {
+    // Wire format v1, §5, in check order.
+    /// `ENCRYPTED_DATA` is not strict base64, or the envelope is too short.
+    case malformedPayload
+    /// The envelope's version byte is not `0x01`.
+    case unsupportedVersion
+    /// No usable device key has the envelope's key id.
+    case unknownKey
+    /// The sealed box did not open with that key.
+    case decryptionFailed
+    /// The plaintext's ISO/IEC 7816-4 padding is wrong.
+    case badPadding
+    /// The inner framing, the body JSON or one of its members is wrong.
+    case malformedMessage
+    /// The body's `kid` is not the envelope's key id.
+    case recipientMismatch
+    /// The message is signed by a sender key the device does not trust.
+    case untrustedSender
+    /// The signature does not verify.
+    case badSignature
+    /// The message is unsigned but the device requires signatures.
+    case signatureRequired
+    /// `now > exp + skew`.
+    case expired
+    /// `iat > now + skew`.
+    case notYetValid
+    /// A message with this id was already accepted.
+    case replayed
+    /// The key exists but its keychain item cannot be read in the device's lock state.
+    case keychainLocked
+
+    // Device level (device-outcomes.md).
+    /// The payload has no `ENCRYPTED_DATA`: passed through unchanged.
+    case notEncrypted
+    /// `aps.mutable-content` is missing or not the integer 1: the extension does not run.
+    case notMutable
+    /// `aps.alert` has no visible text: the extension does not run.
+    case noAlert
+    /// The payload is over 4096 bytes.
+    case payloadTooLarge
+    /// The payload is not a UTF-8 JSON object with an `aps` object.
+    case invalidPayload
+    /// The extension process died.
+    case extensionCrashed
+    /// The extension's time ran out.
+    case timeExpired
+    /// The extension delivered content without alert text.
+    case alertRemoved
+
+    /// The code as written in JSON and logs.
+    public var description: String { rawValue }
+}
+
+/// A receiver-side check failed; carries the reason code, never message content.
+public struct OpenFailure: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The §5 reason code.
+    public let reason: ReasonCode
+    /// A short explanation without any secret or plaintext.
+    public let detail: String
+
+    /// A failure with its reason code and an explanation.
+    public init(_ reason: ReasonCode, _ detail: String) {
+        self.reason = reason
+        self.detail = detail
+    }
+
+    /// `reason: detail`.
+    public var description: String { "\(reason.rawValue): \(detail)" }
+}
