@@ -68,7 +68,35 @@ let package = Package(
         ),
         // Shared helpers for the test targets (vector loading, in-memory keys, running the CLI).
         .target(name: "SealedPushTestSupport", dependencies: ["SealedPushCrypto", "SealedPushWire"], swiftSettings: strict),
+        // A small tool the keychain tests run as separate processes (concurrent writers, SIGKILL mid-write).
+        .executableTarget(
+            name: "keychain-torture",
+            dependencies: ["SealedPushKeychain", "SealedPushCrypto", "SealedPushWire"],
+            swiftSettings: strict
+        ),
         .testTarget(name: "SealedPushCryptoTests", dependencies: ["SealedPushCrypto"], swiftSettings: strict),
         .testTarget(name: "SealedPushWireTests", dependencies: ["SealedPushWire", "SealedPushCrypto", "SealedPushTestSupport"], swiftSettings: strict),
+    
+        .testTarget(
+            name: "SealedPushSenderTests",
+            dependencies: ["SealedPushSender", "SealedPushWire", "SealedPushCrypto", "SealedPushTestSupport"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "SealedPushKeychainTests",
+            dependencies: ["SealedPushKeychain", "SealedPushWire", "SealedPushCrypto", "SealedPushTestSupport", "keychain-torture"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "SealedPushReceiverTests",
+            dependencies: ["SealedPushReceiver", "SealedPushKeychain", "SealedPushWire", "SealedPushCrypto", "SealedPushTestSupport"],
+            swiftSettings: strict
+        ),
+        // Runs the built `sealedpush` binary.
+        .testTarget(
+            name: "SealedPushCLITests",
+            dependencies: ["sealedpush", "SealedPushWire", "SealedPushCrypto", "SealedPushTestSupport"],
+            swiftSettings: strict
+        ),
     ]
 )

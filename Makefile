@@ -1,0 +1,51 @@
+# SealedPush — the two README commands are `make demo` and `make test`.
+SWIFT ?= swift
+PYTHON ?= python3
+VENV := .build/pyenv
+PY := $(VENV)/bin/python
+# Extra flags for `swift test` (e.g. SWIFT_TEST_FLAGS=--sanitize=address).
+SWIFT_TEST_FLAGS ?=
+FUZZ_SECONDS ?= 30
+
+.PHONY: all deps pydeps build release demo test bench fuzz sanitize clean
+
+all: build
+
+# libsodium-dev is the one system library SealedPush needs. Installed here when missing and we are root.
+deps:
+	@if ! pkg-config --exists libsodium 2>/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "libsodium-dev is missing: installing it with apt-get"; \
+	    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y libsodium-dev pkg-config; \
+	  else \
+	    echo "libsodium-dev is missing. Install it with: sudo apt-get update && sudo apt-get install -y libsodium-dev pkg-config" >&2; \
+	    exit 1; \
+	  fi; \
+	fi
+
+# The Python peer (PyNaCl) used by the interoperability tests and the PyNaCl benchmark, in a venv under .build/.
+pydeps:
+	@if ! [ -x $(PY) ] || ! $(PY) -c 'import nacl' 2>/dev/null; then \
+	  echo "setting up $(VENV) with PyNaCl"; \
+	  $(PYTHON) -m venv $(VENV) && $(PY) -m pip install --quiet --disable-pip-version-check 'pynacl>=1.5'; \
+	fi
+
+build: deps
+	$(SWIFT) build
+
+release: deps
+	$(SWIFT) build -c release
+
+demo: release
+	.build/release/sealedpush demo
+
+test: deps pydeps
+	$(SWIFT) build --build-tests $(SWIFT_TEST_FLAGS)
+	SEALEDPUSH_PYTHON=$(CURDIR)/$(PY) $(SWIFT) test --skip-build $(SWIFT_TEST_FLAGS)
+
+bench: release pydeps
+	.build/release/sealedpush bench
+	$(PY) Tests/Peer/bench_pynacl.py
+
+clean:
+	rm -rf .build

@@ -1,0 +1,1 @@
+print("keychain-torture: not built yet")
