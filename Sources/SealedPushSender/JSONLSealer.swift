@@ -1,0 +1,125 @@
+public import SealedPushWire
+
+/// The bulk path: one JSON request per line in, one JSON result per line out (JSON Lines).
+///
+/// Input line (members other than `to` are optional; at least one of title, subtitle, body must be non-empty):
+///
+///     {"to": <device key record>, "title": "…", "subtitle": "…", "body": "…", "thread-id": "…",
+///      "category": "…", "badge": 3, "sound": "…", "data": {…}, "expires_in": "2h" | 7200,
+///      "collapse_id": "…", "topic": "…", "id": "…"}
+///
+/// Output line: `{"payload":{…},"headers":{…}}`, or `{"line":N,"error":"…"}` when the line failed
+/// (N counts every input line from 1, blank ones included). Unknown members are refused so typos surface.
+public struct JSONLSealer: Sendable {
+    /// What processing one input line did.
+    public enum LineOutcome: Sendable, Equatable {
+        /// The line was blank (only whitespace): nothing was written.
+        case blank
+        /// A payload line was written.
+        case sealed
+        /// An error line was written.
+        case failed
+    }
+
+    /// The sender every line goes through.
+    public let sender: NotificationSender
+
+    /// The members an input line may have.
+    public static let members: Set<String> = [
+        "to", "title", "subtitle", "body", "thread-id", "category", "badge", "sound", "data", "expires_in",
+        "collapse_id", "topic", "id",
+    ]
+
+    /// A JSONL sealer over `sender`.
+    public init(sender: NotificationSender) { self.sender = sender }
+
+    /// Reads one request object (the input line's shape).
+    public static func request(from o: JSONObject) throws(SenderError) -> SealRequest {
+        for (key, _) in o where !members.contains(key) {
+            throw .invalidRequest("unknown member '\(key)' (allowed: \(members.sorted().joined(separator: ", ")))")
+        }
+        guard let toValue = o["to"] else { throw .invalidRequest("member 'to' (the device key record object) is required") }
+        guard case let .object(to) = toValue else { throw .invalidRequest("member 'to' must be a device key record object") }
+        let device: DeviceKeyRecord
+        do { device = try DeviceKeyRecord(json: to) } catch { throw .invalidDeviceRecord(error) }
+        func string(_ key: String) throws(SenderError) -> String? {
+            guard let v = o[key] else { return nil }
+            guard case let .string(s) = v else { throw .invalidRequest("member '\(key)' must be a string") }
+            return s
+        }
+        var message = SecretMessage(
+            title: try string("title"), subtitle: try string("subtitle"), body: try string("body"),
+            threadID: try string("thread-id"), category: try string("category"), sound: try string("sound"),
+            messageID: try string("id"), collapseID: try string("collapse_id"), topic: try string("topic"))
+        if let v = o["badge"] {
+            guard case let .int(badge) = v else { throw .invalidRequest("member 'badge' must be an integer") }
+            message.badge = badge
+        }
+        if let v = o["data"] {
+            guard case let .object(data) = v else { throw .invalidRequest("member 'data' must be an object") }
+            message.data = data
+        }
+        switch o["expires_in"] {
+        case nil: break
+        case let .int(seconds)?: message.expiry = .after(seconds: seconds)
+        case let .string(text)?:
+            guard let expiry = Expiry.duration(text) else {
+                throw .invalidRequest("member 'expires_in' must be whole seconds or a duration like 500ms, 30s, 15m, 2h, 7d")
+            }
+            message.expiry = expiry
+        default: throw .invalidRequest("member 'expires_in' must be an integer of seconds or a duration string")
+        }
+        return SealRequest(message: message, device: device)
+    }
+
+    /// Reads one request from the bytes of one line.
+    public static func request(fromLine line: Span<UInt8>) throws(SenderError) -> SealRequest {
+        let value: JSONValue
+        do { value = try JSON.parse(line) } catch { throw .invalidRequest("the line is not valid JSON (\(error.description))") }
+        guard case let .object(o) = value else { throw .invalidRequest("the line is not a JSON object") }
+        return try request(from: o)
+    }
+
+    /// Whether `line` holds only JSON whitespace.
+    public static func isBlank(_ line: Span<UInt8>) -> Bool {
+        for i in line.indices {
+            let c = line[i]
+            guard c == 0x20 || c == 0x09 || c == 0x0d || c == 0x0a else { return false }
+        }
+        return true
+    }
+
+    /// Seals the request on input line `number` (its bytes without the newline) and appends one
+    /// output line, newline included, to `out`.
+    @discardableResult
+    public func process(line: Span<UInt8>, number: Int, into out: inout [UInt8]) -> LineOutcome {
+        if JSONLSealer.isBlank(line) { return .blank }
+        do throws(SenderError) {
+            let request = try JSONLSealer.request(fromLine: line)
+            let sealed = try sender.seal(request.message, to: request.device)
+            JSONLSealer.writeResult(sealed, into: &out)
+            return .sealed
+        } catch {
+            JSONLSealer.writeError(error, line: number, into: &out)
+            return .failed
+        }
+    }
+
+    /// Appends `{"payload":…,"headers":…}` and a newline.
+    public static func writeResult(_ sealed: SealedNotification, into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"payload":"#.utf8)
+        out.append(contentsOf: sealed.payload)
+        out.append(contentsOf: #","headers":"#.utf8)
+        sealed.headers.writeJSON(into: &out)
+        out.append(contentsOf: "}\n".utf8)
+    }
+
+    /// Appends `{"line":N,"error":"…"}` and a newline.
+    public static func writeError(_ error: SenderError, line: Int, into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"line":"#.utf8)
+        out.append(contentsOf: String(line).utf8)
+        out.append(contentsOf: #","error":"#.utf8)
+        JSON.writeString(error.description, into: &out)
+        out.append(contentsOf: "}\n".utf8)
+    }
+}

@@ -1,0 +1,190 @@
+public import SealedPushCrypto
+public import SealedPushWire
+import Foundation
+
+/// A sealed notification: the exact APNs payload bytes and the request headers to send them with.
+public struct SealedNotification: Sendable, Equatable {
+    /// The APNs payload, compact UTF-8 JSON, at most 4096 bytes.
+    public let payload: [UInt8]
+    /// The request headers.
+    public let headers: APNsHeaders
+    /// The device key the message was sealed to.
+    public let keyID: KeyID
+    /// The message id inside the sealed body.
+    public let messageID: String
+    /// The issued-at time sealed into the body (Unix seconds).
+    public let issuedAt: Int64
+    /// The padded length P of the inner message (all an observer learns about its size).
+    public let paddedLength: Int
+
+    /// The payload as a string.
+    public var payloadString: String { String(decoding: payload, as: UTF8.self) }
+
+    /// The payload parsed back into its model (for inspection; the hot path never needs this).
+    public var payloadModel: APNsPayload? {
+        guard case let .object(root)? = try? JSON.parse(payload),
+              case let .object(aps)? = root["aps"], case let .object(alert)? = aps["alert"],
+              case let .int(mutable)? = aps["mutable-content"], let data = root[WireFormat.encryptedDataKey]?.stringValue
+        else { return nil }
+        return APNsPayload(aps: .init(alert: .init(title: alert["title"]?.stringValue, body: alert["body"]?.stringValue),
+                                      mutableContent: Int(mutable), category: aps["category"]?.stringValue),
+                           encryptedData: data)
+    }
+}
+
+/// The outcome of sealing one message to one device of a fan-out.
+public struct DeviceSealResult: Sendable {
+    /// The device key this result is for.
+    public let keyID: KeyID
+    /// The sealed notification, or why this device's copy failed.
+    public let result: Result<SealedNotification, SenderError>
+}
+
+/// One message for one device: the unit of the batch API (one JSONL line).
+public struct SealRequest: Sendable, Equatable {
+    /// The message.
+    public var message: SecretMessage
+    /// The device to seal it to.
+    public var device: DeviceKeyRecord
+
+    /// A request from its parts.
+    public init(message: SecretMessage, device: DeviceKeyRecord) {
+        self.message = message
+        self.device = device
+    }
+}
+
+/// Seals secret messages into APNs payloads (wire format v1): what server code calls.
+///
+/// ```swift
+/// let sender = try NotificationSender()                       // default placeholder, bucket padding
+/// let record = try DeviceKeyRecord(jsonBytes: registeredRecordBytes)
+/// let sealed = try sender.seal(SecretMessage(title: "Agent K", body: "The eagle lands at noon."), to: record)
+/// // POST sealed.payload to APNs with sealed.headers.fields
+/// ```
+///
+/// A sender is immutable and `Sendable`: share one across tasks. The visible part of the payload is
+/// serialized once at initialization; each message costs one sealed box (and one signature when signing).
+public struct NotificationSender: Sendable {
+    /// The visible placeholder every payload carries.
+    public let placeholder: Placeholder
+    /// How the padded length P is chosen.
+    public let padding: PaddingPolicy
+    /// The sender signing key, when messages are signed (the body's `sender` names it).
+    public let signer: SigningKeyPair?
+    /// The clock for `iat`, Unix seconds.
+    public let clock: @Sendable () -> Int64
+    /// Bytes of the payload without the `ENCRYPTED_DATA` value (what `MessageSealer` budgets around).
+    public let payloadOverhead: Int
+
+    /// Everything of the payload before the base64 value (including its opening quote).
+    private let payloadPrefix: [UInt8]
+
+    /// The system clock: whole seconds since the Unix epoch.
+    public static let systemClock: @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970.rounded(.down)) }
+
+    /// A sender. Throws `invalidPlaceholder` when the placeholder shows no text or is so large
+    /// that no message could fit.
+    public init(placeholder: Placeholder = .standard, padding: PaddingPolicy = .bucket, signer: SigningKeyPair? = nil,
+                clock: @escaping @Sendable () -> Int64 = NotificationSender.systemClock) throws(SenderError) {
+        guard !(placeholder.title ?? "").isEmpty || !placeholder.body.isEmpty else {
+            throw .invalidPlaceholder("has neither a title nor a body, so the system would not run the extension")
+        }
+        var prefix: [UInt8] = []
+        APNsPayload(placeholder: placeholder, encryptedData: "").writePrefix(into: &prefix)
+        let overhead = prefix.count + 2  // the closing quote and brace
+        guard PaddingPolicy.largestPaddedLength(payloadOverhead: overhead) >= 256 else {
+            throw .invalidPlaceholder("takes \(overhead) bytes of the \(WireFormat.maxPayloadBytes)-byte payload, leaving too little room for a message")
+        }
+        self.placeholder = placeholder
+        self.padding = padding
+        self.signer = signer
+        self.clock = clock
+        self.payloadPrefix = prefix
+        self.payloadOverhead = overhead
+    }
+
+    /// The largest padded length P any message can get with this placeholder.
+    public var largestPaddedLength: Int { PaddingPolicy.largestPaddedLength(payloadOverhead: payloadOverhead) }
+
+    /// Seals `message` to the device of `record`.
+    public func seal(_ message: SecretMessage, to record: DeviceKeyRecord) throws(SenderError) -> SealedNotification {
+        try seal(message, to: record.publicKey, messageID: message.messageID ?? makeMessageID(), issuedAt: clock())
+    }
+
+    /// Seals `message` to a device public key.
+    public func seal(_ message: SecretMessage, to device: BoxPublicKey) throws(SenderError) -> SealedNotification {
+        try seal(message, to: device, messageID: message.messageID ?? makeMessageID(), issuedAt: clock())
+    }
+
+    /// Seals one message to many devices: each gets its own envelope (same message id and `iat`, a
+    /// different sealed box). Results are in the order of `records`; one device's failure does not stop the others.
+    public func seal(_ message: SecretMessage, toEach records: [DeviceKeyRecord]) -> [DeviceSealResult] {
+        let id = message.messageID ?? makeMessageID()
+        let now = clock()
+        return records.map { record in
+            DeviceSealResult(keyID: record.keyID, result: Result { () throws(SenderError) -> SealedNotification in
+                try seal(message, to: record.publicKey, messageID: id, issuedAt: now)
+            })
+        }
+    }
+
+    /// Seals a batch of independent requests, in order; one request's failure does not stop the others.
+    public func seal(batch requests: [SealRequest]) -> [Result<SealedNotification, SenderError>] {
+        requests.map { request in Result { () throws(SenderError) -> SealedNotification in try seal(request.message, to: request.device) } }
+    }
+
+    /// Checks the parts of `message` that become headers.
+    func validateHeaders(_ message: SecretMessage) throws(SenderError) {
+        if let collapseID = message.collapseID {
+            guard !collapseID.isEmpty else { throw .invalidCollapseID("is empty") }
+            guard collapseID.utf8.count <= 64 else { throw .invalidCollapseID("is \(collapseID.utf8.count) bytes, over the APNs limit of 64") }
+            guard !collapseID.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+                throw .invalidCollapseID("holds control characters")
+            }
+        }
+        if let topic = message.topic {
+            guard !topic.isEmpty else { throw .invalidTopic("is empty") }
+            guard topic.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 0x20 && $0.value < 0x7f }) else {
+                throw .invalidTopic("holds whitespace, control or non-ASCII characters")
+            }
+        }
+    }
+
+    func seal(_ message: SecretMessage, to device: BoxPublicKey, messageID: String, issuedAt: Int64) throws(SenderError) -> SealedNotification {
+        try validateHeaders(message)
+        var exp: Int64?
+        if let expiry = message.expiry {
+            switch expiry {
+            case let .after(seconds) where seconds < 0: throw .invalidExpiry("is a negative duration (\(seconds) s)")
+            case let .at(t) where t < issuedAt: throw .invalidExpiry("(\(t)) is before the issued-at time \(issuedAt)")
+            default: exp = expiry.resolved(issuedAt: issuedAt)
+            }
+        }
+        let body = MessageBody(
+            kid: device.keyID, id: messageID, issuedAt: issuedAt, expiresAt: exp,
+            alert: .init(title: message.title, subtitle: message.subtitle, body: message.body),
+            threadID: message.threadID, category: message.category, sound: message.sound, badge: message.badge,
+            data: message.data, sender: signer?.keyID)
+        let envelope: Envelope
+        do {
+            envelope = try MessageSealer.seal(body: body, to: device, signer: signer, padding: padding, payloadOverhead: payloadOverhead)
+        } catch {
+            throw .sealing(error)
+        }
+        let paddedLength = envelope.sealedBox.count - SealedBox.overhead
+        let base64 = envelope.base64
+        var payload: [UInt8] = []
+        payload.reserveCapacity(payloadPrefix.count + base64.utf8.count + 2)
+        payload.append(contentsOf: payloadPrefix)
+        payload.append(contentsOf: base64.utf8)
+        payload.append(contentsOf: APNsPayload.suffix)
+        // MessageSealer budgets P so this holds; checked again because an oversized payload is never acceptable.
+        guard payload.count <= WireFormat.maxPayloadBytes else {
+            throw .sealing(.payloadTooLarge(size: payload.count, limit: WireFormat.maxPayloadBytes))
+        }
+        return SealedNotification(
+            payload: payload, headers: APNsHeaders(expiration: exp ?? 0, collapseID: message.collapseID, topic: message.topic),
+            keyID: device.keyID, messageID: messageID, issuedAt: issuedAt, paddedLength: paddedLength)
+    }
+}

@@ -1,0 +1,83 @@
+public import SealedPushWire
+
+/// When a message stops being valid: sealed into the body as `exp` and sent as `apns-expiration`.
+public enum Expiry: Sendable, Equatable, Hashable {
+    /// At this instant, seconds since the Unix epoch.
+    case at(Int64)
+    /// This many seconds after the message's issued-at time.
+    case after(seconds: Int64)
+
+    /// The absolute expiry for a message issued at `issuedAt`, saturating instead of overflowing.
+    public func resolved(issuedAt: Int64) -> Int64 {
+        switch self {
+        case let .at(t): return t
+        case let .after(seconds):
+            let (sum, overflow) = issuedAt.addingReportingOverflow(seconds)
+            return overflow ? (seconds > 0 ? .max : .min) : sum
+        }
+    }
+
+    /// Parses a relative duration: whole seconds as digits (`3600`) or with a unit, `500ms`, `30s`,
+    /// `15m`, `2h`, `7d`. Sub-second durations round up to whole seconds. `nil` for anything else.
+    public static func duration(_ text: String) -> Expiry? {
+        let units: [(String, Int64)] = [("ms", 1), ("s", 1000), ("m", 60_000), ("h", 3_600_000), ("d", 86_400_000)]
+        var number = Substring(text)
+        var factor: Int64 = 1000
+        for (suffix, f) in units where text.hasSuffix(suffix) {
+            number = text.dropLast(suffix.count)
+            factor = f
+            break
+        }
+        guard !number.isEmpty, number.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let value = Int64(number) else { return nil }
+        let (ms, overflow) = value.multipliedReportingOverflow(by: factor)
+        guard !overflow else { return nil }
+        return .after(seconds: ms / 1000 + (ms % 1000 == 0 ? 0 : 1))
+    }
+}
+
+/// A secret message, before sealing: everything here ends up inside the encrypted body
+/// (`ENCRYPTED_DATA`) except `expiry`, `collapseID` and `topic`, which also set APNs headers.
+public struct SecretMessage: Sendable, Equatable {
+    /// The title the device shows after decrypting.
+    public var title: String?
+    /// The subtitle.
+    public var subtitle: String?
+    /// The body text.
+    public var body: String?
+    /// The notification thread id (sealed, never visible to APNs).
+    public var threadID: String?
+    /// The notification category after decrypting (the visible payload always carries the placeholder's).
+    public var category: String?
+    /// The app badge number (sealed).
+    public var badge: Int64?
+    /// The sound name (sealed).
+    public var sound: String?
+    /// Custom data merged into the notification's userInfo on the device; must not hold `aps`.
+    public var data: JSONObject?
+    /// When the message expires, or `nil` for never (`apns-expiration: 0`).
+    public var expiry: Expiry?
+    /// The message id (1–64 characters); `nil` for a fresh random one (`makeMessageID()`).
+    public var messageID: String?
+    /// The `apns-collapse-id` header, when given (visible to APNs: do not put secrets in it).
+    public var collapseID: String?
+    /// The `apns-topic` header (the app's bundle id), when given.
+    public var topic: String?
+
+    /// A message from its parts; at least one of title, subtitle and body must be non-empty.
+    public init(title: String? = nil, subtitle: String? = nil, body: String? = nil, threadID: String? = nil,
+                category: String? = nil, badge: Int64? = nil, sound: String? = nil, data: JSONObject? = nil,
+                expiry: Expiry? = nil, messageID: String? = nil, collapseID: String? = nil, topic: String? = nil) {
+        self.title = title
+        self.subtitle = subtitle
+        self.body = body
+        self.threadID = threadID
+        self.category = category
+        self.badge = badge
+        self.sound = sound
+        self.data = data
+        self.expiry = expiry
+        self.messageID = messageID
+        self.collapseID = collapseID
+        self.topic = topic
+    }
+}
