@@ -48,11 +48,12 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        // The notification service extension and the device simulator.
+        // The notification service extension and the device simulator. Keys come through the
+        // wire module's DeviceKeyProvider protocol, so an iOS build can put the real Keychain behind it.
         .target(
             name: "SealedPushReceiver",
             dependencies: [
-                "SealedPushWire", "SealedPushCrypto", "SealedPushKeychain",
+                "SealedPushWire", "SealedPushCrypto",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -89,7 +90,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SealedPushReceiverTests",
-            dependencies: ["SealedPushReceiver", "SealedPushKeychain", "SealedPushWire", "SealedPushCrypto", "SealedPushTestSupport"],
+            dependencies: ["SealedPushReceiver", "SealedPushWire", "SealedPushCrypto", "SealedPushTestSupport"],
             swiftSettings: strict
         ),
         // Runs the built `sealedpush` binary.

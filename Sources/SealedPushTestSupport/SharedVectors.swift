@@ -1,6 +1,7 @@
 public import Foundation
 public import SealedPushCrypto
 public import SealedPushWire
+import Synchronization
 
 /// Locates the repository and the `../shared` directory beside it (the normative spec and vectors).
 public enum ProjectPaths {
@@ -136,5 +137,52 @@ extension JSONValue {
         case let .array(a): return .array(a.map(\.normalized))
         default: return self
         }
+    }
+}
+
+/// An in-memory replay cache for tests.
+public final class InMemoryReplayGuard: ReplayGuard {
+    private let seen = Mutex<[String: Int64]>([:])
+
+    /// An empty cache.
+    public init() {}
+
+    /// Records `messageID` unless it is already present and unexpired.
+    public func recordIfNew(messageID: String, keyID: KeyID, expiresAt: Int64, now: Int64) -> Bool {
+        seen.withLock { seen in
+            if let until = seen[messageID], until >= now { return false }
+            seen[messageID] = expiresAt
+            return true
+        }
+    }
+}
+
+/// Builds APNs payloads around wire-format envelopes for tests, without the sender module.
+public enum TestPayloads {
+    /// Seals `body` to `recipient` and wraps it in the default placeholder payload.
+    public static func payload(body: MessageBody, to recipient: BoxPublicKey, signer: SigningKeyPair? = nil,
+                               padding: PaddingPolicy = .bucket) throws -> [UInt8] {
+        let skeleton = wrap(encryptedData: "")
+        let envelope = try MessageSealer.seal(body: body, to: recipient, signer: signer, padding: padding,
+                                              payloadOverhead: skeleton.count)
+        return wrap(encryptedData: envelope.base64)
+    }
+
+    /// The default placeholder payload with `encryptedData` as `ENCRYPTED_DATA`.
+    public static func wrap(encryptedData: String, title: String = "Secret Message!") -> [UInt8] {
+        JSON.serialize(.object(JSONObject([
+            ("aps", .object(JSONObject([
+                ("alert", .object(JSONObject([("title", .string(title)), ("body", .string("(Encrypted)"))]))),
+                ("mutable-content", .int(1)), ("category", .string("SECRET")),
+            ]))),
+            ("ENCRYPTED_DATA", .string(encryptedData)),
+        ])))
+    }
+
+    /// A body addressed to `recipient`, issued at `now`.
+    public static func body(to recipient: BoxPublicKey, title: String = "Agent K", text: String = "The eagle lands at noon.",
+                            now: Int64, expiresAt: Int64? = nil, sender: KeyID? = nil, id: String = makeMessageID()) -> MessageBody {
+        MessageBody(kid: recipient.keyID, id: id, issuedAt: now, expiresAt: expiresAt,
+                    alert: .init(title: title, body: text), sender: sender)
     }
 }

@@ -1,0 +1,272 @@
+import Testing
+import Foundation
+import Synchronization
+import SealedPushCrypto
+import SealedPushWire
+import SealedPushReceiver
+import SealedPushTestSupport
+
+/// A device with one key, a trusted and an untrusted sender, and a replay cache.
+struct TestDevice {
+    let key = BoxKeyPair.generate()
+    let trusted = SigningKeyPair.generate()
+    let untrusted = SigningKeyPair.generate()
+    let now: Int64 = 1_800_000_000
+    var locked = false
+    var requireSignature = false
+    var startDelay: Duration = .zero
+    let replay = InMemoryReplayGuard()
+
+    func simulator(_ options: DeviceSimulator.Options = .init()) -> DeviceSimulator {
+        let keys = InMemoryKeys([key], locked: locked)
+        let policy = ReceiverPolicy(trustedSenders: [trusted.publicKey], requireSignature: requireSignature)
+        let now = self.now, replay = self.replay, delay = startDelay
+        return DeviceSimulator(options: options) {
+            SecretMessageExtension(configuration: .init(keys: keys, policy: { policy }, replayGuard: replay, now: { now },
+                                                        startDelay: delay))
+        }
+    }
+
+    func payload(signer: SigningKeyPair? = nil, expiresAt: Int64? = nil, issuedAt: Int64? = nil) throws -> [UInt8] {
+        let body = TestPayloads.body(to: key.publicKey, now: issuedAt ?? now, expiresAt: expiresAt, sender: signer?.keyID)
+        return try TestPayloads.payload(body: body, to: key.publicKey, signer: signer)
+    }
+}
+
+private func json(_ text: String) -> [UInt8] { Array(text.utf8) }
+
+@Suite("Receiver") struct ReceiverTests {
+    @Suite("Content handler") struct HandlerTests {
+        @Test func takesEffectOnceUnderConcurrentCalls() async {
+            let count = Mutex(0)
+            let once = ContentHandlerOnce { _ in count.withLock { $0 += 1 } }
+            await withTaskGroup(of: Void.self) { group in
+                for i in 0..<200 { group.addTask { once(NotificationContent(body: "\(i)")) } }
+            }
+            #expect(count.withLock { $0 } == 1)
+            #expect(once.hasDelivered)
+            #expect(once(NotificationContent()) == false)
+        }
+
+        @Test func asyncFormReturnsDecryptedContent() async throws {
+            let device = TestDevice()
+            let ext = SecretMessageExtension(configuration: .init(keys: InMemoryKeys([device.key]), now: { device.now }))
+            guard case let .object(payload) = try JSON.parse(try device.payload()) else { Issue.record("payload"); return }
+            let content = await ext.content(for: NotificationRequest(identifier: "x", payload: payload))
+            #expect(content.title == "Agent K")
+            #expect(content.body == "The eagle lands at noon.")
+            #expect(content.userInfo["ENCRYPTED_DATA"] == nil)
+        }
+    }
+
+    @Suite("Device rules") struct RuleTests {
+        @Test func decryptsAndShowsEveryMember() async throws {
+            let device = TestDevice()
+            var body = TestPayloads.body(to: device.key.publicKey, now: device.now)
+            body.alert.subtitle = "Field report"
+            body.threadID = "ops-7"
+            body.category = "SECRET_REPLY"
+            body.badge = 3
+            body.sound = "default"
+            body.data = JSONObject([("conversation", .string("c-42"))])
+            let result = await device.simulator().deliver(payload: try TestPayloads.payload(body: body, to: device.key.publicKey))
+            #expect(result.outcome == .decrypted)
+            #expect(result.reason == nil)
+            let n = try #require(result.notification)
+            #expect(n.title == "Agent K" && n.subtitle == "Field report" && n.body == "The eagle lands at noon.")
+            #expect(n.threadIdentifier == "ops-7" && n.categoryIdentifier == "SECRET_REPLY")
+            #expect(n.badge == 3 && n.sound == "default")
+            #expect(n.userInfo["conversation"] == .string("c-42"))
+            #expect(n.userInfo["ENCRYPTED_DATA"] == nil)
+        }
+
+        @Test("refused payloads", arguments: [
+            ("not json", ReasonCode.invalidPayload), ("[1,2]", .invalidPayload), ("{\"a\":1}", .invalidPayload),
+            ("{\"aps\":\"x\"}", .invalidPayload), ("", .invalidPayload), ("{\"aps\":{}} trailing", .invalidPayload),
+        ])
+        func rejected(text: String, reason: ReasonCode) async {
+            let result = await TestDevice().simulator().deliver(payload: json(text))
+            #expect(result.outcome == .rejected)
+            #expect(result.reason == reason)
+            #expect(result.notification == nil)
+            #expect(result.isRejection)
+        }
+
+        @Test func payloadOver4096IsRejected() async {
+            let filler = String(repeating: "x", count: 4096)
+            let result = await TestDevice().simulator().deliver(payload: json("{\"aps\":{\"alert\":\"hi\"},\"pad\":\"\(filler)\"}"))
+            #expect(result.outcome == .rejected)
+            #expect(result.reason == .payloadTooLarge)
+        }
+
+        @Test func payloadOfExactly4096IsAccepted() async {
+            let head = "{\"aps\":{\"alert\":\"hi\"},\"pad\":\""
+            let filler = String(repeating: "x", count: 4096 - head.utf8.count - 2)
+            let bytes = json(head + filler + "\"}")
+            #expect(bytes.count == 4096)
+            let result = await TestDevice().simulator().deliver(payload: bytes)
+            #expect(result.outcome == .original)
+            #expect(result.reason == .notMutable)
+        }
+
+        @Test("mutable-content must be the integer 1", arguments: ["", ",\"mutable-content\":\"1\"", ",\"mutable-content\":true",
+                                                                  ",\"mutable-content\":2", ",\"mutable-content\":1.0"])
+        func notMutable(member: String) async {
+            let result = await TestDevice().simulator().deliver(payload: json("{\"aps\":{\"alert\":{\"title\":\"Hi\"}\(member)},\"ENCRYPTED_DATA\":\"AA==\"}"))
+            #expect(result.outcome == .original)
+            #expect(result.reason == .notMutable)
+            #expect(result.notification?.title == "Hi")
+        }
+
+        @Test("no visible alert", arguments: ["{\"aps\":{\"mutable-content\":1}}", "{\"aps\":{\"mutable-content\":1,\"alert\":{\"title\":\"\"}}}",
+                                               "{\"aps\":{\"mutable-content\":1,\"alert\":\"\"}}", "{\"aps\":{\"mutable-content\":1,\"alert\":7}}"])
+        func noAlert(text: String) async {
+            let result = await TestDevice().simulator().deliver(payload: json(text))
+            #expect(result.outcome == .original)
+            #expect(result.reason == .noAlert)
+            #expect(result.notification?.hasAlertText == false)
+        }
+
+        @Test func crashedExtensionShowsOriginal() async throws {
+            let device = TestDevice()
+            let result = await device.simulator(.init(extensionCrash: true)).deliver(payload: try device.payload())
+            #expect(result.outcome == .original)
+            #expect(result.reason == .extensionCrashed)
+            #expect(result.notification?.body == "(Encrypted)")
+            #expect(result.notification?.title == "Secret Message!")
+        }
+
+        @Test func payloadWithoutEncryptedDataPassesThrough() async {
+            let result = await TestDevice().simulator().deliver(payload: json("{\"aps\":{\"mutable-content\":1,\"alert\":{\"title\":\"Plain\",\"body\":\"hello\"}}}"))
+            #expect(result.outcome == .original)
+            #expect(result.reason == .notEncrypted)
+            #expect(result.notification?.body == "hello")
+        }
+
+        @Test("ENCRYPTED_DATA of the wrong type", arguments: ["1", "null", "{}", "[\"AQ==\"]", "true"])
+        func encryptedDataWrongType(value: String) async {
+            let result = await TestDevice().simulator().deliver(payload: json("{\"aps\":{\"mutable-content\":1,\"alert\":{\"title\":\"T\",\"body\":\"(Encrypted)\"}},\"ENCRYPTED_DATA\":\(value)}"))
+            #expect(result.outcome == .fallback)
+            #expect(result.reason == .malformedPayload)
+            #expect(result.notification?.body == "(Encrypted)")
+        }
+
+        @Test func lockedKeychainFallsBack() async throws {
+            var device = TestDevice()
+            device.locked = true
+            let result = await device.simulator().deliver(payload: try device.payload())
+            #expect(result.outcome == .fallback)
+            #expect(result.reason == .keychainLocked)
+            #expect(result.notification?.body == "(Encrypted)")
+            #expect(result.notification?.title == "Secret Message!")
+        }
+
+        @Test func replayIsRefused() async throws {
+            let device = TestDevice()
+            let payload = try device.payload()
+            let simulator = device.simulator()
+            #expect(await simulator.deliver(payload: payload).outcome == .decrypted)
+            let second = await simulator.deliver(payload: payload)
+            #expect(second.outcome == .fallback)
+            #expect(second.reason == .replayed)
+        }
+
+        @Test func signedByTrustedAndUntrustedSenders() async throws {
+            var device = TestDevice()
+            device.requireSignature = true
+            let simulator = device.simulator()
+            #expect(await simulator.deliver(payload: try device.payload(signer: device.trusted)).outcome == .decrypted)
+            let untrusted = await simulator.deliver(payload: try device.payload(signer: device.untrusted))
+            #expect(untrusted.reason == .untrustedSender)
+            let unsigned = await simulator.deliver(payload: try device.payload())
+            #expect(unsigned.reason == .signatureRequired)
+        }
+
+        @Test func expiredAndNotYetValid() async throws {
+            let device = TestDevice()
+            let simulator = device.simulator()
+            #expect(await simulator.deliver(payload: try device.payload(expiresAt: device.now - 301)).reason == .expired)
+            #expect(await simulator.deliver(payload: try device.payload(issuedAt: device.now + 301)).reason == .notYetValid)
+            #expect(await simulator.deliver(payload: try device.payload(expiresAt: device.now - 299)).outcome == .decrypted)
+        }
+
+        @Test func stalledExtensionTimesOut() async throws {
+            var device = TestDevice()
+            device.startDelay = .milliseconds(400)
+            let result = await device.simulator(.init(timeLimit: .milliseconds(50), expiryGrace: .milliseconds(200)))
+                .deliver(payload: try device.payload())
+            #expect(result.outcome == .timeout)
+            #expect(result.reason == .timeExpired)
+            #expect(result.notification?.subtitle == "(Encrypted)")
+            #expect(result.notification?.body == "")
+            #expect(result.notification?.title == "Secret Message!")
+        }
+
+        @Test func hungExtensionShowsOriginalAfterGrace() async throws {
+            let device = TestDevice()
+            let simulator = DeviceSimulator(options: .init(timeLimit: .milliseconds(30), expiryGrace: .milliseconds(30))) { HungExtension() }
+            let result = await simulator.deliver(payload: try device.payload())
+            #expect(result.outcome == .original)
+            #expect(result.reason == .timeExpired)
+            #expect(result.notification?.body == "(Encrypted)")
+        }
+
+        @Test func emptyContentIsAlertRemovedOrSuppressed() async throws {
+            let device = TestDevice()
+            let plain = DeviceSimulator { BlankingExtension() }
+            let shown = await plain.deliver(payload: try device.payload())
+            #expect(shown.outcome == .original)
+            #expect(shown.reason == .alertRemoved)
+            #expect(shown.notification?.title == "Secret Message!")
+            let filtering = DeviceSimulator(options: .init(filtering: true)) { BlankingExtension() }
+            let suppressed = await filtering.deliver(payload: try device.payload())
+            #expect(suppressed.outcome == .suppressed)
+            #expect(suppressed.reason == .alertRemoved)
+            #expect(suppressed.notification == nil)
+        }
+    }
+
+    @Suite("Shared vectors through the simulator") struct VectorDelivery {
+        static let file = try! SharedVectors.load()
+
+        @Test(arguments: VectorDelivery.file.vectors.map(\.name))
+        func vector(name: String) async throws {
+            let file = Self.file
+            let vector = try #require(file.vectors.first { $0.name == name })
+            let keys = InMemoryKeys(file.deviceKeys.map(\.keyPair))
+            let policy = ReceiverPolicy(trustedSenders: file.trustedSenders, clockSkewSeconds: file.skewSeconds)
+            let simulator = DeviceSimulator {
+                SecretMessageExtension(configuration: .init(keys: keys, policy: { policy }, replayGuard: InMemoryReplayGuard(),
+                                                            now: { file.now }))
+            }
+            let result = await simulator.deliver(payload: TestPayloads.wrap(encryptedData: vector.encryptedData))
+            #expect(result.outcome.rawValue == vector.outcome)
+            if vector.outcome == "decrypted" {
+                let alert = try #require(vector.body?["alert"]?.objectValue)
+                #expect(result.notification?.title == alert["title"]?.stringValue ?? "")
+                #expect(result.notification?.body == alert["body"]?.stringValue ?? "")
+            } else {
+                #expect(result.reason?.rawValue == vector.reason)
+                #expect(result.notification?.body == "(Encrypted)")
+            }
+        }
+    }
+}
+
+/// Never delivers, not even on expiry.
+final class HungExtension: NotificationServiceExtension {
+    func didReceive(_ request: NotificationRequest, withContentHandler contentHandler: @escaping @Sendable (NotificationContent) -> Void) {}
+    func serviceExtensionTimeWillExpire() {}
+}
+
+/// Delivers content without any alert text.
+final class BlankingExtension: NotificationServiceExtension {
+    func didReceive(_ request: NotificationRequest, withContentHandler contentHandler: @escaping @Sendable (NotificationContent) -> Void) {
+        var content = request.content.mutableCopy()
+        content.title = ""
+        content.subtitle = ""
+        content.body = ""
+        contentHandler(content.content)
+    }
+    func serviceExtensionTimeWillExpire() {}
+}
