@@ -1,8 +1,327 @@
 import ArgumentParser
+import Foundation
+import SealedPushCrypto
+import SealedPushSender
+import SealedPushWire
 
-/// `sealedpush seal` (being built).
+/// `sealedpush seal`: seal a secret message into an APNs payload (one message, or a JSONL batch).
 struct SealCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "seal", abstract: "Not built yet.")
+    static let configuration = CommandConfiguration(
+        commandName: "seal",
+        abstract: "Seal a secret message to a device key: print the APNs payload (and optionally the headers).",
+        discussion: """
+            Single message: reads the device key record given with --to (the JSON a device registers, \
+            wire format §6; a record whose key_id does not match its public key is refused) and prints \
+            exactly the APNs payload JSON on stdout, ready to pipe into an APNs client or simulator \
+            (shown here indented; the output is compact, one line):
 
-    func run() async throws { throw CLIError("sealedpush seal is not built yet") }
+              {"aps": {"alert": {"title": "Secret Message!",
+                                 "body": "(Encrypted)"},
+                       "mutable-content": 1,
+                       "category": "SECRET"},
+               "ENCRYPTED_DATA": "<base64 envelope>"}
+
+            Everything of the message (title, subtitle, body, thread id, category, badge, sound) is \
+            inside ENCRYPTED_DATA; only the placeholder is visible. The payload is at most 4096 bytes; \
+            a message that cannot fit is refused with its size and the limit. No newline is added \
+            when stdout is not a terminal, so the bytes are exactly the payload.
+
+            With --headers the output is one JSON object with the request headers and the payload:
+
+              {"headers": {"apns-push-type": "alert",
+                           "apns-priority": "10",
+                           "apns-expiration": "<Unix seconds, or 0>",
+                           "apns-collapse-id": "<only with --collapse-id>",
+                           "apns-topic": "<only with --topic>"},
+               "payload": {<the APNs payload>}}
+
+            Batch (--batch FILE, or - for stdin): one JSON request per line (only "to" is required, \
+            and the message needs a non-empty title, subtitle or body):
+
+              {"to": {<device key record>}, "title": "...", "body": "...",
+               "subtitle": "...", "thread-id": "...", "category": "...",
+               "badge": 3, "sound": "...", "data": {...},
+               "expires_in": "2h" (or seconds, 7200), "collapse_id": "...",
+               "topic": "...", "id": "<message id>"}
+
+            and one output line each, in input order:
+
+              {"payload": {...}, "headers": {...}}     sealed
+              {"line": N, "error": "..."}              failed (N counts lines from 1)
+
+            Blank lines are skipped; a failed line never stops the others; the exit status is 1 if \
+            any line failed. --padding and --placeholder-title apply to every line; per-message \
+            options (--title and the like) are refused with --batch.
+
+            Signing with a sender key (--sign-with) is not available yet.
+
+            Examples:
+              sealedpush seal --to device-key.json --title "Agent K" \\
+                  --body "The eagle lands at noon."
+              sealedpush seal --to device-key.json --body "Meet at 6" \\
+                  --thread-id ops-7 --badge 3 --expires-in 2h --headers
+              sealedpush seal --to device-key.json --body "Hi" --padding max \\
+                  --placeholder-title "New message"
+              sealedpush seal --batch messages.jsonl > payloads.jsonl
+              cat messages.jsonl | sealedpush seal --batch - > payloads.jsonl
+            """
+    )
+
+    /// The padding policies as command-line values.
+    enum PaddingChoice: String, ExpressibleByArgument, CaseIterable {
+        case bucket, none, max
+
+        var policy: PaddingPolicy {
+            switch self {
+            case .bucket: return .bucket
+            case .none: return .none
+            case .max: return .max
+            }
+        }
+    }
+
+    @Option(name: .long, help: ArgumentHelp("The device key record to seal to (JSON file, or - for stdin).", valueName: "DEVICE_KEY.json"))
+    var to: String?
+
+    @Option(name: .long, help: ArgumentHelp("Seal one message per line of this JSONL file (- for stdin) instead of a single message.", valueName: "IN.jsonl"))
+    var batch: String?
+
+    @Option(name: .long, help: "The secret title.")
+    var title: String?
+
+    @Option(name: .long, help: "The secret body text.")
+    var body: String?
+
+    @Option(name: .long, help: "The secret subtitle.")
+    var subtitle: String?
+
+    @Option(name: .customLong("thread-id"), help: ArgumentHelp("The notification thread id (sealed).", valueName: "ID"))
+    var threadID: String?
+
+    @Option(name: .long, help: "The notification category after decryption (sealed; the visible one stays the placeholder's).")
+    var category: String?
+
+    @Option(name: .long, help: ArgumentHelp("The app badge number (sealed).", valueName: "N"))
+    var badge: Int64?
+
+    @Option(name: .long, help: "The sound name (sealed).")
+    var sound: String?
+
+    @Option(name: .customLong("expires-in"), help: ArgumentHelp("Expire the message after this long (500ms, 30s, 15m, 2h, 7d); sets exp and apns-expiration.", valueName: "DURATION"))
+    var expiresIn: DurationArgument?
+
+    @Option(name: .customLong("collapse-id"), help: ArgumentHelp("The apns-collapse-id header (visible to APNs; at most 64 bytes).", valueName: "ID"))
+    var collapseID: String?
+
+    @Option(name: .long, help: ArgumentHelp("The apns-topic header (the app's bundle id).", valueName: "TOPIC"))
+    var topic: String?
+
+    @Option(name: .long, help: ArgumentHelp("How to pad: bucket (256/512/1024/2048), none, or max.", valueName: "POLICY"))
+    var padding: PaddingChoice = .bucket
+
+    @Option(name: .customLong("placeholder-title"), help: ArgumentHelp("The visible placeholder title (not secret).", valueName: "TITLE"))
+    var placeholderTitle: String = Placeholder.defaultTitle
+
+    @Flag(name: .long, help: "Print {\"headers\":{…},\"payload\":{…}} instead of the bare payload.")
+    var headers = false
+
+    // --sign-with DIR (sign with the active sender key of a sender store) goes here once the sender
+    // keyring exists; it will pass the SigningKeyPair as `signer:` to NotificationSender below.
+
+    func validate() throws {
+        if let batch {
+            guard !batch.isEmpty else { throw ValidationError("--batch needs a file path, or - for stdin.") }
+            guard to == nil else { throw ValidationError("--to cannot be used with --batch: each line names its device in \"to\".") }
+            let perMessage: [(String, Bool)] = [
+                ("--title", title != nil), ("--body", body != nil), ("--subtitle", subtitle != nil),
+                ("--thread-id", threadID != nil), ("--category", category != nil), ("--badge", badge != nil),
+                ("--sound", sound != nil), ("--expires-in", expiresIn != nil), ("--collapse-id", collapseID != nil),
+                ("--topic", topic != nil), ("--headers", headers),
+            ]
+            if let (name, _) = perMessage.first(where: { $0.1 }) {
+                throw ValidationError("\(name) cannot be used with --batch: give it per line in the JSONL input.")
+            }
+        } else {
+            guard let to, !to.isEmpty else { throw ValidationError("Missing --to DEVICE_KEY.json (or use --batch IN.jsonl).") }
+            guard !(title ?? "").isEmpty || !(body ?? "").isEmpty || !(subtitle ?? "").isEmpty else {
+                throw ValidationError("Give the message some text: a non-empty --title, --subtitle or --body.")
+            }
+        }
+        if placeholderTitle.isEmpty { throw ValidationError("--placeholder-title must not be empty.") }
+        if let collapseID, collapseID.isEmpty || collapseID.utf8.count > 64 {
+            throw ValidationError("--collapse-id must be 1 to 64 bytes.")
+        }
+        if let topic, topic.isEmpty { throw ValidationError("--topic must not be empty.") }
+    }
+
+    func run() async throws {
+        let sender: NotificationSender
+        do {
+            sender = try NotificationSender(placeholder: Placeholder(title: placeholderTitle), padding: padding.policy)
+        } catch {
+            throw CLIError(error.description)
+        }
+        if let batch {
+            try await BatchRunner(sealer: JSONLSealer(sender: sender)).run(path: batch)
+            return
+        }
+        guard let to else { throw ValidationError("Missing --to DEVICE_KEY.json.") }
+        let recordBytes = try readInput(to, limit: 64 * 1024, what: "the device key record")
+        let record: DeviceKeyRecord
+        do { record = try DeviceKeyRecord(jsonBytes: recordBytes) } catch {
+            throw CLIError("\(to): \(error.description)")
+        }
+        let message = SecretMessage(
+            title: title, subtitle: subtitle, body: body, threadID: threadID, category: category, badge: badge,
+            sound: sound, expiry: expiresIn.map { .after(seconds: ($0.milliseconds + 999) / 1000) },
+            collapseID: collapseID, topic: topic)
+        let sealed: SealedNotification
+        do { sealed = try sender.seal(message, to: record) } catch { throw CLIError(error.description) }
+        var out: [UInt8] = []
+        if headers {
+            out.append(contentsOf: #"{"headers":"#.utf8)
+            sealed.headers.writeJSON(into: &out)
+            out.append(contentsOf: #","payload":"#.utf8)
+            out.append(contentsOf: sealed.payload)
+            out.append(UInt8(ascii: "}"))
+        } else {
+            out.append(contentsOf: sealed.payload)
+        }
+        if isatty(STDOUT_FILENO) != 0 { out.append(0x0a) }
+        FileHandle.standardOutput.write(Data(out))
+    }
+}
+
+/// Streams a JSONL batch: reads large blocks, seals complete lines on every core, writes results in order.
+struct BatchRunner {
+    let sealer: JSONLSealer
+    /// Bytes read per block.
+    static let readSize = 1 << 20
+    /// Output is flushed once it passes this many bytes.
+    static let flushSize = 1 << 20
+    /// The longest line accepted.
+    static let maxLineBytes = 1 << 20
+
+    /// One worker's share of a block: lines (ranges into the block) and its reused output buffer.
+    struct Work: Sendable {
+        var lines: [(number: Int, range: Range<Int>)] = []
+        var output: [UInt8] = []
+        var failures = 0
+        var nonBlank = 0
+    }
+
+    func run(path: String) async throws {
+        let input: FileHandle
+        if path == "-" {
+            input = FileHandle.standardInput
+        } else {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+                throw CLIError("the batch file \(path) does not exist; check the path")
+            }
+            guard !isDirectory.boolValue else { throw CLIError("the batch file \(path) is a directory; pass a file") }
+            guard let handle = FileHandle(forReadingAtPath: path) else {
+                throw CLIError("the batch file \(path) cannot be read; check its permissions")
+            }
+            input = handle
+        }
+        defer { if path != "-" { try? input.close() } }
+
+        let workers = max(1, min(ProcessInfo.processInfo.activeProcessorCount, 8))
+        var works = [Work](repeating: Work(), count: workers)
+        var pending: [UInt8] = []       // bytes of the current block, starting at an unprocessed line
+        var output: [UInt8] = []
+        output.reserveCapacity(BatchRunner.flushSize + 64 * 1024)
+        var lineNumber = 0
+        var total = 0
+        var failures = 0
+        var skippingLongLine = false
+        var atEOF = false
+
+        while !atEOF {
+            let chunk = try input.read(upToCount: BatchRunner.readSize) ?? Data()
+            if chunk.isEmpty {
+                atEOF = true
+                if !pending.isEmpty && !skippingLongLine { pending.append(0x0a) }  // last line without a newline
+            } else {
+                pending.append(contentsOf: chunk)
+            }
+            // Split the complete lines of `pending` among the workers.
+            var lines: [(number: Int, range: Range<Int>)] = []
+            var start = 0
+            var index = pending.startIndex
+            while let newline = pending[index...].firstIndex(of: 0x0a) {
+                lineNumber += 1
+                if skippingLongLine {
+                    skippingLongLine = false  // the tail of a line already reported as too long
+                } else {
+                    lines.append((lineNumber, start..<newline))
+                }
+                start = newline + 1
+                index = start
+            }
+            if !lines.isEmpty {
+                let block = pending
+                let per = (lines.count + workers - 1) / workers
+                for w in 0..<workers {
+                    works[w].lines.removeAll(keepingCapacity: true)
+                    works[w].output.removeAll(keepingCapacity: true)
+                    works[w].failures = 0
+                    works[w].nonBlank = 0
+                    let lower = min(w * per, lines.count), upper = min(lower + per, lines.count)
+                    works[w].lines.append(contentsOf: lines[lower..<upper])
+                }
+                let sealer = self.sealer
+                if workers == 1 || lines.count < 4 {
+                    for w in 0..<workers { BatchRunner.process(&works[w], block: block, sealer: sealer) }
+                } else {
+                    works = await withTaskGroup(of: (Int, Work).self, returning: [Work].self) { group in
+                        for (w, work) in works.enumerated() {
+                            group.addTask {
+                                var mine = work
+                                BatchRunner.process(&mine, block: block, sealer: sealer)
+                                return (w, mine)
+                            }
+                        }
+                        var done = [Work](repeating: Work(), count: workers)
+                        for await (w, work) in group { done[w] = work }
+                        return done
+                    }
+                }
+                for w in 0..<workers {
+                    output.append(contentsOf: works[w].output)
+                    failures += works[w].failures
+                    total += works[w].nonBlank
+                }
+            }
+            if skippingLongLine {
+                start = pending.count
+            } else if pending.count - start > BatchRunner.maxLineBytes {
+                // A line too long to hold: report it once and drop its bytes up to its newline, where the
+                // line counter catches up.
+                JSONLSealer.writeError(.invalidRequest("the line is over \(BatchRunner.maxLineBytes) bytes"), line: lineNumber + 1, into: &output)
+                failures += 1
+                total += 1
+                skippingLongLine = true
+                start = pending.count
+            }
+            pending.removeSubrange(0..<start)
+            if output.count >= BatchRunner.flushSize || atEOF {
+                if !output.isEmpty { FileHandle.standardOutput.write(Data(output)) }
+                output.removeAll(keepingCapacity: true)
+            }
+        }
+        if failures > 0 {
+            printError("Error: \(failures) of \(total) batch lines failed; see the {\"line\":N,\"error\":…} lines on stdout")
+            throw ExitCode.failure
+        }
+    }
+
+    static func process(_ work: inout Work, block: [UInt8], sealer: JSONLSealer) {
+        for (number, range) in work.lines {
+            let outcome = sealer.process(line: block.span.extracting(range), number: number, into: &work.output)
+            if outcome == .failed { work.failures += 1 }
+            if outcome != .blank { work.nonBlank += 1 }
+        }
+    }
 }
