@@ -1,0 +1,256 @@
+import SystemPackage
+import Synchronization
+import SealedPushCrypto
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `strerror` text for an errno value.
+func errnoText(_ code: Int32) -> String {
+    guard let text = strerror(code) else { return "errno \(code)" }
+    return String(cString: text)
+}
+
+/// Counts the files and directory listings the store touched, so tests can check lookup cost structurally.
+///
+/// One counter per opened store; reads from several threads are serialised by the `Mutex`.
+public final class IOStatistics: Sendable {
+    private let state = Mutex<(files: Int, listings: Int)>((0, 0))
+
+    /// An empty counter.
+    public init() {}
+
+    /// How many files the store opened for reading (items, pointers, the store key, the lock state).
+    public var filesRead: Int { state.withLock { $0.files } }
+    /// How many directories the store listed.
+    public var directoriesListed: Int { state.withLock { $0.listings } }
+
+    /// Sets both counts back to zero.
+    public func reset() { state.withLock { $0 = (0, 0) } }
+
+    func countFile() { state.withLock { $0.files += 1 } }
+    func countListing() { state.withLock { $0.listings += 1 } }
+}
+
+/// Low-level file operations with the store's rules: owner-only permissions, no symlinks,
+/// temp file + fsync + rename + directory fsync for every write.
+struct StoreIO: Sendable {
+    let stats: IOStatistics
+
+    static let maximumFileSize = 1 << 20
+
+    // MARK: errors
+
+    static func ioError(_ operation: String, _ path: FilePath, _ error: any Error) -> KeychainError {
+        if let errno = error as? Errno { return .io(operation: operation, path: path.string, errno: errno.rawValue) }
+        return .io(operation: operation, path: path.string, errno: EIO)
+    }
+
+    static func lastError(_ operation: String, _ path: FilePath) -> KeychainError {
+        .io(operation: operation, path: path.string, errno: errno)
+    }
+
+    // MARK: permissions
+
+    /// Refuses a mode that lets group or others read, write or enter.
+    static func checkMode(_ mode: UInt32, path: FilePath, isDirectory: Bool) throws(KeychainError) {
+        guard mode & 0o077 == 0 else {
+            let fix = isDirectory ? "chmod 700 '\(path.string)'" : "chmod 600 '\(path.string)'"
+            throw .insecurePermissions(path: path.string, mode: mode & 0o7777, fix: fix)
+        }
+    }
+
+    /// Checks an existing directory; `false` if it does not exist.
+    static func checkDirectory(_ path: FilePath) throws(KeychainError) -> Bool {
+        var st = stat()
+        if lstat(path.string, &st) != 0 {
+            if errno == ENOENT { return false }
+            throw lastError("stat", path)
+        }
+        guard st.st_mode & S_IFMT == S_IFDIR else {
+            throw .param("\(path.string) is not a directory; point the store at a directory")
+        }
+        try checkMode(UInt32(st.st_mode), path: path, isDirectory: true)
+        return true
+    }
+
+    /// Creates a 0700 directory if it is missing, then checks its permissions.
+    static func ensureDirectory(_ path: FilePath) throws(KeychainError) {
+        if mkdir(path.string, 0o700) != 0, errno != EEXIST { throw lastError("create directory", path) }
+        _ = try checkDirectory(path)
+    }
+
+    // MARK: reading
+
+    /// Opens `path` read-only (no symlinks) after checking it is a private regular file; `nil` if it does not exist.
+    func openForReading(_ path: FilePath) throws(KeychainError) -> FileDescriptor? {
+        let fd: FileDescriptor
+        do {
+            fd = try FileDescriptor.open(path, .readOnly, options: [.noFollow, .closeOnExec])
+        } catch let e as Errno where e == .noSuchFileOrDirectory {
+            return nil
+        } catch let e as Errno where e == .tooManySymbolicLinkLevels {
+            throw .param("\(path.string) is a symbolic link; the store only uses regular files it created")
+        } catch {
+            throw StoreIO.ioError("open", path, error)
+        }
+        stats.countFile()
+        var st = stat()
+        guard fstat(fd.rawValue, &st) == 0 else {
+            let e = StoreIO.lastError("stat", path)
+            try? fd.close()
+            throw e
+        }
+        guard st.st_mode & S_IFMT == S_IFREG else {
+            try? fd.close()
+            throw .param("\(path.string) is not a regular file; remove it")
+        }
+        do { try StoreIO.checkMode(UInt32(st.st_mode), path: path, isDirectory: false) } catch {
+            try? fd.close()
+            throw error
+        }
+        return fd
+    }
+
+    /// The whole content of a private regular file, or `nil` if it does not exist.
+    func readFile(_ path: FilePath) throws(KeychainError) -> [UInt8]? {
+        guard let fd = try openForReading(path) else { return nil }
+        defer { try? fd.close() }
+        var out: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16384)
+        while true {
+            let n: Int
+            do { n = try chunk.withUnsafeMutableBytes { try fd.read(into: $0) } } catch { throw StoreIO.ioError("read", path, error) }
+            if n == 0 { break }
+            out.append(contentsOf: chunk[0..<n])
+            if out.count > StoreIO.maximumFileSize {
+                throw .decode(path: path.string, why: "the file is over \(StoreIO.maximumFileSize) bytes")
+            }
+        }
+        return out
+    }
+
+    /// Names in a directory (no `.`/`..`), or `[]` if it does not exist.
+    func list(_ path: FilePath) throws(KeychainError) -> [String] {
+        guard let dir = opendir(path.string) else {
+            if errno == ENOENT { return [] }
+            throw StoreIO.lastError("list", path)
+        }
+        stats.countListing()
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafePointer(to: entry.pointee.d_name) {
+                $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted()
+    }
+
+    // MARK: writing
+
+    /// fsyncs a directory so a rename or unlink in it is durable.
+    static func syncDirectory(_ path: FilePath) throws(KeychainError) {
+        let fd: FileDescriptor
+        do { fd = try FileDescriptor.open(path, .readOnly, options: [.directory, .closeOnExec]) } catch {
+            throw ioError("open directory", path, error)
+        }
+        defer { try? fd.close() }
+        guard fsync(fd.rawValue) == 0 else { throw lastError("fsync directory", path) }
+    }
+
+    /// Writes a new temp file in `tmpDirectory` with the given parts, fsyncs it, renames it over
+    /// `destination` and fsyncs the destination's directory. A reader sees the old or the new file, never a mix.
+    static func atomicWrite(_ destination: FilePath, tmpDirectory: FilePath,
+                            write body: (FileDescriptor) throws(KeychainError) -> Void) throws(KeychainError) {
+        let tmp = tmpDirectory.appending(".tmp-\(Hex.encode(CryptoLibrary.randomBytes(count: 8)))")
+        let fd: FileDescriptor
+        do {
+            fd = try FileDescriptor.open(tmp, .writeOnly, options: [.create, .exclusiveCreate, .noFollow, .closeOnExec],
+                                         permissions: [.ownerReadWrite])
+        } catch { throw ioError("create temp file", tmp, error) }
+        do throws(KeychainError) {
+            // The umask cannot widen 0600, but be explicit in case the file system ignores modes.
+            _ = fchmod(fd.rawValue, 0o600)
+            try body(fd)
+            guard fsync(fd.rawValue) == 0 else { throw lastError("fsync", tmp) }
+            do { try fd.close() } catch { throw ioError("close", tmp, error) }
+        } catch {
+            try? fd.close()
+            unlink(tmp.string)
+            throw error
+        }
+        guard rename(tmp.string, destination.string) == 0 else {
+            let e = lastError("rename temp file onto", destination)
+            unlink(tmp.string)
+            throw e
+        }
+        try syncDirectory(destination.removingLastComponent())
+    }
+
+    /// Writes `bytes` to `fd` entirely.
+    static func writeAll(_ fd: FileDescriptor, _ bytes: [UInt8], path: FilePath) throws(KeychainError) {
+        do { _ = try fd.writeAll(bytes) } catch { throw ioError("write", path, error) }
+    }
+
+    /// Atomically replaces `destination` with `bytes`.
+    static func atomicWrite(_ destination: FilePath, tmpDirectory: FilePath, bytes: [UInt8]) throws(KeychainError) {
+        try atomicWrite(destination, tmpDirectory: tmpDirectory) { fd throws(KeychainError) in
+            try writeAll(fd, bytes, path: destination)
+        }
+    }
+
+    /// Overwrites a file's content with zeros (best effort against recovery from the same
+    /// blocks), then unlinks it and fsyncs its directory. `false` if it did not exist.
+    @discardableResult
+    static func wipeAndRemove(_ path: FilePath) throws(KeychainError) -> Bool {
+        let fd: FileDescriptor
+        do {
+            fd = try FileDescriptor.open(path, .writeOnly, options: [.noFollow, .closeOnExec])
+        } catch let e as Errno where e == .noSuchFileOrDirectory {
+            return false
+        } catch { throw ioError("open for wiping", path, error) }
+        var st = stat()
+        if fstat(fd.rawValue, &st) == 0, st.st_size > 0 {
+            _ = try? fd.writeAll([UInt8](repeating: 0, count: Int(st.st_size)))
+            _ = fsync(fd.rawValue)
+        }
+        try? fd.close()
+        guard unlink(path.string) == 0 || errno == ENOENT else { throw lastError("remove", path) }
+        try syncDirectory(path.removingLastComponent())
+        return true
+    }
+
+    /// Removes every leftover temp file of an interrupted write in `directory`; returns how many.
+    func cleanTemporaryFiles(in directory: FilePath) throws(KeychainError) -> Int {
+        var removed = 0
+        for name in try list(directory) where name.hasPrefix(".tmp-") {
+            if unlink(directory.appending(name).string) == 0 { removed += 1 }
+        }
+        if removed > 0 { try StoreIO.syncDirectory(directory) }
+        return removed
+    }
+}
+
+/// An exclusive advisory lock (`flock`) on a lock file, released when closed or when the process dies.
+///
+/// `flock` locks belong to the open file description, so two stores in one process also exclude
+/// each other, and a SIGKILLed holder never leaves the lock behind.
+enum FileLock {
+    /// Runs `body` holding the exclusive lock on `path` (created 0600 if missing), waiting for it as long as needed.
+    static func withExclusiveLock<R>(_ path: FilePath, _ body: () throws(KeychainError) -> R) throws(KeychainError) -> R {
+        let fd: FileDescriptor
+        do {
+            fd = try FileDescriptor.open(path, .readWrite, options: [.create, .noFollow, .closeOnExec], permissions: [.ownerReadWrite])
+        } catch { throw StoreIO.ioError("open lock file", path, error) }
+        defer { try? fd.close() }  // closing the descriptor releases the lock
+        while flock(fd.rawValue, LOCK_EX) != 0 {
+            if errno == EINTR { continue }
+            throw StoreIO.lastError("lock", path)
+        }
+        return try body()
+    }
+}

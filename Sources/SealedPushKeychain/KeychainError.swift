@@ -1,0 +1,65 @@
+/// Every failure of the keychain store and the keyrings built on it.
+///
+/// The first cases carry the names of the Apple Keychain's `errSec…` codes so code written against
+/// one reads naturally against the other. No case ever carries secret material: only paths,
+/// attribute values that are not secret (service, account, group, key ids), and modes.
+public enum KeychainError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// An item with the same class, access group, service and account already exists (`errSecDuplicateItem`).
+    case duplicateItem(String)
+    /// No item matches the query (`errSecItemNotFound`).
+    case itemNotFound(String)
+    /// The item's accessibility class is not available in the device's lock state (`errSecInteractionNotAllowed`).
+    case interactionNotAllowed(String)
+    /// The caller is not entitled to the access group it asked for (`errSecMissingEntitlement`).
+    case missingEntitlement(group: String)
+    /// An item file is not in the store's format: cut short, not UTF-8 JSON, a missing member (`errSecDecode`).
+    case decode(path: String, why: String)
+    /// An item file failed its integrity check: edited, swapped with another item, or sealed by another store key (`errSecAuthFailed`).
+    case authFailed(path: String, why: String)
+    /// A parameter is invalid: an empty service, an unsafe access-group name, a bad limit (`errSecParam`).
+    case param(String)
+    /// A store file or directory is readable or writable by group or others, so the store is refused.
+    case insecurePermissions(path: String, mode: UInt32, fix: String)
+    /// A file-system operation failed (disk full, permission denied, read-only file system).
+    case io(operation: String, path: String, errno: Int32)
+    /// The keyring already has an active key, so `generate` would make a second one.
+    case activeKeyExists(keyID: String)
+    /// The keyring has no active key yet.
+    case noActiveKey
+    /// The operation refuses the active key (destroying it without `force`, retiring it instead of rotating).
+    case activeKeyRefused(keyID: String, why: String)
+    /// No key with this id is usable (never existed, destroyed, or retired past its deadline).
+    case keyNotUsable(keyID: String, state: String)
+
+    /// What happened and what to do about it.
+    public var description: String {
+        switch self {
+        case let .duplicateItem(what):
+            return "duplicateItem: \(what) already exists; update it instead, or delete it first"
+        case let .itemNotFound(what):
+            return "itemNotFound: no item matches \(what); check the class, service, account and access group, or add it first"
+        case let .interactionNotAllowed(what):
+            return "interactionNotAllowed: \(what) cannot be read or written while the device is in this lock state; unlock the device and retry"
+        case let .missingEntitlement(group):
+            return "missingEntitlement: this caller is not entitled to access group '\(group)'; open the store with that group among its access groups"
+        case let .decode(path, why):
+            return "decode: the item file \(path) is not a valid keychain item (\(why)); restore it from a backup or delete it and re-create the item"
+        case let .authFailed(path, why):
+            return "authFailed: the item file \(path) failed its integrity check (\(why)); it was edited, swapped or sealed under another store key — restore it from a backup or delete it and re-create the item"
+        case let .param(why):
+            return "param: \(why)"
+        case let .insecurePermissions(path, mode, fix):
+            return "insecurePermissions: \(path) has mode \(String(mode & 0o7777, radix: 8)), which lets group or others at it; the store refuses to use it. Fix it with: \(fix)"
+        case let .io(operation, path, code):
+            return "io: \(operation) \(path) failed: \(errnoText(code)); check that the directory exists, is yours, and the disk is writable"
+        case let .activeKeyExists(keyID):
+            return "activeKeyExists: the keyring already has active key \(keyID); use rotate to replace it"
+        case .noActiveKey:
+            return "noActiveKey: the keyring has no active key; run generate first"
+        case let .activeKeyRefused(keyID, why):
+            return "activeKeyRefused: key \(keyID) is the active key and \(why)"
+        case let .keyNotUsable(keyID, state):
+            return "keyNotUsable: key \(keyID) is \(state); list the keys and pick an active or retired one"
+        }
+    }
+}
