@@ -21,8 +21,9 @@ public final class SecretMessageExtension: NotificationServiceExtension {
     public struct Configuration: Sendable {
         /// Device keys by key id (the keychain store on Linux, the Keychain on iOS).
         public var keys: any DeviceKeyProvider
-        /// The current trust and signature policy (read per notification, so `trust` changes apply at once).
-        public var policy: @Sendable () -> ReceiverPolicy
+        /// The current trust and signature policy, read per notification so `trust` changes apply at
+        /// once; a failure to read it (a locked or damaged store) is reported as the given reason.
+        public var policy: @Sendable () throws(OpenFailure) -> ReceiverPolicy
         /// The replay cache, or `nil` to accept repeats.
         public var replayGuard: (any ReplayGuard)?
         /// The device clock, in Unix seconds.
@@ -33,7 +34,7 @@ public final class SecretMessageExtension: NotificationServiceExtension {
         public var logger: Logger
 
         /// A configuration; by default the system clock, no stall, and a `sealedpush.extension` logger.
-        public init(keys: any DeviceKeyProvider, policy: @escaping @Sendable () -> ReceiverPolicy = { ReceiverPolicy() },
+        public init(keys: any DeviceKeyProvider, policy: @escaping @Sendable () throws(OpenFailure) -> ReceiverPolicy = { ReceiverPolicy() },
                     replayGuard: (any ReplayGuard)? = nil,
                     now: @escaping @Sendable () -> Int64 = SecretMessageExtension.systemNow,
                     startDelay: Duration = .zero, logger: Logger = Logger(label: "sealedpush.extension")) {
@@ -114,8 +115,8 @@ public final class SecretMessageExtension: NotificationServiceExtension {
         guard case let .string(encrypted) = value else {
             return fallback(original, OpenFailure(.malformedPayload, "ENCRYPTED_DATA is not a string"))
         }
-        let opener = MessageOpener(keys: configuration.keys, policy: configuration.policy(), replayGuard: configuration.replayGuard)
         do {
+            let opener = MessageOpener(keys: configuration.keys, policy: try configuration.policy(), replayGuard: configuration.replayGuard)
             let opened = try opener.open(encryptedData: encrypted, now: configuration.now())
             configuration.logger.info("notification opened", metadata: [
                 "key_id": "\(opened.keyID.hex)", "signed_by": "\(opened.signedBy?.hex ?? "-")",

@@ -1,7 +1,7 @@
 import ArgumentParser
 
 /// The `sealedpush` command: end-to-end encrypted push notifications, sender and device side.
-@main
+
 struct SealedPushCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sealedpush",

@@ -1,0 +1,78 @@
+import Foundation
+import SealedPushReceiver
+
+/// Renders a delivered notification the way a person sees it: a banner-like box and an outcome line.
+enum Banner {
+    /// Plain text, or ANSI colour on a terminal.
+    struct Style {
+        let color: Bool
+        static func detect() -> Style { Style(color: isatty(STDOUT_FILENO) == 1 && ProcessInfo.processInfo.environment["NO_COLOR"] == nil) }
+        static let plain = Style(color: false)
+
+        func paint(_ text: String, _ code: String) -> String { color ? "\u{1B}[\(code)m\(text)\u{1B}[0m" : text }
+        func bold(_ t: String) -> String { paint(t, "1") }
+        func dim(_ t: String) -> String { paint(t, "2") }
+        func green(_ t: String) -> String { paint(t, "32") }
+        func yellow(_ t: String) -> String { paint(t, "33") }
+        func red(_ t: String) -> String { paint(t, "31") }
+        func cyan(_ t: String) -> String { paint(t, "36") }
+    }
+
+    static let width = 46
+
+    /// The box lines for a notification's title, subtitle and body (text wrapped to the box).
+    static func box(title: String, subtitle: String, body: String, style: Style) -> [String] {
+        var lines = ["┌" + String(repeating: "─", count: width + 2) + "┐"]
+        func add(_ text: String, _ paint: (String) -> String) {
+            for line in wrap(text) {
+                let pad = String(repeating: " ", count: max(0, width - line.count))
+                lines.append("│ " + paint(line) + pad + " │")
+            }
+        }
+        if !title.isEmpty { add(title, style.bold) }
+        if !subtitle.isEmpty { add(subtitle, { $0 }) }
+        if !body.isEmpty { add(body, { $0 }) }
+        if title.isEmpty && subtitle.isEmpty && body.isEmpty { add("(nothing visible)", style.dim) }
+        lines.append("└" + String(repeating: "─", count: width + 2) + "┘")
+        return lines
+    }
+
+    static func wrap(_ text: String) -> [String] {
+        var out: [String] = []
+        for paragraph in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            var line = ""
+            for word in paragraph.split(separator: " ", omittingEmptySubsequences: false) {
+                var word = String(word)
+                while word.count > width { out.append(line.isEmpty ? String(word.prefix(width)) : line); line = ""; word = String(word.dropFirst(width)) }
+                if line.isEmpty { line = word } else if line.count + 1 + word.count <= width { line += " " + word } else { out.append(line); line = word }
+            }
+            out.append(line)
+        }
+        return out
+    }
+
+    /// The outcome line: `decrypted`, or `fallback (reason: keychainLocked)`.
+    static func outcomeLine(_ result: DeliveryResult, style: Style) -> String {
+        let name = result.outcome.rawValue
+        let painted: String
+        switch result.outcome {
+        case .decrypted: painted = style.green(name)
+        case .fallback, .timeout: painted = style.yellow(name)
+        case .rejected: painted = style.red(name)
+        case .original, .suppressed: painted = style.cyan(name)
+        }
+        return "outcome: " + painted + (result.reason.map { "  reason: \($0.rawValue)" } ?? "")
+    }
+
+    /// The whole report for one delivery.
+    static func render(_ result: DeliveryResult, style: Style) -> String {
+        var lines: [String] = []
+        if let n = result.notification {
+            lines += box(title: n.title, subtitle: n.subtitle, body: n.body, style: style)
+        } else {
+            lines.append(style.dim("(no notification shown)"))
+        }
+        lines.append(outcomeLine(result, style: style))
+        return lines.joined(separator: "\n")
+    }
+}
