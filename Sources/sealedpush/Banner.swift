@@ -18,7 +18,7 @@ enum Banner {
         func cyan(_ t: String) -> String { paint(t, "36") }
     }
 
-    static let width = 46
+    static let width = 40
 
     /// The box lines for a notification's title, subtitle and body (text wrapped to the box).
     static func box(title: String, subtitle: String, body: String, style: Style) -> [String] {
