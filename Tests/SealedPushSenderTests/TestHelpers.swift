@@ -1,0 +1,56 @@
+import Foundation
+import SealedPushCrypto
+import SealedPushSender
+import SealedPushTestSupport
+import SealedPushWire
+import Testing
+
+/// SplitMix64: a tiny seeded generator so property-test failures reproduce (the seed is in the test).
+struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// The fixed "now" of the sender tests.
+let testNow: Int64 = 1_795_000_000
+
+/// A sender with a fixed clock.
+func makeSender(placeholder: Placeholder = .standard, padding: PaddingPolicy = .bucket, signer: SigningKeyPair? = nil,
+                now: Int64 = testNow) throws -> NotificationSender {
+    try NotificationSender(placeholder: placeholder, padding: padding, signer: signer, clock: { now })
+}
+
+/// A fresh device: key pair and its record.
+func makeDevice() -> (pair: BoxKeyPair, record: DeviceKeyRecord) {
+    let pair = BoxKeyPair.generate()
+    return (pair, DeviceKeyRecord(publicKey: pair.publicKey, createdAt: nil))
+}
+
+/// The payload parsed with the strict parser.
+func payloadObject(_ sealed: SealedNotification) throws -> JSONObject {
+    try #require(try JSON.parse(sealed.payload).objectValue)
+}
+
+/// The `ENCRYPTED_DATA` value of a payload.
+func encryptedData(_ sealed: SealedNotification) throws -> String {
+    try #require(try payloadObject(sealed)["ENCRYPTED_DATA"]?.stringValue)
+}
+
+/// Opens a sealed notification with the receiver's ordered checks.
+func openSealed(_ sealed: SealedNotification, with pairs: [BoxKeyPair], trusting: [SigningPublicKey] = [],
+                requireSignature: Bool = false, now: Int64 = testNow) throws -> OpenedMessage {
+    let opener = MessageOpener(keys: InMemoryKeys(pairs), policy: ReceiverPolicy(trustedSenders: trusting, requireSignature: requireSignature))
+    return try opener.open(encryptedData: try encryptedData(sealed), now: now)
+}
+
+/// The inner-message length of an opened message (3-byte header, body, signature).
+func innerLength(of opened: OpenedMessage) -> Int {
+    3 + JSON.serialize(.object(opened.rawBody)).count + (opened.signedBy == nil ? 0 : 64)
+}
