@@ -6,6 +6,11 @@ struct KeychainOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("The keychain directory (else $SEALEDPUSH_KEYCHAIN, else ./keys).", valueName: "DIR"))
     var keychain: String?
 
+    init() {}
+
+    /// Options naming `directory` explicitly.
+    init(directory: String) { keychain = directory }
+
     /// The resolved store directory.
     var directory: URL {
         if let keychain, !keychain.isEmpty { return URL(fileURLWithPath: keychain) }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import SealedPushCrypto
+import SealedPushKeychain
 import SealedPushSender
 import SealedPushWire
 
@@ -53,7 +54,8 @@ struct SealCommand: AsyncParsableCommand {
             any line failed. --padding and --placeholder-title apply to every line; per-message \
             options (--title and the like) are refused with --batch.
 
-            Signing with a sender key (--sign-with) is not available yet.
+            --sign-with DIR signs every message (single or batch) with the active sender key of that \
+            sender store; devices that trust its record (`sealedpush trust add`) verify it.
 
             Examples:
               sealedpush seal --to device-key.json --title "Agent K" \\
@@ -125,8 +127,10 @@ struct SealCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Print {\"headers\":{…},\"payload\":{…}} instead of the bare payload.")
     var headers = false
 
-    // --sign-with DIR (sign with the active sender key of a sender store) goes here once the sender
-    // keyring exists; it will pass the SigningKeyPair as `signer:` to NotificationSender below.
+    @Option(name: .customLong("sign-with"), help: ArgumentHelp(
+        "Sign with the active sender key of this sender store (made by `sealedpush sender generate --keychain DIR`).",
+        valueName: "DIR"))
+    var signWith: String?
 
     func validate() throws {
         if let batch {
@@ -154,10 +158,19 @@ struct SealCommand: AsyncParsableCommand {
         if let topic, topic.isEmpty { throw ValidationError("--topic must not be empty.") }
     }
 
+    /// The active key of the `--sign-with` store, or `nil` when unsigned.
+    func signingKey() throws -> SigningKeyPair? {
+        guard let signWith else { return nil }
+        let store = try openStore(KeychainOptions(directory: signWith), create: false)
+        return try keychain { () throws(KeychainError) in try SenderKeyring(store: store).activeSigningKey() }
+    }
+
     func run() async throws {
+        let signer = try signingKey()
         let sender: NotificationSender
         do {
-            sender = try NotificationSender(placeholder: Placeholder(title: placeholderTitle), padding: padding.policy)
+            sender = try NotificationSender(placeholder: Placeholder(title: placeholderTitle), padding: padding.policy,
+                                            signer: signer)
         } catch {
             throw CLIError(error.description)
         }
