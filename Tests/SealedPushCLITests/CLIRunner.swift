@@ -46,9 +46,9 @@ enum CLIRunner {
         defer { try? FileManager.default.removeItem(at: scratch) }
         let outURL = scratch.appendingPathComponent("stdout"), errURL = scratch.appendingPathComponent("stderr")
         let inURL = scratch.appendingPathComponent("stdin")
-        FileManager.default.createFile(atPath: outURL.path, contents: nil)
-        FileManager.default.createFile(atPath: errURL.path, contents: nil)
-        FileManager.default.createFile(atPath: inURL.path, contents: Data(stdin ?? []))
+        _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: inURL.path, contents: Data(stdin ?? []))
         let outHandle = try FileHandle(forWritingTo: outURL), errHandle = try FileHandle(forWritingTo: errURL)
         let inHandle = try FileHandle(forReadingFrom: inURL)
         defer { try? outHandle.close(); try? errHandle.close(); try? inHandle.close() }

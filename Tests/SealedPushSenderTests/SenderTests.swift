@@ -195,14 +195,15 @@ struct SigningFanOutTests {
                 continue
             }
             let sealed = try result.result.get()
-            let device = devices[index < 2 ? index : index - 1]
+            let deviceIndex = index < 2 ? index : index - 1
+            let device = devices[deviceIndex]
             let opened = try openSealed(sealed, with: [device.pair])
             #expect(opened.body.kid == device.record.keyID)
             #expect(opened.body.alert.body == "Meet at six")
             envelopes.insert(try encryptedData(sealed))
             ids.insert(opened.body.id)
             // No other device's key opens this copy.
-            let other = devices[(index < 2 ? index : index - 1 + 1) % devices.count]
+            let other = devices[(deviceIndex + 1) % devices.count]
             #expect(throws: OpenFailure.self) { try openSealed(sealed, with: [other.pair]) }
         }
         #expect(envelopes.count == 5)
