@@ -1,0 +1,260 @@
+import Foundation
+import Testing
+import SealedPushCrypto
+import SealedPushWire
+@testable import SealedPushKeychain
+
+@Suite("Device key lifecycle")
+struct DeviceKeyringTests {
+    @Test("generate makes one active key and refuses a second")
+    func generate() throws {
+        let dir = try TempDirectory()
+        let clock = TestClock()
+        let keyring = try DeviceKeyring(root: dir.store, now: clock.now)
+        #expect(caught { _ = try keyring.export() } == .noActiveKey)
+        let record = try keyring.generate()
+        #expect(record.createdAt == clock.current)
+        #expect(caught { try keyring.generate() }?.name == "activeKeyExists")
+        let list = try keyring.list()
+        #expect(list.map(\.state) == [.active])
+        #expect(list[0].keyID == record.keyID)
+        #expect(try keyring.export() == record)
+        #expect(try keyring.activeKeyPair().publicKey == record.publicKey)
+    }
+
+    @Test("a message sealed to the old key opens during the grace and is unknownKey after prune")
+    func rotationGraceAndPrune() throws {
+        let dir = try TempDirectory()
+        let clock = TestClock()
+        let keyring = try DeviceKeyring(root: dir.store, now: clock.now)
+        let old = try keyring.generate()
+        let inFlight = try sealMessage(to: old, id: "m1", now: clock.unix)
+        clock.advance(60)
+        let new = try keyring.rotate(grace: .seconds(3600))
+        #expect(new.keyID != old.keyID)
+        let states = Dictionary(uniqueKeysWithValues: try keyring.list().map { ($0.keyID, $0) })
+        #expect(states[old.keyID]?.state == .retired)
+        #expect(states[old.keyID]?.retireAfter == clock.current.addingTimeInterval(3600))
+        #expect(states[new.keyID]?.state == .active)
+        #expect(try keyring.export() == new)
+        #expect(try keyring.export(keyID: old.keyID) == old)
+
+        // During the grace: both old and new keys open.
+        let opener = MessageOpener(keys: DeviceKeyring(store: try KeychainStore(url: dir.store, now: clock.now)))
+        #expect(try opener.open(encryptedData: inFlight, now: clock.unix).body.id == "m1")
+        #expect(try opener.open(encryptedData: try sealMessage(to: new, id: "m2", now: clock.unix), now: clock.unix).keyID == new.keyID)
+
+        // Past the deadline the old key is refused even before pruning.
+        clock.advance(3601)
+        #expect(throws: OpenFailure(.unknownKey, "no usable device key has the envelope's key id")) {
+            try opener.open(encryptedData: inFlight, now: clock.unix)
+        }
+        #expect(caught { _ = try keyring.export(keyID: old.keyID) }?.name == "keyNotUsable")
+        let pruned = try keyring.prune()
+        #expect(pruned.map(\.keyID) == [old.keyID])
+        #expect(pruned.first?.state == .destroyed)
+        let afterPrune = Dictionary(uniqueKeysWithValues: try keyring.list().map { ($0.keyID, $0) })
+        #expect(afterPrune[old.keyID]?.state == .destroyed)
+        #expect(afterPrune[old.keyID]?.destroyedAt == clock.current)
+        #expect(afterPrune[old.keyID]?.destroyReason == "pruned")
+        #expect(throws: OpenFailure.self) { try opener.open(encryptedData: inFlight, now: clock.unix) }
+        guard case .unknown = keyring.lookUpKey(id: old.keyID) else { Issue.record("expected .unknown"); return }
+        #expect(try keyring.prune().isEmpty)
+    }
+
+    @Test("destroy wipes the secret: the item file is gone and the secret bytes are nowhere in the store")
+    func destroyWipes() throws {
+        let dir = try TempDirectory()
+        let store = try KeychainStore(url: dir.store)
+        let keyring = DeviceKeyring(store: store)
+        let old = try keyring.generate()
+        let secretBytes = try keyring.activeKeyPair().secretKey.unsafeCopyToArray()
+        try keyring.rotate()
+        #expect(caught { try keyring.destroy(keyID: try keyring.export().keyID) }?.name == "activeKeyRefused")
+        let info = try #require(try keyring.destroy(keyID: old.keyID))
+        #expect(info.state == .destroyed && info.destroyReason == "destroyed")
+        #expect(!allFiles(under: dir.store).contains { $0.lastPathComponent.contains(old.keyID.hex) && $0.lastPathComponent.hasPrefix("key@") })
+        for file in allFiles(under: dir.store) {
+            #expect(!contains(Array(try Data(contentsOf: file)), secretBytes), "secret bytes found in \(file.path)")
+        }
+        guard case .unknown = keyring.lookUpKey(id: old.keyID) else { Issue.record("expected .unknown"); return }
+        // The tombstone keeps the audit trail.
+        let tomb = try #require(try keyring.list().first { $0.keyID == old.keyID })
+        #expect(tomb.state == .destroyed && tomb.destroyedAt != nil)
+        // Destroying the active key needs force, and then generate works again.
+        let active = try keyring.export().keyID
+        try keyring.destroy(keyID: active, force: true)
+        #expect(caught { _ = try keyring.export() } == .noActiveKey)
+        try keyring.generate()
+    }
+
+    @Test("retire sets a deadline on a non-active key and refuses the active one")
+    func retire() throws {
+        let dir = try TempDirectory()
+        let clock = TestClock()
+        let keyring = try DeviceKeyring(root: dir.store, now: clock.now)
+        let first = try keyring.generate()
+        let second = try keyring.rotate(grace: .seconds(86_400))
+        #expect(caught { try keyring.retire(keyID: second.keyID) }?.name == "activeKeyRefused")
+        try keyring.retire(keyID: first.keyID, grace: .zero)
+        clock.advance(1)
+        guard case .unknown = keyring.lookUpKey(id: first.keyID) else { Issue.record("expected .unknown"); return }
+    }
+
+    @Test("100 rotations leave one active key and lookup reads the same files as with one key")
+    func manyRotationsConstantLookup() throws {
+        let dir = try TempDirectory()
+        let clock = TestClock()
+        let keyring = try DeviceKeyring(root: dir.store, now: clock.now)
+        let first = try keyring.generate()
+        func lookupCost(_ kid: KeyID) throws -> (files: Int, listings: Int) {
+            // The store opened cold per notification.
+            let cold = DeviceKeyring(store: try KeychainStore(url: dir.store, now: clock.now))
+            cold.store.statistics.reset()
+            guard case .found = cold.lookUpKey(id: kid) else { Issue.record("lookup of \(kid.hex) failed"); return (0, 0) }
+            return (cold.store.statistics.filesRead, cold.store.statistics.directoriesListed)
+        }
+        let base = try lookupCost(first.keyID)
+        for _ in 0..<100 { try keyring.rotate(grace: .seconds(30 * 86_400)) }
+        let list = try keyring.list()
+        #expect(list.count == 101)
+        #expect(list.filter { $0.state == .active }.count == 1)
+        #expect(list.filter { $0.state == .retired }.count == 100)
+        #expect(try lookupCost(first.keyID) == base)
+        #expect(try lookupCost(try keyring.export().keyID) == base)
+        #expect(base.listings == 0)
+        #expect(base.files <= 5)
+        // An unknown key id costs no more.
+        let cold = DeviceKeyring(store: try KeychainStore(url: dir.store, now: clock.now))
+        cold.store.statistics.reset()
+        guard case .unknown = cold.lookUpKey(id: KeyID(publicKey: [UInt8](repeating: 7, count: 32))) else { Issue.record("expected .unknown"); return }
+        #expect(cold.store.statistics.filesRead <= base.files && cold.store.statistics.directoriesListed == 0)
+    }
+
+    @Test("a crash between the steps of a rotation leaves the previous active key (recovery rolls back)")
+    func interruptedRotationRollsBack() throws {
+        let dir = try TempDirectory()
+        let store = try KeychainStore(url: dir.store)
+        let keyring = DeviceKeyring(store: store)
+        let old = try keyring.generate()
+        // Simulate a rotation that wrote its pending pointer and new key, then died.
+        let core = keyring.core
+        let orphan = BoxKeyPair.generate()
+        try store.transaction { (tx: KeychainStore) throws(KeychainError) in
+            try core.writePointer(tx, KeyPointer(active: old.keyID, pending: orphan.keyID))
+            try core.writeKey(tx, orphan)
+            try core.writeState(tx, KeyRecordState(keyID: orphan.keyID, publicKey: orphan.publicKey.bytes, createdAt: Date()))
+        }
+        #expect(try keyring.list().map(\.keyID) == [old.keyID])
+        guard case .unknown = keyring.lookUpKey(id: orphan.keyID) else { Issue.record("a pending key must not be usable"); return }
+        try keyring.rotate()
+        let ids = try keyring.list().map(\.keyID)
+        #expect(ids.count == 2 && ids.contains(old.keyID) && !ids.contains(orphan.keyID))
+        #expect(!allFiles(under: dir.store).contains { $0.lastPathComponent.contains(orphan.keyID.hex) })
+    }
+}
+
+@Suite("Sender keys and trust")
+struct SenderAndTrustTests {
+    @Test("sender rotation with signed messages in flight: both verify while both are trusted")
+    func senderRotation() throws {
+        let deviceDir = try TempDirectory(), serverDir = try TempDirectory()
+        let clock = TestClock()
+        let device = try DeviceKeyring(root: deviceDir.store, now: clock.now)
+        let deviceRecord = try device.generate()
+        let sender = try SenderKeyring(root: serverDir.store, now: clock.now)
+        let firstSender = try sender.generate()
+        #expect(caught { try sender.generate() }?.name == "activeKeyExists")
+        let trust = TrustStore(store: device.store)
+        #expect(try trust.add(firstSender))
+        #expect(try trust.add(firstSender) == false)
+        try trust.setRequireSignature(true)
+
+        let oldSigned = try sealMessage(to: deviceRecord, id: "a", now: clock.unix, signer: try sender.activeSigningKey())
+        let secondSender = try sender.rotate(grace: .seconds(3600))
+        #expect(try sender.activeSigningKey().keyID == secondSender.keyID)
+        #expect(try sender.list().map(\.state).sorted { $0.rawValue < $1.rawValue } == [.active, .retired])
+        #expect(try sender.export(keyID: firstSender.keyID) == firstSender)
+        let newSigned = try sealMessage(to: deviceRecord, id: "b", now: clock.unix, signer: try sender.activeSigningKey())
+        try trust.add(secondSender)
+        #expect(Set(try trust.list().map(\.keyID)) == [firstSender.keyID, secondSender.keyID])
+
+        let opener = MessageOpener(keys: device, policy: try trust.receiverPolicy())
+        #expect(try opener.open(encryptedData: oldSigned, now: clock.unix).signedBy == firstSender.keyID)
+        #expect(try opener.open(encryptedData: newSigned, now: clock.unix).signedBy == secondSender.keyID)
+
+        // Removing the old sender key: its messages are now untrusted.
+        try trust.remove(firstSender.keyID)
+        #expect(caught { try trust.remove(firstSender.keyID) }?.name == "itemNotFound")
+        let strict = MessageOpener(keys: device, policy: try trust.receiverPolicy())
+        do {
+            _ = try strict.open(encryptedData: oldSigned, now: clock.unix)
+            Issue.record("the removed sender's message opened")
+        } catch { #expect(error.reason == .untrustedSender) }
+        // Unsigned messages are refused while signatures are required.
+        let unsigned = try sealMessage(to: deviceRecord, id: "c", now: clock.unix)
+        do {
+            _ = try strict.open(encryptedData: unsigned, now: clock.unix)
+            Issue.record("an unsigned message opened")
+        } catch { #expect(error.reason == .signatureRequired) }
+        let policy = try trust.receiverPolicy()
+        #expect(policy.requireSignature && policy.clockSkewSeconds == 300 && policy.trustedSenders.count == 1)
+        try trust.setRequireSignature(false)
+        #expect(try trust.requireSignature() == false)
+
+        // Sender prune after the deadline destroys the retired key.
+        clock.advance(3601)
+        #expect(try sender.prune().map(\.keyID) == [firstSender.keyID])
+    }
+}
+
+@Suite("Replay cache")
+struct ReplayCacheTests {
+    let kid = KeyID(publicKey: [UInt8](repeating: 3, count: 32))
+
+    @Test("a second delivery is refused until the entry expires; separate openings share it")
+    func replay() throws {
+        let dir = try TempDirectory()
+        let store = try KeychainStore(url: dir.store)
+        let cache = ReplayCache(store: store)
+        #expect(cache.recordIfNew(messageID: "m1", keyID: kid, expiresAt: 100, now: 10))
+        #expect(!cache.recordIfNew(messageID: "m1", keyID: kid, expiresAt: 100, now: 20))
+        let other = ReplayCache(store: try KeychainStore(url: dir.store))
+        #expect(!other.recordIfNew(messageID: "m1", keyID: kid, expiresAt: 100, now: 30))
+        #expect(other.recordIfNew(messageID: "m2", keyID: kid, expiresAt: 100, now: 30))
+        // After expiry the id is accepted again.
+        #expect(cache.recordIfNew(messageID: "m1", keyID: kid, expiresAt: 300, now: 101))
+        // Message ids are not stored in clear.
+        for file in allFiles(under: dir.store) { #expect(!contains(Array(try Data(contentsOf: file)), Array("m2".utf8)) || file.pathExtension == "item") }
+    }
+
+    @Test("bounded: over capacity the entries expiring soonest are evicted")
+    func bounded() throws {
+        let dir = try TempDirectory()
+        let cache = ReplayCache(store: try KeychainStore(url: dir.store), capacity: 10)
+        for i in 0..<10 { #expect(cache.recordIfNew(messageID: "m\(i)", keyID: kid, expiresAt: Int64(1000 + i), now: 1)) }
+        #expect(cache.recordIfNew(messageID: "late", keyID: kid, expiresAt: 5000, now: 1))
+        #expect(try cache.count(now: 1) == 10)
+        #expect(cache.recordIfNew(messageID: "m0", keyID: kid, expiresAt: 1000, now: 1))  // evicted: soonest expiry
+        #expect(!cache.recordIfNew(messageID: "m9", keyID: kid, expiresAt: 1009, now: 1))
+        #expect(!cache.recordIfNew(messageID: "late", keyID: kid, expiresAt: 5000, now: 1))
+        // Expired entries make room first.
+        #expect(cache.recordIfNew(messageID: "x", keyID: kid, expiresAt: 9000, now: 2000))
+        #expect(try cache.count(now: 2000) == 2)
+    }
+
+    @Test("a torn final record from a crash is ignored")
+    func tornRecord() throws {
+        let dir = try TempDirectory()
+        let cache = ReplayCache(store: try KeychainStore(url: dir.store))
+        #expect(cache.recordIfNew(messageID: "a", keyID: kid, expiresAt: 100, now: 1))
+        let db = dir.store.appendingPathComponent("replay/replay.db")
+        let handle = try FileHandle(forWritingTo: db)
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data([1, 2, 3, 4, 5]))
+        try handle.close()
+        #expect(!cache.recordIfNew(messageID: "a", keyID: kid, expiresAt: 100, now: 2))
+        #expect(cache.recordIfNew(messageID: "b", keyID: kid, expiresAt: 100, now: 2))
+        #expect(try Data(contentsOf: db).count == 48)
+    }
+}
