@@ -1,8 +1,306 @@
 import ArgumentParser
+import Foundation
+import SealedPushCrypto
+import SealedPushKeychain
+import SealedPushSender
+import SealedPushWire
 
-/// `sealedpush bench` (being built).
+/// `sealedpush bench`: sender and receiver throughput as ratios to bare libsodium, and memory.
 struct BenchCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "bench", abstract: "Not built yet.")
+    static let configuration = CommandConfiguration(
+        commandName: "bench",
+        abstract: "Measure sealing and opening against raw libsodium sealed-box loops, and the receiver's memory.",
+        discussion: """
+            Everything runs in this process on one CPU (the thread pins itself; run it under `taskset -c 0` \
+            to pin the whole process). Each figure is operations per second of the fastest of several \
+            timed rounds after a warm-up, and its ratio to the raw loop measured in the same run: sender \
+            figures to raw crypto_box_seal, receiver figures to raw crypto_box_seal_open, all with the \
+            256-byte padded bucket.
 
-    func run() async throws { throw CLIError("sealedpush bench is not built yet") }
+              raw_seal, raw_open                   libsodium loops, preallocated buffers
+              sender_seal_{unsigned,signed}        NotificationSender.seal: envelope, padding, JSON, size check
+              sender_batch_{unsigned,signed}       JSONLSealer on JSONL lines (as seal --batch), one thread
+              receiver_open_{warm,cold}_N_retired  payload JSON, key lookup, open, unpad, body JSON, checks;
+                                                   warm reuses one opened store, cold opens a new
+                                                   KeychainStore + DeviceKeyring per message
+              receiver_open_warm_signed_N_retired  the same for signed messages (Ed25519 verify)
+              receiver_open_warm_oldest_key_N_retired  a message sealed to the first, long-retired key
+
+            Memory: the peak resident size of a `sealedpush device push` child, and the resident size of \
+            this process after 1 000 and 10 000 notifications handled by the extension.
+
+            With --json: {"results": [{"name", "ops_per_second", "ratio_to_raw"}], "targets": [...], \
+            "memory": {...}, "environment": {...}}. `make bench` prints this next to the PyNaCl figures.
+            """)
+
+    @OptionGroup var output: JSONOutputOptions
+
+    @Flag(name: .long, help: "Tiny iteration counts and key counts: checks that everything runs, figures are meaningless.")
+    var quick = false
+
+    func run() async throws {
+        let report = try BenchRun(quick: quick, progress: !output.json).run()
+        if output.json {
+            print(String(decoding: JSON.serialize(.object(report.jsonObject)), as: UTF8.self))
+        } else {
+            print(report.text)
+        }
+    }
+}
+
+/// One line of the results table.
+struct BenchResult: Sendable {
+    enum Floor: String, Sendable { case seal, open }
+    let name: String
+    let opsPerSecond: Double
+    let ratio: Double
+    let floor: Floor
+}
+
+/// A performance target and whether this run met it.
+struct BenchTarget: Sendable {
+    let name: String
+    let met: Bool
+    let detail: String
+}
+
+/// Everything one run measured.
+struct BenchReport: Sendable {
+    var results: [BenchResult] = []
+    var targets: [BenchTarget] = []
+    var memory = JSONObject()
+    var environment = JSONObject()
+    var notes: [String] = []
+
+    static func rounded(_ x: Double, _ places: Int) -> Double {
+        let f = pow(10, Double(places))
+        return (x * f).rounded() / f
+    }
+
+    var jsonObject: JSONObject {
+        let results: [JSONValue] = self.results.map {
+            .object(JSONObject([("name", .string($0.name)), ("ops_per_second", .double(Self.rounded($0.opsPerSecond, 1))),
+                                ("ratio_to_raw", .double(Self.rounded($0.ratio, 3))), ("floor", .string("raw_" + $0.floor.rawValue))]))
+        }
+        let targets: [JSONValue] = self.targets.map {
+            .object(JSONObject([("name", .string($0.name)), ("met", .bool($0.met)), ("detail", .string($0.detail))]))
+        }
+        return JSONObject([("results", .array(results)), ("targets", .array(targets)), ("memory", .object(memory)),
+                           ("environment", .object(environment)), ("notes", .array(notes.map { .string($0) }))])
+    }
+
+    var text: String {
+        var lines: [String] = []
+        for (key, value) in environment { lines.append("\(key): \(Self.plain(value))") }
+        lines.append("")
+        let width = max(40, (results.map(\.name.count).max() ?? 0) + 2)
+        lines.append("name".padding(toLength: width, withPad: " ", startingAt: 0) + "ops/s".leftPadded(12) + "ratio".leftPadded(9) + "  vs")
+        for r in results {
+            lines.append(r.name.padding(toLength: width, withPad: " ", startingAt: 0)
+                         + String(format: "%.0f", r.opsPerSecond).leftPadded(12)
+                         + String(format: "%.3f", r.ratio).leftPadded(9) + "  raw_" + r.floor.rawValue)
+        }
+        lines.append("")
+        lines.append("memory:")
+        for (key, value) in memory { lines.append("  \(key): \(Self.plain(value))") }
+        lines.append("")
+        lines.append("targets:")
+        for t in targets { lines.append("  [\(t.met ? "met" : "NOT met")] \(t.name): \(t.detail)") }
+        if !notes.isEmpty {
+            lines.append("")
+            for n in notes { lines.append("note: \(n)") }
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    static func plain(_ v: JSONValue) -> String {
+        switch v {
+        case let .string(s): return s
+        case let .int(i): return String(i)
+        case let .double(d): return String(d)
+        case let .bool(b): return String(b)
+        case .null: return "null"
+        default: return String(decoding: JSON.serialize(v), as: UTF8.self)
+        }
+    }
+}
+
+extension String {
+    func leftPadded(_ width: Int) -> String { count >= width ? self : String(repeating: " ", count: width - count) + self }
+}
+
+/// The benchmark itself: synchronous, on the calling (pinned) thread.
+struct BenchRun {
+    let quick: Bool
+    let progress: Bool
+
+    var plan: BenchHarness.Plan { quick ? .quick : .full }
+    /// Retired-key counts the receiver is measured at.
+    var retiredCounts: [Int] { quick ? [1, 2, 3] : [1, 10, 1000] }
+    /// Notifications after which the resident size is read, then the total.
+    var memoryCheckpoints: (first: Int, total: Int) { quick ? (20, 200) : (1000, 10_000) }
+
+    /// 24 MB, as MiB.
+    static let pushMemoryLimit = 24 * 1024 * 1024
+    /// Allowed resident growth between the two checkpoints.
+    static let growthLimit = 1024 * 1024
+
+    func say(_ text: String) {
+        if progress { printError("bench: " + text) }
+    }
+
+    func run() throws -> BenchReport {
+        var report = BenchReport()
+        let cpu = BenchHarness.pinToOneCPU()
+        report.environment = environment(pinnedCPU: cpu)
+        let started = ContinuousClock.now
+
+        // The floor.
+        say("raw libsodium loops")
+        let rawSeal = try measureRaw { RawSodiumLoops.sealLoop(iterations: $0) }
+        let rawOpen = try measureRaw { RawSodiumLoops.openLoop(iterations: $0) }
+        report.results.append(BenchResult(name: "raw_seal", opsPerSecond: rawSeal, ratio: 1, floor: .seal))
+        report.results.append(BenchResult(name: "raw_open", opsPerSecond: rawOpen, ratio: 1, floor: .open))
+        func add(_ name: String, _ floor: BenchResult.Floor, _ body: (Int) throws -> Void) throws {
+            let m = try BenchHarness.measure(plan, body)
+            let base = floor == .seal ? rawSeal : rawOpen
+            report.results.append(BenchResult(name: name, opsPerSecond: m.opsPerSecond, ratio: m.opsPerSecond / base, floor: floor))
+        }
+
+        // The sender.
+        say("sender")
+        let device = BoxKeyPair.generate()
+        let signer = SigningKeyPair.generate()
+        let senderBench = try SenderBench(record: DeviceKeyRecord(publicKey: device.publicKey, createdAt: Date()), signer: signer)
+        let padded = try senderBench.paddedLengths()
+        if padded.unsigned != 256 || padded.signed != 256 {
+            report.notes.append("the benchmark message padded to \(padded.unsigned) (unsigned) and \(padded.signed) (signed) bytes, not 256")
+        }
+        try add("sender_seal_unsigned", .seal) { try senderBench.seal(senderBench.unsigned, $0) }
+        try add("sender_seal_signed", .seal) { try senderBench.seal(senderBench.signed, $0) }
+        try add("sender_batch_unsigned", .seal) { try senderBench.batch(senderBench.unsigned, $0) }
+        try add("sender_batch_signed", .seal) { try senderBench.batch(senderBench.signed, $0) }
+
+        // The receiver, with a growing number of retired keys in one store.
+        let base = try BenchHarness.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: base) }
+        let receiver = try ReceiverBench(root: base.appendingPathComponent("device"), signer: signer)
+        var setupSeconds = 0.0
+        for count in retiredCounts {
+            say("receiver with \(count) retired key(s)")
+            let setupStart = ContinuousClock.now
+            try receiver.retire(until: count)
+            setupSeconds += BenchHarness.seconds(ContinuousClock.now - setupStart)
+            try add("receiver_open_warm_\(count)_retired", .open) { try receiver.openWarm(receiver.unsignedPayloads, $0) }
+            try add("receiver_open_cold_\(count)_retired", .open) { try receiver.openCold(receiver.unsignedPayloads, $0) }
+            try add("receiver_open_warm_signed_\(count)_retired", .open) { try receiver.openWarm(receiver.signedPayloads, $0) }
+            if count == retiredCounts.last {
+                try add("receiver_open_warm_oldest_key_\(count)_retired", .open) { try receiver.openWarm(receiver.oldestKeyPayloads, $0) }
+            }
+        }
+        report.environment["retired_key_setup_seconds"] = .double(BenchReport.rounded(setupSeconds, 2))
+
+        // Memory.
+        say("memory: notifications in one process")
+        let (first, total) = memoryCheckpoints
+        let keyring = DeviceKeyring(store: try ReceiverBench.keychain { () throws(KeychainError) in
+            try KeychainStore(url: receiver.root, create: false)
+        })
+        let rssStart = BenchHarness.procStatus("VmRSS")
+        try receiver.handleNotifications(first, keyring: keyring)
+        let rssFirst = BenchHarness.procStatus("VmRSS")
+        try receiver.handleNotifications(total - first, keyring: keyring)
+        let rssTotal = BenchHarness.procStatus("VmRSS")
+        say("memory: device push child")
+        let payloadFile = base.appendingPathComponent("payload.json")
+        try Data(receiver.unsignedPayloads[0]).write(to: payloadFile)
+        let exe = BenchHarness.selfExecutable
+        let push = try BenchHarness.peakMemory(of: exe, ["device", "push", "--keychain", receiver.root.path, "--json", payloadFile.path])
+        let baseline = try BenchHarness.peakMemory(of: exe, ["--version"])
+        let pushDecrypted = push.stdout.contains(#""outcome":"decrypted""#)
+
+        func mb(_ bytes: Int?) -> JSONValue { bytes.map { .double(BenchReport.rounded(Double($0) / 1_048_576, 2)) } ?? .null }
+        report.memory = JSONObject([
+            ("device_push_peak_rss_mib", mb(push.peakBytes)),
+            ("device_push_outcome", .string(pushDecrypted ? "decrypted" : "not decrypted (status \(push.status)): \(push.stdout.prefix(200))")),
+            ("version_only_peak_rss_mib", mb(baseline.peakBytes)),
+            ("peak_rss_method", .string(push.method)),
+            ("notifications_first_checkpoint", .int(Int64(first))),
+            ("notifications_total", .int(Int64(total))),
+            ("rss_before_mib", mb(rssStart)),
+            ("rss_after_first_mib", mb(rssFirst)),
+            ("rss_after_total_mib", mb(rssTotal)),
+            ("rss_growth_kib", (rssFirst != nil && rssTotal != nil) ? .int(Int64((rssTotal! - rssFirst!) / 1024)) : .null),
+            ("bench_process_peak_rss_mib", mb(BenchHarness.procStatus("VmHWM"))),
+        ])
+
+        report.targets = targets(report, push: push, pushDecrypted: pushDecrypted, rssFirst: rssFirst, rssTotal: rssTotal)
+        if quick { report.notes.append("--quick: tiny iteration and key counts; the figures and targets are not meaningful") }
+        report.environment["bench_seconds"] = .double(BenchReport.rounded(BenchHarness.seconds(ContinuousClock.now - started), 1))
+        return report
+    }
+
+    func measureRaw(_ loop: (Int) -> RawSodiumLoops.Timing) throws -> Double {
+        var failures = 0
+        let m = BenchHarness.measure(plan) { n in failures += loop(n).failures }
+        guard failures == 0 else { throw BenchFailure("\(failures) raw libsodium calls failed") }
+        return m.opsPerSecond
+    }
+
+    func targets(_ report: BenchReport, push: BenchHarness.ChildRun, pushDecrypted: Bool, rssFirst: Int?, rssTotal: Int?) -> [BenchTarget] {
+        func ratio(_ name: String) -> Double? { report.results.first { $0.name == name }?.ratio }
+        func f(_ x: Double?) -> String { x.map { String(format: "%.3f×", $0) } ?? "n/a" }
+        var out: [BenchTarget] = []
+        for name in ["sender_seal_unsigned", "sender_batch_unsigned"] {
+            let r = ratio(name)
+            out.append(BenchTarget(name: "\(name) >= 1.0x raw_seal", met: (r ?? 0) >= 1.0, detail: f(r)))
+        }
+        let lo = retiredCounts.first!, hi = retiredCounts.last!
+        let warm = ratio("receiver_open_warm_\(lo)_retired")
+        out.append(BenchTarget(name: "receiver_open_warm_\(lo)_retired >= 0.9x raw_open", met: (warm ?? 0) >= 0.9, detail: f(warm)))
+        for kind in ["warm", "cold", "warm_signed"] {
+            let a = ratio("receiver_open_\(kind)_\(lo)_retired"), b = ratio("receiver_open_\(kind)_\(hi)_retired")
+            let change = (a != nil && b != nil) ? b! / a! : nil
+            out.append(BenchTarget(
+                name: "receiver_open_\(kind) flat from \(lo) to \(hi) retired keys (within 10%)",
+                met: change.map { abs($0 - 1) <= 0.10 } ?? false,
+                detail: "\(f(a)) -> \(f(b))" + (change.map { String(format: " (%+.1f%%)", ($0 - 1) * 100) } ?? "")))
+        }
+        let oldest = ratio("receiver_open_warm_oldest_key_\(hi)_retired")
+        out.append(BenchTarget(
+            name: "opening with the oldest of \(hi) retired keys costs the same as with the active key (within 10%)",
+            met: (oldest != nil && warm != nil) ? abs(oldest! / ratio("receiver_open_warm_\(hi)_retired")! - 1) <= 0.10 : false,
+            detail: "\(f(oldest)) vs \(f(ratio("receiver_open_warm_\(hi)_retired")))"))
+        let peak = push.peakBytes
+        out.append(BenchTarget(
+            name: "device push peak RSS <= 24 MiB",
+            met: pushDecrypted && (peak ?? .max) <= Self.pushMemoryLimit,
+            detail: (peak.map { String(format: "%.2f MiB", Double($0) / 1_048_576) } ?? "unmeasured")
+                + (pushDecrypted ? "" : " (the payload was not decrypted)") + " via " + push.method))
+        let growth = (rssFirst != nil && rssTotal != nil) ? rssTotal! - rssFirst! : nil
+        let (first, total) = memoryCheckpoints
+        out.append(BenchTarget(
+            name: "no RSS growth from \(first) to \(total) notifications (<= 1 MiB)",
+            met: (growth ?? .max) <= Self.growthLimit,
+            detail: growth.map { "\($0 / 1024) KiB" } ?? "unmeasured (no /proc/self/status)"))
+        return out
+    }
+
+    func environment(pinnedCPU: Int?) -> JSONObject {
+        var cpuModel = "unknown"
+        if let info = try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8),
+           let line = info.split(separator: "\n").first(where: { $0.hasPrefix("model name") }),
+           let colon = line.firstIndex(of: ":") {
+            cpuModel = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        return JSONObject([
+            ("date", .string(Timestamp.format(Date()))),
+            ("cpu", .string(cpuModel)),
+            ("online_cpus", .int(Int64(ProcessInfo.processInfo.activeProcessorCount))),
+            ("pinned_cpu", pinnedCPU.map { .int(Int64($0)) } ?? .null),
+            ("libsodium", .string(CryptoLibrary.version)),
+            ("message_padded_bytes", .int(256)),
+            ("mode", .string(quick ? "quick" : "full")),
+        ])
+    }
 }

@@ -1,0 +1,178 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Timing, pinning and memory probes for `sealedpush bench`.
+enum BenchHarness {
+    /// How long and how often each figure is measured.
+    struct Plan: Sendable {
+        /// Untimed running before the rounds (caches, branch predictors, lazy initialisation).
+        var warmup: Duration
+        /// Length of one timed round.
+        var round: Duration
+        /// Timed rounds; the figure is the fastest round (the one least disturbed by other processes).
+        var rounds: Int
+        /// Never fewer iterations than this in a round.
+        var minimumIterations: Int
+
+        static let full = Plan(warmup: .milliseconds(60), round: .milliseconds(120), rounds: 4, minimumIterations: 20)
+        static let quick = Plan(warmup: .zero, round: .zero, rounds: 1, minimumIterations: 3)
+    }
+
+    /// The outcome of measuring one figure.
+    struct Measurement: Sendable {
+        /// Operations per second of the fastest round.
+        let opsPerSecond: Double
+        /// Operations per second of every round, in order.
+        let rounds: [Double]
+        /// Iterations in each round.
+        let iterationsPerRound: Int
+    }
+
+    /// Measures `body(n)`, which must perform `n` operations; the per-round iteration count is
+    /// calibrated from the warm-up so a round lasts about `plan.round`.
+    static func measure(_ plan: Plan, _ body: (Int) throws -> Void) rethrows -> Measurement {
+        let clock = ContinuousClock()
+        // Warm up, and estimate the cost of one operation.
+        var done = 0
+        var spent = Duration.zero
+        var batch = 1
+        repeat {
+            let start = clock.now
+            try body(batch)
+            spent += clock.now - start
+            done += batch
+            batch = min(batch * 2, 4096)
+        } while spent < plan.warmup
+        let perOp = max(seconds(spent) / Double(done), 1e-9)
+        let iterations = max(plan.minimumIterations, Int((seconds(plan.round) / perOp).rounded()))
+        var rates: [Double] = []
+        for _ in 0..<max(plan.rounds, 1) {
+            let start = clock.now
+            try body(iterations)
+            let elapsed = seconds(clock.now - start)
+            rates.append(Double(iterations) / max(elapsed, 1e-9))
+        }
+        return Measurement(opsPerSecond: rates.max() ?? 0, rounds: rates, iterationsPerRound: iterations)
+    }
+
+    /// A `Duration` in seconds.
+    static func seconds(_ d: Duration) -> Double {
+        let c = d.components
+        return Double(c.seconds) + Double(c.attoseconds) / 1e18
+    }
+
+    // MARK: - Pinning
+
+    /// Pins the calling thread to one CPU (the first it may run on) with `sched_setaffinity`, which
+    /// Glibc's Swift overlay does not import (it needs `_GNU_SOURCE`), so it is looked up with `dlsym`.
+    /// Returns the CPU, or `nil` when pinning is unavailable (then run under `taskset -c 0`).
+    static func pinToOneCPU() -> Int? {
+        #if os(Linux)
+        typealias AffinityFunction = @convention(c) (pid_t, Int, UnsafeMutableRawPointer?) -> Int32
+        guard let handle = dlopen(nil, RTLD_NOW) else { return nil }
+        defer { dlclose(handle) }
+        guard let getSymbol = dlsym(handle, "sched_getaffinity"), let setSymbol = dlsym(handle, "sched_setaffinity") else { return nil }
+        let getAffinity = unsafeBitCast(getSymbol, to: AffinityFunction.self)
+        let setAffinity = unsafeBitCast(setSymbol, to: AffinityFunction.self)
+        var mask = [UInt8](repeating: 0, count: 128)  // cpu_set_t: 1024 bits
+        guard mask.withUnsafeMutableBytes({ getAffinity(0, $0.count, $0.baseAddress) }) == 0 else { return nil }
+        guard let cpu = (0..<(mask.count * 8)).first(where: { mask[$0 / 8] & (1 << UInt8($0 % 8)) != 0 }) else { return nil }
+        var single = [UInt8](repeating: 0, count: 128)
+        single[cpu / 8] = 1 << UInt8(cpu % 8)
+        guard single.withUnsafeMutableBytes({ setAffinity(0, $0.count, $0.baseAddress) }) == 0 else { return nil }
+        return cpu
+        #else
+        return nil
+        #endif
+    }
+
+    // MARK: - Memory
+
+    /// A `kB` field of `/proc/self/status` (`VmRSS`, `VmHWM`), in bytes; `nil` where unavailable.
+    static func procStatus(_ field: String) -> Int? {
+        guard let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return nil }
+        for line in text.split(separator: "\n") where line.hasPrefix(field + ":") {
+            let digits = line.dropFirst(field.count + 1).filter(\.isNumber)
+            return Int(digits).map { $0 * 1024 }
+        }
+        return nil
+    }
+
+    /// The peak resident memory of one child run, and how it was measured.
+    struct ChildRun: Sendable {
+        let peakBytes: Int?
+        let method: String
+        let status: Int32
+        let stdout: String
+    }
+
+    /// Runs `executable arguments` and reports its peak resident set size.
+    ///
+    /// With `/usr/bin/time` the child is measured alone (GNU time forks, so the count starts from its
+    /// own small image). Without it, `getrusage(RUSAGE_CHILDREN)` is used; on Linux a child started
+    /// with `posix_spawn` (vfork) can inherit this process's high-water mark, so that is an upper bound.
+    static func peakMemory(of executable: String, _ arguments: [String]) throws -> ChildRun {
+        let timeTool = "/usr/bin/time"
+        let useTime = FileManager.default.isExecutableFile(atPath: timeTool)
+        let process = Process()
+        let out = Pipe(), err = Pipe()
+        if useTime {
+            process.executableURL = URL(fileURLWithPath: timeTool)
+            process.arguments = ["-f", "SEALEDPUSH_BENCH_MAXRSS_KB=%M", executable] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: executable)
+            process.arguments = arguments
+        }
+        var environment = ProcessInfo.processInfo.environment
+        environment["SEALEDPUSH_LOG_LEVEL"] = "error"
+        process.environment = environment
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        let errData = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let stdout = String(decoding: outData, as: UTF8.self)
+        if useTime {
+            let text = String(decoding: errData, as: UTF8.self)
+            let line = text.split(separator: "\n").last { $0.hasPrefix("SEALEDPUSH_BENCH_MAXRSS_KB=") }
+            let kb = line.flatMap { Int($0.dropFirst("SEALEDPUSH_BENCH_MAXRSS_KB=".count)) }
+            return ChildRun(peakBytes: kb.map { $0 * 1024 }, method: "/usr/bin/time (GNU time, fork+exec)",
+                            status: process.terminationStatus, stdout: stdout)
+        }
+        #if canImport(Glibc)
+        var usage = rusage()
+        getrusage(__rusage_who_t(RUSAGE_CHILDREN.rawValue), &usage)
+        return ChildRun(peakBytes: Int(usage.ru_maxrss) * 1024, method: "getrusage(RUSAGE_CHILDREN) (upper bound)",
+                        status: process.terminationStatus, stdout: stdout)
+        #else
+        return ChildRun(peakBytes: nil, method: "unavailable", status: process.terminationStatus, stdout: stdout)
+        #endif
+    }
+
+    /// This executable's path, for running its own subcommands.
+    static var selfExecutable: String {
+        if let resolved = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") { return resolved }
+        return CommandLine.arguments[0]
+    }
+
+    /// A fresh 0700 temporary directory, in `/dev/shm` when available (the keychain store fsyncs on
+    /// every write, which would make generating 1000 retired keys slow on a disk).
+    static func temporaryDirectory() throws -> URL {
+        var isDirectory: ObjCBool = false
+        let shm = "/dev/shm"
+        let base: URL
+        if FileManager.default.fileExists(atPath: shm, isDirectory: &isDirectory), isDirectory.boolValue,
+           FileManager.default.isWritableFile(atPath: shm) {
+            base = URL(fileURLWithPath: shm)
+        } else {
+            base = FileManager.default.temporaryDirectory
+        }
+        let dir = base.appendingPathComponent("sealedpush-bench-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        return dir
+    }
+}
