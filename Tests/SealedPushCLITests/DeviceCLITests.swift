@@ -150,7 +150,7 @@ private func shown(_ o: JSONObject, _ field: String) -> String? { o["notificatio
 
         let refuse = try d.run(["keys", "destroy", newRecord.keyID.hex, "--keychain", d.device])
         #expect(refuse.status != 0)
-        #expect(refuse.stderr.contains("--force"))
+        #expect(refuse.stderr.contains("force"))
         let badID = try d.run(["keys", "destroy", "not-hex", "--keychain", d.device])
         #expect(badID.status != 0)
     }
