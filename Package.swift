@@ -96,8 +96,29 @@ let package = Package(
         // Runs the built `sealedpush` binary.
         .testTarget(
             name: "SealedPushCLITests",
-            dependencies: ["sealedpush", "SealedPushWire", "SealedPushCrypto", "SealedPushTestSupport"],
+            dependencies: ["sealedpush", "SealedPushWire", "SealedPushCrypto", "SealedPushKeychain", "SealedPushTestSupport"],
             swiftSettings: strict
         ),
     ]
 )
+
+// libFuzzer targets (Fuzz/), built only by `make fuzz` / `make fuzz-smoke` with SEALEDPUSH_FUZZ=1 and
+// `-sanitize=fuzzer,address`; absent from ordinary builds so `swift build` and `swift test` never see them.
+if Context.environment["SEALEDPUSH_FUZZ"] != nil {
+    let fuzzSettings = strict + [.unsafeFlags(["-parse-as-library"])]
+    package.targets += [
+        // libFuzzer's driver entry point, called from each harness's `<Target>_main`.
+        .target(name: "CFuzzDriver", path: "Fuzz/CFuzzDriver"),
+        // Fixed keys derived from constant seeds, invariant checks, seed-corpus writing.
+        .target(name: "FuzzSupport", dependencies: ["SealedPushWire", "SealedPushCrypto"], path: "Fuzz/FuzzSupport",
+                swiftSettings: strict),
+        .executableTarget(name: "FuzzPayload",
+                          dependencies: ["CFuzzDriver", "FuzzSupport", "SealedPushWire", "SealedPushCrypto", "SealedPushReceiver", "SealedPushTestSupport",
+                                         .product(name: "Logging", package: "swift-log")],
+                          path: "Fuzz/FuzzPayload", swiftSettings: fuzzSettings),
+        .executableTarget(name: "FuzzOpen", dependencies: ["CFuzzDriver", "FuzzSupport", "SealedPushWire", "SealedPushCrypto"],
+                          path: "Fuzz/FuzzOpen", swiftSettings: fuzzSettings),
+        .executableTarget(name: "FuzzKeyRecord", dependencies: ["CFuzzDriver", "FuzzSupport", "SealedPushWire", "SealedPushCrypto"],
+                          path: "Fuzz/FuzzKeyRecord", swiftSettings: fuzzSettings),
+    ]
+}

@@ -347,11 +347,11 @@ struct KeyringCore<Material: KeyringMaterial>: Sendable {
         try StoreIO.wipeAndRemove(tx.path(of: keyIdentity(kid)))
     }
 
-    func generate() throws(KeychainError) -> KeyInfo {
+    func generate(using imported: Material? = nil) throws(KeychainError) -> KeyInfo {
         try store.transaction { (tx: KeychainStore) throws(KeychainError) -> KeyInfo in
             var pointer = try recover(tx)
             if let active = pointer.active { throw .activeKeyExists(keyID: active.hex) }
-            let key = Material.generateNew()
+            let key = imported ?? Material.generateNew()
             pointer.pending = key.keyID
             try writePointer(tx, pointer)
             try writeKey(tx, key)
@@ -363,7 +363,7 @@ struct KeyringCore<Material: KeyringMaterial>: Sendable {
         }
     }
 
-    func rotate(grace: TimeInterval) throws(KeychainError) -> KeyInfo {
+    func rotate(grace: TimeInterval, using imported: Material? = nil) throws(KeychainError) -> KeyInfo {
         guard grace >= 0 else { throw .param("the grace period must not be negative") }
         return try store.transaction { (tx: KeychainStore) throws(KeychainError) -> KeyInfo in
             var pointer = try recover(tx)
@@ -371,7 +371,10 @@ struct KeyringCore<Material: KeyringMaterial>: Sendable {
             guard var oldState = try readState(tx, old) else {
                 throw .itemNotFound("the state of the active \(Material.kindName) \(old.hex)")
             }
-            let key = Material.generateNew()
+            if let imported, try readState(tx, imported.keyID) != nil {
+                throw .duplicateItem("\(Material.kindName) \(imported.keyID.hex) is already in this store")
+            }
+            let key = imported ?? Material.generateNew()
             // 1. Announce the new key as pending, so a crash before the commit rolls it back.
             pointer.pending = key.keyID
             try writePointer(tx, pointer)
