@@ -51,28 +51,61 @@ struct Field25519 {
     }
 
     static func * (a: Field25519, b: Field25519) -> Field25519 {
-        @inline(__always) func m(_ x: UInt64, _ y: UInt64) -> UInt128 { UInt128(x) * UInt128(y) }
-        let b1_19 = b.l1 * 19, b2_19 = b.l2 * 19, b3_19 = b.l3 * 19, b4_19 = b.l4 * 19
-        var r0 = m(a.l0, b.l0) + m(a.l1, b4_19) + m(a.l2, b3_19) + m(a.l3, b2_19) + m(a.l4, b1_19)
-        var r1 = m(a.l0, b.l1) + m(a.l1, b.l0) + m(a.l2, b4_19) + m(a.l3, b3_19) + m(a.l4, b2_19)
-        var r2 = m(a.l0, b.l2) + m(a.l1, b.l1) + m(a.l2, b.l0) + m(a.l3, b4_19) + m(a.l4, b3_19)
-        var r3 = m(a.l0, b.l3) + m(a.l1, b.l2) + m(a.l2, b.l1) + m(a.l3, b.l0) + m(a.l4, b4_19)
-        var r4 = m(a.l0, b.l4) + m(a.l1, b.l3) + m(a.l2, b.l2) + m(a.l3, b.l1) + m(a.l4, b.l0)
-        let mask = UInt128(Self.mask)
-        r1 += r0 >> 51; r0 &= mask
-        r2 += r1 >> 51; r1 &= mask
-        r3 += r2 >> 51; r2 &= mask
-        r4 += r3 >> 51; r3 &= mask
-        let c = r4 >> 51; r4 &= mask
-        r0 += c * 19
-        r1 += r0 >> 51; r0 &= mask
-        return Field25519(l0: UInt64(r0), l1: UInt64(r1), l2: UInt64(r2), l3: UInt64(r3), l4: UInt64(r4))
+        // Limbs are below 2⁵² and the 19-multiples below 2⁵⁷, so no product or sum of five exceeds
+        // 2¹¹², and wrapping arithmetic (no overflow checks) is exact.
+        @inline(__always) func m(_ x: UInt64, _ y: UInt64) -> UInt128 { UInt128(x) &* UInt128(y) }
+        let b1_19 = b.l1 &* 19, b2_19 = b.l2 &* 19, b3_19 = b.l3 &* 19, b4_19 = b.l4 &* 19
+        let r0 = m(a.l0, b.l0) &+ m(a.l1, b4_19) &+ m(a.l2, b3_19) &+ m(a.l3, b2_19) &+ m(a.l4, b1_19)
+        let r1 = m(a.l0, b.l1) &+ m(a.l1, b.l0) &+ m(a.l2, b4_19) &+ m(a.l3, b3_19) &+ m(a.l4, b2_19)
+        let r2 = m(a.l0, b.l2) &+ m(a.l1, b.l1) &+ m(a.l2, b.l0) &+ m(a.l3, b4_19) &+ m(a.l4, b3_19)
+        let r3 = m(a.l0, b.l3) &+ m(a.l1, b.l2) &+ m(a.l2, b.l1) &+ m(a.l3, b.l0) &+ m(a.l4, b4_19)
+        let r4 = m(a.l0, b.l4) &+ m(a.l1, b.l3) &+ m(a.l2, b.l2) &+ m(a.l3, b.l1) &+ m(a.l4, b.l0)
+        return reduce(r0, r1, r2, r3, r4)
     }
 
-    func squared(times n: Int = 1) -> Field25519 {
-        var r = self
-        for _ in 0..<n { r = r * r }
-        return r
+    /// Carries five 128-bit column sums back into 51-bit limbs.
+    @inline(__always)
+    static func reduce(_ c0: UInt128, _ c1: UInt128, _ c2: UInt128, _ c3: UInt128, _ c4: UInt128) -> Field25519 {
+        let mask = UInt128(Self.mask)
+        var r0 = c0, r1 = c1, r2 = c2, r3 = c3, r4 = c4
+        r1 &+= r0 &>> 51; r0 &= mask
+        r2 &+= r1 &>> 51; r1 &= mask
+        r3 &+= r2 &>> 51; r2 &= mask
+        r4 &+= r3 &>> 51; r3 &= mask
+        let c = r4 &>> 51; r4 &= mask
+        r0 &+= c &* 19
+        r1 &+= r0 &>> 51; r0 &= mask
+        return Field25519(l0: UInt64(truncatingIfNeeded: r0), l1: UInt64(truncatingIfNeeded: r1), l2: UInt64(truncatingIfNeeded: r2),
+                          l3: UInt64(truncatingIfNeeded: r3), l4: UInt64(truncatingIfNeeded: r4))
+    }
+
+    /// self², with 15 limb products instead of 25.
+    func squared() -> Field25519 { squared(times: 1) }
+
+    /// self^(2ⁿ): `n` squarings on local limbs (no struct round trip through memory per step).
+    func squared(times n: Int) -> Field25519 {
+        var (a0, a1, a2, a3, a4) = (l0, l1, l2, l3, l4)
+        let mask = UInt128(Self.mask)
+        @inline(__always) func m(_ x: UInt64, _ y: UInt64) -> UInt128 { UInt128(x) &* UInt128(y) }
+        for _ in 0..<n {
+            // Limbs are below 2⁵²; no column sum exceeds 2¹¹¹, so wrapping arithmetic is exact.
+            let d0 = a0 &* 2, d1 = a1 &* 2, d2_38 = a2 &* 38, d4_19 = a4 &* 19, d4_38 = a4 &* 38
+            var r0 = m(a0, a0) &+ m(d4_38, a1) &+ m(d2_38, a3)
+            var r1 = m(d0, a1) &+ m(d4_38, a2) &+ m(a3, a3 &* 19)
+            var r2 = m(d0, a2) &+ m(a1, a1) &+ m(d4_38, a3)
+            var r3 = m(d0, a3) &+ m(d1, a2) &+ m(a4, d4_19)
+            var r4 = m(d0, a4) &+ m(d1, a3) &+ m(a2, a2)
+            r1 &+= r0 &>> 51; r0 &= mask
+            r2 &+= r1 &>> 51; r1 &= mask
+            r3 &+= r2 &>> 51; r2 &= mask
+            r4 &+= r3 &>> 51; r3 &= mask
+            let c = r4 &>> 51; r4 &= mask
+            r0 &+= c &* 19
+            r1 &+= r0 &>> 51; r0 &= mask
+            (a0, a1, a2, a3, a4) = (UInt64(truncatingIfNeeded: r0), UInt64(truncatingIfNeeded: r1), UInt64(truncatingIfNeeded: r2),
+                                    UInt64(truncatingIfNeeded: r3), UInt64(truncatingIfNeeded: r4))
+        }
+        return Field25519(l0: a0, l1: a1, l2: a2, l3: a3, l4: a4)
     }
 
     /// self^(p−2), the inverse (0 maps to 0), with the ref10 addition chain.

@@ -38,7 +38,18 @@ struct BenchCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Tiny iteration counts and key counts: checks that everything runs, figures are meaningless.")
     var quick = false
 
+    @Option(name: .customLong("profile"), help: ArgumentHelp(
+        "Run only the named workload for --iterations operations, untimed (for valgrind --tool=callgrind).", visibility: .hidden))
+    var profile: String?
+
+    @Option(name: .customLong("iterations"), help: ArgumentHelp("Operations for --profile.", visibility: .hidden))
+    var iterations = 1000
+
     func run() async throws {
+        if let profile {
+            try BenchRun(quick: true, progress: false).profile(profile, iterations: iterations)
+            return
+        }
         let report = try BenchRun(quick: quick, progress: !output.json).run()
         if output.json {
             print(String(decoding: JSON.serialize(.object(report.jsonObject)), as: UTF8.self))
@@ -238,6 +249,54 @@ struct BenchRun {
         if quick { report.notes.append("--quick: tiny iteration and key counts; the figures and targets are not meaningful") }
         report.environment["bench_seconds"] = .double(BenchReport.rounded(BenchHarness.seconds(ContinuousClock.now - started), 1))
         return report
+    }
+
+    /// Runs one workload `iterations` times with no timing, for instruction-level profiling.
+    func profile(_ name: String, iterations: Int) throws {
+        let signer = SigningKeyPair.generate()
+        let device = BoxKeyPair.generate()
+        let senderBench = try SenderBench(record: DeviceKeyRecord(publicKey: device.publicKey, createdAt: Date()), signer: signer)
+        switch name {
+        case "raw_seal": _ = RawSodiumLoops.sealLoop(iterations: iterations)
+        case "raw_open": _ = RawSodiumLoops.openLoop(iterations: iterations)
+        case "ephemeral_fast": for _ in 0..<iterations { _ = EphemeralKey.generate() }
+        case "ephemeral_ladder":
+            let secret = SecureBytes(CryptoLibrary.randomBytes(count: 32))
+            for _ in 0..<iterations { _ = EphemeralKey.referencePublicKey(forSecret: secret) }
+        case "ephemeral_check":
+            for i in 0..<iterations {
+                let secret = SecureBytes(CryptoLibrary.randomBytes(count: 32))
+                guard let fast = EphemeralKey.publicKey(forSecret: secret), fast == EphemeralKey.referencePublicKey(forSecret: secret) else {
+                    throw CLIError("the fast ephemeral public key differs from crypto_scalarmult_base at iteration \(i)")
+                }
+            }
+            print("ephemeral_check: \(iterations) fast public keys equal crypto_scalarmult_base")
+        case "ephemeral_edwards_only":
+            let secret = SecureBytes(CryptoLibrary.randomBytes(count: 32))
+            for _ in 0..<iterations { _ = EphemeralKey.publicKey(forSecret: secret) }
+        case "sender_seal_unsigned": try senderBench.seal(senderBench.unsigned, iterations)
+        case "sender_seal_signed": try senderBench.seal(senderBench.signed, iterations)
+        case "sender_batch_unsigned": try senderBench.batch(senderBench.unsigned, iterations)
+        case "sender_batch_signed": try senderBench.batch(senderBench.signed, iterations)
+        case "receiver_open_warm", "receiver_open_cold", "receiver_open_warm_signed", "notifications":
+            let base = try BenchHarness.temporaryDirectory()
+            defer { try? FileManager.default.removeItem(at: base) }
+            let receiver = try ReceiverBench(root: base.appendingPathComponent("device"), signer: signer)
+            try receiver.retire(until: 1)
+            switch name {
+            case "receiver_open_warm": try receiver.openWarm(receiver.unsignedPayloads, iterations)
+            case "receiver_open_cold": try receiver.openCold(receiver.unsignedPayloads, iterations)
+            case "receiver_open_warm_signed": try receiver.openWarm(receiver.signedPayloads, iterations)
+            default:
+                let keyring = DeviceKeyring(store: try ReceiverBench.keychain { () throws(KeychainError) in
+                    try KeychainStore(url: receiver.root, create: false)
+                })
+                try receiver.handleNotifications(iterations, keyring: keyring)
+            }
+        default:
+            throw CLIError("unknown workload \(name); one of raw_seal, raw_open, sender_seal_unsigned, sender_seal_signed, "
+                + "sender_batch_unsigned, sender_batch_signed, receiver_open_warm, receiver_open_cold, receiver_open_warm_signed, notifications")
+        }
     }
 
     func measureRaw(_ loop: (Int) -> RawSodiumLoops.Timing) throws -> Double {
