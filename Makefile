@@ -43,9 +43,14 @@ test: deps pydeps
 	$(SWIFT) build --build-tests $(SWIFT_TEST_FLAGS)
 	SEALEDPUSH_PYTHON=$(CURDIR)/$(PY) $(SWIFT) test --skip-build $(SWIFT_TEST_FLAGS)
 
-bench: release pydeps
-	.build/release/sealedpush bench
-	$(PY) Tests/Peer/bench_pynacl.py
+# `make bench`: release build in its own scratch path, the Swift benchmark pinned to one CPU (saved as
+# JSON), then the same work in PyNaCl and one combined table with each target met or NOT met.
+BENCH_SCRATCH ?= .build/bench
+BENCH_PIN ?= $(shell command -v taskset >/dev/null 2>&1 && echo taskset -c 0)
+bench: deps pydeps
+	$(SWIFT) build -c release --scratch-path $(BENCH_SCRATCH) --product sealedpush
+	$(BENCH_PIN) $(BENCH_SCRATCH)/release/sealedpush bench --json > $(BENCH_SCRATCH)/bench.json
+	$(BENCH_PIN) $(PY) Tests/Peer/bench_pynacl.py --swift-json $(BENCH_SCRATCH)/bench.json
 
 clean:
 	rm -rf .build

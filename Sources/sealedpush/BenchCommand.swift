@@ -25,6 +25,8 @@ struct BenchCommand: AsyncParsableCommand {
                                                    KeychainStore + DeviceKeyring per message
               receiver_open_warm_signed_N_retired  the same for signed messages (Ed25519 verify)
               receiver_open_warm_oldest_key_N_retired  a message sealed to the first, long-retired key
+              receiver_open_keys_in_memory         the same open with the key pair held in memory (no keychain)
+              receiver_key_lookup_only_warm        DeviceKeyring.lookUpKey alone (the keychain's share)
 
             Memory: the peak resident size of a `sealedpush device push` child, and the resident size of \
             this process after 1 000 and 10 000 notifications handled by the extension.
@@ -50,7 +52,7 @@ struct BenchCommand: AsyncParsableCommand {
             try BenchRun(quick: true, progress: false).profile(profile, iterations: iterations)
             return
         }
-        let report = try BenchRun(quick: quick, progress: !output.json).run()
+        let report = try BenchRun(quick: quick, progress: true).run()
         if output.json {
             print(String(decoding: JSON.serialize(.object(report.jsonObject)), as: UTF8.self))
         } else {
@@ -205,6 +207,10 @@ struct BenchRun {
             try add("receiver_open_warm_\(count)_retired", .open) { try receiver.openWarm(receiver.unsignedPayloads, $0) }
             try add("receiver_open_cold_\(count)_retired", .open) { try receiver.openCold(receiver.unsignedPayloads, $0) }
             try add("receiver_open_warm_signed_\(count)_retired", .open) { try receiver.openWarm(receiver.signedPayloads, $0) }
+            if count == retiredCounts.first {
+                try add("receiver_open_keys_in_memory", .open) { try receiver.openWithKeysInMemory(receiver.unsignedPayloads, $0) }
+                try add("receiver_key_lookup_only_warm", .open) { try receiver.lookUpOnly($0) }
+            }
             if count == retiredCounts.last {
                 try add("receiver_open_warm_oldest_key_\(count)_retired", .open) { try receiver.openWarm(receiver.oldestKeyPayloads, $0) }
             }
@@ -278,7 +284,8 @@ struct BenchRun {
         case "sender_seal_signed": try senderBench.seal(senderBench.signed, iterations)
         case "sender_batch_unsigned": try senderBench.batch(senderBench.unsigned, iterations)
         case "sender_batch_signed": try senderBench.batch(senderBench.signed, iterations)
-        case "receiver_open_warm", "receiver_open_cold", "receiver_open_warm_signed", "notifications":
+        case "receiver_open_warm", "receiver_open_cold", "receiver_open_warm_signed", "notifications", "receiver_key_lookup",
+             "receiver_open_keys_in_memory":
             let base = try BenchHarness.temporaryDirectory()
             defer { try? FileManager.default.removeItem(at: base) }
             let receiver = try ReceiverBench(root: base.appendingPathComponent("device"), signer: signer)
@@ -287,6 +294,8 @@ struct BenchRun {
             case "receiver_open_warm": try receiver.openWarm(receiver.unsignedPayloads, iterations)
             case "receiver_open_cold": try receiver.openCold(receiver.unsignedPayloads, iterations)
             case "receiver_open_warm_signed": try receiver.openWarm(receiver.signedPayloads, iterations)
+            case "receiver_key_lookup": try receiver.lookUpOnly(iterations)
+            case "receiver_open_keys_in_memory": try receiver.openWithKeysInMemory(receiver.unsignedPayloads, iterations)
             default:
                 let keyring = DeviceKeyring(store: try ReceiverBench.keychain { () throws(KeychainError) in
                     try KeychainStore(url: receiver.root, create: false)

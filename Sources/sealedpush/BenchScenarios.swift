@@ -150,6 +150,27 @@ final class ReceiverBench {
         }
     }
 
+    /// `n` key lookups alone (`DeviceKeyring.lookUpKey(id:)`) on one opened store: the keychain's share of an open.
+    func lookUpOnly(_ n: Int) throws {
+        let keyring = DeviceKeyring(store: try Self.keychain { () throws(KeychainError) in try KeychainStore(url: root, create: false) })
+        let id = activeRecord.keyID
+        for _ in 0..<n {
+            guard case .found = keyring.lookUpKey(id: id) else { throw BenchFailure("the active key was not found") }
+        }
+    }
+
+    /// `n` complete opens with the key pairs held in memory (no keychain): what an open costs
+    /// apart from the key lookup.
+    func openWithKeysInMemory(_ payloads: [[UInt8]], _ n: Int) throws {
+        let pair = try Self.keychain { () throws(KeychainError) in try keyring.activeKeyPair() }
+        let opener = MessageOpener(keys: MemoryKeys(pairs: [pair.keyID: pair]), policy: policy)
+        let now = Self.now
+        for i in 0..<n {
+            let opened = try opener.open(encryptedData: Self.encryptedData(payloads[i % payloads.count]), now: now)
+            if opened.paddedLength == 0 { throw BenchFailure("opened an empty message") }
+        }
+    }
+
     /// `n` notifications handled by `SecretMessageExtension` (a new instance each, as the simulator
     /// makes them) over one opened keyring; throws if one is not decrypted.
     func handleNotifications(_ n: Int, keyring: DeviceKeyring) throws {
@@ -170,4 +191,10 @@ final class ReceiverBench {
             }
         }
     }
+}
+
+/// Device keys held in memory, for measuring an open without the keychain.
+struct MemoryKeys: DeviceKeyProvider {
+    let pairs: [KeyID: BoxKeyPair]
+    func lookUpKey(id keyID: KeyID) -> KeyLookup { pairs[keyID].map { .found($0) } ?? .unknown }
 }
