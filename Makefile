@@ -52,5 +52,38 @@ bench: deps pydeps
 	$(BENCH_PIN) $(BENCH_SCRATCH)/release/sealedpush bench --json > $(BENCH_SCRATCH)/bench.json
 	$(BENCH_PIN) $(PY) Tests/Peer/bench_pynacl.py --swift-json $(BENCH_SCRATCH)/bench.json
 
+# libFuzzer harnesses (Fuzz/, see docs/hardening.md): built with SEALEDPUSH_FUZZ=1 and
+# -sanitize=fuzzer,address in .build/fuzz, seeded from the shared vectors and freshly sealed messages,
+# each run for FUZZ_SECONDS (default 30); the corpus grows in .build/fuzz-corpus across runs.
+fuzz: deps
+	FUZZ_SECONDS=$(FUZZ_SECONDS) SWIFT=$(SWIFT) Fuzz/fuzz.sh all
+
+# The CI form: every harness for a few seconds from the seeds alone (a fresh corpus directory).
+.PHONY: fuzz-smoke
+fuzz-smoke: deps
+	rm -rf .build/fuzz-smoke-corpus
+	FUZZ_SECONDS=$${FUZZ_SMOKE_SECONDS:-8} FUZZ_CORPUS=.build/fuzz-smoke-corpus SWIFT=$(SWIFT) Fuzz/fuzz.sh all
+
+# The whole test suite under AddressSanitizer (.build/asan), then ThreadSanitizer (.build/tsan).
+# Both always run; the target fails if either does. Logs: .build/asan.log, .build/tsan.log.
+sanitize: deps pydeps
+	@status=0; \
+	for san in address thread; do \
+	  dir=.build/$$( [ $$san = address ] && echo asan || echo tsan ); \
+	  echo "== $$san sanitizer ($$dir)"; \
+	  if $(SWIFT) build --build-tests --scratch-path $$dir --sanitize=$$san; then \
+	    SWIFT_BACKTRACE=enable=no SEALEDPUSH_PYTHON=$(CURDIR)/$(PY) \
+	      $(SWIFT) test --skip-build --scratch-path $$dir --sanitize=$$san >$$dir.log 2>&1; rc=$$?; \
+	    grep -E "(Test run with|Executed [0-9]+ tests|SUMMARY: [A-Za-z]+Sanitizer)" $$dir.log | tail -n 6; \
+	    if [ $$rc -eq 0 ] && ! grep -qE "^(==[0-9]+==ERROR|WARNING: ThreadSanitizer)" $$dir.log; then \
+	      echo "== $$san sanitizer: clean"; \
+	    else \
+	      echo "== $$san sanitizer: FAILED, exit $$rc (see $$dir.log)"; status=1; \
+	    fi; \
+	  else \
+	    echo "== $$san sanitizer: build FAILED"; status=1; \
+	  fi; \
+	done; exit $$status
+
 clean:
 	rm -rf .build
