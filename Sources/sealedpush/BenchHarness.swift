@@ -16,7 +16,7 @@ enum BenchHarness {
         /// Never fewer iterations than this in a round.
         var minimumIterations: Int
 
-        static let full = Plan(warmup: .milliseconds(60), round: .milliseconds(120), rounds: 4, minimumIterations: 20)
+        static let full = Plan(warmup: .milliseconds(50), round: .milliseconds(100), rounds: 5, minimumIterations: 20)
         static let quick = Plan(warmup: .zero, round: .zero, rounds: 1, minimumIterations: 3)
     }
 
@@ -55,6 +55,39 @@ enum BenchHarness {
             rates.append(Double(iterations) / max(elapsed, 1e-9))
         }
         return Measurement(opsPerSecond: rates.max() ?? 0, rounds: rates, iterationsPerRound: iterations)
+    }
+
+    /// Measures `work` and `floor` in alternating rounds (floor, work, floor, work, …), so both figures
+    /// come from the same stretch of time and their ratio survives other processes' load; each is the
+    /// fastest of its rounds.
+    static func measurePaired(_ plan: Plan, floor: (Int) throws -> Void, work: (Int) throws -> Void) rethrows
+        -> (work: Double, floor: Double) {
+        let clock = ContinuousClock()
+        func calibrate(_ body: (Int) throws -> Void) rethrows -> Int {
+            var done = 0, batch = 1
+            var spent = Duration.zero
+            repeat {
+                let start = clock.now
+                try body(batch)
+                spent += clock.now - start
+                done += batch
+                batch = min(batch * 2, 4096)
+            } while spent < plan.warmup
+            let perOp = max(seconds(spent) / Double(done), 1e-9)
+            return max(plan.minimumIterations, Int((seconds(plan.round) / perOp).rounded()))
+        }
+        let floorIterations = try calibrate(floor)
+        let workIterations = try calibrate(work)
+        var bestFloor = 0.0, bestWork = 0.0
+        for _ in 0..<max(plan.rounds, 1) {
+            var start = clock.now
+            try floor(floorIterations)
+            bestFloor = max(bestFloor, Double(floorIterations) / max(seconds(clock.now - start), 1e-9))
+            start = clock.now
+            try work(workIterations)
+            bestWork = max(bestWork, Double(workIterations) / max(seconds(clock.now - start), 1e-9))
+        }
+        return (bestWork, bestFloor)
     }
 
     /// A `Duration` in seconds.
