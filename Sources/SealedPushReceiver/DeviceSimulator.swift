@@ -1,4 +1,5 @@
 public import SealedPushWire
+import Dispatch
 import Synchronization
 
 /// What the device did with one payload (`shared/spec/device-outcomes.md`).
@@ -118,16 +119,24 @@ public struct DeviceSimulator: Sendable {
     }
 
     private func run(_ serviceExtension: any NotificationServiceExtension, _ request: NotificationRequest) async -> DeliveryResult {
+        // The device's clock runs on a thread of its own (a semaphore with a deadline), so its timing
+        // does not depend on Swift's cooperative pool being free — as iOS's watchdog does not depend
+        // on the app's threads.
+        await withCheckedContinuation { (continuation: CheckedContinuation<DeliveryResult, Never>) in
+            runOnThread { continuation.resume(returning: self.runBlocking(serviceExtension, request)) }
+        }
+    }
+
+    private func runBlocking(_ serviceExtension: any NotificationServiceExtension, _ request: NotificationRequest) -> DeliveryResult {
         let box = DeliveryBox()
-        let handler = ContentHandlerOnce { content in box.value.withLock { $0 = content } }
+        let handler = ContentHandlerOnce { content in box.deliver(content) }
         runOnThread { serviceExtension.didReceive(request, withContentHandler: { handler($0) }) }
-        let clock = ContinuousClock()
-        if let content = await Self.wait(for: box, until: clock.now.advanced(by: options.timeLimit)) {
+        if let content = box.wait(for: options.timeLimit) {
             return classify(content, serviceExtension, request)
         }
         // Time is up: the expiry callback on another thread, then a short grace.
         runOnThread { serviceExtension.serviceExtensionTimeWillExpire() }
-        if let content = await Self.wait(for: box, until: clock.now.advanced(by: options.expiryGrace)) {
+        if let content = box.wait(for: options.expiryGrace) {
             return DeliveryResult(outcome: .timeout, reason: .timeExpired, notification: content)
         }
         handler(request.content)  // later deliveries from the extension are ignored
@@ -149,18 +158,29 @@ public struct DeviceSimulator: Sendable {
         case nil: return DeliveryResult(outcome: .original, reason: nil, notification: content)
         }
     }
-
-    private static func wait(for box: DeliveryBox, until deadline: ContinuousClock.Instant) async -> NotificationContent? {
-        let clock = ContinuousClock()
-        while true {
-            if let content = box.value.withLock({ $0 }) { return content }
-            if clock.now >= deadline { return nil }
-            try? await Task.sleep(for: .milliseconds(1))
-        }
-    }
 }
 
 /// The first content an extension delivered, shared between its thread and the waiting device.
 final class DeliveryBox: Sendable {
-    let value = Mutex<NotificationContent?>(nil)
+    private let value = Mutex<NotificationContent?>(nil)
+    private let delivered = DispatchSemaphore(value: 0)
+
+    /// Records the first content and wakes the waiting device.
+    func deliver(_ content: NotificationContent) {
+        let first = value.withLock { current -> Bool in
+            guard current == nil else { return false }
+            current = content
+            return true
+        }
+        if first { delivered.signal() }
+    }
+
+    /// Blocks the calling (device) thread until content arrives or `duration` passes.
+    func wait(for duration: Duration) -> NotificationContent? {
+        if let content = value.withLock({ $0 }) { return content }
+        let c = duration.components
+        let nanoseconds = c.seconds * 1_000_000_000 + c.attoseconds / 1_000_000_000
+        _ = delivered.wait(timeout: .now() + .nanoseconds(Int(clamping: nanoseconds)))
+        return value.withLock { $0 }
+    }
 }
