@@ -240,16 +240,29 @@ struct StoreIO: Sendable {
 /// `flock` locks belong to the open file description, so two stores in one process also exclude
 /// each other, and a SIGKILLed holder never leaves the lock behind.
 enum FileLock {
-    /// Runs `body` holding the exclusive lock on `path` (created 0600 if missing), waiting for it as long as needed.
-    static func withExclusiveLock<R>(_ path: FilePath, _ body: () throws(KeychainError) -> R) throws(KeychainError) -> R {
+    /// Runs `body` holding the exclusive lock on `path` (created 0600 if missing). Without a
+    /// `timeout` it waits as long as needed; with one it polls and throws `interactionNotAllowed`
+    /// when the lock is still held by another process at the deadline.
+    static func withExclusiveLock<R>(_ path: FilePath, timeout: Duration? = nil,
+                                     _ body: () throws(KeychainError) -> R) throws(KeychainError) -> R {
         let fd: FileDescriptor
         do {
             fd = try FileDescriptor.open(path, .readWrite, options: [.create, .noFollow, .closeOnExec], permissions: [.ownerReadWrite])
         } catch { throw StoreIO.ioError("open lock file", path, error) }
         defer { try? fd.close() }  // closing the descriptor releases the lock
-        while flock(fd.rawValue, LOCK_EX) != 0 {
-            if errno == EINTR { continue }
-            throw StoreIO.lastError("lock", path)
+        let clock = ContinuousClock()
+        let deadline = timeout.map { clock.now + $0 }
+        while flock(fd.rawValue, deadline == nil ? LOCK_EX : LOCK_EX | LOCK_NB) != 0 {
+            let code = errno
+            if code == EINTR { continue }
+            if code == EWOULDBLOCK, let deadline {
+                guard clock.now < deadline else {
+                    throw .interactionNotAllowed("the lock \(path.string) was held by another process for longer than \(timeout!)")
+                }
+                usleep(2000)
+                continue
+            }
+            throw .io(operation: "lock", path: path.string, errno: code)
         }
         return try body()
     }

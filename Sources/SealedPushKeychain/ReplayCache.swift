@@ -32,15 +32,19 @@ public struct ReplayCache: ReplayGuard, Sendable {
     public let store: KeychainStore
     /// The most entries kept.
     public let capacity: Int
+    /// The longest `recordIfNew` waits for another process holding the cache's lock.
+    public let lockTimeout: Duration
 
     var directory: FilePath { store.root.appending("replay") }
     var databasePath: FilePath { directory.appending("replay.db") }
 
-    /// A cache under `store`'s root holding at most `capacity` entries.
-    public init(store: KeychainStore, capacity: Int = ReplayCache.defaultCapacity) {
+    /// A cache under `store`'s root holding at most `capacity` entries, waiting at most
+    /// `lockTimeout` (default 1 s) for another process's update, so the extension keeps its deadline.
+    public init(store: KeychainStore, capacity: Int = ReplayCache.defaultCapacity, lockTimeout: Duration = .seconds(1)) {
         precondition(capacity >= 1, "the replay cache needs room for at least one entry")
         self.store = store
         self.capacity = capacity
+        self.lockTimeout = lockTimeout
     }
 
     /// Records `messageID` until `expiresAt`; `false` if it is already recorded and not expired
@@ -84,7 +88,7 @@ public struct ReplayCache: ReplayGuard, Sendable {
 
     func record(messageID: String, expiresAt: Int64, now: Int64) throws(KeychainError) -> Bool {
         try StoreIO.ensureDirectory(directory)
-        return try FileLock.withExclusiveLock(directory.appending("replay.lock")) { () throws(KeychainError) -> Bool in
+        return try FileLock.withExclusiveLock(directory.appending("replay.lock"), timeout: lockTimeout) { () throws(KeychainError) -> Bool in
             let hash = Self.hash(messageID)
             let existing = try entries()
             if existing.contains(where: { $0.expiresAt >= now && constantTimeEquals($0.hash, hash) }) { return false }

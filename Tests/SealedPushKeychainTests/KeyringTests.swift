@@ -2,6 +2,9 @@ import Foundation
 import Testing
 import SealedPushCrypto
 import SealedPushWire
+#if canImport(Glibc)
+import Glibc
+#endif
 @testable import SealedPushKeychain
 
 @Suite("Device key lifecycle")
@@ -241,6 +244,24 @@ struct ReplayCacheTests {
         // Expired entries make room first.
         #expect(cache.recordIfNew(messageID: "x", keyID: kid, expiresAt: 9000, now: 2000))
         #expect(try cache.count(now: 2000) == 2)
+    }
+
+    @Test("a reader of the cache waits a bounded time for a stuck lock holder, then refuses (fail closed)")
+    func boundedWait() throws {
+        let dir = try TempDirectory()
+        let store = try KeychainStore(url: dir.store)
+        let cache = ReplayCache(store: store, lockTimeout: .milliseconds(50))
+        #expect(cache.recordIfNew(messageID: "a", keyID: kid, expiresAt: 100, now: 1))
+        let lockPath = dir.store.appendingPathComponent("replay/replay.lock").path
+        let fd = open(lockPath, O_RDWR)
+        #expect(fd >= 0)
+        defer { close(fd) }
+        #expect(flock(fd, LOCK_EX) == 0)
+        let start = ContinuousClock.now
+        #expect(!cache.recordIfNew(messageID: "b", keyID: kid, expiresAt: 100, now: 1))
+        #expect(ContinuousClock.now - start < .seconds(2))
+        flock(fd, LOCK_UN)
+        #expect(cache.recordIfNew(messageID: "b", keyID: kid, expiresAt: 100, now: 1))
     }
 
     @Test("a torn final record from a crash is ignored")
