@@ -141,7 +141,11 @@ public struct MessageOpener: Sendable {
         }
         // 9. replay
         if let replayGuard {
-            let keepUntil = (body.expiresAt ?? body.issuedAt.addingClamped(policy.replayWindowSeconds)).addingClamped(skew)
+            // Without `exp` the id is kept for the replay window from `iat` or, when the message arrives
+            // later than that, from `now`: an entry that is already stale when recorded would let the
+            // same message be replayed at once (found by the FuzzOpen harness).
+            let windowStart = max(body.issuedAt, now)
+            let keepUntil = (body.expiresAt ?? windowStart.addingClamped(policy.replayWindowSeconds)).addingClamped(skew)
             guard replayGuard.recordIfNew(messageID: body.id, keyID: envelope.keyID, expiresAt: keepUntil, now: now) else {
                 throw OpenFailure(.replayed, "a message with this id was already delivered")
             }

@@ -372,9 +372,23 @@ private let hostileEnvelopes: [HostileEnvelope] = [
         _ = try opener.open(encryptedData: text, now: rig.now)
         let second = #expect(throws: OpenFailure.self) { try opener.open(encryptedData: text, now: rig.now) }
         #expect(second?.reason == .replayed)
-        // iat at Int64.min with no exp: the replay window arithmetic must not trap either.
-        let old = try rig.seal(body: rig.body([("iat", int64Min), ("id", "\"old\"")]))
-        _ = try opener.open(encryptedData: old, now: rig.now)
+    }
+
+    /// Regression (found by FuzzOpen): a message without `exp` whose `iat` is older than the replay
+    /// window was recorded with an already-past expiry, so the same envelope opened again at once.
+    @Test("a message without exp issued before the replay window is still refused the second time",
+          arguments: [Int64.min, 0, 1_800_000_000 - 40 * 24 * 3600, 1_800_000_000 - ReceiverPolicy.defaultReplayWindowSeconds - 301] as [Int64])
+    func oldMessageWithoutExpiryIsNotReplayable(issuedAt: Int64) throws {
+        let rig = Rig.shared
+        let opener = rig.opener(replay: InMemoryReplayGuard())
+        let text = try rig.seal(body: rig.body([("iat", "\(issuedAt)"), ("id", "\"old-\(issuedAt)\"")]))
+        _ = try opener.open(encryptedData: text, now: rig.now)
+        let second = #expect(throws: OpenFailure.self) { try opener.open(encryptedData: text, now: rig.now) }
+        #expect(second?.reason == .replayed)
+        // Still refused up to a window after it was first seen, accepted again only after that.
+        let later = rig.now + ReceiverPolicy.defaultReplayWindowSeconds
+        let third = #expect(throws: OpenFailure.self) { try opener.open(encryptedData: text, now: later) }
+        #expect(third?.reason == .replayed)
     }
 
     @Test func openedHostileValuesAreKeptExactly() throws {
