@@ -120,5 +120,9 @@ if Context.environment["SEALEDPUSH_FUZZ"] != nil {
                           path: "Fuzz/FuzzOpen", swiftSettings: fuzzSettings),
         .executableTarget(name: "FuzzKeyRecord", dependencies: ["CFuzzDriver", "FuzzSupport", "SealedPushWire", "SealedPushCrypto"],
                           path: "Fuzz/FuzzKeyRecord", swiftSettings: fuzzSettings),
+        // Uses the keychain's internal item-file decoder through `@testable import` (debug builds only).
+        .executableTarget(name: "FuzzKeychainItem",
+                          dependencies: ["CFuzzDriver", "FuzzSupport", "SealedPushKeychain", "SealedPushWire", "SealedPushCrypto"],
+                          path: "Fuzz/FuzzKeychainItem", swiftSettings: fuzzSettings),
     ]
 }
