@@ -66,6 +66,7 @@ fuzz-smoke: deps
 
 # The whole test suite under AddressSanitizer (.build/asan), then ThreadSanitizer (.build/tsan).
 # Both always run; the target fails if either does. Logs: .build/asan.log, .build/tsan.log.
+# Leaks inside the toolchain's own libraries are suppressed (Fuzz/lsan-suppressions.txt).
 sanitize: deps pydeps
 	@status=0; \
 	for san in address thread; do \
@@ -73,6 +74,7 @@ sanitize: deps pydeps
 	  echo "== $$san sanitizer ($$dir)"; \
 	  if $(SWIFT) build --build-tests --scratch-path $$dir --sanitize=$$san; then \
 	    SWIFT_BACKTRACE=enable=no SEALEDPUSH_PYTHON=$(CURDIR)/$(PY) \
+	      LSAN_OPTIONS=suppressions=$(CURDIR)/Fuzz/lsan-suppressions.txt:print_suppressions=0 \
 	      $(SWIFT) test --skip-build --scratch-path $$dir --sanitize=$$san >$$dir.log 2>&1; rc=$$?; \
 	    grep -E "(Test run with|Executed [0-9]+ tests|SUMMARY: [A-Za-z]+Sanitizer)" $$dir.log | tail -n 6; \
 	    if [ $$rc -eq 0 ] && ! grep -qE "^(==[0-9]+==ERROR|WARNING: ThreadSanitizer)" $$dir.log; then \
