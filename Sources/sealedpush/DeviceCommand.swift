@@ -30,17 +30,17 @@ struct DeviceCommand: AsyncParsableCommand {
 
         @OptionGroup var store: KeychainOptions
         @OptionGroup var output: JSONOutputOptions
-        @Option(name: .customLong("time-limit"), help: "The extension's time budget.")
+        @Option(name: .customLong("time-limit"), parsing: .unconditional, help: "The extension's time budget.")
         var timeLimit = DurationArgument(milliseconds: 30_000)
-        @Option(help: ArgumentHelp("The device clock: ISO 8601 (2026-11-21T12:00:00Z) or Unix seconds.", valueName: "TIME"))
+        @Option(parsing: .unconditional, help: ArgumentHelp("The device clock: ISO 8601 (2026-11-21T12:00:00Z) or Unix seconds.", valueName: "TIME"))
         var clock: DeviceClock?
-        @Option(name: .customLong("extension-delay"), help: "The extension stalls this long before it starts work.")
+        @Option(name: .customLong("extension-delay"), parsing: .unconditional, help: "The extension stalls this long before it starts work.")
         var extensionDelay = DurationArgument(milliseconds: 0)
         @Flag(name: .customLong("extension-crash"), help: "The extension dies without the expiry callback.")
         var extensionCrash = false
         @Flag(help: "The app has the notification filtering entitlement (empty content is not shown at all).")
         var filtering = false
-        @Option(name: .customLong("expiry-grace"), help: "How long the device waits after the expiry callback.")
+        @Option(name: .customLong("expiry-grace"), parsing: .unconditional, help: "How long the device waits after the expiry callback.")
         var expiryGrace = DurationArgument(milliseconds: 1000)
         @Argument(help: ArgumentHelp("The APNs payload file, or - for standard input.", valueName: "PAYLOAD_FILE|-"))
         var payload: String

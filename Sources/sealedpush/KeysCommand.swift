@@ -32,7 +32,7 @@ struct KeysCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Make a new active key; the old one stays usable for the grace period. Prints the new record.")
         @OptionGroup var store: KeychainOptions
-        @Option(help: "How long the previous key keeps opening messages (cover APNs storage time and clock skew).")
+        @Option(parsing: .unconditional, help: "How long the previous key keeps opening messages (cover APNs storage time and clock skew).")
         var grace = DurationArgument(milliseconds: 7 * 86_400_000)
         func run() throws { try LifecycleRun.rotate(try KeysCommand.ring(store, create: false), grace: grace) }
     }
@@ -57,7 +57,7 @@ struct KeysCommand: AsyncParsableCommand {
         @OptionGroup var store: KeychainOptions
         @OptionGroup var output: JSONOutputOptions
         @Argument(help: "The key id to retire.") var keyID: KeyIDArgument
-        @Option(help: "How long it keeps opening messages.") var grace = DurationArgument(milliseconds: 0)
+        @Option(parsing: .unconditional, help: "How long it keeps opening messages.") var grace = DurationArgument(milliseconds: 0)
         func run() throws {
             try LifecycleRun.retire(try KeysCommand.ring(store, create: false), keyID: keyID, grace: grace, json: output.json)
         }

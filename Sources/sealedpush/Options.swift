@@ -11,6 +11,14 @@ struct KeychainOptions: ParsableArguments {
     /// Options naming `directory` explicitly.
     init(directory: String) { keychain = directory }
 
+    /// An explicit but empty `--keychain ""` (an unset shell variable, say) is refused rather than
+    /// silently falling back to $SEALEDPUSH_KEYCHAIN or ./keys.
+    func validate() throws {
+        if let keychain, keychain.isEmpty {
+            throw ValidationError("--keychain needs a directory; it was given an empty path (omit it to use $SEALEDPUSH_KEYCHAIN or ./keys).")
+        }
+    }
+
     /// The resolved store directory.
     var directory: URL {
         if let keychain, !keychain.isEmpty { return URL(fileURLWithPath: keychain) }

@@ -88,13 +88,13 @@ struct SealCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Seal one message per line of this JSONL file (- for stdin) instead of a single message.", valueName: "IN.jsonl"))
     var batch: String?
 
-    @Option(name: .long, help: "The secret title.")
+    @Option(name: .long, parsing: .unconditional, help: "The secret title.")
     var title: String?
 
-    @Option(name: .long, help: "The secret body text.")
+    @Option(name: .long, parsing: .unconditional, help: "The secret body text.")
     var body: String?
 
-    @Option(name: .long, help: "The secret subtitle.")
+    @Option(name: .long, parsing: .unconditional, help: "The secret subtitle.")
     var subtitle: String?
 
     @Option(name: .customLong("thread-id"), help: ArgumentHelp("The notification thread id (sealed).", valueName: "ID"))
@@ -103,13 +103,13 @@ struct SealCommand: AsyncParsableCommand {
     @Option(name: .long, help: "The notification category after decryption (sealed; the visible one stays the placeholder's).")
     var category: String?
 
-    @Option(name: .long, help: ArgumentHelp("The app badge number (sealed).", valueName: "N"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("The app badge number (sealed).", valueName: "N"))
     var badge: Int64?
 
     @Option(name: .long, help: "The sound name (sealed).")
     var sound: String?
 
-    @Option(name: .customLong("expires-in"), help: ArgumentHelp("Expire the message after this long (500ms, 30s, 15m, 2h, 7d); sets exp and apns-expiration.", valueName: "DURATION"))
+    @Option(name: .customLong("expires-in"), parsing: .unconditional, help: ArgumentHelp("Expire the message after this long (500ms, 30s, 15m, 2h, 7d); sets exp and apns-expiration.", valueName: "DURATION"))
     var expiresIn: DurationArgument?
 
     @Option(name: .customLong("collapse-id"), help: ArgumentHelp("The apns-collapse-id header (visible to APNs; at most 64 bytes).", valueName: "ID"))
@@ -156,11 +156,21 @@ struct SealCommand: AsyncParsableCommand {
             throw ValidationError("--collapse-id must be 1 to 64 bytes.")
         }
         if let topic, topic.isEmpty { throw ValidationError("--topic must not be empty.") }
+        if let signWith, signWith.isEmpty {
+            throw ValidationError("--sign-with needs a sender store directory; it was given an empty path.")
+        }
     }
 
     /// The active key of the `--sign-with` store, or `nil` when unsigned.
     func signingKey() throws -> SigningKeyPair? {
         guard let signWith else { return nil }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: signWith, isDirectory: &isDirectory) else {
+            throw CLIError("the sender store \(signWith) (--sign-with) does not exist; create it with `sealedpush sender generate --keychain \(signWith)`")
+        }
+        guard isDirectory.boolValue else {
+            throw CLIError("--sign-with \(signWith) is a file; pass the sender store directory made by `sealedpush sender generate --keychain DIR`")
+        }
         let store = try openStore(KeychainOptions(directory: signWith), create: false)
         return try keychain { () throws(KeychainError) in try SenderKeyring(store: store).activeSigningKey() }
     }

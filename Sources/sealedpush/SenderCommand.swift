@@ -33,7 +33,7 @@ struct SenderCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Make a new active signing key; the old one is retired for the grace period. Prints the new record.")
         @OptionGroup var store: KeychainOptions
-        @Option(help: "How long the previous key stays listed as retired before `prune` destroys it.")
+        @Option(parsing: .unconditional, help: "How long the previous key stays listed as retired before `prune` destroys it.")
         var grace = DurationArgument(milliseconds: 7 * 86_400_000)
         func run() throws { try LifecycleRun.rotate(try SenderCommand.ring(store, create: false), grace: grace) }
     }
@@ -58,7 +58,7 @@ struct SenderCommand: AsyncParsableCommand {
         @OptionGroup var store: KeychainOptions
         @OptionGroup var output: JSONOutputOptions
         @Argument(help: "The key id to retire.") var keyID: KeyIDArgument
-        @Option(help: "How long it stays retired before pruning.") var grace = DurationArgument(milliseconds: 0)
+        @Option(parsing: .unconditional, help: "How long it stays retired before pruning.") var grace = DurationArgument(milliseconds: 0)
         func run() throws {
             try LifecycleRun.retire(try SenderCommand.ring(store, create: false), keyID: keyID, grace: grace, json: output.json)
         }
