@@ -57,6 +57,20 @@ public struct BoxKeyPair: Sendable {
         self.init(publicKey: try BoxPublicKey(bytes: pk), secretKey: guardedSecret)
     }
 
+    /// Rebuilds a key pair from its 32-byte secret and its public key as stored beside it, without
+    /// deriving the public key again (which costs an X25519 base-point multiplication).
+    ///
+    /// The caller vouches that `publicKey` belongs to `secretKey`, for example because both were read
+    /// from one authenticated store under the same key id. A wrong public key cannot leak anything:
+    /// sealed boxes to this pair simply fail to open (their nonce hashes the recipient's public key).
+    public init(secretKey: SecureBytes, publicKey: BoxPublicKey) throws(CryptoError) {
+        guard secretKey.count == BoxKeyPair.secretKeyByteCount else {
+            throw .invalidLength(what: "an X25519 secret key", expected: BoxKeyPair.secretKeyByteCount, actual: secretKey.count)
+        }
+        let guardedSecret = secretKey.withUnsafeBytes { SecureBytes($0, guarded: true) }
+        self.init(publicKey: publicKey, secretKey: guardedSecret)
+    }
+
     private init(publicKey: BoxPublicKey, secretKey: SecureBytes) {
         self.publicKey = publicKey
         self.secretKey = secretKey

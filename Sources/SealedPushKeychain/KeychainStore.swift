@@ -15,6 +15,7 @@ import Darwin
 ///     store.key                 32-byte XChaCha20-Poly1305 key sealing every item (stands in for a hardware-bound key)
 ///     lock-state                the simulated device lock state: beforeFirstUnlock, unlocked or locked
 ///     .lock                     the writers' flock file
+///     generation                the change counter, moved by every transaction (see `CachedDeviceKeyring`)
 ///     tmp/                      temp files of writes in progress (cleaned on the next write)
 ///     items/<access group>/<class>@<service>@<account>.item
 ///     replay/                   the replay cache (see `ReplayCache`)
@@ -128,6 +129,9 @@ public struct KeychainStore: Sendable {
             if removed > 0 {
                 Self.logger.notice("removed \(removed) temp file(s) left by an interrupted write", metadata: ["store": "\(root.string)"])
             }
+            // Readers that cache (CachedDeviceKeyring) see the counter move before and after the body.
+            let generation = try StoreGeneration.begin(root: root)
+            defer { StoreGeneration.end(generation, root: root) }
             return try body(KeychainStore(copy: self, holdsLock: true))
         }
     }

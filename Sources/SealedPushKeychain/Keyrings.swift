@@ -67,7 +67,7 @@ public struct DeviceKeyring: DeviceKeyProvider, Sendable {
     /// retired past its deadline), `.locked` if it exists but its class is unavailable now.
     public func lookUpKey(id keyID: KeyID) -> KeyLookup {
         switch core.lookUp(keyID) {
-        case let .found(pair): return .found(pair)
+        case let .found(pair, _): return .found(pair)
         case .unknown: return .unknown
         case .locked: return .locked
         }

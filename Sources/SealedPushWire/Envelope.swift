@@ -52,7 +52,7 @@ public struct Envelope: Sendable, Equatable {
     /// Parses the value of `ENCRYPTED_DATA` (checks of §5 step 1).
     public init(base64 text: String) throws(OpenFailure) {
         let raw: [UInt8]
-        do { raw = try Base64.decode(text) } catch {
+        do { raw = try Base64.decodePublic(text) } catch {
             throw OpenFailure(.malformedPayload, "ENCRYPTED_DATA is not strict base64")
         }
         try self.init(bytes: raw)

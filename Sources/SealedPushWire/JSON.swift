@@ -65,6 +65,8 @@ public struct JSONObject: Sendable, Equatable, Sequence {
         lhs.members.count == rhs.members.count && zip(lhs.members, rhs.members).allSatisfy { $0.key == $1.key && $0.value == $1.value }
     }
 
+    fileprivate mutating func reserveCapacity(_ n: Int) { members.reserveCapacity(n) }
+
     fileprivate mutating func appendUnchecked(_ key: String, _ value: JSONValue) { members.append((key, value)) }
 }
 
@@ -114,6 +116,7 @@ public enum JSON {
             guard depth < maxDepth else { throw JSONError(reason: "nesting deeper than \(maxDepth)", offset: i) }
             i += 1
             var object = JSONObject()
+            object.reserveCapacity(8)  // payloads and bodies have a handful of members: no regrowth
             skipWhitespace(b, &i)
             if i < b.count, b[i] == UInt8(ascii: "}") { i += 1; return .object(object) }
             while true {
@@ -246,6 +249,24 @@ public enum JSON {
     private static func parseString(_ b: Span<UInt8>, _ i: inout Int) throws(JSONError) -> String {
         let start = i
         i += 1  // opening quote
+        // Fast path: a string without escapes (every key and the envelope): one scan and one validating
+        // copy. Anything else goes through the general loop below.
+        var scan = i
+        while scan < b.count {
+            let c = b[scan]
+            if c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") || c < 0x20 { break }
+            scan += 1
+        }
+        if scan < b.count, b[scan] == UInt8(ascii: "\"") {
+            let content = b.extracting(i..<scan)
+            i = scan + 1
+            // The standard library's validating copy (one pass, no intermediate array); its rules are
+            // those of `UTF8Check` (Unicode Table 3-7, checked by a differential test).
+            guard let text = try? String(copying: UTF8Span(validating: content)) else {
+                throw JSONError(reason: "invalid UTF-8 in a string", offset: start)
+            }
+            return text
+        }
         var utf8: [UInt8] = []
         var plainStart = i
         var hasEscapes = false
@@ -300,12 +321,12 @@ public enum JSON {
             var raw: [UInt8] = []
             raw.reserveCapacity(end - plainStart)
             for k in plainStart..<end { raw.append(b[k]) }
-            guard let s = String(validating: raw, as: UTF8.self) else { throw JSONError(reason: "invalid UTF-8 in a string", offset: start) }
-            return s
+            guard UTF8Check.isValid(raw) else { throw JSONError(reason: "invalid UTF-8 in a string", offset: start) }
+            return String(decoding: raw, as: UTF8.self)
         }
         for k in plainStart..<end { utf8.append(b[k]) }
-        guard let s = String(validating: utf8, as: UTF8.self) else { throw JSONError(reason: "invalid UTF-8 in a string", offset: start) }
-        return s
+        guard UTF8Check.isValid(utf8) else { throw JSONError(reason: "invalid UTF-8 in a string", offset: start) }
+        return String(decoding: utf8, as: UTF8.self)
     }
 
     // MARK: - Serializing
@@ -366,5 +387,42 @@ public enum JSON {
             }
         }
         out.append(UInt8(ascii: "\""))
+    }
+}
+
+/// Strict UTF-8 well-formedness (Unicode Table 3-7): no overlong forms, no surrogates, nothing
+/// above U+10FFFF, no truncated sequences. The same acceptance as `String(validating:as:)`
+/// (checked by a differential test), without that generic's per-call metadata lookups.
+enum UTF8Check {
+    /// Whether `bytes` is well-formed UTF-8.
+    static func isValid(_ bytes: [UInt8]) -> Bool {
+        var i = 0
+        let n = bytes.count
+        while i < n {
+            let lead = bytes[i]
+            if lead < 0x80 { i += 1; continue }
+            let length: Int
+            var lower: UInt8 = 0x80, upper: UInt8 = 0xBF  // range of the second byte
+            switch lead {
+            case 0xC2...0xDF: length = 2
+            case 0xE0: length = 3; lower = 0xA0
+            case 0xE1...0xEC, 0xEE...0xEF: length = 3
+            case 0xED: length = 3; upper = 0x9F
+            case 0xF0: length = 4; lower = 0x90
+            case 0xF1...0xF3: length = 4
+            case 0xF4: length = 4; upper = 0x8F
+            default: return false
+            }
+            guard n - i >= length else { return false }
+            let second = bytes[i + 1]
+            guard second >= lower && second <= upper else { return false }
+            var k = 2
+            while k < length {
+                guard bytes[i + k] & 0xC0 == 0x80 else { return false }
+                k += 1
+            }
+            i += length
+        }
+        return true
     }
 }

@@ -29,15 +29,88 @@ public enum KeyRecordError: Error, Equatable, Sendable, CustomStringConvertible 
 
 /// Formats and parses the ISO 8601 UTC timestamps used in records (`2026-11-21T12:00:00Z`).
 public enum Timestamp {
-    /// `2026-11-21T12:00:00Z` for `date` (whole seconds, UTC).
+    /// `2026-11-21T12:00:00Z` for `date` (whole seconds, rounded down, UTC; years 0000–9999, clamped).
     public static func format(_ date: Date) -> String {
-        date.formatted(Date.ISO8601FormatStyle(timeZone: TimeZone(identifier: "UTC")!))
+        let limit = 253_402_300_799.0  // 9999-12-31T23:59:59Z
+        let seconds = Int64(max(-62_167_219_200, min(limit, date.timeIntervalSince1970.rounded(.down))))
+        let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+        let secondOfDay = seconds - days * 86_400
+        let (year, month, day) = civil(fromDays: days)
+        var out = ""
+        out.reserveCapacity(20)
+        func two(_ v: Int64) { if v < 10 { out.append("0") }; out.append(String(v)) }
+        let y = String(year)
+        out.append(String(repeating: "0", count: max(0, 4 - y.count)) + y)
+        out.append("-"); two(month); out.append("-"); two(day)
+        out.append("T"); two(secondOfDay / 3600); out.append(":"); two(secondOfDay / 60 % 60); out.append(":"); two(secondOfDay % 60)
+        out.append("Z")
+        return out
     }
 
-    /// Parses an ISO 8601 UTC timestamp, with or without fractional seconds.
+    /// Parses `YYYY-MM-DDTHH:MM:SSZ`, optionally with 1–9 fractional digits before the `Z`
+    /// (`2026-11-21T12:00:00.250Z`); the date must exist (leap years included) and be UTC. Anything
+    /// else is `nil`. Fixed-format arithmetic: no locale, calendar or ICU data is loaded.
     public static func parse(_ text: String) -> Date? {
-        if let d = try? Date.ISO8601FormatStyle(timeZone: TimeZone(identifier: "UTC")!).parse(text) { return d }
-        return try? Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: TimeZone(identifier: "UTC")!).parse(text)
+        let b = Array(text.utf8)
+        guard b.count >= 20, b.count <= 30, b[4] == UInt8(ascii: "-"), b[7] == UInt8(ascii: "-"), b[10] == UInt8(ascii: "T"),
+              b[13] == UInt8(ascii: ":"), b[16] == UInt8(ascii: ":"), b[b.count - 1] == UInt8(ascii: "Z") else { return nil }
+        func number(_ range: Range<Int>) -> Int64? {
+            var value: Int64 = 0
+            for i in range {
+                guard b[i] >= UInt8(ascii: "0"), b[i] <= UInt8(ascii: "9") else { return nil }
+                value = value * 10 + Int64(b[i] - UInt8(ascii: "0"))
+            }
+            return value
+        }
+        guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
+              let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
+              (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year),
+              hour <= 23, minute <= 59, second <= 59 else { return nil }
+        var fraction = 0.0
+        if b.count > 20 {
+            // ".d…dZ" with 1 to 9 digits
+            guard b[19] == UInt8(ascii: "."), b.count >= 22, let digits = number(20..<(b.count - 1)) else { return nil }
+            var scale = 1.0
+            for _ in 20..<(b.count - 1) { scale *= 10 }
+            fraction = Double(digits) / scale
+        } else {
+            guard b[19] == UInt8(ascii: "Z") else { return nil }
+        }
+        let seconds = days(fromYear: year, month: month, day: day) * 86_400 + hour * 3600 + minute * 60 + second
+        return Date(timeIntervalSince1970: Double(seconds) + fraction)
+    }
+
+    private static func isLeap(_ y: Int64) -> Bool { y % 4 == 0 && (y % 100 != 0 || y % 400 == 0) }
+
+    private static func daysIn(month: Int64, year: Int64) -> Int64 {
+        switch month {
+        case 2: return isLeap(year) ? 29 : 28
+        case 4, 6, 9, 11: return 30
+        default: return 31
+        }
+    }
+
+    /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
+    static func days(fromYear year: Int64, month: Int64, day: Int64) -> Int64 {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+
+    /// The proleptic Gregorian date of a day count since 1970-01-01 (`civil_from_days`).
+    static func civil(fromDays z0: Int64) -> (year: Int64, month: Int64, day: Int64) {
+        let z = z0 + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let mp = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 }
 

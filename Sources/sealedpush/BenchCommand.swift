@@ -21,8 +21,10 @@ struct BenchCommand: AsyncParsableCommand {
               sender_seal_{unsigned,signed}        NotificationSender.seal: envelope, padding, JSON, size check
               sender_batch_{unsigned,signed}       JSONLSealer on JSONL lines (as seal --batch), one thread
               receiver_open_{warm,cold}_N_retired  payload JSON, key lookup, open, unpad, body JSON, checks;
-                                                   warm reuses one opened store, cold opens a new
-                                                   KeychainStore + DeviceKeyring per message
+                                                   warm: one opened store and CachedDeviceKeyring (a warm
+                                                   extension); cold: a new KeychainStore + DeviceKeyring
+                                                   per message (a fresh extension process)
+              receiver_open_warm_uncached_N_retired  warm store, DeviceKeyring reading the key files each time
               receiver_open_warm_signed_N_retired  the same for signed messages (Ed25519 verify)
               receiver_open_warm_oldest_key_N_retired  a message sealed to the first, long-retired key
               receiver_open_keys_in_memory         the same open with the key pair held in memory (no keychain)
@@ -210,6 +212,9 @@ struct BenchRun {
             try add("receiver_open_warm_\(count)_retired", .open) { try receiver.openWarm(receiver.unsignedPayloads, $0) }
             try add("receiver_open_cold_\(count)_retired", .open) { try receiver.openCold(receiver.unsignedPayloads, $0) }
             try add("receiver_open_warm_signed_\(count)_retired", .open) { try receiver.openWarm(receiver.signedPayloads, $0) }
+            if count == retiredCounts.first || count == retiredCounts.last {
+                try add("receiver_open_warm_uncached_\(count)_retired", .open) { try receiver.openWarmUncached(receiver.unsignedPayloads, $0) }
+            }
             if count == retiredCounts.first {
                 try add("receiver_open_keys_in_memory", .open) { try receiver.openWithKeysInMemory(receiver.unsignedPayloads, $0) }
                 try add("receiver_key_lookup_only_warm", .open) { try receiver.lookUpOnly($0) }
@@ -226,9 +231,9 @@ struct BenchRun {
         // Memory.
         say("memory: notifications in one process")
         let (first, total) = memoryCheckpoints
-        let keyring = DeviceKeyring(store: try ReceiverBench.keychain { () throws(KeychainError) in
+        let keyring = CachedDeviceKeyring(keyring: DeviceKeyring(store: try ReceiverBench.keychain { () throws(KeychainError) in
             try KeychainStore(url: receiver.root, create: false)
-        })
+        }))
         let rssStart = BenchHarness.procStatus("VmRSS")
         try receiver.handleNotifications(first, keyring: keyring)
         let rssFirst = BenchHarness.procStatus("VmRSS")
@@ -290,7 +295,8 @@ struct BenchRun {
         case "sender_seal_signed": try senderBench.seal(senderBench.signed, iterations)
         case "sender_batch_unsigned": try senderBench.batch(senderBench.unsigned, iterations)
         case "sender_batch_signed": try senderBench.batch(senderBench.signed, iterations)
-        case "receiver_open_warm", "receiver_open_cold", "receiver_open_warm_signed", "notifications", "receiver_key_lookup",
+        case "receiver_open_warm", "receiver_open_warm_uncached", "receiver_open_cold", "receiver_open_warm_signed", "notifications",
+             "receiver_key_lookup",
              "receiver_open_keys_in_memory":
             let base = try BenchHarness.temporaryDirectory()
             defer { try? FileManager.default.removeItem(at: base) }
@@ -298,14 +304,15 @@ struct BenchRun {
             try receiver.retire(until: 1)
             switch name {
             case "receiver_open_warm": try receiver.openWarm(receiver.unsignedPayloads, iterations)
+            case "receiver_open_warm_uncached": try receiver.openWarmUncached(receiver.unsignedPayloads, iterations)
             case "receiver_open_cold": try receiver.openCold(receiver.unsignedPayloads, iterations)
             case "receiver_open_warm_signed": try receiver.openWarm(receiver.signedPayloads, iterations)
             case "receiver_key_lookup": try receiver.lookUpOnly(iterations)
             case "receiver_open_keys_in_memory": try receiver.openWithKeysInMemory(receiver.unsignedPayloads, iterations)
             default:
-                let keyring = DeviceKeyring(store: try ReceiverBench.keychain { () throws(KeychainError) in
+                let keyring = CachedDeviceKeyring(keyring: DeviceKeyring(store: try ReceiverBench.keychain { () throws(KeychainError) in
                     try KeychainStore(url: receiver.root, create: false)
-                })
+                }))
                 try receiver.handleNotifications(iterations, keyring: keyring)
             }
         default:

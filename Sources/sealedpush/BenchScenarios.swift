@@ -128,8 +128,22 @@ final class ReceiverBench {
 
     static var now: Int64 { Int64(Date().timeIntervalSince1970) }
 
-    /// `n` complete opens with one opened store and keyring, reused.
+    /// `n` complete opens in a warm extension process: one opened store, its keys looked up through
+    /// `CachedDeviceKeyring` (one 8-byte read of the store's change counter per message).
     func openWarm(_ payloads: [[UInt8]], _ n: Int) throws {
+        let store = try Self.keychain { () throws(KeychainError) in try KeychainStore(url: root, create: false) }
+        let keys = CachedDeviceKeyring(keyring: DeviceKeyring(store: store))
+        let opener = MessageOpener(keys: keys, policy: policy)
+        let now = Self.now
+        for i in 0..<n {
+            let opened = try opener.open(encryptedData: Self.encryptedData(payloads[i % payloads.count]), now: now)
+            if opened.paddedLength == 0 { throw BenchFailure("opened an empty message") }
+        }
+        if n > 1 && keys.statistics.hits == 0 { throw BenchFailure("the warm key cache never hit") }
+    }
+
+    /// `n` complete opens with one opened store and `DeviceKeyring` reading the key's files every time.
+    func openWarmUncached(_ payloads: [[UInt8]], _ n: Int) throws {
         let store = try Self.keychain { () throws(KeychainError) in try KeychainStore(url: root, create: false) }
         let opener = MessageOpener(keys: DeviceKeyring(store: store), policy: policy)
         let now = Self.now
@@ -172,8 +186,8 @@ final class ReceiverBench {
     }
 
     /// `n` notifications handled by `SecretMessageExtension` (a new instance each, as the simulator
-    /// makes them) over one opened keyring; throws if one is not decrypted.
-    func handleNotifications(_ n: Int, keyring: DeviceKeyring) throws {
+    /// makes them) over one opened, cached keyring; throws if one is not decrypted.
+    func handleNotifications(_ n: Int, keyring: CachedDeviceKeyring) throws {
         var logger = Logger(label: "sealedpush.extension")
         logger.logLevel = .error
         let policy = self.policy

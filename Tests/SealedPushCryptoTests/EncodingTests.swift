@@ -1,0 +1,96 @@
+import Testing
+@testable import SealedPushCrypto
+
+extension CryptoTests {
+    @Suite("Base64: the variable-time public decoder agrees with libsodium's")
+    struct PublicBase64Tests {
+        /// Both decoders on one input: the same bytes, or both refuse.
+        static func agree(_ text: String) -> Bool {
+            let reference = try? Base64.decode(text)
+            let fast = try? Base64.decodePublic(text)
+            return reference == fast
+        }
+
+        @Test("every encoding of 0…300 random bytes decodes to the same bytes")
+        func roundTrips() throws {
+            for length in 0...300 {
+                let bytes = CryptoLibrary.randomBytes(count: length)
+                let text = Base64.encode(bytes)
+                #expect(try Base64.decodePublic(text) == bytes, "length \(length)")
+            }
+        }
+
+        @Test("named edge cases: padding, trailing bits, junk, whitespace, NUL, non-ASCII")
+        func edgeCases() {
+            let cases = ["", "=", "==", "A", "AA", "AA=", "AA==", "AA===", "AAA", "AAA=", "AAA==", "AAAA", "AAAA=",
+                         "AB==", "AQ==", "AAB=", "AAE=", "Zg==", "Zm8=", "Zm9v", "Zm9v\n", " Zm9v", "Zm 9v", "Zm9v\u{0}",
+                         "Zm-_", "Zm9v====", "Zg=a", "Zg==Zg==", "=Zg=", "Zm9vYg", "Zm9vYg=", "Zm9vYg==", "Zm9vYmE=",
+                         "Zé9v", "Zm9v\u{FEFF}", "////", "++++", "+/+/AA==", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "AAAAB==="]
+            for text in cases {
+                #expect(Self.agree(text), "decoders disagree on \(text.debugDescription)")
+            }
+        }
+
+        /// libsodium 1.0.18 decodes some bytes ≥ 0x80 as '+' or '/' (its constant-time compare assumes
+        /// 0…255 and gets a negative `char`): `"\u{C3}\u{C3}\u{C3}\u{C3}"` as raw bytes gave `ff ff ff`.
+        /// Both decoders now refuse every non-ASCII byte.
+        @Test("non-ASCII characters are refused by both decoders (libsodium 1.0.18 accepted some)")
+        func nonASCIIRefused() {
+            for text in ["ééé=", "ÃÃÃÃ", "AAAé", "é", "QUJDÃ", "ÿÿÿÿ", "€€", "QUJD\u{FEFF}"] {
+                #expect(throws: CryptoError.self, "\(text)") { try Base64.decode(text) }
+                #expect(throws: CryptoError.self, "\(text)") { try Base64.decodePublic(text) }
+            }
+        }
+
+        @Test("200 000 random strings over the alphabet, '=', and a few other bytes")
+        func randomStrings() {
+            let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".unicodeScalars)
+            let extra: [Unicode.Scalar] = ["=", "=", "=", "-", "_", " ", "\n", "\u{0}", "é", "A", "Q", "g", "w"]
+            var rng = SystemRandomNumberGenerator()
+            var disagreements: [String] = []
+            for _ in 0..<200_000 {
+                let length = Int.random(in: 0...14, using: &rng)
+                var text = String.UnicodeScalarView()
+                for _ in 0..<length {
+                    text.append(Int.random(in: 0..<8, using: &rng) == 0 ? extra.randomElement(using: &rng)! : alphabet.randomElement(using: &rng)!)
+                }
+                let s = String(text)
+                if !Self.agree(s) { disagreements.append(s) }
+            }
+            #expect(disagreements.isEmpty, "disagree on \(disagreements.prefix(5).map(\.debugDescription))")
+        }
+
+        @Test("valid encodings with one character changed, removed or added")
+        func mutations() throws {
+            let symbols = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=-_ \n")
+            var rng = SystemRandomNumberGenerator()
+            for length in [1, 2, 3, 4, 5, 32, 57, 313] {
+                let text = Array(Base64.encode(CryptoLibrary.randomBytes(count: length)))
+                for _ in 0..<400 {
+                    var mutated = text
+                    let at = Int.random(in: 0..<mutated.count, using: &rng)
+                    switch Int.random(in: 0..<3, using: &rng) {
+                    case 0: mutated[at] = symbols.randomElement(using: &rng)!
+                    case 1: mutated.remove(at: at)
+                    default: mutated.insert(symbols.randomElement(using: &rng)!, at: at)
+                    }
+                    let s = String(mutated)
+                    #expect(Self.agree(s), "decoders disagree on \(s.debugDescription)")
+                }
+            }
+        }
+    }
+
+    @Test("a key pair rebuilt with its stored public key opens what was sealed to it; a wrong public key only fails")
+    func keyPairWithStoredPublicKey() throws {
+        let original = BoxKeyPair.generate()
+        let rebuilt = try BoxKeyPair(secretKey: original.secretKey, publicKey: original.publicKey)
+        #expect(rebuilt.publicKey == original.publicKey)
+        let message = SecureBytes(Array("sealed to the stored key".utf8))
+        let box = try SealedBox.seal(message, to: original.publicKey)
+        #expect(try SealedBox.open(bytes: box, with: rebuilt) == message)
+        let mismatched = try BoxKeyPair(secretKey: original.secretKey, publicKey: BoxKeyPair.generate().publicKey)
+        #expect(throws: CryptoError.self) { try SealedBox.open(bytes: box, with: mismatched) }
+        #expect(throws: CryptoError.self) { try BoxKeyPair(secretKey: SecureBytes(zeros: 31), publicKey: original.publicKey) }
+    }
+}

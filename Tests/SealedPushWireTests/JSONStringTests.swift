@@ -1,0 +1,67 @@
+import Testing
+@testable import SealedPushWire
+
+@Suite("JSON strings: the fast path and the UTF-8 check")
+struct JSONStringTests {
+    @Test("UTF8Check accepts exactly what String(validating:) accepts: named sequences")
+    func namedSequences() {
+        let cases: [[UInt8]] = [
+            [], [0x41], [0x7F], [0x80], [0xBF], [0xC0, 0x80], [0xC1, 0xBF], [0xC2, 0x80], [0xDF, 0xBF], [0xC2],
+            [0xE0, 0x80, 0x80], [0xE0, 0x9F, 0xBF], [0xE0, 0xA0, 0x80], [0xED, 0x9F, 0xBF], [0xED, 0xA0, 0x80],
+            [0xED, 0xBF, 0xBF], [0xEE, 0x80, 0x80], [0xEF, 0xBF, 0xBF], [0xE1, 0x80], [0xF0, 0x8F, 0xBF, 0xBF],
+            [0xF0, 0x90, 0x80, 0x80], [0xF4, 0x8F, 0xBF, 0xBF], [0xF4, 0x90, 0x80, 0x80], [0xF5, 0x80, 0x80, 0x80],
+            [0xF8, 0x88, 0x80, 0x80, 0x80], [0xFE], [0xFF], [0xF0, 0x9F, 0x98], [0xF0, 0x9F, 0x98, 0x80],
+            [0x41, 0xE2, 0x82, 0xAC, 0x42], [0xE2, 0x82, 0xAC, 0x80], [0xE2, 0x28, 0xA1],
+        ]
+        for bytes in cases {
+            #expect(UTF8Check.isValid(bytes) == (String(validating: bytes, as: UTF8.self) != nil), "\(bytes)")
+        }
+    }
+
+    @Test("UTF8Check agrees with String(validating:) on 300 000 random byte strings")
+    func randomBytes() {
+        var rng = SystemRandomNumberGenerator()
+        // Bytes biased towards lead and continuation bytes so that most strings are near-valid.
+        let interesting: [UInt8] = [0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF, 0xE0, 0xE1,
+                                    0xEC, 0xED, 0xEE, 0xEF, 0xF0, 0xF1, 0xF3, 0xF4, 0xF5, 0xFF]
+        var mismatches: [[UInt8]] = []
+        for _ in 0..<300_000 {
+            let length = Int.random(in: 0...8, using: &rng)
+            let bytes = (0..<length).map { _ in
+                Bool.random(using: &rng) ? interesting.randomElement(using: &rng)! : UInt8.random(in: 0...255, using: &rng)
+            }
+            if UTF8Check.isValid(bytes) != (String(validating: bytes, as: UTF8.self) != nil) { mismatches.append(bytes) }
+        }
+        #expect(mismatches.isEmpty, "first mismatches: \(mismatches.prefix(5))")
+    }
+
+    @Test("strings with and without escapes, ASCII and not, parse to the same values", arguments: [
+        (#""plain ascii""#, "plain ascii"),
+        (#""é in the middle""#, "é in the middle"),
+        (#""emoji 😀""#, "emoji 😀"),
+        (#""escaped \"quote\" and \\ and \/""#, #"escaped "quote" and \ and /"#),
+        (#""\u00e9 escaped then é raw""#, "é escaped then é raw"),
+        (#""\ud83d\ude00""#, "😀"),
+        (#""""#, ""),
+    ])
+    func strings(json: String, expected: String) throws {
+        #expect(try JSON.parse(Array(json.utf8)) == .string(expected))
+    }
+
+    @Test("refusals are the same on both paths: invalid UTF-8, control characters, unterminated")
+    func refusals() {
+        let cases: [([UInt8], String)] = [
+            ([0x22, 0xC3, 0x28, 0x22], "invalid UTF-8 in a string"),
+            ([0x22, 0x5C, 0x6E, 0xC3, 0x28, 0x22], "invalid UTF-8 in a string"),
+            ([0x22, 0xED, 0xA0, 0x80, 0x22], "invalid UTF-8 in a string"),
+            ([0x22, 0x41, 0x0A, 0x22], "control character in a string"),
+            ([0x22, 0x41, 0x00, 0x22], "control character in a string"),
+            ([0x22, 0x41, 0x42], "unterminated string"),
+            ([0x22, 0xC3, 0xA9], "unterminated string"),
+        ]
+        for (bytes, reason) in cases {
+            #expect(throws: JSONError.self) { try JSON.parse(bytes) }
+            do { _ = try JSON.parse(bytes) } catch { #expect(error.reason == reason, "\(bytes)") }
+        }
+    }
+}
