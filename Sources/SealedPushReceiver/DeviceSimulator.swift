@@ -130,14 +130,22 @@ public struct DeviceSimulator: Sendable {
     private func runBlocking(_ serviceExtension: any NotificationServiceExtension, _ request: NotificationRequest) -> DeliveryResult {
         let box = DeliveryBox()
         let handler = ContentHandlerOnce { content in box.deliver(content) }
-        runOnThread { serviceExtension.didReceive(request, withContentHandler: { handler($0) }) }
+        // The time limit counts from the moment the extension is called, as on iOS.
+        let started = DispatchSemaphore(value: 0)
+        runOnThread {
+            started.signal()
+            serviceExtension.didReceive(request, withContentHandler: { handler($0) })
+        }
+        started.wait()
         if let content = box.wait(for: options.timeLimit) {
             return classify(content, serviceExtension, request)
         }
-        // Time is up: the expiry callback on another thread, then a short grace.
+        // Time is up: the expiry callback on another thread, then a short grace. What arrives in the
+        // grace is labelled by what it is: the expiry callback's content is `timeout`, and the
+        // extension's own answer that won the race against it is classified as if on time.
         runOnThread { serviceExtension.serviceExtensionTimeWillExpire() }
         if let content = box.wait(for: options.expiryGrace) {
-            return DeliveryResult(outcome: .timeout, reason: .timeExpired, notification: content)
+            return classify(content, serviceExtension, request)
         }
         handler(request.content)  // later deliveries from the extension are ignored
         return DeliveryResult(outcome: .original, reason: .timeExpired, notification: request.content)

@@ -55,6 +55,11 @@ public final class SecretMessageExtension: NotificationServiceExtension {
         var bestAttempt: MutableNotificationContent?
         var reason: ReasonCode?
         var decrypted = false
+        /// Set, under the lock, by whichever of `didReceive` and the expiry callback delivers: the
+        /// reason and `decrypted` always describe the content that was actually shown.
+        var claimed = false
+        /// The expiry callback came before `didReceive` had started: deliver the timeout content at once.
+        var expiredEarly = false
     }
 
     private let configuration: Configuration
@@ -74,30 +79,48 @@ public final class SecretMessageExtension: NotificationServiceExtension {
     /// Opens the request's `ENCRYPTED_DATA` and delivers the result through `contentHandler`.
     public func didReceive(_ request: NotificationRequest, withContentHandler contentHandler: @escaping @Sendable (NotificationContent) -> Void) {
         let handler = ContentHandlerOnce(contentHandler)
-        state.withLock {
-            $0 = State(handler: handler, bestAttempt: request.content.mutableCopy(), reason: nil, decrypted: false)
+        let expiredEarly = state.withLock { s -> Bool in
+            let early = s.expiredEarly
+            s = State(handler: handler, bestAttempt: request.content.mutableCopy(), reason: nil, decrypted: false)
+            return early
+        }
+        if expiredEarly {
+            serviceExtensionTimeWillExpire()
+            return
         }
         if configuration.startDelay > .zero {
             let c = configuration.startDelay.components
             Thread.sleep(forTimeInterval: Double(c.seconds) + Double(c.attoseconds) / 1e18)
         }
         let (content, reason) = process(request)
-        let delivered = state.withLock { s -> Bool in
-            guard !(s.handler?.hasDelivered ?? true) else { return false }
+        let claimed = state.withLock { s -> Bool in
+            guard !s.claimed else { return false }
+            s.claimed = true
             s.reason = reason
             s.decrypted = reason == nil
             return true
         }
-        if delivered { handler(content) }
+        if claimed { handler(content) }
     }
 
     /// Delivers the timeout content: the placeholder with subtitle `(Encrypted)` and an empty body.
+    ///
+    /// Called before `didReceive(_:withContentHandler:)` has started, it makes that call deliver the
+    /// timeout content at once; called after the message was delivered, it does nothing.
     public func serviceExtensionTimeWillExpire() {
-        let (handler, attempt) = state.withLock { s -> (ContentHandlerOnce?, MutableNotificationContent?) in
-            if s.handler?.hasDelivered == false { s.reason = .timeExpired; s.decrypted = false }
-            return (s.handler, s.bestAttempt)
+        let claimed = state.withLock { s -> (ContentHandlerOnce, MutableNotificationContent)? in
+            guard let handler = s.handler, let attempt = s.bestAttempt else {
+                s.expiredEarly = true
+                return nil
+            }
+            guard !s.claimed else { return nil }
+            s.claimed = true
+            s.reason = .timeExpired
+            s.decrypted = false
+            return (handler, attempt)
         }
-        guard let handler, var content = attempt else { return }
+        guard let (handler, attempt) = claimed else { return }
+        var content = attempt
         content.subtitle = Placeholder.encrypted
         content.body = ""
         if handler(content.content) {

@@ -35,6 +35,13 @@ struct TestDevice {
 
 private func json(_ text: String) -> [UInt8] { Array(text.utf8) }
 
+/// Everything a content handler was given, in order.
+final class Shown: Sendable {
+    private let items = Mutex<[NotificationContent]>([])
+    func append(_ content: NotificationContent) { items.withLock { $0.append(content) } }
+    var all: [NotificationContent] { items.withLock { $0 } }
+}
+
 @Suite("Receiver") struct ReceiverTests {
     @Suite("Content handler") struct HandlerTests {
         @Test func takesEffectOnceUnderConcurrentCalls() async {
@@ -200,6 +207,44 @@ private func json(_ text: String) -> [UInt8] { Array(text.utf8) }
             #expect(result.notification?.subtitle == "(Encrypted)")
             #expect(result.notification?.body == "")
             #expect(result.notification?.title == "Secret Message!")
+        }
+
+        @Test("expiry before didReceive started: the timeout content, delivered once, with a matching reason")
+        func expiryBeforeDidReceive() async throws {
+            let device = TestDevice()
+            let ext = SecretMessageExtension(configuration: .init(keys: InMemoryKeys([device.key]), now: { device.now }))
+            guard case let .object(payload) = try JSON.parse(try device.payload()) else { Issue.record("payload"); return }
+            ext.serviceExtensionTimeWillExpire()
+            let shown = Mutex<[NotificationContent]>([])
+            ext.didReceive(NotificationRequest(identifier: "x", payload: payload)) { content in shown.withLock { $0.append(content) } }
+            ext.serviceExtensionTimeWillExpire()
+            let delivered = shown.withLock { $0 }
+            #expect(delivered.count == 1)
+            #expect(delivered.first?.subtitle == "(Encrypted)" && delivered.first?.body == "")
+            #expect(ext.lastReason == .timeExpired && !ext.lastDecrypted)
+        }
+
+        @Test("expiry racing the extension's own answer: the reason always describes what was shown")
+        func expiryRacesDidReceive() async throws {
+            let device = TestDevice()
+            guard case let .object(payload) = try JSON.parse(try device.payload()) else { Issue.record("payload"); return }
+            let now = device.now, key = device.key
+            for _ in 0..<300 {
+                let ext = SecretMessageExtension(configuration: .init(keys: InMemoryKeys([key]), now: { now }))
+                let shown = Shown()
+                let request = NotificationRequest(identifier: "x", payload: payload)
+                await withTaskGroup(of: Void.self) { group in
+                    group.addTask { ext.didReceive(request) { content in shown.append(content) } }
+                    group.addTask { ext.serviceExtensionTimeWillExpire() }
+                }
+                let delivered = shown.all
+                #expect(delivered.count == 1)
+                if ext.lastDecrypted {
+                    #expect(delivered.first?.body == "The eagle lands at noon." && ext.lastReason == nil)
+                } else {
+                    #expect(ext.lastReason == .timeExpired && delivered.first?.subtitle == "(Encrypted)" && delivered.first?.body == "")
+                }
+            }
         }
 
         @Test func hungExtensionShowsOriginalAfterGrace() async throws {
