@@ -13,6 +13,47 @@ func errnoText(_ code: Int32) -> String {
     return String(cString: text)
 }
 
+/// The symbolic name of the errno values the store explains (`EACCES`, `ENOSPC`, …), else `errno N`.
+func errnoName(_ code: Int32) -> String {
+    switch code {
+    case EACCES: return "EACCES"
+    case EPERM: return "EPERM"
+    case EROFS: return "EROFS"
+    case ENOSPC: return "ENOSPC"
+    case EDQUOT: return "EDQUOT"
+    case EFBIG: return "EFBIG"
+    case EIO: return "EIO"
+    case ENOENT: return "ENOENT"
+    case EMFILE: return "EMFILE"
+    case ENFILE: return "ENFILE"
+    default: return "errno \(code)"
+    }
+}
+
+/// What to do about a failed file-system operation, by its errno: the second half of `KeychainError.io`'s message.
+func ioAdvice(_ code: Int32) -> String {
+    switch code {
+    case EACCES, EPERM:
+        return "this process may not write there: the store's directories must be writable by their owner (chmod 700) "
+            + "and its files readable and writable (chmod 600), and the process must run as that owner"
+    case EROFS:
+        return "the file system holding the store is mounted read-only; remount it read-write or move the store to a writable disk"
+    case ENOSPC, EDQUOT:
+        return "the disk (or this user's quota) is full; free some space and retry"
+    case EFBIG:
+        return "the file would exceed the largest file this process may write (the file size limit, `ulimit -f`, or a full "
+            + "file system); raise the limit or free some space and retry"
+    case EIO:
+        return "the disk reported an I/O error; check the disk, and restore the store from a backup if items no longer read"
+    case ENOENT:
+        return "part of the store is missing; check the store path, or re-create the store"
+    case EMFILE, ENFILE:
+        return "too many files are open; close some or raise the limit (`ulimit -n`) and retry"
+    default:
+        return "check that the directory exists, is yours, and the disk is writable"
+    }
+}
+
 /// Counts the files and directory listings the store touched, so tests can check lookup cost structurally.
 ///
 /// One counter per opened store; reads from several threads are serialised by the `Mutex`.
@@ -203,8 +244,13 @@ struct StoreIO: Sendable {
         }
     }
 
-    /// Overwrites a file's content with zeros (best effort against recovery from the same
-    /// blocks), then unlinks it and fsyncs its directory. `false` if it did not exist.
+    /// Removes a file and overwrites its content with zeros (best effort against recovery from the
+    /// same blocks), then fsyncs its directory. `false` if it did not exist.
+    ///
+    /// The file is unlinked *before* it is overwritten, through a descriptor opened first: if the
+    /// directory cannot be written (read-only directory or file system) the unlink fails and the
+    /// file is untouched, and a crash in between leaves the file gone rather than zeroed in place
+    /// (which would read back as a damaged item).
     @discardableResult
     static func wipeAndRemove(_ path: FilePath) throws(KeychainError) -> Bool {
         let fd: FileDescriptor
@@ -213,13 +259,17 @@ struct StoreIO: Sendable {
         } catch let e as Errno where e == .noSuchFileOrDirectory {
             return false
         } catch { throw ioError("open for wiping", path, error) }
+        guard unlink(path.string) == 0 || errno == ENOENT else {
+            let e = lastError("remove", path)
+            try? fd.close()
+            throw e
+        }
         var st = stat()
         if fstat(fd.rawValue, &st) == 0, st.st_size > 0 {
-            _ = try? fd.writeAll([UInt8](repeating: 0, count: Int(st.st_size)))
+            _ = try? fd.writeAll(toAbsoluteOffset: 0, [UInt8](repeating: 0, count: Int(st.st_size)))
             _ = fsync(fd.rawValue)
         }
         try? fd.close()
-        guard unlink(path.string) == 0 || errno == ENOENT else { throw lastError("remove", path) }
         try syncDirectory(path.removingLastComponent())
         return true
     }

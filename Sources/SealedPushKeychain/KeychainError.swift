@@ -20,7 +20,9 @@ public enum KeychainError: Error, Equatable, Sendable, CustomStringConvertible {
     case param(String)
     /// A store file or directory is readable or writable by group or others, so the store is refused.
     case insecurePermissions(path: String, mode: UInt32, fix: String)
-    /// A file-system operation failed (disk full, permission denied, read-only file system).
+    /// A file-system operation failed (disk full, permission denied, read-only file system); `errno`
+    /// is the system's code (`EACCES`, `EROFS`, `ENOSPC`, `EFBIG`, …) and the message says what to do
+    /// about it. A failed write leaves the file it was replacing as it was (see docs/keychain.md, "Faults").
     case io(operation: String, path: String, errno: Int32)
     /// The keyring already has an active key, so `generate` would make a second one.
     case activeKeyExists(keyID: String)
@@ -51,7 +53,7 @@ public enum KeychainError: Error, Equatable, Sendable, CustomStringConvertible {
         case let .insecurePermissions(path, mode, fix):
             return "insecurePermissions: \(path) has mode \(String(mode & 0o7777, radix: 8)), which lets group or others at it; the store refuses to use it. Fix it with: \(fix)"
         case let .io(operation, path, code):
-            return "io: \(operation) \(path) failed: \(errnoText(code)); check that the directory exists, is yours, and the disk is writable"
+            return "io: \(operation) \(path) failed: \(errnoText(code)) (\(errnoName(code))); \(ioAdvice(code))"
         case let .activeKeyExists(keyID):
             return "activeKeyExists: the keyring already has active key \(keyID); use rotate to replace it"
         case .noActiveKey:

@@ -1,7 +1,10 @@
 // keychain-torture: the keychain tests run this as separate processes to exercise the store across
 // process boundaries — concurrent writers, readers during writes, rotations during decryption, and
-// SIGKILL at arbitrary points. Every mode prints one summary line and exits 0 on success, 1 on a
-// failure (with the error on stderr), 2 on bad usage.
+// SIGKILL at arbitrary points, and faults (a store it may not write, a file size limit). Every mode
+// prints one summary line and exits 0 on success, 1 on a failure (with the error on stderr), 2 on
+// bad usage. The modes a test kills (`writer`, `rotate`) print `ready` once the store is open and
+// one line per committed step, flushed, so the test can time its kill from the child's progress
+// rather than from an assumed start-up time (sanitizer builds start several times slower).
 import Foundation
 import SealedPushCrypto
 import SealedPushKeychain
@@ -17,9 +20,16 @@ func usage() -> Never {
     usage: keychain-torture MODE ROOT [ARGS]
       counter ROOT NAME N        N read-modify-write increments of counter item NAME, plus N adds of its own items
       reader ROOT NAME N         N reads of counter item NAME (each must decode and authenticate)
-      writer ROOT ITEMS          forever: generation g = 1, 2, …: set items x0..x(ITEMS-1) to g (for SIGKILL tests)
-      rotate ROOT N              N device-key rotations (N = 0: forever)
+      writer ROOT ITEMS          forever: generation g = 1, 2, …: set items x0..x(ITEMS-1) to g (for SIGKILL tests);
+                                 prints `ready START`, then `gen G` after each complete generation
+      rotate ROOT N              N device-key rotations (N = 0: forever); prints `ready KEYID`, then `rotated KEYID` after each
       decrypt ROOT N             N rounds: seal to the active key and to the first key, open both with a cold keyring
+      fault ROOT [--as-uid UID] [--file-size-limit BYTES] OP…
+                                 drops to UID (when root) and/or limits file sizes (RLIMIT_FSIZE, SIGXFSZ ignored),
+                                 then runs each OP and prints `OP: ok`, `OP: error <message>` or, for replay,
+                                 `replay: recorded` / `replay: refused`. OPs: read (item fault/a3), add (fault/new),
+                                 update (fault/a0), modify (fault/a1), delete (fault/a2), rotate, lock (lock-state),
+                                 replay (records message id fault-new)
 
     """.utf8))
     exit(2)
@@ -36,6 +46,12 @@ func intArg(_ i: Int) -> Int {
 
 func openStore() -> KeychainStore {
     do { return try KeychainStore(url: root) } catch { fail("open: \(error.description)") }
+}
+
+/// Writes one line to stdout at once (FileHandle writes are unbuffered), so a test reading the pipe
+/// sees it even if the process is killed right after.
+func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
 
 func number(_ data: SecureBytes?) -> Int {
@@ -92,7 +108,7 @@ case "writer":
         let existing = try? store.read(itemClass: .genericPassword, service: "torture", account: "x0")
         generation = number(existing?.data)
     }
-    FileHandle.standardOutput.write(Data("writer starting at \(generation)\n".utf8))
+    say("ready \(generation)")
     while true {
         generation += 1
         for i in 0..<items {
@@ -102,6 +118,7 @@ case "writer":
                 }
             } catch { fail("writer: \(error.description)") }
         }
+        say("gen \(generation)")
     }
 
 case "rotate":
@@ -109,9 +126,11 @@ case "rotate":
     let keyring = DeviceKeyring(store: openStore())
     do {
         if (try? keyring.export()) == nil { try keyring.generate() }
+        say("ready \((try? keyring.export().keyID.hex) ?? "none")")
         var i = 0
         while n == 0 || i < n {
-            try keyring.rotate(grace: .seconds(86_400))
+            let record = try keyring.rotate(grace: .seconds(86_400))
+            say("rotated \(record.keyID.hex)")
             i += 1
         }
     } catch { fail("rotate: \(error.description)") }
@@ -148,6 +167,93 @@ case "decrypt":
     print("decrypt rounds=\(n) failures=\(failures)")
     exit(failures == 0 ? 0 : 1)
 
+case "fault":
+    runFaults(Array(args.dropFirst(3)))
+
 default:
     usage()
 }
+
+/// `fault` mode: set up the fault (fewer privileges, a file size limit), then try each operation on
+/// a store the test prepared (items fault/a0…a3, a device key, a replay entry) and report each outcome.
+func runFaults(_ rest: [String]) -> Never {
+    var ops: [String] = []
+    var uid: uid_t?
+    var sizeLimit: rlim_t?
+    var i = 0
+    while i < rest.count {
+        switch rest[i] {
+        case "--as-uid":
+            guard i + 1 < rest.count, let n = UInt32(rest[i + 1]) else { usage() }
+            uid = n
+            i += 2
+        case "--file-size-limit":
+            guard i + 1 < rest.count, let n = UInt64(rest[i + 1]) else { usage() }
+            sizeLimit = rlim_t(n)
+            i += 2
+        default:
+            ops.append(rest[i])
+            i += 1
+        }
+    }
+    if let sizeLimit {
+        // write(2) past the limit then fails with EFBIG instead of the process dying of SIGXFSZ.
+        signal(SIGXFSZ, SIG_IGN)
+        var limit = rlimit()
+        guard getrlimit(fileSizeResource(), &limit) == 0 else { fail("getrlimit: \(String(cString: strerror(errno)))") }
+        limit.rlim_cur = sizeLimit
+        guard setrlimit(fileSizeResource(), &limit) == 0 else { fail("setrlimit: \(String(cString: strerror(errno)))") }
+    }
+    if let uid, geteuid() == 0 {
+        // Root ignores mode bits: become an ordinary user so the store's modes apply.
+        guard setgroups(0, nil) == 0, setgid(gid_t(uid)) == 0, setuid(uid) == 0 else {
+            fail("could not drop privileges to uid \(uid): \(String(cString: strerror(errno)))")
+        }
+        guard setuid(0) != 0, geteuid() == uid else { fail("privileges were not dropped: still able to become root") }
+    }
+    say("fault: uid=\(geteuid()) file-size-limit=\(sizeLimit.map { String($0) } ?? "none")")
+    let store = openStore()
+    let keyring = DeviceKeyring(store: store)
+    for op in ops {
+        do throws(KeychainError) {
+            switch op {
+            case "read":
+                _ = try store.read(itemClass: .genericPassword, service: "fault", account: "a3")
+            case "add":
+                try store.add(itemClass: .genericPassword, service: "fault", account: "new", data: SecureBytes(Array("new".utf8)))
+            case "update":
+                try store.update(KeychainQuery(itemClass: .genericPassword, service: "fault", account: "a0"),
+                                 with: KeychainUpdate(data: SecureBytes(Array("changed".utf8))))
+            case "modify":
+                try store.modify(itemClass: .genericPassword, service: "fault", account: "a1") { _ in SecureBytes(Array("changed".utf8)) }
+            case "delete":
+                try store.delete(KeychainQuery(itemClass: .genericPassword, service: "fault", account: "a2"))
+            case "rotate":
+                try keyring.rotate()
+            case "lock":
+                try store.lock()
+            case "replay":
+                // recordIfNew fails closed: an unusable cache refuses the message (and logs why on stderr).
+                let now = Int64(Date().timeIntervalSince1970)
+                let recorded = ReplayCache(store: store).recordIfNew(messageID: "fault-new", keyID: try keyring.export().keyID,
+                                                                     expiresAt: now + 3600, now: now)
+                say("replay: \(recorded ? "recorded" : "refused")")
+                continue
+            default:
+                usage()
+            }
+            say("\(op): ok")
+        } catch {
+            say("\(op): error \(error.description)")
+        }
+    }
+    exit(0)
+}
+
+/// `RLIMIT_FSIZE` as `setrlimit` takes it on this platform. (A function: a stored global declared
+/// here in main.swift would still be zero — RLIMIT_CPU — when `runFaults` runs above.)
+#if canImport(Glibc)
+func fileSizeResource() -> __rlimit_resource_t { __rlimit_resource_t(RLIMIT_FSIZE.rawValue) }
+#else
+func fileSizeResource() -> Int32 { RLIMIT_FSIZE }
+#endif

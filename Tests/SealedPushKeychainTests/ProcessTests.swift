@@ -12,16 +12,6 @@ import Glibc
 struct ProcessTests {
     func number(_ item: KeychainItem) -> Int { Int(text(item.data) ?? "") ?? -1 }
 
-    func sleepMilliseconds(_ ms: Int) { usleep(useconds_t(ms * 1000)) }
-
-    /// SIGKILLs a started helper and reaps it.
-    @discardableResult
-    func killHard(_ started: (Process, Pipe, Pipe)) -> Process {
-        kill(started.0.processIdentifier, SIGKILL)
-        _ = Torture.finish(started)
-        return started.0
-    }
-
     /// Temp files of interrupted writes still in the store.
     func tempFiles(_ root: URL) -> [URL] { allFiles(under: root).filter { $0.lastPathComponent.hasPrefix(".tmp-") } }
 
@@ -44,6 +34,33 @@ struct ProcessTests {
         #expect(tempFiles(dir.store).isEmpty)
     }
 
+    /// How long a test waits for a child's `ready` line or next progress line before failing: far
+    /// more than a sanitizer build's start-up, and only spent when something is broken.
+    static let childWait: Duration = .seconds(30)
+
+    /// Waits for a child's `ready` line, then for `steps` of its progress lines (`prefix`), each
+    /// within `childWait`; folds the gaps between lines into `period` (the child's time per step in
+    /// this build, so the kill window scales with a slow sanitizer build). `nil` if the child stalls.
+    func advance(_ child: TortureChild, steps: Int, progress prefix: String, period: inout Duration) -> String? {
+        let clock = ContinuousClock()
+        guard let ready = child.waitForLine(startingWith: "ready", within: Self.childWait) else { return nil }
+        var last = clock.now
+        for _ in 0..<steps {
+            guard child.waitForLine(startingWith: prefix, within: Self.childWait) != nil else { return nil }
+            let now = clock.now
+            period = (period + (now - last)) / 2
+            last = now
+        }
+        return ready
+    }
+
+    /// A random pause of 0 to 1.25 × `period`, so the kill lands at any point of the child's next step.
+    func randomPause(within period: Duration, using rng: inout SystemRandomNumberGenerator) {
+        let maxMicroseconds = Int(period.components.seconds) * 1_250_000 + Int(period.components.attoseconds / 800_000_000_000)
+        let us = Int.random(in: 0...max(maxMicroseconds, 1), using: &rng)
+        usleep(useconds_t(us))
+    }
+
     @Test("a writer SIGKILLed at random points: the store always opens, every item is its old or new value, temp files go on the next write")
     func crashInjection() throws {
         let dir = try TempDirectory()
@@ -51,11 +68,25 @@ struct ProcessTests {
         let items = 4
         var last = [Int](repeating: 0, count: items)
         var rng = SystemRandomNumberGenerator()
+        var generationsCommitted = 0
+        var roundsThatWrote = 0
+        var period: Duration = .milliseconds(30)  // one generation; measured from the child as it runs
         for round in 0..<25 {
-            let writer = try Torture.start(["writer", dir.store.path, "\(items)"])
-            sleepMilliseconds(Int.random(in: 40...160, using: &rng))
-            let killed = killHard(writer)
-            #expect(killed.terminationReason == .uncaughtSignal, "round \(round): the writer exited on its own")
+            let writer = try TortureChild(["writer", dir.store.path, "\(items)"])
+            // Time the kill from the child's progress, not from its start (a sanitizer build starts
+            // several times slower): `ready` (store open), 0–2 complete generations, then a random
+            // pause of up to about one generation, so the kill lands anywhere in a write.
+            guard let ready = advance(writer, steps: Int.random(in: 0...2, using: &rng), progress: "gen", period: &period),
+                  let start = Int(ready.dropFirst("ready ".count)) else {
+                writer.killAndReap()
+                Issue.record("round \(round): the writer stalled before its kill point: \(writer.lines) \(writer.stderrText)")
+                return
+            }
+            randomPause(within: period, using: &rng)
+            #expect(writer.killAndReap(), "round \(round): the writer exited on its own: \(writer.stderrText)")
+            // Every generation the writer reported complete before it died.
+            let reported = writer.lines.filter { $0.hasPrefix("gen ") }.compactMap { Int($0.dropFirst(4)) }
+            generationsCommitted += reported.count
             let store = try KeychainStore(url: dir.store)
             var values: [Int] = []
             for i in 0..<items {
@@ -72,21 +103,35 @@ struct ProcessTests {
             // kill or a newer one the writer completed, never a torn or rolled-back one.
             #expect(values.allSatisfy { $0 >= 0 }, "round \(round): \(values)")
             #expect(zip(values, last).allSatisfy { $0 >= $1 }, "round \(round): \(values) went back from \(last)")
+            // No completed write is lost (every item holds at least the last generation reported
+            // complete), and at most the write in progress is missing (nothing beyond the next generation).
+            let done = reported.last ?? start
+            if let g = reported.last { #expect(values.allSatisfy { $0 >= g }, "round \(round): \(values) lost generation \(g)") }
+            #expect(values.allSatisfy { $0 <= done + 1 }, "round \(round): \(values) beyond generation \(done + 1)")
+            if values != last { roundsThatWrote += 1 }
             last = values
             // The next write cleans up whatever the killed writer left in tmp/.
             try store.add(itemClass: .genericPassword, service: "marker", account: "r\(round)", data: secret("m"))
             #expect(tempFiles(dir.store).isEmpty, "round \(round): a temp file survived the next write")
         }
-        #expect(last.max() ?? 0 > 0, "the writer never got to write")
+        // A child killed before it wrote anything would make every check above pass vacuously.
+        #expect(generationsCommitted > 0 && roundsThatWrote >= 12,
+                "the writer did too little: \(generationsCommitted) generations, \(roundsThatWrote) of 25 rounds changed an item")
     }
 
     @Test("rotation in one process while another decrypts with cold keyrings: zero spurious failures")
     func rotateWhileDecrypting() throws {
         let dir = try TempDirectory()
         try DeviceKeyring(root: dir.store).generate()
-        let rotator = try Torture.start(["rotate", dir.store.path, "0"])
-        let decryptor = try Torture.run(["decrypt", dir.store.path, "200"])
-        killHard(rotator)  // crash-safe by design, and SIGKILL cannot be blocked
+        let rotator = try TortureChild(["rotate", dir.store.path, "0"])
+        // Start decrypting once the rotator is rotating, however slow its start-up (sanitizer builds).
+        let ready = rotator.waitForLine(startingWith: "ready", within: Self.childWait)
+        #expect(ready != nil, "the rotator never became ready: \(rotator.lines)")
+        let started = try Torture.start(["decrypt", dir.store.path, "200"])
+        // Keep reading the rotator's progress lines meanwhile, so it never blocks on a full pipe.
+        while started.0.isRunning { _ = rotator.nextLine(within: .milliseconds(20)) }
+        let decryptor = Torture.finish(started)
+        rotator.killAndReap()  // crash-safe by design, and SIGKILL cannot be blocked
         #expect(decryptor.status == 0, "decryptor: \(decryptor.out) \(decryptor.err)")
         #expect(decryptor.out.contains("failures=0"))
         let list = try DeviceKeyring(root: dir.store).list()
@@ -100,16 +145,43 @@ struct ProcessTests {
         let first = try DeviceKeyring(root: dir.store).generate()
         var known: Set<KeyID> = [first.keyID]
         var rng = SystemRandomNumberGenerator()
-        for round in 0..<20 {
-            let rotator = try Torture.start(["rotate", dir.store.path, "0"])
-            sleepMilliseconds(Int.random(in: 40...160, using: &rng))
-            killHard(rotator)
-            let keyring = try DeviceKeyring(root: dir.store)
+        var committed = 0  // rotations that survived their kill
+        var halfDone = 0   // rounds whose kill left a rotation between its first write and its commit
+        let rounds = 20
+        var period: Duration = .milliseconds(60)  // one rotation; measured from the child as it runs
+        for round in 0..<rounds {
+            let rotator = try TortureChild(["rotate", dir.store.path, "0"])
+            // `ready` (store open, key present), then 0–2 committed rotations, then a random pause of
+            // up to about one rotation: the kill lands anywhere in a rotation, or in the recovery of
+            // the previous round's, whatever the build's speed.
+            guard advance(rotator, steps: Int.random(in: 0...2, using: &rng), progress: "rotated", period: &period) != nil else {
+                rotator.killAndReap()
+                Issue.record("round \(round): the rotator stalled before its kill point: \(rotator.lines) \(rotator.stderrText)")
+                return
+            }
+            randomPause(within: period, using: &rng)
+            #expect(rotator.killAndReap(), "round \(round): the rotator exited on its own: \(rotator.stderrText)")
+            let reported = rotator.lines.filter { $0.hasPrefix("rotated ") }.compactMap { KeyID(hex: String($0.dropFirst(8))) }
+
+            let store = try KeychainStore(url: dir.store)
+            let pointer = try store.read(itemClass: .genericPassword, service: "sealedpush.device-key.active", account: "pointer")
+            if text(pointer.data)?.contains("pending") == true { halfDone += 1 }
+            let keyring = DeviceKeyring(store: store)
             let list = try keyring.list()
             let active = list.filter { $0.state == .active }
             #expect(active.count == 1, "round \(round): \(active.count) active keys")
             let present = Set(list.filter { $0.state != .destroyed }.map(\.keyID))
             #expect(known.isSubset(of: present), "round \(round): lost \(known.subtracting(present).map(\.hex))")
+            // Every rotation the child reported is there; at most one more (committed, then killed
+            // before it could say so) — the kill undoes at most the rotation in progress.
+            #expect(Set(reported).isSubset(of: present), "round \(round): a reported rotation was lost")
+            let new = present.subtracting(known)
+            #expect(new.count == reported.count || new.count == reported.count + 1,
+                    "round \(round): \(new.count) new keys, \(reported.count) reported")
+            if let newest = reported.last, new.count == reported.count {
+                #expect(active.first?.keyID == newest, "round \(round): the last reported rotation is not the active key")
+            }
+            committed += new.count
             for info in list where info.state != .destroyed {
                 guard case .found = keyring.lookUpKey(id: info.keyID) else {
                     Issue.record("round \(round): key \(info.keyID.hex) (\(info.state)) does not look up")
@@ -123,6 +195,8 @@ struct ProcessTests {
         let keyring = try DeviceKeyring(root: dir.store)
         try keyring.rotate()
         #expect(try keyring.list().filter { $0.state == .active }.count == 1)
-        #expect(known.count > 3, "the rotator never committed")
+        // Meaningful rounds: rotations committed, and kills did land mid-rotation.
+        #expect(committed >= rounds / 2, "only \(committed) rotations committed in \(rounds) rounds")
+        #expect(halfDone >= 1, "no kill landed inside a rotation (\(rounds) rounds)")
     }
 }
