@@ -64,44 +64,50 @@ public enum Base64 {
     private static func decodePublic(utf8 input: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
         let n = input.count
         if n == 0 { return [] }
-        let table = decodingTable
-        var out = [UInt8]()
-        out.reserveCapacity(n / 4 * 3 + 3)
-        var acc: UInt32 = 0
-        var accLength = 0
-        var position = 0
-        // The alphabet run, four characters (three bytes) at a time where possible.
-        while position + 4 <= n {
-            let a = table[Int(input[position])], b = table[Int(input[position + 1])]
-            let c = table[Int(input[position + 2])], d = table[Int(input[position + 3])]
-            if (a | b | c | d) & 0x80 != 0 { break }
-            let group = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6 | UInt32(d)
-            out.append(UInt8(truncatingIfNeeded: group >> 16))
-            out.append(UInt8(truncatingIfNeeded: group >> 8))
-            out.append(UInt8(truncatingIfNeeded: group))
-            position += 4
-        }
-        while position < n {
-            let value = table[Int(input[position])]
-            if value & 0x80 != 0 { break }
-            acc = acc << 6 | UInt32(value)
-            accLength += 6
-            if accLength >= 8 {
-                accLength -= 8
-                out.append(UInt8(truncatingIfNeeded: acc >> UInt32(accLength)))
+        return decodingTable.withUnsafeBufferPointer { table -> [UInt8]? in
+            var failed = false
+            let out = [UInt8](unsafeUninitializedCapacity: n / 4 * 3 + 3) { out, written in
+                var o = 0
+                var position = 0
+                // The alphabet run, four characters (three bytes) at a time where possible.
+                while position + 4 <= n {
+                    let a = table[Int(input[position])], b = table[Int(input[position + 1])]
+                    let c = table[Int(input[position + 2])], d = table[Int(input[position + 3])]
+                    if (a | b | c | d) & 0x80 != 0 { break }
+                    let group = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6 | UInt32(d)
+                    out[o] = UInt8(truncatingIfNeeded: group >> 16)
+                    out[o + 1] = UInt8(truncatingIfNeeded: group >> 8)
+                    out[o + 2] = UInt8(truncatingIfNeeded: group)
+                    o += 3
+                    position += 4
+                }
+                var acc: UInt32 = 0
+                var accLength = 0
+                while position < n {
+                    let value = table[Int(input[position])]
+                    if value & 0x80 != 0 { break }
+                    acc = acc << 6 | UInt32(value)
+                    accLength += 6
+                    if accLength >= 8 {
+                        accLength -= 8
+                        out[o] = UInt8(truncatingIfNeeded: acc >> UInt32(accLength))
+                        o += 1
+                    }
+                    position += 1
+                }
+                written = o
+                // As libsodium: at most 4 leftover bits, all zero; then exactly accLength / 2 '=' and the end.
+                guard accLength <= 4, acc & ((1 << UInt32(accLength)) - 1) == 0 else { failed = true; return }
+                var padding = accLength / 2
+                while padding > 0 {
+                    guard position < n, input[position] == UInt8(ascii: "=") else { failed = true; return }
+                    padding -= 1
+                    position += 1
+                }
+                if position != n { failed = true }
             }
-            position += 1
+            return failed ? nil : out
         }
-        // As libsodium: at most 4 leftover bits, all zero; then exactly accLength / 2 '=' and the end.
-        guard accLength <= 4, acc & ((1 << UInt32(accLength)) - 1) == 0 else { return nil }
-        var padding = accLength / 2
-        while padding > 0 {
-            guard position < n, input[position] == UInt8(ascii: "=") else { return nil }
-            padding -= 1
-            position += 1
-        }
-        guard position == n else { return nil }
-        return out
     }
 
     /// Standard alphabet → 6-bit value; 0xFF for every other byte.

@@ -252,8 +252,9 @@ public enum JSON {
         // Fast path: a string without escapes (every key and the envelope): one scan and one validating
         // copy. Anything else goes through the general loop below.
         var scan = i
-        while scan < b.count {
-            let c = b[scan]
+        let count = b.count
+        while scan < count {
+            let c = b[unchecked: scan]  // scan < count == b.count
             if c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") || c < 0x20 { break }
             scan += 1
         }

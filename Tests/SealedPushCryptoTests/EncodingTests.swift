@@ -94,3 +94,44 @@ extension CryptoTests {
         #expect(throws: CryptoError.self) { try BoxKeyPair(secretKey: SecureBytes(zeros: 31), publicKey: original.publicKey) }
     }
 }
+
+extension CryptoTests {
+    @Suite("Padding: the unpad scan agrees with sodium_unpad")
+    struct UnpadTests {
+        static func agree(_ bytes: [UInt8]) -> Bool {
+            let buffer = SecureBytes(bytes)
+            let ours = try? ISO7816Padding.unpaddedLength(of: buffer)
+            return ours == ISO7816Padding.referenceUnpaddedLength(of: buffer)
+        }
+
+        @Test("every pad of every length 0…300 into 1…301 bytes, and the named refusals")
+        func padsAndRefusals() throws {
+            for padded in [1, 2, 3, 255, 256, 257, 512, 1024, 2048, 2919] {
+                for length in Set([0, 1, padded / 2, padded - 2, padded - 1]) where length >= 0 && length < padded {
+                    let data = SecureBytes(CryptoLibrary.randomBytes(count: length))
+                    let bytes = try ISO7816Padding.pad(data, to: padded).unsafeCopyToArray()
+                    #expect(try ISO7816Padding.unpaddedLength(of: SecureBytes(bytes)) == length)
+                    #expect(Self.agree(bytes))
+                }
+            }
+            for bytes: [UInt8] in [[], [0], [0, 0], [0x80], [0x81], [0x80, 0x01], [0x80, 0x00], [0x01, 0x80, 0x00, 0x00],
+                                   [0x80, 0x80], [0x00, 0x80, 0x00], [0x7F, 0x00], [0xFF], [0x80] + [UInt8](repeating: 0, count: 300)] {
+                #expect(Self.agree(bytes), "\(bytes.prefix(8))")
+            }
+        }
+
+        @Test("100 000 random tails: random data, then 0x80 or another byte, then 0…40 zeros")
+        func randomTails() {
+            var rng = SystemRandomNumberGenerator()
+            var mismatches: [[UInt8]] = []
+            for _ in 0..<100_000 {
+                var bytes = (0..<Int.random(in: 0...12, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
+                let marks: [UInt8] = [0x80, 0x80, 0x80, 0x00, 0x01, 0x7F, 0x81, 0xFF]
+                bytes.append(marks.randomElement(using: &rng)!)
+                bytes += [UInt8](repeating: 0, count: Int.random(in: 0...40, using: &rng))
+                if !Self.agree(bytes) { mismatches.append(bytes) }
+            }
+            #expect(mismatches.isEmpty, "\(mismatches.prefix(3))")
+        }
+    }
+}
