@@ -72,9 +72,11 @@ fuzz-smoke: deps
 # The whole test suite under AddressSanitizer (.build/asan), then ThreadSanitizer (.build/tsan).
 # Both always run; the target fails if either does. Logs: .build/asan.log, .build/tsan.log.
 # Leaks inside the toolchain's own libraries are suppressed (Fuzz/lsan-suppressions.txt).
+# `make sanitize SANITIZERS=address` runs one of them.
+SANITIZERS ?= address thread
 sanitize: deps pydeps
 	@status=0; \
-	for san in address thread; do \
+	for san in $(SANITIZERS); do \
 	  dir=.build/$$( [ $$san = address ] && echo asan || echo tsan ); \
 	  echo "== $$san sanitizer ($$dir)"; \
 	  if $(SWIFT) build --build-tests --scratch-path $$dir --sanitize=$$san; then \
