@@ -253,6 +253,14 @@ public enum JSON {
         // copy. Anything else goes through the general loop below.
         var scan = i
         let count = b.count
+        // Eight bytes at a time while none of them is '"', '\\' or a control character (SWAR: a
+        // byte's high bit is set in `hits` only where such a byte is, or above one).
+        let raw = b.bytes
+        while scan + 8 <= count {
+            let word = raw.unsafeLoadUnaligned(fromByteOffset: scan, as: UInt64.self)
+            if SWAR.hasQuoteBackslashOrControl(word) { break }
+            scan += 8
+        }
         while scan < count {
             let c = b[unchecked: scan]  // scan < count == b.count
             if c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") || c < 0x20 { break }
@@ -425,5 +433,24 @@ enum UTF8Check {
             i += length
         }
         return true
+    }
+}
+
+/// Word-at-a-time byte tests for the string scan.
+enum SWAR {
+    private static let ones: UInt64 = 0x0101_0101_0101_0101
+    private static let highs: UInt64 = 0x8080_8080_8080_8080
+
+    /// Whether any byte of `word` is zero (the classic `(v - 0x01…) & ~v & 0x80…`: exact for "any").
+    @inline(__always)
+    static func hasZeroByte(_ word: UInt64) -> Bool { (word &- ones) & ~word & highs != 0 }
+
+    /// Whether any byte of `word` is `"` (0x22), `\` (0x5C) or below 0x20. Exact for "any": a byte
+    /// ≥ 0x80 never counts as below 0x20 (its own high bit masks it out), and a borrow can only
+    /// mark bytes above one that already matched.
+    @inline(__always)
+    static func hasQuoteBackslashOrControl(_ word: UInt64) -> Bool {
+        let belowSpace = (word &- ones &* 0x20) & ~word & highs
+        return belowSpace != 0 || hasZeroByte(word ^ (ones &* 0x22)) || hasZeroByte(word ^ (ones &* 0x5C))
     }
 }

@@ -65,3 +65,40 @@ struct JSONStringTests {
         }
     }
 }
+
+extension JSONStringTests {
+    @Test("SWAR: the word test says yes exactly when one of its eight bytes is '\"', '\\\\' or a control byte")
+    func swarWordTest() {
+        var rng = SystemRandomNumberGenerator()
+        let interesting: [UInt8] = [0x00, 0x01, 0x1F, 0x20, 0x21, 0x22, 0x23, 0x5B, 0x5C, 0x5D, 0x7F, 0x80, 0x9F, 0xA0, 0xA2, 0xDC, 0xFF]
+        for _ in 0..<200_000 {
+            let bytes = (0..<8).map { _ in
+                Int.random(in: 0..<4, using: &rng) == 0 ? interesting.randomElement(using: &rng)! : UInt8.random(in: 0x20...0xFF, using: &rng)
+            }
+            let word = bytes.enumerated().reduce(UInt64(0)) { $0 | UInt64($1.element) << (8 * UInt64($1.offset)) }
+            let expected = bytes.contains { $0 == 0x22 || $0 == 0x5C || $0 < 0x20 }
+            #expect(SWAR.hasQuoteBackslashOrControl(word) == expected, "\(bytes)")
+        }
+    }
+
+    @Test("strings of every length 0…40 with a special byte at every position parse as the byte-wise loop would")
+    func everyPosition() throws {
+        for length in 0...40 {
+            let plain = String(repeating: "a", count: length)
+            #expect(try JSON.parse(Array("\"\(plain)\"".utf8)) == .string(plain))
+            for position in 0..<length {
+                var quoted = Array(plain.utf8)
+                quoted[position] = UInt8(ascii: "\\")
+                quoted.insert(UInt8(ascii: "n"), at: position + 1)
+                var expected = Array(plain.utf8)
+                expected[position] = 0x0A
+                expected.insert(UInt8(ascii: "a"), at: position + 1)
+                expected.removeLast()
+                #expect(try JSON.parse([0x22] + quoted + [0x22]) == .string(String(decoding: expected, as: UTF8.self)), "\(length) \(position)")
+                var control = Array(plain.utf8)
+                control[position] = 0x01
+                #expect(throws: JSONError.self) { try JSON.parse([0x22] + control + [0x22]) }
+            }
+        }
+    }
+}
