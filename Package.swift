@@ -96,7 +96,8 @@ let package = Package(
         // Runs the built `sealedpush` binary.
         .testTarget(
             name: "SealedPushCLITests",
-            dependencies: ["sealedpush", "SealedPushWire", "SealedPushCrypto", "SealedPushKeychain", "SealedPushTestSupport"],
+            dependencies: ["sealedpush", "SealedPushWire", "SealedPushCrypto", "SealedPushKeychain", "SealedPushReceiver",
+                           "SealedPushTestSupport"],
             swiftSettings: strict
         ),
     ]

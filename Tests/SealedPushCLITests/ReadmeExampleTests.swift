@@ -1,0 +1,52 @@
+import Foundation
+import Synchronization
+import Testing
+import SealedPushCrypto
+import SealedPushKeychain
+import SealedPushReceiver
+import SealedPushTestSupport
+import SealedPushWire
+
+/// The README's "Using the receiver inside an iOS extension" wiring, as written there, run for real.
+@Suite("README: the receiver wiring")
+struct ReadmeExampleTests {
+    final class Shown: Sendable {
+        let value = Mutex<NotificationContent?>(nil)
+    }
+
+    @Test("wired as the README shows, the extension decrypts a sealed payload and answers a replay with the fallback")
+    func receiverWiring() throws {
+        let scratch = try CLIRunner.temporaryDirectory("readme")
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let keychainDirectory = scratch.appendingPathComponent("keys")  // created 0700 by the store
+        let record = try DeviceKeyring(root: keychainDirectory).generate()
+        let payloadBytes = try TestPayloads.payload(body: TestPayloads.body(to: record.publicKey, now: SecretMessageExtension.systemNow()),
+                                                    to: record.publicKey)
+        guard case let .object(payload) = try JSON.parse(payloadBytes) else { Issue.record("payload is not an object"); return }
+
+        // --- as in README.md ---
+        let store = try KeychainStore(url: keychainDirectory, create: false)
+        let keys = CachedDeviceKeyring(keyring: DeviceKeyring(store: store))
+        let trust = TrustStore(store: store)
+        let configuration = SecretMessageExtension.Configuration(
+            keys: keys,
+            policy: { () throws(OpenFailure) -> ReceiverPolicy in
+                do { return try trust.receiverPolicy() } catch { throw OpenFailure(.keychainLocked, "trust settings unreadable") }
+            },
+            replayGuard: ReplayCache(store: store))
+        // --- end ---
+
+        for (attempt, expectedBody) in [(1, "The eagle lands at noon."), (2, "(Encrypted)")] {
+            let serviceExtension = SecretMessageExtension(configuration: configuration)
+            let shown = Shown()
+            serviceExtension.didReceive(NotificationRequest(identifier: "readme", payload: payload)) { content in
+                shown.value.withLock { $0 = content }
+            }
+            serviceExtension.serviceExtensionTimeWillExpire()  // after delivery: does nothing
+            let content = try #require(shown.value.withLock { $0 })
+            #expect(content.body == expectedBody, "delivery \(attempt)")
+            #expect(serviceExtension.lastReason == (attempt == 1 ? nil : .replayed))
+        }
+        #expect(keys.statistics.misses == 1 && keys.statistics.hits == 1)
+    }
+}
