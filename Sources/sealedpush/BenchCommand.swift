@@ -12,10 +12,10 @@ struct BenchCommand: AsyncParsableCommand {
         abstract: "Measure sealing and opening against raw libsodium sealed-box loops, and the receiver's memory.",
         discussion: """
             Everything runs in this process on one CPU (the thread pins itself; run it under `taskset -c 0` \
-            to pin the whole process). Each figure is operations per second of the fastest of several \
-            timed rounds after a warm-up, and its ratio to the raw loop measured in the same run: sender \
-            figures to raw crypto_box_seal, receiver figures to raw crypto_box_seal_open, all with the \
-            256-byte padded bucket.
+            to pin the whole process). Each figure is operations per second of the fastest of 15 timed \
+            rounds after a warm-up, alternating with rounds of the raw loop; its ratio is the median of \
+            the per-round ratios to the raw round just before it: sender figures to raw crypto_box_seal, \
+            receiver figures to raw crypto_box_seal_open, all with the 256-byte padded bucket.
 
               raw_seal, raw_open                   libsodium loops, preallocated buffers
               sender_seal_{unsigned,signed}        NotificationSender.seal: envelope, padding, JSON, size check
@@ -182,7 +182,7 @@ struct BenchRun {
         func add(_ name: String, _ floor: BenchResult.Floor, _ body: (Int) throws -> Void) throws {
             let m = try BenchHarness.measurePaired(plan, floor: floor == .seal ? sealFloor : openFloor, work: body)
             if floor == .seal { rawSeal = max(rawSeal, m.floor) } else { rawOpen = max(rawOpen, m.floor) }
-            figures.append(BenchResult(name: name, opsPerSecond: m.work, ratio: m.work / m.floor, floor: floor))
+            figures.append(BenchResult(name: name, opsPerSecond: m.work, ratio: m.ratio, floor: floor))
         }
 
         // The sender.

@@ -11,12 +11,12 @@ enum BenchHarness {
         var warmup: Duration
         /// Length of one timed round.
         var round: Duration
-        /// Timed rounds; the figure is the fastest round (the one least disturbed by other processes).
+        /// Timed rounds; an ops/s figure is the fastest round (the one least disturbed by other processes).
         var rounds: Int
         /// Never fewer iterations than this in a round.
         var minimumIterations: Int
 
-        static let full = Plan(warmup: .milliseconds(50), round: .milliseconds(100), rounds: 5, minimumIterations: 20)
+        static let full = Plan(warmup: .milliseconds(50), round: .milliseconds(40), rounds: 15, minimumIterations: 20)
         static let quick = Plan(warmup: .zero, round: .zero, rounds: 1, minimumIterations: 3)
     }
 
@@ -58,10 +58,11 @@ enum BenchHarness {
     }
 
     /// Measures `work` and `floor` in alternating rounds (floor, work, floor, work, …), so both figures
-    /// come from the same stretch of time and their ratio survives other processes' load; each is the
-    /// fastest of its rounds.
+    /// come from the same stretch of time. The ops/s figures are the fastest of their rounds; the
+    /// ratio is the median of the per-pair ratios (each work round over the floor round just before
+    /// it), which a burst of load on one side of one pair cannot move.
     static func measurePaired(_ plan: Plan, floor: (Int) throws -> Void, work: (Int) throws -> Void) rethrows
-        -> (work: Double, floor: Double) {
+        -> (work: Double, floor: Double, ratio: Double) {
         let clock = ContinuousClock()
         func calibrate(_ body: (Int) throws -> Void) rethrows -> Int {
             var done = 0, batch = 1
@@ -79,15 +80,21 @@ enum BenchHarness {
         let floorIterations = try calibrate(floor)
         let workIterations = try calibrate(work)
         var bestFloor = 0.0, bestWork = 0.0
+        var ratios: [Double] = []
         for _ in 0..<max(plan.rounds, 1) {
             var start = clock.now
             try floor(floorIterations)
-            bestFloor = max(bestFloor, Double(floorIterations) / max(seconds(clock.now - start), 1e-9))
+            let floorRate = Double(floorIterations) / max(seconds(clock.now - start), 1e-9)
             start = clock.now
             try work(workIterations)
-            bestWork = max(bestWork, Double(workIterations) / max(seconds(clock.now - start), 1e-9))
+            let workRate = Double(workIterations) / max(seconds(clock.now - start), 1e-9)
+            bestFloor = max(bestFloor, floorRate)
+            bestWork = max(bestWork, workRate)
+            ratios.append(workRate / floorRate)
         }
-        return (bestWork, bestFloor)
+        ratios.sort()
+        let median = ratios.count % 2 == 1 ? ratios[ratios.count / 2] : (ratios[ratios.count / 2 - 1] + ratios[ratios.count / 2]) / 2
+        return (bestWork, bestFloor, median)
     }
 
     /// A `Duration` in seconds.
