@@ -25,6 +25,8 @@ struct BenchCommand: AsyncParsableCommand {
                                                    extension); cold: a new KeychainStore + DeviceKeyring
                                                    per message (a fresh extension process)
               receiver_open_warm_uncached_N_retired  warm store, DeviceKeyring reading the key files each time
+              receiver_extension_warm_1_retired    SecretMessageExtension.didReceive on the request iOS hands
+                                                   over (payload already parsed): open, checks, content built
               receiver_open_warm_signed_N_retired  the same for signed messages (Ed25519 verify)
               receiver_open_warm_oldest_key_N_retired  a message sealed to the first, long-retired key
               receiver_open_keys_in_memory         the same open with the key pair held in memory (no keychain)
@@ -216,6 +218,9 @@ struct BenchRun {
                 try add("receiver_open_warm_uncached_\(count)_retired", .open) { try receiver.openWarmUncached(receiver.unsignedPayloads, $0) }
             }
             if count == retiredCounts.first {
+                let requests = try receiver.requests(receiver.unsignedPayloads)
+                let keys = try receiver.cachedKeys()
+                try add("receiver_extension_warm_\(count)_retired", .open) { try receiver.extensionWarm(requests, keys: keys, $0) }
                 try add("receiver_open_keys_in_memory", .open) { try receiver.openWithKeysInMemory(receiver.unsignedPayloads, $0) }
                 try add("receiver_key_lookup_only_warm", .open) { try receiver.lookUpOnly($0) }
             }
@@ -295,7 +300,8 @@ struct BenchRun {
         case "sender_seal_signed": try senderBench.seal(senderBench.signed, iterations)
         case "sender_batch_unsigned": try senderBench.batch(senderBench.unsigned, iterations)
         case "sender_batch_signed": try senderBench.batch(senderBench.signed, iterations)
-        case "receiver_open_warm", "receiver_open_warm_uncached", "receiver_open_cold", "receiver_open_warm_signed", "notifications",
+        case "receiver_open_warm", "receiver_open_warm_uncached", "receiver_extension_warm", "receiver_open_cold", "receiver_open_warm_signed",
+             "notifications",
              "receiver_key_lookup",
              "receiver_open_keys_in_memory":
             let base = try BenchHarness.temporaryDirectory()
@@ -305,6 +311,8 @@ struct BenchRun {
             switch name {
             case "receiver_open_warm": try receiver.openWarm(receiver.unsignedPayloads, iterations)
             case "receiver_open_warm_uncached": try receiver.openWarmUncached(receiver.unsignedPayloads, iterations)
+            case "receiver_extension_warm":
+                try receiver.extensionWarm(receiver.requests(receiver.unsignedPayloads), keys: receiver.cachedKeys(), iterations)
             case "receiver_open_cold": try receiver.openCold(receiver.unsignedPayloads, iterations)
             case "receiver_open_warm_signed": try receiver.openWarm(receiver.signedPayloads, iterations)
             case "receiver_key_lookup": try receiver.lookUpOnly(iterations)

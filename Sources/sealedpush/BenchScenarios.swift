@@ -185,6 +185,42 @@ final class ReceiverBench {
         }
     }
 
+    /// `n` notifications through the extension's own entry point, from what iOS hands it: a
+    /// `NotificationRequest` whose payload the system has already parsed. A new
+    /// `SecretMessageExtension` per notification over one cached keyring: `ENCRYPTED_DATA`, key
+    /// lookup, open, unpad, body JSON, checks, and the decrypted content built and delivered.
+    func extensionWarm(_ requests: [NotificationRequest], keys: CachedDeviceKeyring, _ n: Int) throws {
+        var logger = Logger(label: "sealedpush.extension")
+        logger.logLevel = .error
+        let policy = self.policy
+        let configuration = SecretMessageExtension.Configuration(
+            keys: keys, policy: { () throws(OpenFailure) -> ReceiverPolicy in policy }, replayGuard: nil, logger: logger)
+        var delivered = 0
+        for i in 0..<n {
+            let serviceExtension = SecretMessageExtension(configuration: configuration)
+            serviceExtension.didReceive(requests[i % requests.count]) { content in
+                if !content.body.isEmpty { _ = content.title.utf8.count }
+            }
+            if serviceExtension.lastDecrypted { delivered += 1 }
+        }
+        if delivered != n { throw BenchFailure("\(n - delivered) of \(n) notifications were not decrypted") }
+    }
+
+    /// The unsigned payloads as the requests iOS would hand the extension (parsed once, outside the timing).
+    func requests(_ payloads: [[UInt8]]) throws -> [NotificationRequest] {
+        try payloads.map { payload throws -> NotificationRequest in
+            guard case let .object(object) = try JSON.parse(payload) else { throw BenchFailure("a benchmark payload is not an object") }
+            return NotificationRequest(identifier: "bench", payload: object)
+        }
+    }
+
+    /// A cached keyring over a newly opened store (what a warm extension process holds).
+    func cachedKeys() throws -> CachedDeviceKeyring {
+        CachedDeviceKeyring(keyring: DeviceKeyring(store: try Self.keychain { () throws(KeychainError) in
+            try KeychainStore(url: root, create: false)
+        }))
+    }
+
     /// `n` notifications handled by `SecretMessageExtension` (a new instance each, as the simulator
     /// makes them) over one opened, cached keyring; throws if one is not decrypted.
     func handleNotifications(_ n: Int, keyring: CachedDeviceKeyring) throws {
