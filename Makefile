@@ -73,6 +73,7 @@ fuzz-smoke: deps
 # The whole test suite under AddressSanitizer (.build/asan), then ThreadSanitizer (.build/tsan).
 # Both always run; the target fails if either does. Logs: .build/asan.log, .build/tsan.log.
 # Leaks inside the toolchain's own libraries are suppressed (Fuzz/lsan-suppressions.txt).
+# Linked with the toolchain's lld: ld.gold prints a warning per sanitizer runtime symbol it cannot export.
 # `make sanitize SANITIZERS=address` runs one of them.
 SANITIZERS ?= address thread
 sanitize: deps pydeps
@@ -80,7 +81,7 @@ sanitize: deps pydeps
 	for san in $(SANITIZERS); do \
 	  dir=.build/$$( [ $$san = address ] && echo asan || echo tsan ); \
 	  echo "== $$san sanitizer ($$dir)"; \
-	  if $(SWIFT) build --build-tests --scratch-path $$dir --sanitize=$$san; then \
+	  if $(SWIFT) build --build-tests --scratch-path $$dir --sanitize=$$san -Xswiftc -use-ld=lld; then \
 	    SWIFT_BACKTRACE=enable=no SEALEDPUSH_PYTHON=$(CURDIR)/$(PY) \
 	      LSAN_OPTIONS=suppressions=$(CURDIR)/Fuzz/lsan-suppressions.txt:print_suppressions=0 \
 	      $(SWIFT) test --skip-build --scratch-path $$dir --sanitize=$$san >$$dir.log 2>&1; rc=$$?; \
