@@ -17,7 +17,9 @@ public enum KeyRecordError: Error, Equatable, Sendable, CustomStringConvertible 
     /// What happened and what to do.
     public var description: String {
         switch self {
-        case let .notJSON(why): return "the key record is not a JSON object (\(why)); pass the file `keys export` printed"
+        case let .notJSON(why):
+            return "the key record is not a JSON object (\(why)); pass the file `sealedpush keys export` (a device record) "
+                + "or `sealedpush sender export` (a sender record) printed"
         case let .wrongType(expected): return "the key record's \"type\" must be \"\(expected)\"; check you passed the right kind of record"
         case .unsupportedVersion: return "the key record's \"version\" must be 1; re-export it with this version of SealedPush"
         case let .invalidMember(name): return "the key record's \"\(name)\" is missing or malformed; re-export the record"

@@ -26,13 +26,7 @@ struct TrustCommand: AsyncParsableCommand {
         func run() throws {
             let bytes = try readInput(record, limit: 64 << 10, what: "the sender key record")
             let parsed: SenderKeyRecord
-            do { parsed = try SenderKeyRecord(jsonBytes: bytes) } catch {
-                // The library's hint for unparsable records names `keys export` (device records); say which export this one needs.
-                if case let .notJSON(why) = error {
-                    throw CLIError("the sender key record is not a JSON object (\(why)); pass the file `sealedpush sender export` printed")
-                }
-                throw CLIError(error.description)
-            }
+            do { parsed = try SenderKeyRecord(jsonBytes: bytes) } catch { throw CLIError(error.description) }
             let trust = try TrustCommand.trustStore(store, create: false)
             let added = try keychain { () throws(KeychainError) in try trust.add(parsed) }
             print(added ? "trusted sender key \(parsed.keyID.hex)" : "sender key \(parsed.keyID.hex) was already trusted")
