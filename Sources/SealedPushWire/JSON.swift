@@ -253,8 +253,7 @@ public enum JSON {
         // copy. Anything else goes through the general loop below.
         var scan = i
         let count = b.count
-        // Eight bytes at a time while none of them is '"', '\\' or a control character (SWAR: a
-        // byte's high bit is set in `hits` only where such a byte is, or above one).
+        // Eight bytes at a time while none of them is '"', '\\' or a control character (`SWAR`).
         let raw = b.bytes
         while scan + 8 <= count {
             let word = raw.unsafeLoadUnaligned(fromByteOffset: scan, as: UInt64.self)
@@ -269,24 +268,24 @@ public enum JSON {
         if scan < b.count, b[scan] == UInt8(ascii: "\"") {
             let content = b.extracting(i..<scan)
             i = scan + 1
-            // The standard library's validating copy (one pass, no intermediate array); its rules are
-            // those of `UTF8Check` (Unicode Table 3-7, checked by a differential test).
+            // The standard library's validating copy (one pass, no intermediate array): Unicode Table 3-7,
+            // the same acceptance as `String(validating:as:)` (checked by a differential test).
             guard let text = try? String(copying: UTF8Span(validating: content)) else {
                 throw JSONError(reason: "invalid UTF-8 in a string", offset: start)
             }
             return text
         }
+        // The general loop: reached only for a string that has an escape (the scan above stopped on a
+        // '\\'), or to report the control byte or the missing quote the scan stopped on.
         var utf8: [UInt8] = []
+        utf8.reserveCapacity(scan - i + 16)
         var plainStart = i
-        var hasEscapes = false
         while true {
             guard i < b.count else { throw JSONError(reason: "unterminated string", offset: start) }
             let c = b[i]
             if c == UInt8(ascii: "\"") { break }
             if c < 0x20 { throw JSONError(reason: "control character in a string", offset: i) }
             if c == UInt8(ascii: "\\") {
-                if !hasEscapes { utf8.reserveCapacity(i - plainStart + 16) }
-                hasEscapes = true
                 for k in plainStart..<i { utf8.append(b[k]) }
                 i += 1
                 guard i < b.count else { throw JSONError(reason: "unterminated escape", offset: i) }
@@ -326,16 +325,11 @@ public enum JSON {
         }
         let end = i
         i += 1  // closing quote
-        if !hasEscapes {
-            var raw: [UInt8] = []
-            raw.reserveCapacity(end - plainStart)
-            for k in plainStart..<end { raw.append(b[k]) }
-            guard UTF8Check.isValid(raw) else { throw JSONError(reason: "invalid UTF-8 in a string", offset: start) }
-            return String(decoding: raw, as: UTF8.self)
-        }
         for k in plainStart..<end { utf8.append(b[k]) }
-        guard UTF8Check.isValid(utf8) else { throw JSONError(reason: "invalid UTF-8 in a string", offset: start) }
-        return String(decoding: utf8, as: UTF8.self)
+        guard let text = try? String(copying: UTF8Span(validating: utf8.span)) else {
+            throw JSONError(reason: "invalid UTF-8 in a string", offset: start)
+        }
+        return text
     }
 
     // MARK: - Serializing
@@ -396,43 +390,6 @@ public enum JSON {
             }
         }
         out.append(UInt8(ascii: "\""))
-    }
-}
-
-/// Strict UTF-8 well-formedness (Unicode Table 3-7): no overlong forms, no surrogates, nothing
-/// above U+10FFFF, no truncated sequences. The same acceptance as `String(validating:as:)`
-/// (checked by a differential test), without that generic's per-call metadata lookups.
-enum UTF8Check {
-    /// Whether `bytes` is well-formed UTF-8.
-    static func isValid(_ bytes: [UInt8]) -> Bool {
-        var i = 0
-        let n = bytes.count
-        while i < n {
-            let lead = bytes[i]
-            if lead < 0x80 { i += 1; continue }
-            let length: Int
-            var lower: UInt8 = 0x80, upper: UInt8 = 0xBF  // range of the second byte
-            switch lead {
-            case 0xC2...0xDF: length = 2
-            case 0xE0: length = 3; lower = 0xA0
-            case 0xE1...0xEC, 0xEE...0xEF: length = 3
-            case 0xED: length = 3; upper = 0x9F
-            case 0xF0: length = 4; lower = 0x90
-            case 0xF1...0xF3: length = 4
-            case 0xF4: length = 4; upper = 0x8F
-            default: return false
-            }
-            guard n - i >= length else { return false }
-            let second = bytes[i + 1]
-            guard second >= lower && second <= upper else { return false }
-            var k = 2
-            while k < length {
-                guard bytes[i + k] & 0xC0 == 0x80 else { return false }
-                k += 1
-            }
-            i += length
-        }
-        return true
     }
 }
 

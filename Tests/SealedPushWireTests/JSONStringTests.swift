@@ -1,9 +1,20 @@
 import Testing
 @testable import SealedPushWire
 
-@Suite("JSON strings: the fast path and the UTF-8 check")
+@Suite("JSON strings: the fast path, the escape path and UTF-8")
 struct JSONStringTests {
-    @Test("UTF8Check accepts exactly what String(validating:) accepts: named sequences")
+    /// What the parser makes of `bytes` as a JSON string, through the fast path (plain) or the
+    /// general loop (`\n` prepended, so the string has an escape): the text, or nil when refused.
+    static func parsed(_ bytes: [UInt8], escaped: Bool) -> String? {
+        let body = escaped ? Array(#"\n"#.utf8) + bytes : bytes
+        guard case let .string(text)? = try? JSON.parse([0x22] + body + [0x22]) else { return nil }
+        return escaped ? String(text.dropFirst()) : text
+    }
+
+    /// The reference: the standard library's validating decoder (nil for invalid UTF-8).
+    static func reference(_ bytes: [UInt8]) -> String? { String(validating: bytes, as: UTF8.self) }
+
+    @Test("both string paths accept exactly what String(validating:) accepts: named sequences")
     func namedSequences() {
         let cases: [[UInt8]] = [
             [], [0x41], [0x7F], [0x80], [0xBF], [0xC0, 0x80], [0xC1, 0xBF], [0xC2, 0x80], [0xDF, 0xBF], [0xC2],
@@ -14,23 +25,31 @@ struct JSONStringTests {
             [0x41, 0xE2, 0x82, 0xAC, 0x42], [0xE2, 0x82, 0xAC, 0x80], [0xE2, 0x28, 0xA1],
         ]
         for bytes in cases {
-            #expect(UTF8Check.isValid(bytes) == (String(validating: bytes, as: UTF8.self) != nil), "\(bytes)")
+            #expect(Self.parsed(bytes, escaped: false) == Self.reference(bytes), "plain \(bytes)")
+            #expect(Self.parsed(bytes, escaped: true) == Self.reference(bytes), "escaped \(bytes)")
         }
     }
 
-    @Test("UTF8Check agrees with String(validating:) on 300 000 random byte strings")
+    @Test("both string paths agree with String(validating:) on 100 000 random byte strings")
     func randomBytes() {
         var rng = SystemRandomNumberGenerator()
-        // Bytes biased towards lead and continuation bytes so that most strings are near-valid.
-        let interesting: [UInt8] = [0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF, 0xE0, 0xE1,
+        // Bytes biased towards lead and continuation bytes so that most strings are near-valid; no
+        // '"', '\\' or control bytes, which end or change a JSON string.
+        let interesting: [UInt8] = [0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF, 0xE0, 0xE1,
                                     0xEC, 0xED, 0xEE, 0xEF, 0xF0, 0xF1, 0xF3, 0xF4, 0xF5, 0xFF]
         var mismatches: [[UInt8]] = []
-        for _ in 0..<300_000 {
-            let length = Int.random(in: 0...8, using: &rng)
-            let bytes = (0..<length).map { _ in
-                Bool.random(using: &rng) ? interesting.randomElement(using: &rng)! : UInt8.random(in: 0...255, using: &rng)
+        for _ in 0..<100_000 {
+            let length = Int.random(in: 0...12, using: &rng)
+            let bytes = (0..<length).map { _ -> UInt8 in
+                if Bool.random(using: &rng) { return interesting.randomElement(using: &rng)! }
+                var b: UInt8
+                repeat { b = UInt8.random(in: 0x20...0xFF, using: &rng) } while b == 0x22 || b == 0x5C
+                return b
             }
-            if UTF8Check.isValid(bytes) != (String(validating: bytes, as: UTF8.self) != nil) { mismatches.append(bytes) }
+            let expected = Self.reference(bytes)
+            if Self.parsed(bytes, escaped: false) != expected || Self.parsed(bytes, escaped: true) != expected {
+                mismatches.append(bytes)
+            }
         }
         #expect(mismatches.isEmpty, "first mismatches: \(mismatches.prefix(5))")
     }
