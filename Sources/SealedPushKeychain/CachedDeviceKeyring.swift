@@ -86,10 +86,6 @@ public final class CachedDeviceKeyring: DeviceKeyProvider, Sendable {
             if s.entries.count >= capacity, s.entries[keyID] == nil { s.entries.removeAll() }
             s.entries[keyID] = Entry(pair: pair, usableUntil: usableUntil)
         }
-        switch result {
-        case let .found(pair, _): return .found(pair)
-        case .unknown: return .unknown
-        case .locked: return .locked
-        }
+        return result.keyLookup
     }
 }

@@ -65,13 +65,7 @@ public struct DeviceKeyring: DeviceKeyProvider, Sendable {
 
     /// The usable key pair with id `keyID`: `.unknown` if there is none (never made, destroyed,
     /// retired past its deadline), `.locked` if it exists but its class is unavailable now.
-    public func lookUpKey(id keyID: KeyID) -> KeyLookup {
-        switch core.lookUp(keyID) {
-        case let .found(pair, _): return .found(pair)
-        case .unknown: return .unknown
-        case .locked: return .locked
-        }
-    }
+    public func lookUpKey(id keyID: KeyID) -> KeyLookup { core.lookUp(keyID).keyLookup }
 
     private func record(_ info: KeyInfo) throws(KeychainError) -> DeviceKeyRecord {
         do { return DeviceKeyRecord(publicKey: try BoxPublicKey(bytes: info.publicKey), createdAt: info.createdAt) } catch {
@@ -141,6 +135,17 @@ public struct SenderKeyring: Sendable {
     private func record(_ info: KeyInfo) throws(KeychainError) -> SenderKeyRecord {
         do { return SenderKeyRecord(publicKey: try SigningPublicKey(bytes: info.publicKey)) } catch {
             throw .decode(path: info.keyID.hex, why: "the stored public key is malformed")
+        }
+    }
+}
+
+extension KeyringCore.Lookup where Material == BoxKeyPair {
+    /// The receiver's view of a device-key lookup (the deadline is the cache's business only).
+    var keyLookup: KeyLookup {
+        switch self {
+        case let .found(pair, _): return .found(pair)
+        case .unknown: return .unknown
+        case .locked: return .locked
         }
     }
 }

@@ -118,8 +118,8 @@ enum DeviceRun {
     static func deliver(_ bytes: [UInt8], store: KeychainStore, now: @escaping @Sendable () -> Date,
                         options: DeviceSimulator.Options, startDelay: Duration = .zero,
                         logger: Logger = Logger(label: "sealedpush.extension")) async -> DeliveryResult {
-        // A fresh keyring per delivery, cached as a warm extension process would keep it.
-        let keys = CachedDeviceKeyring(keyring: DeviceKeyring(store: store))
+        // One delivery per process: a cache (CachedDeviceKeyring) would never be hit here.
+        let keys = DeviceKeyring(store: store)
         let trust = TrustStore(store: store)
         let replay = ReplayCache(store: store)
         let configuration = SecretMessageExtension.Configuration(
