@@ -236,13 +236,12 @@ struct BenchRun {
         // Memory.
         say("memory: notifications in one process")
         let (first, total) = memoryCheckpoints
-        let keyring = CachedDeviceKeyring(keyring: DeviceKeyring(store: try ReceiverBench.keychain { () throws(KeychainError) in
-            try KeychainStore(url: receiver.root, create: false)
-        }))
+        let keys = try receiver.cachedKeys()
+        let signedRequests = try receiver.requests(receiver.signedPayloads)
         let rssStart = BenchHarness.procStatus("VmRSS")
-        try receiver.handleNotifications(first, keyring: keyring)
+        try receiver.extensionWarm(signedRequests, keys: keys, first)
         let rssFirst = BenchHarness.procStatus("VmRSS")
-        try receiver.handleNotifications(total - first, keyring: keyring)
+        try receiver.extensionWarm(signedRequests, keys: keys, total - first)
         let rssTotal = BenchHarness.procStatus("VmRSS")
         say("memory: device push child")
         let payloadFile = base.appendingPathComponent("payload.json")
@@ -318,10 +317,7 @@ struct BenchRun {
             case "receiver_key_lookup": try receiver.lookUpOnly(iterations)
             case "receiver_open_keys_in_memory": try receiver.openWithKeysInMemory(receiver.unsignedPayloads, iterations)
             default:
-                let keyring = CachedDeviceKeyring(keyring: DeviceKeyring(store: try ReceiverBench.keychain { () throws(KeychainError) in
-                    try KeychainStore(url: receiver.root, create: false)
-                }))
-                try receiver.handleNotifications(iterations, keyring: keyring)
+                try receiver.extensionWarm(receiver.requests(receiver.signedPayloads), keys: receiver.cachedKeys(), iterations)
             }
         default:
             throw CLIError("unknown workload \(name); one of raw_seal, raw_open, sender_seal_unsigned, sender_seal_signed, "

@@ -131,8 +131,7 @@ final class ReceiverBench {
     /// `n` complete opens in a warm extension process: one opened store, its keys looked up through
     /// `CachedDeviceKeyring` (one 8-byte read of the store's change counter per message).
     func openWarm(_ payloads: [[UInt8]], _ n: Int) throws {
-        let store = try Self.keychain { () throws(KeychainError) in try KeychainStore(url: root, create: false) }
-        let keys = CachedDeviceKeyring(keyring: DeviceKeyring(store: store))
+        let keys = try cachedKeys()
         let opener = MessageOpener(keys: keys, policy: policy)
         let now = Self.now
         for i in 0..<n {
@@ -187,26 +186,25 @@ final class ReceiverBench {
 
     /// `n` notifications through the extension's own entry point, from what iOS hands it: a
     /// `NotificationRequest` whose payload the system has already parsed. A new
-    /// `SecretMessageExtension` per notification over one cached keyring: `ENCRYPTED_DATA`, key
-    /// lookup, open, unpad, body JSON, checks, and the decrypted content built and delivered.
+    /// `SecretMessageExtension` per notification (as the simulator makes them) over one cached
+    /// keyring: `ENCRYPTED_DATA`, key lookup, open, unpad, body JSON, checks, and the decrypted
+    /// content built and delivered. Throws at the first notification that is not decrypted.
     func extensionWarm(_ requests: [NotificationRequest], keys: CachedDeviceKeyring, _ n: Int) throws {
         var logger = Logger(label: "sealedpush.extension")
         logger.logLevel = .error
         let policy = self.policy
         let configuration = SecretMessageExtension.Configuration(
             keys: keys, policy: { () throws(OpenFailure) -> ReceiverPolicy in policy }, replayGuard: nil, logger: logger)
-        var delivered = 0
         for i in 0..<n {
             let serviceExtension = SecretMessageExtension(configuration: configuration)
-            serviceExtension.didReceive(requests[i % requests.count]) { content in
-                if !content.body.isEmpty { _ = content.title.utf8.count }
+            serviceExtension.didReceive(requests[i % requests.count]) { _ in }
+            guard serviceExtension.lastDecrypted else {
+                throw BenchFailure("notification \(i) was not decrypted (reason \(serviceExtension.lastReason.map { "\($0)" } ?? "none"))")
             }
-            if serviceExtension.lastDecrypted { delivered += 1 }
         }
-        if delivered != n { throw BenchFailure("\(n - delivered) of \(n) notifications were not decrypted") }
     }
 
-    /// The unsigned payloads as the requests iOS would hand the extension (parsed once, outside the timing).
+    /// Payloads as the requests iOS would hand the extension (parsed once, outside the timing).
     func requests(_ payloads: [[UInt8]]) throws -> [NotificationRequest] {
         try payloads.map { payload throws -> NotificationRequest in
             guard case let .object(object) = try JSON.parse(payload) else { throw BenchFailure("a benchmark payload is not an object") }
@@ -219,27 +217,6 @@ final class ReceiverBench {
         CachedDeviceKeyring(keyring: DeviceKeyring(store: try Self.keychain { () throws(KeychainError) in
             try KeychainStore(url: root, create: false)
         }))
-    }
-
-    /// `n` notifications handled by `SecretMessageExtension` (a new instance each, as the simulator
-    /// makes them) over one opened, cached keyring; throws if one is not decrypted.
-    func handleNotifications(_ n: Int, keyring: CachedDeviceKeyring) throws {
-        var logger = Logger(label: "sealedpush.extension")
-        logger.logLevel = .error
-        let policy = self.policy
-        let configuration = SecretMessageExtension.Configuration(
-            keys: keyring, policy: { () throws(OpenFailure) -> ReceiverPolicy in policy }, replayGuard: nil, logger: logger)
-        let requests = try signedPayloads.map { payload throws -> NotificationRequest in
-            guard case let .object(object) = try JSON.parse(payload) else { throw BenchFailure("a benchmark payload is not an object") }
-            return NotificationRequest(identifier: "bench", payload: object)
-        }
-        for i in 0..<n {
-            let serviceExtension = SecretMessageExtension(configuration: configuration)
-            serviceExtension.didReceive(requests[i % requests.count]) { _ in }
-            guard serviceExtension.lastDecrypted else {
-                throw BenchFailure("notification \(i) was not decrypted (reason \(serviceExtension.lastReason.map { "\($0)" } ?? "none"))")
-            }
-        }
     }
 }
 
