@@ -8,9 +8,16 @@ let strict: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
+/// `SEALEDPUSH_CORE_ONLY=1` leaves the networking targets (servers, HTTP clients) and their tests out
+/// of the build: CI's sanitizer and fuzz builds use it, so the heavy server packages are built once
+/// (by `make test`) instead of once per build configuration.
+let coreOnly = Context.environment["SEALEDPUSH_CORE_ONLY"] != nil
+
 let package = Package(
     name: "SealedPush",
-    platforms: [.macOS(.v15)],
+    // The modules an iOS notification service extension links (SealedPushCrypto, SealedPushWire,
+    // SealedPushReceiver) use no API newer than these (checked by PlatformAvailabilityTests).
+    platforms: [.iOS(.v18), .macOS(.v15)],
     products: [
         .executable(name: "sealedpush", targets: ["sealedpush"]),
         .library(name: "SealedPushCrypto", targets: ["SealedPushCrypto"]),
@@ -18,6 +25,7 @@ let package = Package(
         .library(name: "SealedPushSender", targets: ["SealedPushSender"]),
         .library(name: "SealedPushKeychain", targets: ["SealedPushKeychain"]),
         .library(name: "SealedPushReceiver", targets: ["SealedPushReceiver"]),
+        .library(name: "SealedPushDevice", targets: ["SealedPushDevice"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -48,8 +56,9 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        // The notification service extension and the device simulator. Keys come through the
-        // wire module's DeviceKeyProvider protocol, so an iOS build can put the real Keychain behind it.
+        // Exactly what an iOS notification service extension target links: the UserNotifications-shaped
+        // types, SecretMessageExtension and the protocols it reads keys, policy and replay state through.
+        // No simulator, no keychain file store, no swift-system, no networking.
         .target(
             name: "SealedPushReceiver",
             dependencies: [
@@ -58,24 +67,46 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The simulated iPhone: DeviceSimulator (xcrun simctl push rules, its clock and threads) and the
+        // Linux implementations only a simulated device needs (keys, trust, replay cache in the file store).
+        .target(
+            name: "SealedPushDevice",
+            dependencies: [
+                "SealedPushReceiver", "SealedPushKeychain", "SealedPushWire", "SealedPushCrypto",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         .executableTarget(
             name: "sealedpush",
             dependencies: [
-                "SealedPushCrypto", "SealedPushWire", "SealedPushSender", "SealedPushKeychain", "SealedPushReceiver",
+                "SealedPushCrypto", "SealedPushWire", "SealedPushSender", "SealedPushKeychain", "SealedPushReceiver", "SealedPushDevice",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // `make bench`: throughput against raw libsodium loops (which call libsodium directly, the one place
+        // outside SealedPushCrypto that does: the floor must contain no SealedPush code) and memory.
+        .executableTarget(
+            name: "sealedpush-bench",
+            dependencies: [
+                "CSodium", "SealedPushCrypto", "SealedPushWire", "SealedPushSender", "SealedPushKeychain", "SealedPushReceiver",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
         ),
         // Shared helpers for the test targets (vector loading, in-memory keys, running the CLI).
-        .target(name: "SealedPushTestSupport", dependencies: ["SealedPushCrypto", "SealedPushWire"], swiftSettings: strict),
+        .target(name: "SealedPushTestSupport", dependencies: ["SealedPushCrypto", "SealedPushWire", "SealedPushReceiver"], swiftSettings: strict),
         // A small tool the keychain tests run as separate processes (concurrent writers, SIGKILL mid-write).
         .executableTarget(
             name: "keychain-torture",
             dependencies: ["SealedPushKeychain", "SealedPushCrypto", "SealedPushWire"],
             swiftSettings: strict
         ),
-        .testTarget(name: "SealedPushCryptoTests", dependencies: ["SealedPushCrypto"], swiftSettings: strict),
+        .testTarget(name: "SealedPushCryptoTests", dependencies: ["SealedPushCrypto", "CSodium", "SealedPushTestSupport"], swiftSettings: strict),
         .testTarget(name: "SealedPushWireTests", dependencies: ["SealedPushWire", "SealedPushCrypto", "SealedPushTestSupport"], swiftSettings: strict),
     
         .testTarget(
@@ -90,18 +121,118 @@ let package = Package(
         ),
         .testTarget(
             name: "SealedPushReceiverTests",
-            dependencies: ["SealedPushReceiver", "SealedPushWire", "SealedPushCrypto", "SealedPushTestSupport"],
+            dependencies: ["SealedPushReceiver", "SealedPushDevice", "SealedPushWire", "SealedPushCrypto", "SealedPushTestSupport",
+                           "SealedPushKeychain", "SealedPushSender"],
+            swiftSettings: strict
+        ),
+        // Reads the object code of the extension's modules for API newer than the declared platforms.
+        .testTarget(
+            name: "SealedPushPlatformTests",
+            dependencies: ["SealedPushCrypto", "SealedPushWire", "SealedPushReceiver"],
+            exclude: ["extract_post_platform_api.py", "post-platform-api.txt"],
             swiftSettings: strict
         ),
         // Runs the built `sealedpush` binary.
         .testTarget(
             name: "SealedPushCLITests",
-            dependencies: ["sealedpush", "SealedPushWire", "SealedPushCrypto", "SealedPushKeychain", "SealedPushReceiver",
-                           "SealedPushTestSupport"],
+            dependencies: ["sealedpush", "sealedpush-bench", "SealedPushWire", "SealedPushCrypto", "SealedPushKeychain", "SealedPushReceiver",
+                           "SealedPushDevice", "SealedPushTestSupport"],
             swiftSettings: strict
         ),
     ]
 )
+
+// Networking targets (servers and HTTP clients) and their tests: left out when SEALEDPUSH_CORE_ONLY is set.
+if !coreOnly {
+    package.dependencies += [
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+    ]
+    package.targets += [
+        // `sealedpush media serve`: a development HTTP server for encrypted media objects (Hummingbird).
+        .target(
+            name: "SealedPushMediaServer",
+            dependencies: [
+                "SealedPushWire",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // The simulated device's networking: AttachmentFetcher over AsyncHTTPClient.
+        .target(
+            name: "SealedPushDeviceHTTP",
+            dependencies: [
+                "SealedPushReceiver", "SealedPushWire",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            swiftSettings: strict
+        ),
+        // The attachment pipeline over real loopback HTTP: media serve and small hostile Hummingbird servers.
+        .testTarget(
+            name: "SealedPushMediaTests",
+            dependencies: [
+                "sealedpush", "SealedPushMediaServer", "SealedPushDeviceHTTP", "SealedPushReceiver", "SealedPushSender", "SealedPushWire",
+                "SealedPushCrypto", "SealedPushTestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ],
+            swiftSettings: strict
+        ),
+    ]
+    package.targets += [
+        // `make bench-media`: media encrypt/decrypt throughput against raw libsodium secretstream loops
+        // (which call libsodium directly, like sealedpush-bench's floors).
+        .executableTarget(
+            name: "sealedpush-media-bench",
+            dependencies: [
+                "CSodium", "SealedPushCrypto", "SealedPushWire", "SealedPushSender", "SealedPushReceiver", "SealedPushDeviceHTTP",
+                "SealedPushMediaServer", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+    ]
+    package.targets.first { $0.name == "sealedpush" }!.dependencies += ["SealedPushMediaServer", "SealedPushDeviceHTTP"]
+    // Delivery receipts (issue #14): the device's HTTP transport and the server's collector.
+    package.dependencies += [
+        .package(url: "https://github.com/vapor/sqlite-nio", from: "1.13.2"),
+    ]
+    package.targets += [
+        // The simulated device's receipt and failure-report transport: HTTP POST over AsyncHTTPClient.
+        .target(
+            name: "SealedPushReceiptsHTTP",
+            dependencies: [
+                "SealedPushReceiver", "SealedPushWire",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // `sealedpush receipts serve|stats`: the receipt collector (Hummingbird) over SQLite (sqlite-nio, WAL),
+        // and the expected-receipts database `seal --receipts-db` writes.
+        .target(
+            name: "SealedPushReceiptCollector",
+            dependencies: [
+                "SealedPushWire", "SealedPushCrypto",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "SQLiteNIO", package: "sqlite-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // Receipts over real loopback sockets: the collector, the device's transport, the CLI end to end.
+        .testTarget(
+            name: "SealedPushReceiptTests",
+            dependencies: [
+                "sealedpush", "SealedPushReceiptsHTTP", "SealedPushReceiptCollector", "SealedPushReceiver", "SealedPushDevice",
+                "SealedPushKeychain", "SealedPushSender", "SealedPushWire", "SealedPushCrypto", "SealedPushTestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            exclude: ["receipt_endpoint.py"],
+            swiftSettings: strict
+        ),
+    ]
+    package.targets.first { $0.name == "sealedpush" }!.dependencies += ["SealedPushReceiptsHTTP", "SealedPushReceiptCollector"]
+}
 
 // libFuzzer targets (Fuzz/), built only by `make fuzz` / `make fuzz-smoke` with SEALEDPUSH_FUZZ=1 and
 // `-sanitize=fuzzer,address`; absent from ordinary builds so `swift build` and `swift test` never see them.
@@ -114,13 +245,17 @@ if Context.environment["SEALEDPUSH_FUZZ"] != nil {
         .target(name: "FuzzSupport", dependencies: ["SealedPushWire", "SealedPushCrypto"], path: "Fuzz/FuzzSupport",
                 swiftSettings: strict),
         .executableTarget(name: "FuzzPayload",
-                          dependencies: ["CFuzzDriver", "FuzzSupport", "SealedPushWire", "SealedPushCrypto", "SealedPushReceiver", "SealedPushTestSupport",
+                          dependencies: ["CFuzzDriver", "FuzzSupport", "SealedPushWire", "SealedPushCrypto", "SealedPushReceiver", "SealedPushDevice",
+                                         "SealedPushTestSupport",
                                          .product(name: "Logging", package: "swift-log")],
                           path: "Fuzz/FuzzPayload", swiftSettings: fuzzSettings),
         .executableTarget(name: "FuzzOpen", dependencies: ["CFuzzDriver", "FuzzSupport", "SealedPushWire", "SealedPushCrypto"],
                           path: "Fuzz/FuzzOpen", swiftSettings: fuzzSettings),
         .executableTarget(name: "FuzzKeyRecord", dependencies: ["CFuzzDriver", "FuzzSupport", "SealedPushWire", "SealedPushCrypto"],
                           path: "Fuzz/FuzzKeyRecord", swiftSettings: fuzzSettings),
+        // The streaming media object decoder (attachments v1 §2).
+        .executableTarget(name: "FuzzMedia", dependencies: ["CFuzzDriver", "FuzzSupport", "SealedPushWire", "SealedPushCrypto"],
+                          path: "Fuzz/FuzzMedia", swiftSettings: fuzzSettings),
         // Uses the keychain's internal item-file decoder through `@testable import` (debug builds only).
         .executableTarget(name: "FuzzKeychainItem",
                           dependencies: ["CFuzzDriver", "FuzzSupport", "SealedPushKeychain", "SealedPushWire", "SealedPushCrypto"],

@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 
 SWIFT=${SWIFT:-swift}
 FUZZ_SECONDS=${FUZZ_SECONDS:-30}
-FUZZ_TARGETS=${FUZZ_TARGETS:-"FuzzPayload FuzzOpen FuzzKeyRecord FuzzKeychainItem"}
+FUZZ_TARGETS=${FUZZ_TARGETS:-"FuzzPayload FuzzOpen FuzzKeyRecord FuzzKeychainItem FuzzMedia"}
 FUZZ_CORPUS=${FUZZ_CORPUS:-.build/fuzz-corpus}
 SCRATCH=.build/fuzz
 SEEDS=.build/fuzz-seeds

@@ -178,6 +178,8 @@ func seeds() -> [[UInt8]] {
         FuzzFixture.body(issuedAt: now + 10_000),
         FuzzFixture.body(sender: trusted.keyID),
         FuzzFixture.body(title: "", text: "ünïcødé 🔐 \u{0}"),
+        FuzzFixture.bodyWithAttachments(["image/jpeg"]),
+        FuzzFixture.bodyWithAttachments(["image/png", "audio/mpeg", "video/mp4", "image/webp"]),
         MessageBody(kid: FuzzFixture.deviceKey.keyID, id: "x", issuedAt: now, expiresAt: now + 60,
                     alert: .init(title: "t", subtitle: "s", body: "b"), threadID: "thread", category: "SECRET", sound: "default",
                     badge: 3, data: JSONObject([("k", .array([.int(1), .double(2.5), .null, .bool(true)]))]), sender: trusted.keyID),
@@ -193,6 +195,8 @@ func seeds() -> [[UInt8]] {
         out.append([0x00] + SeedCorpus.paddedInner(body, signer: nil))
         out.append([0x00] + SeedCorpus.paddedInner(body, signer: trusted, paddedLength: 512))
     }
+    // Descriptors the parser must refuse as malformedMessage.
+    for json in FuzzFixture.hostileAttachmentBodies() { out.append([0x02] + json) }
     // Raw envelopes: the shared vectors (sealed to other keys) and one sealed to this device.
     for text in (try? SeedCorpus.vectorEncryptedData()) ?? [] {
         if let raw = try? Base64.decode(text) { out.append([0x03] + raw) }

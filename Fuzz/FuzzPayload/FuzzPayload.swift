@@ -3,6 +3,7 @@ import CFuzzDriver
 import FuzzSupport
 import Logging
 import SealedPushCrypto
+import SealedPushDevice
 import SealedPushReceiver
 import SealedPushTestSupport
 import SealedPushWire
@@ -24,7 +25,7 @@ struct FixedKeys: DeviceKeyProvider {
 }
 
 func makeExtension() -> SecretMessageExtension {
-    SecretMessageExtension(configuration: .init(keys: keys, policy: { policy }, now: { FuzzFixture.now }, logger: quiet))
+    SecretMessageExtension(configuration: .init(keys: keys, policy: { policy }, clock: .fixed(unixSeconds: FuzzFixture.now), logger: quiet))
 }
 
 /// What the device shows, computed synchronously with the simulator's rules.
@@ -55,27 +56,25 @@ func expectedResult(_ bytes: [UInt8]) -> DeliveryResult {
     }
 
     let ext = makeExtension()
-    let delivered = Mutex<[NotificationContent]>([])
-    ext.didReceive(request) { content in delivered.withLock { $0.append(content) } }  // synchronous without a start delay
-    let contents = delivered.withLock { $0 }
-    FuzzFixture.check(contents.count == 1, "the extension delivers exactly once")
-    let content = contents[0]
+    let delivery = ext.open(request)  // the extension's synchronous text stage
+    let content = delivery.content
     FuzzFixture.check(content.hasAlertText, "the extension never removes the alert text")
 
     guard payload[WireFormat.encryptedDataKey] != nil else {
-        FuzzFixture.check(ext.lastReason == .notEncrypted && content == request.content, "a plain payload passes through unchanged")
+        FuzzFixture.check(delivery.outcome == .notEncrypted && content == request.content, "a plain payload passes through unchanged")
         return DeliveryResult(outcome: .original, reason: .notEncrypted, notification: content)
     }
-    if let envelopeFailure { FuzzFixture.check(ext.lastReason == envelopeFailure, "the extension reports the envelope's reason") }
-    if ext.lastDecrypted {
-        FuzzFixture.check(ext.lastReason == nil, "a decrypted message has no reason")
+    if let envelopeFailure { FuzzFixture.check(delivery.outcome == .fallback(envelopeFailure), "the extension reports the envelope's reason") }
+    if delivery.outcome == .decrypted {
         FuzzFixture.check(content.userInfo["aps"] == request.content.userInfo["aps"], "a decrypted message never replaces aps")
         return DeliveryResult(outcome: .decrypted, reason: nil, notification: content)
     }
     // A fallback shows the placeholder, body "(Encrypted)", and nothing else changes.
-    let reason = ext.lastReason
-    FuzzFixture.check(reason != nil && reason != .notEncrypted, "a fallback has a reason")
-    FuzzFixture.check(content.body == Placeholder.encrypted, "a fallback shows (Encrypted)")
+    guard case let .fallback(reason) = delivery.outcome else {
+        FuzzFixture.check(false, "an encrypted payload either opens or falls back")
+        return DeliveryResult(outcome: .original, reason: nil, notification: content)
+    }
+    FuzzFixture.check(content.body == SecretMessageExtension.placeholderText, "a fallback shows (Encrypted)")
     FuzzFixture.check(content.title == request.content.title && content.subtitle == request.content.subtitle,
                       "a fallback keeps the placeholder's title and subtitle")
     FuzzFixture.check(content.userInfo == request.content.userInfo && content.badge == request.content.badge
@@ -117,7 +116,8 @@ func seeds() throws -> [[UInt8]] {
     let trusted = FuzzFixture.trustedSender
     for (body, signer) in [(FuzzFixture.body(), nil), (FuzzFixture.body(sender: trusted.keyID), trusted),
                            (FuzzFixture.body(issuedAt: now - 10_000, expiresAt: now - 1000), nil),
-                           (FuzzFixture.body(sender: FuzzFixture.untrustedSender.keyID), FuzzFixture.untrustedSender)] {
+                           (FuzzFixture.body(sender: FuzzFixture.untrustedSender.keyID), FuzzFixture.untrustedSender),
+                           (FuzzFixture.bodyWithAttachments(["image/jpeg", "audio/wav"]), nil)] {
         out.append(try TestPayloads.payload(body: body, to: device, signer: signer))
     }
     for text in [

@@ -40,6 +40,37 @@ public enum FuzzFixture {
                     alert: .init(title: title, body: text), sender: sender)
     }
 
+    /// A body with `attachments`: one valid descriptor per type given (ids `a1`…), fixed keys.
+    public static func bodyWithAttachments(_ types: [String]) -> MessageBody {
+        var body = body()
+        body.attachments = types.enumerated().map { i, type in
+            AttachmentDescriptor(id: "a\(i + 1)", url: "https://media.example.com/o/\(i)", key: SecureBytes(seed("SealedPush fuzz media \(i)")),
+                                 type: type, size: 1_000 + i, name: i == 0 ? "photo.jpg" : nil, thumbnailHidden: i == 1 ? true : nil,
+                                 thumbnailTime: i == 2 ? 3 : nil)
+        }
+        return body
+    }
+
+    /// Body JSON with hostile `attachments` members (each must be `malformedMessage`, never a crash).
+    public static func hostileAttachmentBodies() -> [[UInt8]] {
+        let valid = JSON.serialize(.object(bodyWithAttachments(["image/jpeg"]).jsonObject))
+        let text = String(decoding: valid, as: UTF8.self)
+        let key = Base64.encode(seed("SealedPush fuzz media 0"))
+        let d = #"{"id":"a","url":"https://h/o","key":"\#(key)","type":"image/png","size":1}"#
+        let variants = [
+            #""attachments":{}"#, #""attachments":[]"#, #""attachments":[1]"#, #""attachments":[\#(d),\#(d)]"#,
+            #""attachments":[\#(d),\#(d),\#(d),\#(d),\#(d)]"#,
+            #""attachments":[{"id":"a/b","url":"https://h/o","key":"\#(key)","type":"image/png","size":1}]"#,
+            #""attachments":[{"id":"a","url":"https://h/o","key":"AAAA","type":"image/png","size":1}]"#,
+            #""attachments":[{"id":"a","url":"https://h/o","key":"\#(key)","type":"image/png","size":0}]"#,
+            #""attachments":[{"id":"a","url":"https://h/o","key":"\#(key)","type":"image/png","size":"1"}]"#,
+            #""attachments":[{"id":"a","url":"https://h/o","key":"\#(key)","type":"image/png","size":1,"name":"a\u0000b"}]"#,
+            #""attachments":[{"id":"a","url":"https://h/o","key":"\#(key)","type":"image/png","size":1,"thumbnail-time":-1}]"#,
+            #""attachments":[{"id":"a","url":"http://evil/o","key":"\#(key)","type":"image/webp","size":99999999999}]"#,
+        ]
+        return variants.map { Array(text.replacingOccurrences(of: "}", with: ",\($0)}", options: .backwards, range: text.range(of: "}", options: .backwards)).utf8) }
+    }
+
     /// Stops the process (libFuzzer records the input as a crash) when an invariant does not hold.
     /// The message names the invariant only, never input bytes.
     public static func check(_ condition: @autoclosure () -> Bool, _ invariant: StaticString) {

@@ -21,6 +21,17 @@ public enum Base64 {
 
     /// Decodes base64 given as UTF-8 bytes (strict, as `decode(_:)`).
     public static func decode(utf8Bytes: inout [UInt8]) throws(CryptoError) -> [UInt8] {
+        try decode(utf8Bytes: &utf8Bytes, variant: sodium_base64_VARIANT_ORIGINAL)
+    }
+
+    /// Decodes URL-safe base64 without padding (`-` and `_`, no `=`) strictly: no whitespace, no
+    /// non-canonical trailing bits; anything else throws `CryptoError.invalidBase64`.
+    public static func decodeURLSafeNoPadding(_ text: String) throws(CryptoError) -> [UInt8] {
+        var utf8 = Array(text.utf8)
+        return try decode(utf8Bytes: &utf8, variant: sodium_base64_VARIANT_URLSAFE_NO_PADDING)
+    }
+
+    private static func decode(utf8Bytes: inout [UInt8], variant: Int32) throws(CryptoError) -> [UInt8] {
         Sodium.ensureInitialized()
         let inputCount = utf8Bytes.count
         if inputCount == 0 { return [] }
@@ -35,8 +46,7 @@ public enum Base64 {
         let rc = utf8Bytes.withUnsafeBufferPointer { input in
             out.withUnsafeMutableBufferPointer { output in
                 input.withMemoryRebound(to: CChar.self) { chars in
-                    sodium_base642bin(output.baseAddress!, capacity, chars.baseAddress, inputCount, nil, &written, nil,
-                                      sodium_base64_VARIANT_ORIGINAL)
+                    sodium_base642bin(output.baseAddress!, capacity, chars.baseAddress, inputCount, nil, &written, nil, variant)
                 }
             }
         }

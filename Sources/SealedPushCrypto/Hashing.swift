@@ -76,3 +76,33 @@ public struct KeyID: Hashable, Sendable, Comparable, CustomStringConvertible, Co
         try container.encode(hex)
     }
 }
+
+/// SHA-256 (`crypto_hash_sha256`), fed incrementally: used to identify files without holding them whole.
+public struct SHA256Hasher: ~Copyable {
+    private var state = crypto_hash_sha256_state()
+
+    /// A hasher with no input yet.
+    public init() {
+        Sodium.ensureInitialized()
+        crypto_hash_sha256_init(&state)
+    }
+
+    /// Adds `bytes` to the input.
+    public mutating func update(_ bytes: UnsafeRawBufferPointer) {
+        crypto_hash_sha256_update(&state, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(bytes.count))
+    }
+
+    /// The 32-byte digest of everything added.
+    public consuming func finalize() -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 32)
+        crypto_hash_sha256_final(&state, &out)
+        return out
+    }
+
+    /// The digest of `bytes` in one call.
+    public static func hash(_ bytes: [UInt8]) -> [UInt8] {
+        var h = SHA256Hasher()
+        bytes.withUnsafeBytes { h.update($0) }
+        return h.finalize()
+    }
+}

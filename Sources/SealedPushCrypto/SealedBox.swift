@@ -10,10 +10,16 @@ public enum SealedBox {
     public static let overhead = Int(crypto_box_sealbytes())
 
     /// Seals `message` to `recipient`. Byte-compatible with `crypto_box_seal`: the ephemeral key pair is
-    /// made with the faster Edwards fixed-base path (see `EphemeralKey`), the rest is `crypto_box_easy`.
+    /// made with the faster Edwards fixed-base path (`ephemeralPublicKey(forSecret:)`), the rest is
+    /// `crypto_box_easy`.
     public static func seal(_ message: SecureBytes, to recipient: BoxPublicKey) throws(CryptoError) -> [UInt8] {
         Sodium.ensureInitialized()
-        let ephemeral = EphemeralKey.generate()
+        return try seal(message, to: recipient, ephemeralSecret: SecureBytes.random(count: 32))
+    }
+
+    /// Seals with a given ephemeral secret: the path `seal(_:to:)` takes, open to tests with fixed secrets.
+    static func seal(_ message: SecureBytes, to recipient: BoxPublicKey, ephemeralSecret: SecureBytes) throws(CryptoError) -> [UInt8] {
+        let ephemeral = (secret: ephemeralSecret, publicKey: ephemeralPublicKey(forSecret: ephemeralSecret))
         var nonceInput = ephemeral.publicKey
         nonceInput.append(contentsOf: recipient.bytes)
         let nonce = Blake2b.hash(nonceInput, outputLength: Int(crypto_box_NONCEBYTES))
@@ -81,18 +87,20 @@ public enum SealedBox {
     }
 }
 
-/// Ephemeral X25519 key pairs for sealing, made faster than `crypto_box_keypair`.
-///
-/// X25519's public key is the Montgomery u-coordinate of `clamp(sk)·B`. libsodium's Edwards
-/// fixed-base multiplication (`crypto_scalarmult_ed25519_base_noclamp`, precomputed tables) yields the
-/// same point about twice as fast as the Montgomery ladder; the Edwards y-coordinate then maps to
-/// u = (1 + y) / (1 − y) mod 2²⁵⁵−19. The public key is public, so that conversion runs in variable
-/// time in `Field25519`; the secret scalar only ever enters libsodium's constant-time code.
-public enum EphemeralKey {
-    /// A fresh ephemeral key pair: the 32-byte secret (in wiped memory) and its X25519 public key.
-    public static func generate() -> (secret: SecureBytes, publicKey: [UInt8]) {
+extension SealedBox {
+    /// The X25519 public key of `secret` (32 bytes), made faster than `crypto_scalarmult_base`.
+    ///
+    /// X25519's public key is the Montgomery u-coordinate of `clamp(sk)·B`. libsodium's Edwards
+    /// fixed-base multiplication (`crypto_scalarmult_ed25519_base_noclamp`, precomputed tables, constant
+    /// time) yields the same point about twice as fast as the Montgomery ladder; the Edwards
+    /// y-coordinate then maps to u = (1 + y) / (1 − y) mod 2²⁵⁵−19. That conversion runs in variable
+    /// time in `Field25519`, on the resulting *public* point only: the secret scalar never leaves
+    /// libsodium's constant-time code. Should the Edwards path fail (it cannot for a clamped scalar),
+    /// the Montgomery ladder answers. `seal(_:to:)` calls this for every message; the tests run it on
+    /// RFC 7748's vectors and edge scalars against the ladder.
+    static func ephemeralPublicKey(forSecret secret: SecureBytes) -> [UInt8] {
+        precondition(secret.count == 32, "an X25519 secret key is 32 bytes")
         Sodium.ensureInitialized()
-        var secret = SecureBytes.random(count: 32)
         var clamped = secret
         clamped.withUnsafeMutableBytes { s in
             s[0] &= 248
@@ -105,47 +113,13 @@ public enum EphemeralKey {
                 crypto_scalarmult_ed25519_base_noclamp($0.baseAddress!, s.baseAddress!.assumingMemoryBound(to: UInt8.self))
             }
         }
-        if rc == 0, let u = Field25519.montgomeryU(fromEdwardsY: edwards) {
-            return (secret, u)
-        }
-        // Unreachable in practice (the clamped scalar is never 0 mod the group order); fall back to the ladder.
+        if rc == 0, let u = Field25519.montgomeryU(fromEdwardsY: edwards) { return u }
         var publicKey = [UInt8](repeating: 0, count: 32)
-        secret.withUnsafeMutableBytes { s in
+        secret.withUnsafeBytes { s in
             publicKey.withUnsafeMutableBufferPointer {
                 _ = crypto_scalarmult_base($0.baseAddress!, s.baseAddress!.assumingMemoryBound(to: UInt8.self))
             }
         }
-        return (secret, publicKey)
-    }
-
-    /// The X25519 public key of `secret` through the fast path (for tests against `crypto_scalarmult_base`).
-    public static func publicKey(forSecret secret: SecureBytes) -> [UInt8]? {
-        guard secret.count == 32 else { return nil }
-        var clamped = secret
-        clamped.withUnsafeMutableBytes { s in
-            s[0] &= 248
-            s[31] &= 127
-            s[31] |= 64
-        }
-        var edwards = [UInt8](repeating: 0, count: 32)
-        let rc = clamped.withUnsafeBytes { s in
-            edwards.withUnsafeMutableBufferPointer {
-                crypto_scalarmult_ed25519_base_noclamp($0.baseAddress!, s.baseAddress!.assumingMemoryBound(to: UInt8.self))
-            }
-        }
-        guard rc == 0 else { return nil }
-        return Field25519.montgomeryU(fromEdwardsY: edwards)
-    }
-
-    /// The X25519 public key of `secret` through libsodium's Montgomery ladder (`crypto_scalarmult_base`).
-    public static func referencePublicKey(forSecret secret: SecureBytes) -> [UInt8]? {
-        guard secret.count == 32 else { return nil }
-        var publicKey = [UInt8](repeating: 0, count: 32)
-        let rc = secret.withUnsafeBytes { s in
-            publicKey.withUnsafeMutableBufferPointer {
-                crypto_scalarmult_base($0.baseAddress!, s.baseAddress!.assumingMemoryBound(to: UInt8.self))
-            }
-        }
-        return rc == 0 ? publicKey : nil
+        return publicKey
     }
 }

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 public import SealedPushCrypto
 
 /// The kind of an item (`kSecClass`): the class is part of the item's identity.
@@ -144,22 +148,41 @@ public struct KeychainQuery: Sendable {
     }
 }
 
-/// What an update changes (`SecItemUpdate`'s attributes to update); `nil` leaves a value as it is.
+/// What an update does to one optional attribute.
+public enum AttributeChange<Value: Sendable & Equatable>: Sendable, Equatable {
+    /// Leave it as it is.
+    case keep
+    /// Set it to this value.
+    case set(Value)
+    /// Remove it.
+    case remove
+
+    /// The attribute after the change, from its value before.
+    func applied(to current: Value?) -> Value? {
+        switch self {
+        case .keep: return current
+        case let .set(value): return value
+        case .remove: return nil
+        }
+    }
+}
+
+/// What an update changes (`SecItemUpdate`'s attributes to update); `nil` or `.keep` leaves a value as it is.
 ///
 /// The identity (class, group, service, account) cannot change: delete and add instead.
 public struct KeychainUpdate: Sendable {
     /// New secret data.
     public var data: SecureBytes?
-    /// New label (`.some(nil)` removes it).
-    public var label: String??
+    /// The label's change.
+    public var label: AttributeChange<String>
     /// New accessibility class.
     public var accessibility: Accessibility?
-    /// New application tag (`.some(nil)` removes it).
-    public var applicationTag: [UInt8]??
+    /// The application tag's change.
+    public var applicationTag: AttributeChange<[UInt8]>
 
     /// An update of the given values.
-    public init(data: SecureBytes? = nil, label: String?? = nil, accessibility: Accessibility? = nil,
-                applicationTag: [UInt8]?? = nil) {
+    public init(data: SecureBytes? = nil, label: AttributeChange<String> = .keep, accessibility: Accessibility? = nil,
+                applicationTag: AttributeChange<[UInt8]> = .keep) {
         self.data = data
         self.label = label
         self.accessibility = accessibility

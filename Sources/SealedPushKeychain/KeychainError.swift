@@ -8,6 +8,8 @@ public enum KeychainError: Error, Equatable, Sendable, CustomStringConvertible {
     case duplicateItem(String)
     /// No item matches the query (`errSecItemNotFound`).
     case itemNotFound(String)
+    /// There is no keychain store at this path (the directory, or its store key, is missing).
+    case storeNotFound(path: String, why: String)
     /// The item's accessibility class is not available in the device's lock state (`errSecInteractionNotAllowed`).
     case interactionNotAllowed(String)
     /// The caller is not entitled to the access group it asked for (`errSecMissingEntitlement`).
@@ -40,6 +42,8 @@ public enum KeychainError: Error, Equatable, Sendable, CustomStringConvertible {
             return "duplicateItem: \(what) already exists; update it instead, or delete it first"
         case let .itemNotFound(what):
             return "itemNotFound: no item matches \(what); check the class, service, account and access group, or add it first"
+        case let .storeNotFound(path, why):
+            return "storeNotFound: no keychain store at \(path) (\(why)); open it with create: true to make one"
         case let .interactionNotAllowed(what):
             return "interactionNotAllowed: \(what) cannot be read or written while the device is in this lock state; unlock the device and retry"
         case let .missingEntitlement(group):
@@ -57,7 +61,7 @@ public enum KeychainError: Error, Equatable, Sendable, CustomStringConvertible {
         case let .activeKeyExists(keyID):
             return "activeKeyExists: the keyring already has active key \(keyID); use rotate to replace it"
         case .noActiveKey:
-            return "noActiveKey: the keyring has no active key; run generate first"
+            return "noActiveKey: the keyring has no active key; generate one first"
         case let .activeKeyRefused(keyID, why):
             return "activeKeyRefused: key \(keyID) is the active key and \(why)"
         case let .keyNotUsable(keyID, state):

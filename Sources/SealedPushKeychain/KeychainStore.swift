@@ -1,6 +1,11 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 public import SystemPackage
 public import SealedPushCrypto
+public import SealedPushWire
 import Logging
 #if canImport(Glibc)
 import Glibc
@@ -34,7 +39,9 @@ public struct KeychainStore: Sendable {
     /// Files and directory listings this opened store has performed.
     public let statistics: IOStatistics
     /// The clock used for creation and modification dates and by keyrings.
-    public let now: @Sendable () -> Date
+    public let clock: WallClock
+    /// The clock's reading function (`clock.now`).
+    public var now: @Sendable () -> Date { clock.now }
 
     let storeKey: SecureBytes
     let io: StoreIO
@@ -53,13 +60,13 @@ public struct KeychainStore: Sendable {
     ///
     /// Refuses a root, file or directory that group or others can access, with the `chmod` that fixes it.
     public init(root: FilePath, accessGroups: [String] = [KeychainStore.defaultAccessGroup], create: Bool = true,
-                now: @escaping @Sendable () -> Date = { Date() }) throws(KeychainError) {
+                clock: WallClock = .system) throws(KeychainError) {
         guard !accessGroups.isEmpty else { throw .param("give the store at least one access group the caller is entitled to") }
         for group in accessGroups { try ItemIdentity.validateGroup(group) }
         let io = StoreIO(stats: IOStatistics())
         if !(try StoreIO.checkDirectory(root)) {
             guard create else {
-                throw .itemNotFound("a keychain store at \(root.string) (the directory does not exist); create it with `keys generate` or pass --keychain")
+                throw .storeNotFound(path: root.string, why: "the directory does not exist")
             }
             if mkdir(root.string, 0o700) != 0, errno != EEXIST { throw StoreIO.lastError("create store directory", root) }
             _ = try StoreIO.checkDirectory(root)
@@ -68,7 +75,7 @@ public struct KeychainStore: Sendable {
         var key = try Self.readStoreKey(keyPath, io: io)
         if key == nil {
             guard create else {
-                throw .itemNotFound("the store key \(keyPath.string); this directory is not a keychain store")
+                throw .storeNotFound(path: root.string, why: "the directory has no store key")
             }
             key = try FileLock.withExclusiveLock(root.appending(".lock")) { () throws(KeychainError) -> SecureBytes in
                 if let existing = try Self.readStoreKey(keyPath, io: io) { return existing }
@@ -85,23 +92,23 @@ public struct KeychainStore: Sendable {
         self.root = root
         self.accessGroups = accessGroups
         self.statistics = io.stats
-        self.now = now
+        self.clock = clock
         self.storeKey = key!
         self.io = io
         self.holdsLock = false
     }
 
-    /// Opens the store at a file URL (see `init(root:accessGroups:create:now:)`).
+    /// Opens the store at a file URL (see `init(root:accessGroups:create:clock:)`).
     public init(url: URL, accessGroups: [String] = [KeychainStore.defaultAccessGroup], create: Bool = true,
-                now: @escaping @Sendable () -> Date = { Date() }) throws(KeychainError) {
-        try self.init(root: FilePath(url.path), accessGroups: accessGroups, create: create, now: now)
+                clock: WallClock = .system) throws(KeychainError) {
+        try self.init(root: FilePath(url.path), accessGroups: accessGroups, create: create, clock: clock)
     }
 
     private init(copy other: KeychainStore, holdsLock: Bool) {
         root = other.root
         accessGroups = other.accessGroups
         statistics = other.statistics
-        now = other.now
+        clock = other.clock
         storeKey = other.storeKey
         io = other.io
         self.holdsLock = holdsLock
@@ -142,7 +149,9 @@ public struct KeychainStore: Sendable {
     public func deviceLockState() throws(KeychainError) -> DeviceLockState {
         let path = root.appending(Self.lockStateName)
         guard let bytes = try io.readFile(path) else { return .unlocked }
-        let text = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let trimmed = bytes.drop { $0 == 0x20 || $0 == 0x0a || $0 == 0x0d || $0 == 0x09 }
+        let text = String(decoding: trimmed.reversed().drop { $0 == 0x20 || $0 == 0x0a || $0 == 0x0d || $0 == 0x09 }.reversed(),
+                          as: UTF8.self)
         guard let state = DeviceLockState(rawValue: text) else {
             throw .decode(path: path.string, why: "expected beforeFirstUnlock, unlocked or locked")
         }
@@ -317,8 +326,8 @@ public struct KeychainStore: Sendable {
                 let old = try file.open(storeKey: tx.storeKey)
                 try tx.checkAvailable(header.accessibility, "updating \(header.identity.describe)", state: state)
                 if let accessibility = change.accessibility { header.accessibility = accessibility }
-                if let label = change.label { header.label = label }
-                if let tag = change.applicationTag { header.applicationTag = tag }
+                header.label = change.label.applied(to: header.label)
+                header.applicationTag = change.applicationTag.applied(to: header.applicationTag)
                 try tx.checkAvailable(header.accessibility, "updating \(header.identity.describe)", state: state)
                 header.modified = ItemHeader.wholeSeconds(tx.now())
                 try tx.writeItem(header, data: change.data ?? old)

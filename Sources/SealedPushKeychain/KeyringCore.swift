@@ -1,6 +1,10 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 public import SealedPushCrypto
-import SealedPushWire
+public import SealedPushWire
 import Logging
 
 /// Where a key is in its life.
@@ -40,53 +44,89 @@ public struct KeyInfo: Sendable, Equatable {
     }
 }
 
-/// A key pair kind a keyring can hold.
-protocol KeyringMaterial: Sendable {
+/// A key pair kind a `Keyring` holds: the device's X25519 keys (`BoxKeyPair`) or a sender's Ed25519
+/// signing keys (`SigningKeyPair`). SealedPush conforms both; the requirements are the keyring's
+/// own plumbing.
+public protocol KeyringMaterial: Sendable {
+    /// The public record a keyring hands out for a key (`DeviceKeyRecord`, `SenderKeyRecord`).
+    associatedtype Record: Sendable
     /// `sealedpush.device-key` or `sealedpush.sender-key`.
     static var service: String { get }
-    /// The item class of the secret.
+    /// `device key` or `sender key`, for messages.
     static var kindName: String { get }
+    /// A fresh random key pair.
     static func generateNew() -> Self
+    /// Rebuilds the pair from the 32 secret bytes kept in its item.
     init(storedSecret: SecureBytes) throws(KeychainError)
     /// Rebuilds the pair from its secret and the public key from the key's own (authenticated)
     /// state item, where that saves deriving it again.
     init(storedSecret: SecureBytes, storedPublicKey: [UInt8]) throws(KeychainError)
     /// The 32 secret bytes kept in the item (X25519 scalar, Ed25519 seed).
     var storedSecret: SecureBytes { get }
+    /// The key id of the public key.
     var keyID: KeyID { get }
+    /// The public key's bytes.
     var publicKeyBytes: [UInt8] { get }
+    /// The public record of a key the keyring lists.
+    static func record(_ info: KeyInfo) throws(KeychainError) -> Record
 }
 
 extension BoxKeyPair: KeyringMaterial {
-    static var service: String { "sealedpush.device-key" }
-    static var kindName: String { "device key" }
-    static func generateNew() -> BoxKeyPair { generate() }
-    init(storedSecret: SecureBytes) throws(KeychainError) {
+    /// `sealedpush.device-key`.
+    public static var service: String { "sealedpush.device-key" }
+    /// `device key`.
+    public static var kindName: String { "device key" }
+    /// A fresh random key pair.
+    public static func generateNew() -> BoxKeyPair { generate() }
+    /// The device key record (public key and creation time) of a listed key.
+    public static func record(_ info: KeyInfo) throws(KeychainError) -> DeviceKeyRecord {
+        do { return DeviceKeyRecord(publicKey: try BoxPublicKey(bytes: info.publicKey), createdAt: info.createdAt) } catch {
+            throw .decode(path: info.keyID.hex, why: "the stored public key is malformed")
+        }
+    }
+    /// Rebuilds the pair from its stored X25519 secret.
+    public init(storedSecret: SecureBytes) throws(KeychainError) {
         do { try self.init(secretKey: storedSecret) } catch { throw .param("the stored device key is unusable: \(error.description)") }
     }
-    init(storedSecret: SecureBytes, storedPublicKey: [UInt8]) throws(KeychainError) {
+    /// Rebuilds the pair from its secret and its stored public key, without deriving it again.
+    public init(storedSecret: SecureBytes, storedPublicKey: [UInt8]) throws(KeychainError) {
         // Both halves come from items authenticated under the same key id (the state item carries
         // the public key), so the X25519 base-point multiplication (≈ 28 µs) is not repeated.
         do { try self.init(secretKey: storedSecret, publicKey: BoxPublicKey(bytes: storedPublicKey)) } catch {
             throw .param("the stored device key is unusable: \(error.description)")
         }
     }
-    var storedSecret: SecureBytes { secretKey }
-    var publicKeyBytes: [UInt8] { publicKey.bytes }
+    /// The X25519 secret scalar.
+    public var storedSecret: SecureBytes { secretKey }
+    /// The X25519 public key's bytes.
+    public var publicKeyBytes: [UInt8] { publicKey.bytes }
 }
 
 extension SigningKeyPair: KeyringMaterial {
-    static var service: String { "sealedpush.sender-key" }
-    static var kindName: String { "sender key" }
-    static func generateNew() -> SigningKeyPair { generate() }
-    init(storedSecret: SecureBytes) throws(KeychainError) {
+    /// `sealedpush.sender-key`.
+    public static var service: String { "sealedpush.sender-key" }
+    /// `sender key`.
+    public static var kindName: String { "sender key" }
+    /// A fresh random key pair.
+    public static func generateNew() -> SigningKeyPair { generate() }
+    /// The sender key record (the public key devices trust) of a listed key.
+    public static func record(_ info: KeyInfo) throws(KeychainError) -> SenderKeyRecord {
+        do { return SenderKeyRecord(publicKey: try SigningPublicKey(bytes: info.publicKey)) } catch {
+            throw .decode(path: info.keyID.hex, why: "the stored public key is malformed")
+        }
+    }
+    /// Rebuilds the pair from its stored Ed25519 seed.
+    public init(storedSecret: SecureBytes) throws(KeychainError) {
         do { try self.init(seed: storedSecret) } catch { throw .param("the stored sender key is unusable: \(error.description)") }
     }
-    init(storedSecret: SecureBytes, storedPublicKey: [UInt8]) throws(KeychainError) {
-        try self.init(storedSecret: storedSecret)  // the seed expansion derives both halves anyway
+    /// Rebuilds the pair from its seed (the seed expansion derives both halves anyway).
+    public init(storedSecret: SecureBytes, storedPublicKey: [UInt8]) throws(KeychainError) {
+        try self.init(storedSecret: storedSecret)
     }
-    var storedSecret: SecureBytes { seed }
-    var publicKeyBytes: [UInt8] { publicKey.bytes }
+    /// The Ed25519 seed.
+    public var storedSecret: SecureBytes { seed }
+    /// The Ed25519 public key's bytes.
+    public var publicKeyBytes: [UInt8] { publicKey.bytes }
 }
 
 /// The committed per-key record (the `…state` item): public facts only.
@@ -435,7 +475,7 @@ struct KeyringCore<Material: KeyringMaterial>: Sendable {
                 // Prune re-checks under the lock: a key extended or activated meanwhile is kept.
                 if let date, info(st, pointer: pointer).isUsable(at: date) { continue }
                 if pointer.active == kid && !force {
-                    throw .activeKeyRefused(keyID: kid.hex, why: "destroying it would leave no key to seal to; rotate first, or pass force")
+                    throw .activeKeyRefused(keyID: kid.hex, why: "destroying it would leave no key to seal to; rotate first, or destroy it with force")
                 }
                 targets.append(kid)
             }

@@ -1,7 +1,7 @@
 public import SealedPushCrypto
 public import SealedPushWire
 
-extension DeviceKeyring {
+extension Keyring where Material == BoxKeyPair {
     /// Makes an existing key pair the first active key (migrating a device's key into this store, or
     /// loading a test keychain with known keys); throws `activeKeyExists` if there is one.
     @discardableResult

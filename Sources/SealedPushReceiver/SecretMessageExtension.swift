@@ -1,22 +1,20 @@
 public import SealedPushWire
 public import Logging
-import Foundation
 import Synchronization
-
-/// The text SealedPush shows in place of anything it could not open.
-public enum Placeholder {
-    /// `(Encrypted)`.
-    public static let encrypted = "(Encrypted)"
-}
 
 /// The notification service extension SealedPush ships: opens `ENCRYPTED_DATA` with a device key.
 ///
 /// On success it shows the decrypted title, subtitle, body, thread id, category, badge, sound and
 /// `data` (merged into userInfo). On any failure it shows the placeholder with the body
-/// `(Encrypted)`; when time expires first, the placeholder with subtitle `(Encrypted)` and an empty
-/// body. A payload without `ENCRYPTED_DATA` passes through unchanged. It logs reason codes only —
-/// never plaintext, never key material.
-public final class SecretMessageExtension: NotificationServiceExtension {
+/// `(Encrypted)`; when time expires before the message was opened, the placeholder with subtitle
+/// `(Encrypted)` and an empty body. A payload without `ENCRYPTED_DATA` passes through unchanged. It
+/// logs reason codes only — never plaintext, never key material.
+///
+/// The work for a request runs in a task of its own (structured concurrency, cancellable), with the
+/// deadline known to it. As on iOS, the extension keeps a *best-attempt* content: the timeout content
+/// until the message opens, the decrypted message from then on. `serviceExtensionTimeWillExpire()`
+/// cancels the work and delivers the best attempt at once.
+public final class SecretMessageExtension: ReportingServiceExtension {
     /// How the extension finds keys, policy, time and its replay cache.
     public struct Configuration: Sendable {
         /// Device keys by key id (the keychain store on Linux, the Keychain on iOS).
@@ -26,141 +24,212 @@ public final class SecretMessageExtension: NotificationServiceExtension {
         public var policy: @Sendable () throws(OpenFailure) -> ReceiverPolicy
         /// The replay cache, or `nil` to accept repeats.
         public var replayGuard: (any ReplayGuard)?
-        /// The device clock, in Unix seconds.
-        public var now: @Sendable () -> Int64
-        /// A stall before any work starts (a slow network, a lock held elsewhere); for simulation.
-        public var startDelay: Duration
+        /// The device's wall clock (message validity and the replay window).
+        public var clock: WallClock
+        /// How long the extension may work on one request before it must answer (iOS: about 30 s).
+        /// Work in flight sees the deadline; the expiry callback is what ends it.
+        public var timeBudget: Duration
         /// Where reason codes are logged.
         public var logger: Logger
+        /// Sends receipts and failure reports and keeps the outbox (receipts v1); `nil` sends none.
+        public var receipts: ReceiptCourier? = nil
+        /// Fetches, decrypts and writes a message's attachments (attachments v1 §4); `nil` ignores them
+        /// (the text alone is shown, as by a receiver that does not know the member).
+        public var attachments: AttachmentPipeline?
 
-        /// A configuration; by default the system clock, no stall, and a `sealedpush.extension` logger.
+        /// A configuration; by default the system clock, a 30-second budget and a `sealedpush.extension` logger.
         public init(keys: any DeviceKeyProvider, policy: @escaping @Sendable () throws(OpenFailure) -> ReceiverPolicy = { ReceiverPolicy() },
-                    replayGuard: (any ReplayGuard)? = nil,
-                    now: @escaping @Sendable () -> Int64 = SecretMessageExtension.systemNow,
-                    startDelay: Duration = .zero, logger: Logger = Logger(label: "sealedpush.extension")) {
+                    replayGuard: (any ReplayGuard)? = nil, clock: WallClock = .system, timeBudget: Duration = .seconds(30),
+                    logger: Logger = Logger(label: "sealedpush.extension"), attachments: AttachmentPipeline? = nil) {
+            self.attachments = attachments
             self.keys = keys
             self.policy = policy
             self.replayGuard = replayGuard
-            self.now = now
-            self.startDelay = startDelay
+            self.clock = clock
+            self.timeBudget = timeBudget
             self.logger = logger
         }
     }
 
-    /// The system clock in Unix seconds.
-    @Sendable public static func systemNow() -> Int64 { Int64(Date().timeIntervalSince1970) }
+    /// The text SealedPush shows in place of anything it could not open: `(Encrypted)`.
+    public static let placeholderText = "(Encrypted)"
 
-    private struct State {
-        var handler: ContentHandlerOnce?
-        var bestAttempt: MutableNotificationContent?
-        var reason: ReasonCode?
-        var decrypted = false
-        /// Set, under the lock, by whichever of `didReceive` and the expiry callback delivers: the
-        /// reason and `decrypted` always describe the content that was actually shown.
-        var claimed = false
-        /// The expiry callback came before `didReceive` had started: deliver the timeout content at once.
-        var expiredEarly = false
+    /// One request's delivery: its handler (effective once), best attempt and work.
+    private final class Attempt: Sendable {
+        let handler: DeliverOnce<ExtensionDelivery>
+        let state: Mutex<(best: ExtensionDelivery, work: Task<Void, Never>?)>
+
+        init(handler: DeliverOnce<ExtensionDelivery>, best: ExtensionDelivery) {
+            self.handler = handler
+            state = Mutex((best, nil))
+        }
     }
 
     private let configuration: Configuration
-    private let state = Mutex(State())
+    /// The request being worked on, and whether the expiry callback came before any request did.
+    private let current = Mutex<(attempt: Attempt?, expiredEarly: Bool)>((nil, false))
 
     /// An extension with the given configuration.
     public init(configuration: Configuration) {
         self.configuration = configuration
     }
 
-    /// The reason for the last delivered content (`nil` after a successful decryption).
-    public var lastReason: ReasonCode? { state.withLock { $0.reason } }
-
-    /// Whether the last request opened and passed every check.
-    public var lastDecrypted: Bool { state.withLock { $0.decrypted } }
-
-    /// Opens the request's `ENCRYPTED_DATA` and delivers the result through `contentHandler`.
-    public func didReceive(_ request: NotificationRequest, withContentHandler contentHandler: @escaping @Sendable (NotificationContent) -> Void) {
-        let handler = ContentHandlerOnce(contentHandler)
-        let expiredEarly = state.withLock { s -> Bool in
-            let early = s.expiredEarly
-            s = State(handler: handler, bestAttempt: request.content.mutableCopy(), reason: nil, decrypted: false)
-            return early
+    /// Starts work on `request`; `resultHandler` gets the delivered content and its outcome once.
+    public func didReceive(_ request: NotificationRequest, resultHandler: @escaping @Sendable (ExtensionDelivery) -> Void) {
+        let attempt = Attempt(handler: DeliverOnce(resultHandler), best: Self.timeoutDelivery(request.content))
+        let expiredEarly = current.withLock { c -> Bool in
+            defer { c = (attempt, false) }
+            return c.expiredEarly
         }
         if expiredEarly {
-            serviceExtensionTimeWillExpire()
+            expire(attempt)
             return
         }
-        if configuration.startDelay > .zero {
-            let c = configuration.startDelay.components
-            Thread.sleep(forTimeInterval: Double(c.seconds) + Double(c.attoseconds) / 1e18)
+        let deadline = ContinuousClock.now.advanced(by: configuration.timeBudget)
+        let work = Task { [self] in
+            var delivery = await self.process(request, deadline: deadline, attempt: attempt)
+            // Receipts (issue #14): the receipt or failure report goes out after the message was opened (or
+            // failed) and before the result handler, with its own deadline (≤ 2 s, never past `deadline`).
+            if let courier = configuration.receipts {
+                delivery = await Self.sendReceiptOrReport(courier, delivery, request: request, now: configuration.clock.unixSeconds,
+                                                          deadline: deadline)
+            }
+            attempt.handler(delivery)
+            // The outbox is flushed once this delivery's content was handed over.
+            if let courier = configuration.receipts, attempt.handler.hasDelivered {
+                _ = await courier.flush(now: configuration.clock.unixSeconds)
+            }
         }
-        let (content, reason) = process(request)
-        let claimed = state.withLock { s -> Bool in
-            guard !s.claimed else { return false }
-            s.claimed = true
-            s.reason = reason
-            s.decrypted = reason == nil
-            return true
-        }
-        if claimed { handler(content) }
+        attempt.state.withLock { $0.work = work }
+        if attempt.handler.hasDelivered { work.cancel() }  // expired while the task was being made
     }
 
-    /// Delivers the timeout content: the placeholder with subtitle `(Encrypted)` and an empty body.
+    /// Delivers the best attempt now and cancels the work in flight.
     ///
-    /// Called before `didReceive(_:withContentHandler:)` has started, it makes that call deliver the
-    /// timeout content at once; called after the message was delivered, it does nothing.
+    /// Before the message opened that is the timeout content (the placeholder with subtitle
+    /// `(Encrypted)` and an empty body); after, the decrypted message. Called before
+    /// `didReceive(_:resultHandler:)` has started, it makes that call deliver the timeout content at
+    /// once; called after the delivery, it does nothing.
     public func serviceExtensionTimeWillExpire() {
-        let claimed = state.withLock { s -> (ContentHandlerOnce, MutableNotificationContent)? in
-            guard let handler = s.handler, let attempt = s.bestAttempt else {
-                s.expiredEarly = true
+        let attempt = current.withLock { c -> Attempt? in
+            guard let attempt = c.attempt else {
+                c.expiredEarly = true
                 return nil
             }
-            guard !s.claimed else { return nil }
-            s.claimed = true
-            s.reason = .timeExpired
-            s.decrypted = false
-            return (handler, attempt)
+            return attempt
         }
-        guard let (handler, attempt) = claimed else { return }
-        var content = attempt
-        content.subtitle = Placeholder.encrypted
-        content.body = ""
-        if handler(content.content) {
+        if let attempt { expire(attempt) }
+    }
+
+    /// Waits until the work for the current request — its receipt and the outbox flush after the content was
+    /// handed over — has finished (a simulated device calls this before its process exits).
+    public func finishBackgroundWork() async {
+        let work = current.withLock { $0.attempt }?.state.withLock { $0.work }
+        await work?.value
+    }
+
+    private func expire(_ attempt: Attempt) {
+        let (best, work) = attempt.state.withLock { ($0.best, $0.work) }
+        work?.cancel()
+        if attempt.handler(best), best.outcome == .timeExpired {
             configuration.logger.notice("notification not opened in time", metadata: ["reason": "\(ReasonCode.timeExpired)"])
         }
     }
 
-    /// Opens one request: the content to show, and the reason when it is not the decrypted message.
-    func process(_ request: NotificationRequest) -> (NotificationContent, ReasonCode?) {
+    /// The work for one request: open the message, and make the result the best attempt as soon as it
+    /// is known. Cancellable; `deadline` is when the device expects an answer.
+    private func process(_ request: NotificationRequest, deadline: ContinuousClock.Instant, attempt: Attempt) async -> ExtensionDelivery {
+        var (opened, descriptors) = openWithAttachments(request)
+        guard opened.outcome == .decrypted else { return opened }
+        guard let pipeline = configuration.attachments, !descriptors.isEmpty else {
+            attempt.state.withLock { $0.best = opened }
+            return opened
+        }
+        // Until an attachment finishes, the best attempt counts it as not finished in time (§5).
+        var results = descriptors.map { d -> Result<NotificationAttachment, AttachmentFailure> in
+            .failure(AttachmentFailure(identifier: d.id, reason: .attachmentTimeExpired, detail: "not finished when the extension had to answer"))
+        }
+        func delivery() -> ExtensionDelivery {
+            var d = opened
+            d.content.attachments = results.compactMap { try? $0.get() }
+            d.attachmentFailures = results.compactMap { if case let .failure(f) = $0 { return f } else { return nil } }
+            return d
+        }
+        attempt.state.withLock { $0.best = delivery() }
+        await withTaskGroup(of: (Int, Result<NotificationAttachment, AttachmentFailure>).self) { group in
+            for (index, descriptor) in descriptors.enumerated() {
+                group.addTask { (index, await pipeline.run(descriptor)) }
+            }
+            for await (index, result) in group {
+                results[index] = result
+                switch result {
+                case .success:
+                    configuration.logger.info("attachment attached", metadata: ["attachment": "\(descriptors[index].id)"])
+                case let .failure(failure):
+                    configuration.logger.notice("attachment failed", metadata: ["attachment": "\(failure.identifier)", "reason": "\(failure.reason)"])
+                }
+                let best = delivery()
+                attempt.state.withLock { $0.best = best }
+            }
+        }
+        opened = delivery()
+        return opened
+    }
+
+    /// `open(_:)`, and the descriptors of an opened message's `attachments` (empty when none).
+    private func openWithAttachments(_ request: NotificationRequest) -> (ExtensionDelivery, [AttachmentDescriptor]) {
+        var descriptors: [AttachmentDescriptor] = []
+        let delivery = open(request) { descriptors = $0.attachments ?? [] }
+        return (delivery, descriptors)
+    }
+
+    /// Opens one request's `ENCRYPTED_DATA` (the synchronous text stage, without the time budget):
+    /// the content to show and the outcome.
+    public func open(_ request: NotificationRequest) -> ExtensionDelivery { open(request) { _ in } }
+
+    private func open(_ request: NotificationRequest, body onOpen: (MessageBody) -> Void) -> ExtensionDelivery {
         let original = request.content
         guard let value = original.userInfo[WireFormat.encryptedDataKey] else {
             configuration.logger.info("payload has no ENCRYPTED_DATA; passed through", metadata: ["reason": "\(ReasonCode.notEncrypted)"])
-            return (original, .notEncrypted)
+            return ExtensionDelivery(content: original, outcome: .notEncrypted)
         }
         guard case let .string(encrypted) = value else {
             return fallback(original, OpenFailure(.malformedPayload, "ENCRYPTED_DATA is not a string"))
         }
         do {
             let opener = MessageOpener(keys: configuration.keys, policy: try configuration.policy(), replayGuard: configuration.replayGuard)
-            let opened = try opener.open(encryptedData: encrypted, now: configuration.now())
+            let opened = try opener.open(encryptedData: encrypted, now: configuration.clock.unixSeconds)
             configuration.logger.info("notification opened", metadata: [
                 "key_id": "\(opened.keyID.hex)", "signed_by": "\(opened.signedBy?.hex ?? "-")",
             ])
-            return (Self.decryptedContent(opened.body, original: original), nil)
+            onOpen(opened.body)
+            var delivery = ExtensionDelivery(content: Self.decryptedContent(opened.body, original: original), outcome: .decrypted)
+            delivery.receiptTicket = opened.body.receipt.map { ReceiptTicket(request: $0, messageID: opened.body.id) }
+            return delivery
         } catch {
             return fallback(original, error)
         }
     }
 
-    private func fallback(_ original: NotificationContent, _ failure: OpenFailure) -> (NotificationContent, ReasonCode?) {
+    private func fallback(_ original: NotificationContent, _ failure: OpenFailure) -> ExtensionDelivery {
         configuration.logger.notice("notification not opened", metadata: ["reason": "\(failure.reason)"])
-        var content = original.mutableCopy()
-        content.body = Placeholder.encrypted
-        return (content.content, failure.reason)
+        var content = original
+        content.body = Self.placeholderText
+        return ExtensionDelivery(content: content, outcome: .fallback(failure.reason))
+    }
+
+    /// The timeout content: the placeholder with subtitle `(Encrypted)` and an empty body.
+    static func timeoutDelivery(_ original: NotificationContent) -> ExtensionDelivery {
+        var content = original
+        content.subtitle = placeholderText
+        content.body = ""
+        return ExtensionDelivery(content: content, outcome: .timeExpired)
     }
 
     /// The content shown for an opened message: its text and members, `data` merged into userInfo
     /// (without the now useless `ENCRYPTED_DATA`).
     static func decryptedContent(_ body: MessageBody, original: NotificationContent) -> NotificationContent {
-        var content = original.mutableCopy()
+        var content = original
         content.title = body.alert.title ?? ""
         content.subtitle = body.alert.subtitle ?? ""
         content.body = body.alert.body ?? ""
@@ -172,6 +241,40 @@ public final class SecretMessageExtension: NotificationServiceExtension {
         if let data = body.data {
             for (key, value) in data { content.userInfo[key] = value }
         }
-        return content.content
+        return content
+    }
+}
+
+// MARK: - Receipts (issue #14)
+
+extension SecretMessageExtension {
+    /// The receipt for an opened message that asks for one, or the failure report for a fallback (§2, §3);
+    /// the delivery gains their status. Never for a replay or a message that did not open.
+    static func sendReceiptOrReport(_ courier: ReceiptCourier, _ delivery: ExtensionDelivery, request: NotificationRequest, now: Int64,
+                                    deadline: ContinuousClock.Instant) async -> ExtensionDelivery {
+        var delivery = delivery
+        switch delivery.outcome {
+        case .decrypted:
+            guard let ticket = delivery.receiptTicket else { return delivery }
+            delivery.receipt = await courier.sendReceipt(ticket.request, messageID: ticket.messageID,
+                                                         attachments: receiptAttachmentCounts(delivery), now: now, deadline: deadline)
+        case let .fallback(reason):
+            // The envelope's key id when the envelope reads (a malformed one has none to give).
+            let kid = request.content.userInfo[WireFormat.encryptedDataKey]?.stringValue.flatMap { try? Envelope(base64: $0).keyID }
+            delivery.report = await courier.reportFailure(reason: reason, kid: kid, now: now, deadline: deadline)
+        case .notEncrypted, .timeExpired:
+            break
+        }
+        return delivery
+    }
+
+    /// The receipt's `attachments` counts: present only when the delivery carries attachment results.
+    static func receiptAttachmentCounts(_ delivery: ExtensionDelivery) -> ReceiptAttachmentCounts? {
+        // The counts come from the delivery's attachment results (attachments v1): `attachmentFailures` is
+        // non-nil exactly when the message had attachments; the attached ones are in the content.
+        guard let failures = delivery.attachmentFailures else { return nil }
+        var failed: [String: Int] = [:]
+        for failure in failures { failed[failure.reason.rawValue, default: 0] += 1 }
+        return ReceiptAttachmentCounts(attached: delivery.content.attachments.count, failed: failed)
     }
 }

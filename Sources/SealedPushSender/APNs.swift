@@ -152,6 +152,15 @@ public struct APNsHeaders: Sendable, Equatable {
     public var topic: String?
 
     /// Headers from their values.
+    /// Checks an `apns-collapse-id`: 1 to 64 bytes of text without control characters (APNs' rule).
+    public static func validateCollapseID(_ collapseID: String) throws(SenderError) {
+        guard !collapseID.isEmpty else { throw .invalidCollapseID("is empty") }
+        guard collapseID.utf8.count <= 64 else { throw .invalidCollapseID("is \(collapseID.utf8.count) bytes, over the APNs limit of 64") }
+        guard !collapseID.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw .invalidCollapseID("holds control characters")
+        }
+    }
+
     public init(expiration: Int64, collapseID: String? = nil, topic: String? = nil) {
         self.expiration = expiration
         self.collapseID = collapseID

@@ -6,7 +6,10 @@ public import SealedPushWire
 ///
 ///     {"to": <device key record>, "title": "…", "subtitle": "…", "body": "…", "thread-id": "…",
 ///      "category": "…", "badge": 3, "sound": "…", "data": {…}, "expires_in": "2h" | 7200,
-///      "collapse_id": "…", "topic": "…", "id": "…"}
+///      "collapse_id": "…", "topic": "…", "id": "…",
+///      "attachments": [{"file": "photo.jpg", "type": "image/jpeg", "name": "…"}, …]}
+///
+/// `attachments` (up to 4; `type` and `name` optional) needs a `mediaStore`: each file is encrypted into it.
 ///
 /// Output line: `{"payload":{…},"headers":{…}}`, or `{"line":N,"error":"…"}` when the line failed
 /// (N counts every input line from 1, blank ones included). Unknown members are refused so typos surface.
@@ -23,15 +26,50 @@ public struct JSONLSealer: Sendable {
 
     /// The sender every line goes through.
     public let sender: NotificationSender
+    /// Where lines with `attachments` put their encrypted media objects; `nil` refuses such lines.
+    public let mediaStore: (any MediaObjectStore)?
 
     /// The members an input line may have.
     public static let members: Set<String> = [
         "to", "title", "subtitle", "body", "thread-id", "category", "badge", "sound", "data", "expires_in",
-        "collapse_id", "topic", "id",
+        "collapse_id", "topic", "id", "attachments",
     ]
 
-    /// A JSONL sealer over `sender`.
-    public init(sender: NotificationSender) { self.sender = sender }
+    /// The members an entry of `attachments` may have.
+    public static let attachmentMembers: Set<String> = ["file", "type", "name"]
+
+    /// A JSONL sealer over `sender`; lines with attachments encrypt them into `mediaStore`.
+    public init(sender: NotificationSender, mediaStore: (any MediaObjectStore)? = nil) {
+        self.sender = sender
+        self.mediaStore = mediaStore
+    }
+
+    /// Reads a line's `attachments` member: `[{"file": PATH, "type": MIME?, "name": NAME?}, …]` (empty if absent).
+    public static func attachments(from o: JSONObject) throws(SenderError) -> [MediaAttachment] {
+        guard let value = o["attachments"] else { return [] }
+        guard case let .array(items) = value else { throw .invalidRequest("member 'attachments' must be an array of {\"file\": …} objects") }
+        guard items.count <= AttachmentDescriptor.maximumCount else {
+            throw .invalidRequest("member 'attachments' holds \(items.count) entries; a message carries at most \(AttachmentDescriptor.maximumCount)")
+        }
+        var out: [MediaAttachment] = []
+        for item in items {
+            guard case let .object(entry) = item else { throw .invalidRequest("each entry of 'attachments' must be an object") }
+            for (key, _) in entry where !attachmentMembers.contains(key) {
+                throw .invalidRequest("unknown member '\(key)' in an attachment (allowed: file, name, type)")
+            }
+            guard case let .string(file)? = entry["file"], !file.isEmpty else {
+                throw .invalidRequest("each attachment needs 'file', a non-empty path string")
+            }
+            var attachment = MediaAttachment(file: file)
+            for key in ["type", "name"] {
+                guard let v = entry[key] else { continue }
+                guard case let .string(s) = v else { throw .invalidRequest("attachment member '\(key)' must be a string") }
+                if key == "type" { attachment.type = s } else { attachment.name = s }
+            }
+            out.append(attachment)
+        }
+        return out
+    }
 
     /// Reads one request object (the input line's shape).
     public static func request(from o: JSONObject) throws(SenderError) -> SealRequest {
@@ -95,7 +133,17 @@ public struct JSONLSealer: Sendable {
     public func process(line: Span<UInt8>, number: Int, into out: inout [UInt8]) -> LineOutcome {
         if JSONLSealer.isBlank(line) { return .blank }
         do throws(SenderError) {
-            let request = try JSONLSealer.request(fromLine: line)
+            let value: JSONValue
+            do { value = try JSON.parse(line) } catch { throw .invalidRequest("the line is not valid JSON (\(error.description))") }
+            guard case let .object(o) = value else { throw .invalidRequest("the line is not a JSON object") }
+            var request = try JSONLSealer.request(from: o)
+            let media = try JSONLSealer.attachments(from: o)
+            if !media.isEmpty {
+                guard let mediaStore else {
+                    throw .invalidRequest("member 'attachments' needs a media directory and URL (--media-dir DIR --media-url BASE_URL)")
+                }
+                for attachment in media { try request.message.attach(attachment, to: mediaStore) }
+            }
             let sealed = try sender.seal(request.message, to: request.device)
             JSONLSealer.writeResult(sealed, into: &out)
             return .sealed

@@ -1,6 +1,10 @@
 public import SealedPushCrypto
 public import SealedPushWire
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A sealed notification: the exact APNs payload bytes and the request headers to send them with.
 public struct SealedNotification: Sendable, Equatable {
@@ -16,6 +20,9 @@ public struct SealedNotification: Sendable, Equatable {
     public let issuedAt: Int64
     /// The padded length P of the inner message (all an observer learns about its size).
     public let paddedLength: Int
+    /// The receipt the message asks for (URL and the token drawn for it), or `nil`. Keep `SHA-256(token)`
+    /// with `messageID` to check the receipt (the token is a secret: do not log it).
+    public var receipt: ReceiptRequest? = nil
 
     /// The payload as a string.
     public var payloadString: String { String(decoding: payload, as: UTF8.self) }
@@ -136,13 +143,7 @@ public struct NotificationSender: Sendable {
 
     /// Checks the parts of `message` that become headers.
     func validateHeaders(_ message: SecretMessage) throws(SenderError) {
-        if let collapseID = message.collapseID {
-            guard !collapseID.isEmpty else { throw .invalidCollapseID("is empty") }
-            guard collapseID.utf8.count <= 64 else { throw .invalidCollapseID("is \(collapseID.utf8.count) bytes, over the APNs limit of 64") }
-            guard !collapseID.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-                throw .invalidCollapseID("holds control characters")
-            }
-        }
+        if let collapseID = message.collapseID { try APNsHeaders.validateCollapseID(collapseID) }
         if let topic = message.topic {
             guard !topic.isEmpty else { throw .invalidTopic("is empty") }
             guard topic.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 0x20 && $0.value < 0x7f }) else {
@@ -165,11 +166,21 @@ public struct NotificationSender: Sendable {
             kid: device.keyID, id: messageID, issuedAt: issuedAt, expiresAt: exp,
             alert: .init(title: message.title, subtitle: message.subtitle, body: message.body),
             threadID: message.threadID, category: message.category, sound: message.sound, badge: message.badge,
-            data: message.data, sender: signer?.keyID)
+            data: message.data, sender: signer?.keyID, attachments: message.attachments.isEmpty ? nil : message.attachments,
+            receipt: try Self.receiptRequest(message))
+        guard message.attachments.count <= AttachmentDescriptor.maximumCount else {
+            throw .invalidAttachment("\(message.attachments.count) attachments given; a message carries at most \(AttachmentDescriptor.maximumCount)")
+        }
+        guard Set(message.attachments.map(\.id)).count == message.attachments.count else {
+            throw .invalidAttachment("two attachments have the same id; give each a unique id")
+        }
         let envelope: Envelope
         do {
             envelope = try MessageSealer.seal(body: body, to: device, signer: signer, padding: padding, payloadOverhead: payloadOverhead)
         } catch {
+            if case let .payloadTooLarge(size, limit) = error, !message.attachments.isEmpty {
+                throw .payloadTooLargeWithAttachments(size: size, limit: limit, attachments: message.attachments.count)
+            }
             throw .sealing(error)
         }
         let paddedLength = envelope.sealedBox.count - SealedBox.overhead
@@ -183,8 +194,17 @@ public struct NotificationSender: Sendable {
         guard payload.count <= WireFormat.maxPayloadBytes else {
             throw .sealing(.payloadTooLarge(size: payload.count, limit: WireFormat.maxPayloadBytes))
         }
-        return SealedNotification(
+        var sealed = SealedNotification(
             payload: payload, headers: APNsHeaders(expiration: exp ?? 0, collapseID: message.collapseID, topic: message.topic),
             keyID: device.keyID, messageID: messageID, issuedAt: issuedAt, paddedLength: paddedLength)
+        sealed.receipt = body.receipt
+        return sealed
+    }
+
+    /// The `receipt` member for `message`: its URL checked, a fresh token (each device's copy gets its own).
+    static func receiptRequest(_ message: SecretMessage) throws(SenderError) -> ReceiptRequest? {
+        guard let url = message.receiptURL else { return nil }
+        if let problem = ReceiptRequest.urlProblem(url) { throw .invalidReceiptURL(problem) }
+        return ReceiptRequest(url: url, token: ReceiptRequest.makeToken())
     }
 }

@@ -17,20 +17,11 @@ public enum Expiry: Sendable, Equatable, Hashable {
         }
     }
 
-    /// Parses a relative duration: whole seconds as digits (`3600`) or with a unit, `500ms`, `30s`,
-    /// `15m`, `2h`, `7d`. Sub-second durations round up to whole seconds. `nil` for anything else.
+    /// Parses a relative duration in `DurationSyntax` (`500ms`, `30s`, `15m`, `2h`, `7d`), or whole
+    /// seconds as bare digits (`3600`). Sub-second durations round up to whole seconds. `nil` for
+    /// anything else.
     public static func duration(_ text: String) -> Expiry? {
-        let units: [(String, Int64)] = [("ms", 1), ("s", 1000), ("m", 60_000), ("h", 3_600_000), ("d", 86_400_000)]
-        var number = Substring(text)
-        var factor: Int64 = 1000
-        for (suffix, f) in units where text.hasSuffix(suffix) {
-            number = text.dropLast(suffix.count)
-            factor = f
-            break
-        }
-        guard !number.isEmpty, number.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let value = Int64(number) else { return nil }
-        let (ms, overflow) = value.multipliedReportingOverflow(by: factor)
-        guard !overflow else { return nil }
+        guard let ms = DurationSyntax.milliseconds(text, bareNumberUnit: 1000) else { return nil }
         return .after(seconds: ms / 1000 + (ms % 1000 == 0 ? 0 : 1))
     }
 }
@@ -62,6 +53,11 @@ public struct SecretMessage: Sendable, Equatable {
     public var collapseID: String?
     /// The `apns-topic` header (the app's bundle id), when given.
     public var topic: String?
+    /// Where the device sends a delivery receipt (receipts v1): an `https` URL (`http` only to loopback), or
+    /// `nil` for none. The sender draws a fresh token per message and returns it in `SealedNotification.receipt`.
+    public var receiptURL: String?
+    /// Encrypted media the device fetches (0 to 4 descriptors, in display order): see `attach(_:to:)`.
+    public var attachments: [AttachmentDescriptor] = []
 
     /// A message from its parts; at least one of title, subtitle and body must be non-empty.
     public init(title: String? = nil, subtitle: String? = nil, body: String? = nil, threadID: String? = nil,
@@ -79,5 +75,14 @@ public struct SecretMessage: Sendable, Equatable {
         self.messageID = messageID
         self.collapseID = collapseID
         self.topic = topic
+    }
+
+    /// Encrypts `attachment` under a fresh key into a new object of `store` and appends its descriptor
+    /// (id `a1`, `a2`, … by position). Throws `invalidAttachment` naming the file, its size or type, and the limit.
+    public mutating func attach(_ attachment: MediaAttachment, to store: some MediaObjectStore) throws(SenderError) {
+        guard attachments.count < AttachmentDescriptor.maximumCount else {
+            throw .invalidAttachment("\(attachment.source.label): a message carries at most \(AttachmentDescriptor.maximumCount) attachments")
+        }
+        attachments.append(try MediaSealer.encrypt(attachment, id: "a\(attachments.count + 1)", to: store))
     }
 }

@@ -19,6 +19,13 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
     case invalidDeviceRecord(KeyRecordError)
     /// A batch request (one JSONL line) is not valid; the text names the member.
     case invalidRequest(String)
+    /// The receipt URL is not usable (receipts v1 §1).
+    case invalidReceiptURL(String)
+    /// An attachment was refused (unsupported type, empty, over its kind's limit, unreadable, or the object
+    /// could not be written); the text names the file, its size or type, and the limit.
+    case invalidAttachment(String)
+    /// The payload would be over 4096 bytes with the message's attachment descriptors (about 200 bytes each).
+    case payloadTooLargeWithAttachments(size: Int, limit: Int, attachments: Int)
 
     /// The wrapped wire-format error, when the sealer refused the message.
     public var sealError: SealError? {
@@ -36,6 +43,10 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
         case let .invalidExpiry(why): return "the expiry \(why); give a non-negative duration or a time after now"
         case let .invalidDeviceRecord(e): return e.description
         case let .invalidRequest(why): return "the request is invalid: \(why)"
+        case let .invalidReceiptURL(why): return "the receipt URL \(why); give an https URL of at most 2048 bytes (http only to localhost or 127.0.0.1)"
+        case let .invalidAttachment(why): return "attachment refused: \(why)"
+        case let .payloadTooLargeWithAttachments(size, limit, attachments):
+            return "the payload would be \(size) bytes, over the APNs limit of \(limit) bytes; each of the \(attachments) attachment descriptors costs about 200 bytes (URL, key, type, size): send fewer attachments, use shorter URLs, or shorten the text"
         }
     }
 }

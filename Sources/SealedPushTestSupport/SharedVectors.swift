@@ -72,10 +72,24 @@ public struct SharedVectors: Sendable {
     /// Every vector.
     public let vectors: [Vector]
 
+    /// The shared vectors, for test arguments evaluated when tests are discovered: when they cannot
+    /// be loaded the test process stops with one line naming `../shared` and `SEALEDPUSH_SHARED`,
+    /// instead of a crash on `try!` (signal 4) or a suite of confusing failures.
+    public static let required: SharedVectors = {
+        do { return try load() } catch {
+            let line = "error: the shared test vectors cannot be read (\(error)). The tests read them from "
+                + "\(ProjectPaths.shared.path)/vectors/wire-v1.json: put the project's `shared` directory beside the "
+                + "repository as ../shared, or set SEALEDPUSH_SHARED to its path.\n"
+            FileHandle.standardError.write(Data(line.utf8))
+            exit(1)
+        }
+    }()
+
     /// Loads `wire-v1.json` from the shared directory.
     public static func load() throws -> SharedVectors {
         let url = ProjectPaths.shared.appendingPathComponent("vectors/wire-v1.json")
-        let bytes = [UInt8](try Data(contentsOf: url))
+        let bytes: [UInt8]
+        do { bytes = [UInt8](try Data(contentsOf: url)) } catch { throw VectorFileError("\(url.path) does not exist or cannot be read") }
         guard case let .object(root) = try JSON.parse(bytes) else { throw VectorFileError("root is not an object") }
         func string(_ o: JSONObject, _ k: String) throws -> String {
             guard let s = o[k]?.stringValue else { throw VectorFileError("missing string \(k)") }

@@ -87,7 +87,8 @@ public enum JSON {
 
     /// Parses one JSON value that must span all of `bytes`.
     public static func parse(_ bytes: [UInt8], maxDepth: Int = defaultMaxDepth) throws(JSONError) -> JSONValue {
-        try parse(bytes.span, maxDepth: maxDepth)
+        // `UnsafeBufferPointer.span` back-deploys to iOS 12.2; `Array.span` needs iOS 26.
+        try bytes.withUnsafeBufferPointer { (buffer) throws(JSONError) -> JSONValue in try parse(buffer.span, maxDepth: maxDepth) }
     }
 
     /// Parses one JSON value that must span all of `bytes`.
@@ -268,9 +269,10 @@ public enum JSON {
         if scan < b.count, b[scan] == UInt8(ascii: "\"") {
             let content = b.extracting(i..<scan)
             i = scan + 1
-            // The standard library's validating copy (one pass, no intermediate array): Unicode Table 3-7,
-            // the same acceptance as `String(validating:as:)` (checked by a differential test).
-            guard let text = try? String(copying: UTF8Span(validating: content)) else {
+            // Validated here (Unicode Table 3-7, ASCII eight bytes at a time), then one copy that repairs
+            // nothing. `UTF8Span` would need iOS 26, and `String(validating:as:)` calls an unspecialized
+            // generic that builds type metadata on every string (about 7 k instructions per message).
+            guard let text = UTF8Validation.string(content) else {
                 throw JSONError(reason: "invalid UTF-8 in a string", offset: start)
             }
             return text
@@ -326,7 +328,7 @@ public enum JSON {
         let end = i
         i += 1  // closing quote
         for k in plainStart..<end { utf8.append(b[k]) }
-        guard let text = try? String(copying: UTF8Span(validating: utf8.span)) else {
+        guard let text = utf8.withUnsafeBufferPointer({ UTF8Validation.string($0.span) }) else {
             throw JSONError(reason: "invalid UTF-8 in a string", offset: start)
         }
         return text
@@ -390,6 +392,48 @@ public enum JSON {
             }
         }
         out.append(UInt8(ascii: "\""))
+    }
+}
+
+/// Strict UTF-8 validation (Unicode Table 3-7: no overlong forms, no surrogates, nothing above
+/// U+10FFFF), with the same acceptance as `String(validating:as:)` (checked by a differential test).
+enum UTF8Validation {
+    /// The string `bytes` encode, or `nil` if they are not well-formed UTF-8.
+    static func string(_ bytes: Span<UInt8>) -> String? {
+        guard isValid(bytes) else { return nil }
+        return bytes.withUnsafeBufferPointer { String(decoding: $0, as: UTF8.self) }  // valid: nothing is repaired
+    }
+
+    /// Whether `b` is well-formed UTF-8.
+    static func isValid(_ b: Span<UInt8>) -> Bool {
+        let n = b.count
+        let raw = b.bytes
+        var i = 0
+        while i < n {
+            // ASCII, eight bytes at a time.
+            while i + 8 <= n, raw.unsafeLoadUnaligned(fromByteOffset: i, as: UInt64.self) & 0x8080_8080_8080_8080 == 0 { i += 8 }
+            guard i < n else { return true }
+            let c0 = b[i]
+            if c0 < 0x80 { i += 1; continue }
+            let length: Int
+            var low: UInt8 = 0x80, high: UInt8 = 0xBF  // the second byte's range
+            switch c0 {
+            case 0xC2...0xDF: length = 2
+            case 0xE0: length = 3; low = 0xA0
+            case 0xE1...0xEC, 0xEE...0xEF: length = 3
+            case 0xED: length = 3; high = 0x9F
+            case 0xF0: length = 4; low = 0x90
+            case 0xF1...0xF3: length = 4
+            case 0xF4: length = 4; high = 0x8F
+            default: return false
+            }
+            guard n - i >= length else { return false }
+            let c1 = b[i + 1]
+            guard c1 >= low && c1 <= high else { return false }
+            for k in 2..<length where b[i + k] & 0xC0 != 0x80 { return false }
+            i += length
+        }
+        return true
     }
 }
 

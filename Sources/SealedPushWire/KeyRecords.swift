@@ -1,5 +1,9 @@
 public import SealedPushCrypto
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 
 /// Why a key record (wire format §6) was refused.
 public enum KeyRecordError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -18,8 +22,7 @@ public enum KeyRecordError: Error, Equatable, Sendable, CustomStringConvertible 
     public var description: String {
         switch self {
         case let .notJSON(why):
-            return "the key record is not a JSON object (\(why)); pass the file `sealedpush keys export` (a device record) "
-                + "or `sealedpush sender export` (a sender record) printed"
+            return "the key record is not a JSON object (\(why)); pass the record a keyring's export produced"
         case let .wrongType(expected): return "the key record's \"type\" must be \"\(expected)\"; check you passed the right kind of record"
         case .unsupportedVersion: return "the key record's \"version\" must be 1; re-export it with this version of SealedPush"
         case let .invalidMember(name): return "the key record's \"\(name)\" is missing or malformed; re-export the record"
@@ -220,4 +223,63 @@ public struct SenderKeyRecord: Sendable, Equatable {
 
     /// Compact JSON bytes of the record.
     public var jsonBytes: [UInt8] { JSON.serialize(.object(jsonObject)) }
+}
+
+/// The member names of a key record (wire format §6).
+private enum KeyRecordCodingKeys: String, CodingKey {
+    case type, version, keyID = "key_id", publicKey = "public_key", createdAt = "created_at"
+}
+
+extension KeyRecordError {
+    /// The `DecodingError` a `Decodable` initializer reports for this refusal.
+    func decodingError(_ decoder: any Decoder) -> DecodingError {
+        .dataCorrupted(DecodingError.Context(codingPath: decoder.codingPath, debugDescription: description, underlyingError: self))
+    }
+}
+
+/// Decodes a record's members into the JSON object `init(json:)` verifies, so a record decoded by a
+/// `Decoder` (a Vapor or Hummingbird request body) passes exactly the checks of `init(jsonBytes:)`.
+private func recordJSON(from decoder: any Decoder, withCreatedAt: Bool) throws -> JSONObject {
+    let c = try decoder.container(keyedBy: KeyRecordCodingKeys.self)
+    var o = JSONObject()
+    o["type"] = .string(try c.decode(String.self, forKey: .type))
+    o["version"] = .int(try c.decode(Int64.self, forKey: .version))
+    o["key_id"] = .string(try c.decode(String.self, forKey: .keyID))
+    o["public_key"] = .string(try c.decode(String.self, forKey: .publicKey))
+    if withCreatedAt, let created = try c.decodeIfPresent(String.self, forKey: .createdAt) { o["created_at"] = .string(created) }
+    return o
+}
+
+private func encodeRecord(_ o: JSONObject, to encoder: any Encoder) throws {
+    var c = encoder.container(keyedBy: KeyRecordCodingKeys.self)
+    for (key, value) in o {
+        guard let codingKey = KeyRecordCodingKeys(rawValue: key) else { continue }
+        switch value {
+        case let .string(s): try c.encode(s, forKey: codingKey)
+        case let .int(i): try c.encode(i, forKey: codingKey)
+        default: continue
+        }
+    }
+}
+
+extension DeviceKeyRecord: Codable {
+    /// Decodes and verifies a record (type, version, key id against the public key, `created_at`).
+    public init(from decoder: any Decoder) throws {
+        let o = try recordJSON(from: decoder, withCreatedAt: true)
+        do { try self.init(json: o) } catch { throw error.decodingError(decoder) }
+    }
+
+    /// Encodes the record's members as wire format §6 names them.
+    public func encode(to encoder: any Encoder) throws { try encodeRecord(jsonObject, to: encoder) }
+}
+
+extension SenderKeyRecord: Codable {
+    /// Decodes and verifies a record (type, version, key id against the public key).
+    public init(from decoder: any Decoder) throws {
+        let o = try recordJSON(from: decoder, withCreatedAt: false)
+        do { try self.init(json: o) } catch { throw error.decodingError(decoder) }
+    }
+
+    /// Encodes the record's members as wire format §6 names them.
+    public func encode(to encoder: any Encoder) throws { try encodeRecord(jsonObject, to: encoder) }
 }

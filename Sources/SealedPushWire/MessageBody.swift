@@ -49,15 +49,20 @@ public struct MessageBody: Sendable, Equatable, Codable {
     public var data: JSONObject?
     /// The sender key id; required when the message is signed.
     public var sender: KeyID?
+    /// Encrypted media to fetch (attachments v1 §1): 1 to 4 descriptors in display order, or `nil` for none.
+    public var attachments: [AttachmentDescriptor]?
+    /// Where to send a delivery receipt, and its token (receipts v1 §1), or `nil` for none.
+    public var receipt: ReceiptRequest?
 
     enum CodingKeys: String, CodingKey {
-        case kid, id, iat, exp, alert, category, sound, badge, data, sender
+        case kid, id, iat, exp, alert, category, sound, badge, data, sender, attachments, receipt
         case threadID = "thread-id"
     }
 
     /// A body from its members.
     public init(kid: KeyID, id: String, issuedAt: Int64, expiresAt: Int64? = nil, alert: Alert, threadID: String? = nil,
-                category: String? = nil, sound: String? = nil, badge: Int64? = nil, data: JSONObject? = nil, sender: KeyID? = nil) {
+                category: String? = nil, sound: String? = nil, badge: Int64? = nil, data: JSONObject? = nil, sender: KeyID? = nil,
+                attachments: [AttachmentDescriptor]? = nil, receipt: ReceiptRequest? = nil) {
         self.kid = kid
         self.id = id
         self.issuedAt = issuedAt
@@ -69,6 +74,8 @@ public struct MessageBody: Sendable, Equatable, Codable {
         self.badge = badge
         self.data = data
         self.sender = sender
+        self.attachments = attachments
+        self.receipt = receipt
     }
 
     /// Decodes with the wire names.
@@ -85,6 +92,16 @@ public struct MessageBody: Sendable, Equatable, Codable {
         badge = try c.decodeIfPresent(Int64.self, forKey: .badge)
         data = try c.decodeIfPresent(JSONObject.self, forKey: .data)
         sender = try c.decodeIfPresent(KeyID.self, forKey: .sender)
+        if let list = try c.decodeIfPresent(JSONValue.self, forKey: .attachments) {
+            do { attachments = try AttachmentDescriptor.validatingList(list) } catch {
+                throw DecodingError.dataCorruptedError(forKey: .attachments, in: c, debugDescription: error.detail)
+            }
+        }
+        if let value = try c.decodeIfPresent(JSONValue.self, forKey: .receipt) {
+            do { receipt = try ReceiptRequest(validating: value) } catch {
+                throw DecodingError.dataCorruptedError(forKey: .receipt, in: c, debugDescription: error.detail)
+            }
+        }
     }
 
     /// Encodes with the wire names, omitting absent members.
@@ -101,6 +118,8 @@ public struct MessageBody: Sendable, Equatable, Codable {
         try c.encodeIfPresent(badge, forKey: .badge)
         try c.encodeIfPresent(data, forKey: .data)
         try c.encodeIfPresent(sender, forKey: .sender)
+        try c.encodeIfPresent(attachments.map { JSONValue.array($0.map { .object($0.jsonObject) }) }, forKey: .attachments)
+        try c.encodeIfPresent(receipt.map { JSONValue.object($0.jsonObject) }, forKey: .receipt)
     }
 
     /// The body as a JSON object, members in the order above, absent members omitted.
@@ -121,6 +140,8 @@ public struct MessageBody: Sendable, Equatable, Codable {
         if let badge { o["badge"] = .int(badge) }
         if let data { o["data"] = .object(data) }
         if let sender { o["sender"] = .string(sender.hex) }
+        if let attachments { o["attachments"] = .array(attachments.map { .object($0.jsonObject) }) }
+        if let receipt { o["receipt"] = .object(receipt.jsonObject) }
         return o
     }
 
@@ -172,9 +193,13 @@ public struct MessageBody: Sendable, Equatable, Codable {
             guard d["aps"] == nil else { throw fail("member 'data' must not hold 'aps'") }
             data = d
         }
+        var attachments: [AttachmentDescriptor]?
+        if let v = o["attachments"] { attachments = try AttachmentDescriptor.validatingList(v) }
+        var receipt: ReceiptRequest?
+        if let v = o["receipt"] { receipt = try ReceiptRequest(validating: v) }
         self.init(kid: kid, id: id, issuedAt: iat, expiresAt: exp, alert: alert, threadID: try optionalString("thread-id"),
                   category: try optionalString("category"), sound: try optionalString("sound"), badge: badge, data: data,
-                  sender: try keyID("sender"))
+                  sender: try keyID("sender"), attachments: attachments, receipt: receipt)
     }
 }
 

@@ -49,6 +49,24 @@ public enum ReasonCode: String, Sendable, Codable, CaseIterable, CustomStringCon
     /// The extension delivered content without alert text.
     case alertRemoved
 
+    // One attachment (attachments-v1.md §4): the message still shows its text.
+    /// The descriptor's `type` is not in the type table.
+    case attachmentUnsupportedType
+    /// The declared size is over the kind's limit, or the server announced or sent more than the object can be.
+    case attachmentTooLarge
+    /// The URL (or a redirect) is not `https` nor loopback `http`, or not a valid absolute URL.
+    case attachmentInsecureURL
+    /// The connection failed, or the status was not 200 after at most 3 redirects.
+    case attachmentUnavailable
+    /// The object did not decrypt to exactly the declared file.
+    case attachmentCorrupt
+    /// The file does not start as its type's signature says.
+    case attachmentTypeMismatch
+    /// The file could not be written.
+    case attachmentStorageFailed
+    /// The attachment was not finished when the extension had to answer.
+    case attachmentTimeExpired
+
     /// The code as written in JSON and logs.
     public var description: String { rawValue }
 }

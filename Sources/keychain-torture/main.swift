@@ -23,6 +23,7 @@ func usage() -> Never {
       writer ROOT ITEMS          forever: generation g = 1, 2, …: set items x0..x(ITEMS-1) to g (for SIGKILL tests);
                                  prints `ready START`, then `gen G` after each complete generation
       rotate ROOT N              N device-key rotations (N = 0: forever); prints `ready KEYID`, then `rotated KEYID` after each
+      outbox ROOT                forever: queue receipt mN in the receipt outbox; prints `ready`, then `queued N` after each
       decrypt ROOT N             N rounds: seal to the active key and to the first key, open both with a cold keyring
       fault ROOT [--as-uid UID] [--file-size-limit BYTES] OP…
                                  drops to UID (when root) and/or limits file sizes (RLIMIT_FSIZE, SIGXFSZ ignored),
@@ -136,6 +137,20 @@ case "rotate":
     } catch { fail("rotate: \(error.description)") }
     print("rotate ok \(n)")
 
+case "outbox":
+    // Forever: queue receipt `m<N>` in the device's outbox (receipts v1 §2); `queued N` once `enqueue` returned.
+    let outbox = ReceiptOutboxStore(store: openStore())
+    let token = Base64.encodeURLSafeNoPadding([UInt8](repeating: 7, count: 16))
+    do {
+        var n = (try outbox.entries().entries.last.map { Int($0.sequence) }) ?? 0
+        say("ready \(n)")
+        while true {
+            n += 1
+            try outbox.enqueue(url: "http://127.0.0.1:9/r", message: .delivered(id: "m\(n)", token: token, at: Int64(n), attachments: nil),
+                               now: 1_795_000_000)
+            say("queued \(n)")
+        }
+    } catch { fail("outbox: \(error)") }
 case "decrypt":
     let n = intArg(3)
     var failures = 0

@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import SealedPushDevice
 import SealedPushReceiver
 
 /// Renders a delivered notification the way a person sees it: a banner-like box and an outcome line.
@@ -6,7 +11,7 @@ enum Banner {
     /// Plain text, or ANSI colour on a terminal.
     struct Style {
         let color: Bool
-        static func detect() -> Style { Style(color: isatty(STDOUT_FILENO) == 1 && ProcessInfo.processInfo.environment["NO_COLOR"] == nil) }
+        static func detect() -> Style { Style(color: StandardIO.outputIsTerminal && ProcessInfo.processInfo.environment["NO_COLOR"] == nil) }
         static let plain = Style(color: false)
 
         func paint(_ text: String, _ code: String) -> String { color ? "\u{1B}[\(code)m\(text)\u{1B}[0m" : text }
@@ -21,6 +26,22 @@ enum Banner {
     static let width = 40
 
     /// The box lines for a notification's title, subtitle and body (text wrapped to the box).
+    /// How many characters `text` shows, ANSI colour sequences (`ESC [ … m`) not counted.
+    static func visibleWidth(_ text: String) -> Int {
+        var visible = String.UnicodeScalarView()
+        var inEscape = false
+        for scalar in text.unicodeScalars {
+            if inEscape {
+                if scalar == "m" { inEscape = false }
+            } else if scalar == "\u{1B}" {
+                inEscape = true
+            } else {
+                visible.append(scalar)
+            }
+        }
+        return String(visible).count
+    }
+
     static func box(title: String, subtitle: String, body: String, style: Style) -> [String] {
         var lines = ["┌" + String(repeating: "─", count: width + 2) + "┐"]
         func add(_ text: String, _ paint: (String) -> String) {
@@ -73,6 +94,20 @@ enum Banner {
             lines.append(style.dim("(no notification shown)"))
         }
         lines.append(outcomeLine(result, style: style))
+        lines += attachmentLines(result, style: style)
         return lines.joined(separator: "\n")
+    }
+
+    /// One line per attachment of an opened message: type, size and file, or why it was not attached.
+    static func attachmentLines(_ result: DeliveryResult, style: Style) -> [String] {
+        guard let failures = result.attachmentFailures else { return [] }
+        var lines: [String] = []
+        for a in result.notification?.attachments ?? [] {
+            lines.append("attachment \(a.identifier): \(a.type ?? "?"), \(a.size.map(String.init) ?? "?") bytes, \(a.url)")
+        }
+        for f in failures {
+            lines.append("attachment \(f.identifier): " + style.yellow("not attached") + " (reason: \(f.reason.rawValue))")
+        }
+        return lines
     }
 }

@@ -1,8 +1,13 @@
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 import SealedPushCrypto
 import SealedPushKeychain
+import SealedPushDevice
 import SealedPushReceiver
 import SealedPushSender
 import SealedPushWire
@@ -27,7 +32,8 @@ struct DemoCommand: AsyncParsableCommand {
         var demo = Demo(base: base, style: style)
         try await demo.play()
         let elapsed = ContinuousClock.now - started
-        print(style.dim("\nDone in \(elapsed.formatted(.units(allowed: [.seconds, .milliseconds], width: .narrow)))."
+        let milliseconds = elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000
+        print(style.dim("\nDone in \(milliseconds / 1000).\(String(milliseconds % 1000 + 1000).dropFirst()) s."
             + (keep ? " Stores kept in \(base.path)." : "")))
     }
 }
@@ -37,6 +43,8 @@ struct Demo {
     let base: URL
     let style: Banner.Style
     var step = 0
+    /// The receipt collector and the device's courier (issue #14), when this build has them.
+    var receipts: DemoReceipts?
 
     init(base: URL, style: Banner.Style) {
         self.base = base
@@ -85,6 +93,7 @@ struct Demo {
         note("sealedpush sender generate; sealedpush trust add sender.json; sealedpush trust require-signature on")
         note("sender key id " + style.bold(senderRecord.keyID.hex))
 
+        receipts = await startReceipts(deviceStore)
         let signer = try opened("active sender key") { () throws(KeychainError) in try senderKeys.activeSigningKey() }
         let sender = try NotificationSender(signer: signer)
 
@@ -95,9 +104,10 @@ struct Demo {
             SecretMessage(title: "Dr. Lee", body: "Your results are back: all clear. 🎉", expiry: .after(seconds: 86_400)),
         ]
         for message in messages {
-            let payload = try sealOrFail(sender, message, record)
+            let payload = try await receipts?.seal(sender, message, record) ?? sealOrFail(sender, message, record)
             sideBySide(payload, await deliver(payload, store: deviceStore))
         }
+        if let receipts { note("Receipts at the collector: " + style.bold(await receipts.summary())) }
 
         heading("Rotation with a message in flight")
         let inFlight = try sealOrFail(sender, SecretMessage(title: "Agent K", body: "Sealed to the old key just before the rotation."), record)
@@ -117,11 +127,19 @@ struct Demo {
         note("One byte of ENCRYPTED_DATA changed:")
         sideBySide(tampered, await deliver(tampered, store: deviceStore))
 
+        #if canImport(SealedPushMediaServer) && canImport(SealedPushDeviceHTTP)
+        try await photoMessage(sender: sender, record: newRecord, store: deviceStore)
+        #endif
+
         heading("The device reboots and is still locked: the key cannot be read")
         let waiting = try sealOrFail(sender, SecretMessage(title: "Agent K", body: "Delivered while the phone was locked."), newRecord)
         _ = try opened("device reboot") { () throws(KeychainError) in try deviceStore.reboot() }
         note("sealedpush device reboot  →  beforeFirstUnlock")
         sideBySide(waiting, await deliver(waiting, store: deviceStore))
+        if let receipts {
+            note("Failure report received by the server: " + style.bold(await receipts.reports(.keychainLocked))
+                 + " (key id \(newRecord.keyID.hex): the key cannot be read in this lock state)")
+        }
         _ = try opened("device unlock") { () throws(KeychainError) in try deviceStore.unlock() }
         note("sealedpush device unlock  →  the same payload delivered again:")
         sideBySide(waiting, await deliver(waiting, store: deviceStore))
@@ -131,10 +149,11 @@ struct Demo {
         note("--time-limit 300ms --extension-delay 2s (iOS gives about 30 s, then calls serviceExtensionTimeWillExpire())")
         sideBySide(slow, await deliver(slow, store: deviceStore,
                                        options: .init(timeLimit: .milliseconds(300), expiryGrace: .milliseconds(500)),
-                                       startDelay: .seconds(2)))
+                                       extensionDelay: .seconds(2)))
 
         heading("The device's keys now")
         KeyOutput.printInfos(try opened("keys list") { () throws(KeychainError) in try deviceKeys.list() }, json: false)
+        await receipts?.stop()
     }
 
     func sealOrFail(_ sender: NotificationSender, _ message: SecretMessage, _ record: DeviceKeyRecord) throws -> [UInt8] {
@@ -143,8 +162,9 @@ struct Demo {
 
 
     func deliver(_ payload: [UInt8], store: KeychainStore, options: DeviceSimulator.Options = .init(),
-                 startDelay: Duration = .zero) async -> DeliveryResult {
-        await DeviceRun.deliver(payload, store: store, now: { Date() }, options: options, startDelay: startDelay, logger: quietLogger)
+                 extensionDelay: Duration = .zero, attachments: AttachmentPipeline? = nil) async -> DeliveryResult {
+        await DeviceRun.deliver(payload, store: store, options: options, extensionDelay: extensionDelay, logger: quietLogger,
+                                attachments: attachments, receipts: receipts?.courier(store))
     }
 
     /// Flips one bit in the middle of the sealed box, keeping the base64 valid.
@@ -174,10 +194,13 @@ struct Demo {
             right.append("(nothing shown)")
         }
         right.append(Banner.outcomeLine(result, style: style))
+        if result.attachmentFailures != nil {
+            right += Banner.attachmentLines(result, style: style)
+        }
         let leftWidth = 38
         for i in 0..<max(left.count, right.count) {
             let l = i < left.count ? left[i] : ""
-            let visible = l.replacingOccurrences(of: "\u{1B}\\[[0-9;]*m", with: "", options: .regularExpression).count
+            let visible = Banner.visibleWidth(l)
             let pad = String(repeating: " ", count: max(1, leftWidth - visible))
             print("   " + l + pad + (i < right.count ? right[i] : ""))
         }

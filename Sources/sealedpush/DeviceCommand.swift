@@ -1,16 +1,25 @@
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 import SealedPushKeychain
+import SealedPushDevice
 import SealedPushReceiver
 import SealedPushWire
+import Synchronization
+#if canImport(SealedPushDeviceHTTP)
+import SealedPushDeviceHTTP
+#endif
 
 /// `sealedpush device`: the simulated iPhone — its lock state, and push delivery to the extension.
 struct DeviceCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "device",
         abstract: "Simulate the device: deliver payloads to the notification service extension, change its lock state.",
-        subcommands: [Push.self, Reboot.self, Unlock.self, Lock.self, Status.self]
+        subcommands: [Push.self, Reboot.self, Unlock.self, Lock.self, Status.self, Config.self, Flush.self]
     )
 
     struct Push: AsyncParsableCommand {
@@ -24,6 +33,12 @@ struct DeviceCommand: AsyncParsableCommand {
                 {"outcome": "decrypted|fallback|timeout|original|suppressed|rejected", "reason": CODE|null,
                  "notification": {title, subtitle, body, threadIdentifier, categoryIdentifier, badge, sound,
                  userInfo}|null} (absent text fields are "", absent badge and sound null).
+                An opened message that asks for a receipt adds "receipt": "sent"|"queued"; a fallback reported to
+                the device's report URL (`device config --report-url`) adds "report": "sent"|"queued"|"suppressed".
+                For an opened message with attachments, each is fetched over HTTP (https, or http to a
+                loopback address), verified, decrypted and written 0600 into --attachments-dir (default:
+                $TMPDIR/sealedpush-attachments); --json adds notification.attachments [{identifier, type,
+                size, file}] and attachmentFailures [{identifier, reason}].
 
                 Example: sealedpush seal --to device.json --title Hi --body Secret | sealedpush device push -
                 """)
@@ -42,16 +57,23 @@ struct DeviceCommand: AsyncParsableCommand {
         var filtering = false
         @Option(name: .customLong("expiry-grace"), parsing: .unconditional, help: "How long the device waits after the expiry callback.")
         var expiryGrace = DurationArgument(milliseconds: 1000)
+        @Option(name: .customLong("attachments-dir"), help: ArgumentHelp(
+            "Where the extension writes attachment files (default: $TMPDIR/sealedpush-attachments).", valueName: "DIR"))
+        var attachmentsDir: String?
         @Argument(help: ArgumentHelp("The APNs payload file, or - for standard input.", valueName: "PAYLOAD_FILE|-"))
         var payload: String
 
         func run() async throws {
             let bytes = try readInput(payload, limit: 16 << 20, what: "the payload")
-            let now: @Sendable () -> Date = { [clock] in clock?.date ?? Date() }
-            let storeValue = try openStore(store, create: false, now: now)
-            let result = await DeviceRun.deliver(bytes, store: storeValue, now: now, options: .init(
-                timeLimit: timeLimit.duration, expiryGrace: expiryGrace.duration, extensionCrash: extensionCrash,
-                filtering: filtering), startDelay: extensionDelay.duration)
+            let storeValue = try openStore(store, create: false, clock: clock?.wallClock ?? .system)
+            let media = try DeviceRun.MediaFetching(directory: attachmentsDir)
+            let result = await ReceiptsTransportCLI.with { transport in
+                await DeviceRun.deliver(bytes, store: storeValue, options: .init(
+                    timeLimit: timeLimit.duration, expiryGrace: expiryGrace.duration, extensionCrash: extensionCrash,
+                    filtering: filtering), extensionDelay: extensionDelay.duration, attachments: media.pipeline,
+                    receipts: SimulatedDevice(store: storeValue).receiptCourier(transport: transport))
+            }
+            await media.shutdown()
             if output.json {
                 print(String(decoding: JSON.serialize(.object(result.jsonObject)), as: UTF8.self))
             } else {
@@ -82,11 +104,68 @@ struct DeviceCommand: AsyncParsableCommand {
     }
 
     struct Status: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Print the device's lock state.")
+        static let configuration = CommandConfiguration(abstract: "Print the device's lock state, report URL and receipt outbox.")
         @OptionGroup var store: KeychainOptions
         func run() throws {
             let s = try openStore(store, create: false)
             print(try keychain { () throws(KeychainError) in try s.deviceLockState() }.rawValue)
+            let outbox = ReceiptOutboxStore(store: s)
+            let url = try keychain { () throws(KeychainError) in try outbox.reportURL() }
+            let waiting = try keychain { () throws(KeychainError) in try outbox.entries() }
+            print("report URL: \(url ?? "none")")
+            print("receipt outbox: \(waiting.entries.count) waiting, \(waiting.dropped) dropped")
+        }
+    }
+
+    struct Config: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Set the device's failure-report URL (receipts v1 section 3), kept in its keychain store.",
+            discussion: """
+                With a report URL, a message that fails a check (except replayed) is reported there: reason,
+                envelope key id, time and count, at most once per reason and key id every 10 minutes.
+
+                Examples: sealedpush device config --report-url https://push.example.com/reports
+                          sealedpush device config --no-report-url
+                """)
+        @OptionGroup var store: KeychainOptions
+        @Option(name: .customLong("report-url"), help: ArgumentHelp("Where failure reports go (https; http only to localhost/127.0.0.1).", valueName: "URL"))
+        var reportURL: String?
+        @Flag(name: .customLong("no-report-url"), help: "Send no failure reports (the default).")
+        var noReportURL = false
+
+        func validate() throws {
+            guard (reportURL != nil) != noReportURL else { throw ValidationError("Give exactly one of --report-url URL and --no-report-url.") }
+            if let reportURL, let problem = ReceiptRequest.urlProblem(reportURL) {
+                throw ValidationError("--report-url \(problem); give an https URL (http only to localhost or 127.0.0.1).")
+            }
+        }
+
+        func run() throws {
+            let s = try openStore(store, create: false)
+            try keychain { () throws(KeychainError) in try ReceiptOutboxStore(store: s).setReportURL(reportURL) }
+            print("report URL: \(reportURL ?? "none")")
+        }
+    }
+
+    struct Flush: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Send the receipts and failure reports waiting in the device's outbox.",
+            discussion: """
+                Sends oldest first; stops at the first that gets no answer (the server is down: try again later).
+                Entries answered 2xx are removed, and so are those refused for good (400, 403, 404, 413).
+                Prints `sent N, rejected N, remaining N` (exit 1 when some remain).
+                """)
+        @OptionGroup var store: KeychainOptions
+        @Option(parsing: .unconditional, help: ArgumentHelp("The device clock: ISO 8601 (2026-11-21T12:00:00Z) or Unix seconds.", valueName: "TIME"))
+        var clock: DeviceClock?
+
+        func run() async throws {
+            let s = try openStore(store, create: false, clock: clock?.wallClock ?? .system)
+            let summary = await ReceiptsTransportCLI.with { transport in
+                await SimulatedDevice(store: s).flushReceipts(transport: transport)
+            }
+            print("sent \(summary.sent), rejected \(summary.rejected), remaining \(summary.remaining)")
+            if summary.remaining > 0 { throw ExitCode(1) }
         }
     }
 }
@@ -94,6 +173,8 @@ struct DeviceCommand: AsyncParsableCommand {
 /// The device clock given on the command line.
 struct DeviceClock: ExpressibleByArgument, Sendable {
     let date: Date
+    /// A wall clock stopped at this instant.
+    var wallClock: WallClock { .fixed(date) }
     init?(argument: String) {
         if let seconds = Int64(argument), seconds >= 0, seconds < 253_402_300_800 {
             date = Date(timeIntervalSince1970: TimeInterval(seconds))
@@ -114,24 +195,67 @@ enum DeviceRun {
         print("device is now \(state.rawValue)")
     }
 
-    /// Delivers `bytes` to a `SecretMessageExtension` reading keys, trust and the replay cache from `store`.
-    static func deliver(_ bytes: [UInt8], store: KeychainStore, now: @escaping @Sendable () -> Date,
-                        options: DeviceSimulator.Options, startDelay: Duration = .zero,
-                        logger: Logger = Logger(label: "sealedpush.extension")) async -> DeliveryResult {
-        // One delivery per process: a cache (CachedDeviceKeyring) would never be hit here.
-        let keys = DeviceKeyring(store: store)
-        let trust = TrustStore(store: store)
-        let replay = ReplayCache(store: store)
-        let configuration = SecretMessageExtension.Configuration(
-            keys: keys,
-            policy: { () throws(OpenFailure) -> ReceiverPolicy in
-                do { return try trust.receiverPolicy() } catch {
-                    throw OpenFailure(.keychainLocked, "the trust settings cannot be read: \(error)")
-                }
-            },
-            replayGuard: replay,
-            now: { Int64(now().timeIntervalSince1970.rounded(.down)) },
-            startDelay: startDelay, logger: logger)
-        return await DeviceSimulator(options: options) { SecretMessageExtension(configuration: configuration) }.deliver(payload: bytes)
+    /// Delivers `bytes` to the simulated device over `store` (its keys, trust and replay cache).
+    static func deliver(_ bytes: [UInt8], store: KeychainStore, options: DeviceSimulator.Options, extensionDelay: Duration = .zero,
+                        logger: Logger = Logger(label: "sealedpush.extension"), attachments: AttachmentPipeline? = nil,
+                        receipts: ReceiptCourier? = nil) async -> DeliveryResult {
+        await SimulatedDevice(store: store).deliver(bytes, options: options, extensionDelay: extensionDelay, logger: logger,
+                                                    attachments: attachments, receipts: receipts)
+    }
+
+    /// The attachment pipeline of one `device push`: an HTTP fetcher, made only when a message has
+    /// attachments (so plain deliveries start no HTTP client), and the attachments directory. In a build
+    /// without the networking modules (SEALEDPUSH_CORE_ONLY) there is none and the text is shown alone.
+    struct MediaFetching {
+        let pipeline: AttachmentPipeline?
+        #if canImport(SealedPushDeviceHTTP)
+        let fetcher: LazyHTTPFetcher?
+        #endif
+
+        /// Checks `directory`, or makes the default one (`$TMPDIR/sealedpush-attachments`, 0700), and the fetcher.
+        init(directory: String?) throws {
+            #if canImport(SealedPushDeviceHTTP)
+            let path = directory ?? FileManager.default.temporaryDirectory.appendingPathComponent("sealedpush-attachments").path
+            var isDirectory = false
+            if directory == nil {
+                try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            } else if !FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) || !isDirectory {
+                throw CLIError("--attachments-dir \(path) does not exist or is not a directory; create it first")
+            }
+            let fetcher = LazyHTTPFetcher()
+            self.fetcher = fetcher
+            pipeline = AttachmentPipeline(fetcher: fetcher, directory: path)
+            #else
+            pipeline = nil
+            #endif
+        }
+
+        /// Closes the fetcher's connections, if it was made.
+        func shutdown() async {
+            #if canImport(SealedPushDeviceHTTP)
+            await fetcher?.shutdown()
+            #endif
+        }
     }
 }
+
+#if canImport(SealedPushDeviceHTTP)
+/// An `HTTPAttachmentFetcher` made on the first request.
+final class LazyHTTPFetcher: AttachmentFetcher {
+    private let made = Mutex<HTTPAttachmentFetcher?>(nil)
+
+    func get(_ url: String, maximumBytes: Int) async throws -> AttachmentResponse {
+        let fetcher = made.withLock { made in
+            if let made { return made }
+            let fetcher = HTTPAttachmentFetcher()
+            made = fetcher
+            return fetcher
+        }
+        return try await fetcher.get(url, maximumBytes: maximumBytes)
+    }
+
+    func shutdown() async {
+        if let fetcher = made.withLock({ $0 }) { try? await fetcher.shutdown() }
+    }
+}
+#endif

@@ -1,5 +1,10 @@
 import ArgumentParser
+import SealedPushWire
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// `--keychain DIR`, shared by every command that touches a store.
 struct KeychainOptions: ParsableArguments {
@@ -46,31 +51,17 @@ struct DurationArgument: ExpressibleByArgument, Sendable, Equatable, CustomStrin
     }
 
     static func parse(_ text: String) -> DurationArgument? {
-        let units: [(String, Int64)] = [("ms", 1), ("s", 1000), ("m", 60_000), ("h", 3_600_000), ("d", 86_400_000)]
-        for (suffix, factor) in units where text.hasSuffix(suffix) {
-            let number = text.dropLast(suffix.count)
-            guard !number.isEmpty, number.allSatisfy(\.isASCII), number.allSatisfy(\.isNumber), let value = Int64(number) else { return nil }
-            let (ms, overflow) = value.multipliedReportingOverflow(by: factor)
-            guard !overflow, ms <= 100 * 365 * 86_400_000 else { return nil }
-            return DurationArgument(milliseconds: ms)
-        }
-        return nil
+        DurationSyntax.milliseconds(text).map(DurationArgument.init(milliseconds:))
     }
 
-    static var defaultValueDescription: String { "a duration like 500ms, 30s, 15m, 2h or 7d" }
+    static var defaultValueDescription: String { "a duration like \(DurationSyntax.forms)" }
 
     /// Whole seconds, rounded down.
     var seconds: Int64 { milliseconds / 1000 }
     /// As a Swift `Duration`.
     var duration: Duration { .milliseconds(milliseconds) }
 
-    var description: String {
-        if milliseconds % 86_400_000 == 0 { return "\(milliseconds / 86_400_000)d" }
-        if milliseconds % 3_600_000 == 0 { return "\(milliseconds / 3_600_000)h" }
-        if milliseconds % 60_000 == 0 { return "\(milliseconds / 60_000)m" }
-        if milliseconds % 1000 == 0 { return "\(milliseconds / 1000)s" }
-        return "\(milliseconds)ms"
-    }
+    var description: String { DurationSyntax.format(milliseconds: milliseconds) }
 }
 
 /// A runtime failure of a command: printed to stderr as `Error: …`, exit status 1.
@@ -81,28 +72,29 @@ struct CLIError: Error, CustomStringConvertible {
 
 /// Writes text to standard error.
 func printError(_ text: String) {
-    FileHandle.standardError.write(Data((text + "\n").utf8))
+    StandardIO.writeError(text + "\n")
 }
 
 /// Reads a whole file, or standard input for `-`, refusing directories and inputs over `limit` bytes.
 func readInput(_ path: String, limit: Int, what: String) throws -> [UInt8] {
     if path == "-" {
         var out: [UInt8] = []
-        while let chunk = try FileHandle.standardInput.read(upToCount: 65536), !chunk.isEmpty {
+        let input = InputFile.standardInput
+        while case let chunk = try input.read(upToCount: 65536), !chunk.isEmpty {
             out.append(contentsOf: chunk)
             if out.count > limit { throw CLIError("\(what) on standard input is over \(limit) bytes; pass a smaller input") }
         }
         return out
     }
-    var isDirectory: ObjCBool = false
+    var isDirectory = false
     guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
         throw CLIError("\(what) \(path) does not exist; check the path")
     }
-    guard !isDirectory.boolValue else { throw CLIError("\(what) \(path) is a directory; pass a file") }
-    guard let handle = FileHandle(forReadingAtPath: path) else { throw CLIError("\(what) \(path) cannot be read; check its permissions") }
-    defer { try? handle.close() }
+    guard !isDirectory else { throw CLIError("\(what) \(path) is a directory; pass a file") }
+    let handle = try InputFile.open(path, what: what)
+    defer { handle.close() }
     var out: [UInt8] = []
-    while let chunk = try handle.read(upToCount: 65536), !chunk.isEmpty {
+    while case let chunk = try handle.read(upToCount: 65536), !chunk.isEmpty {
         out.append(contentsOf: chunk)
         if out.count > limit { throw CLIError("\(what) \(path) is over \(limit) bytes; pass a smaller file") }
     }

@@ -1,5 +1,9 @@
-import ArgumentParser
+public import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import SealedPushCrypto
 import SealedPushKeychain
 import SealedPushSender
@@ -54,6 +58,16 @@ struct SealCommand: AsyncParsableCommand {
             any line failed. --padding and --placeholder-title apply to every line; per-message \
             options (--title and the like) are refused with --batch.
 
+            Attachments: --attach FILE[:TYPE] (repeatable, at most 4) encrypts each file under a fresh \
+            key into --media-dir DIR, as an object with a random name that --media-url BASE_URL serves \
+            (https, or http to localhost / 127.0.0.0/8 / [::1] for development; `sealedpush media serve \
+            DIR` serves a directory). The sealed body carries each object's URL, key, type and size \
+            (about 200 bytes each). TYPE defaults to the one the file's extension names; supported: \
+            image/jpeg, image/png, image/gif (up to 10 MB), audio/mpeg, audio/wav, audio/aiff, audio/mp4 \
+            (5 MB), video/mp4, video/mpeg, video/x-msvideo (50 MB). In a batch, a line's \
+            "attachments": [{"file": "...", "type": "...", "name": "..."}] does the same with the \
+            --media-dir and --media-url of the command.
+
             --sign-with DIR signs every message (single or batch) with the active sender key of that \
             sender store; devices that trust its record (`sealedpush trust add`) verify it.
 
@@ -68,19 +82,6 @@ struct SealCommand: AsyncParsableCommand {
               cat messages.jsonl | sealedpush seal --batch - > payloads.jsonl
             """
     )
-
-    /// The padding policies as command-line values.
-    enum PaddingChoice: String, ExpressibleByArgument, CaseIterable {
-        case bucket, none, max
-
-        var policy: PaddingPolicy {
-            switch self {
-            case .bucket: return .bucket
-            case .none: return .none
-            case .max: return .max
-            }
-        }
-    }
 
     @Option(name: .long, help: ArgumentHelp("The device key record to seal to (JSON file, or - for stdin).", valueName: "DEVICE_KEY.json"))
     var to: String?
@@ -119,7 +120,7 @@ struct SealCommand: AsyncParsableCommand {
     var topic: String?
 
     @Option(name: .long, help: ArgumentHelp("How to pad: bucket (256/512/1024/2048), none, or max.", valueName: "POLICY"))
-    var padding: PaddingChoice = .bucket
+    var padding: PaddingPolicy = .bucket
 
     @Option(name: .customLong("placeholder-title"), help: ArgumentHelp("The visible placeholder title (not secret).", valueName: "TITLE"))
     var placeholderTitle: String = Placeholder.defaultTitle
@@ -127,12 +128,35 @@ struct SealCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Print {\"headers\":{…},\"payload\":{…}} instead of the bare payload.")
     var headers = false
 
+    @Option(name: .long, parsing: .singleValue, help: ArgumentHelp(
+        "Attach an encrypted media file (repeatable, at most 4); TYPE defaults to the one its extension names.",
+        valueName: "FILE[:TYPE]"))
+    var attach: [String] = []
+
+    @Option(name: .customLong("media-dir"), help: ArgumentHelp("Write encrypted media objects into this directory.", valueName: "DIR"))
+    var mediaDir: String?
+
+    @Option(name: .customLong("media-url"), help: ArgumentHelp(
+        "The URL --media-dir is served at (https, or http to a loopback address for development).", valueName: "BASE_URL"))
+    var mediaURL: String?
+
     @Option(name: .customLong("sign-with"), help: ArgumentHelp(
         "Sign with the active sender key of this sender store (made by `sealedpush sender generate --keychain DIR`).",
         valueName: "DIR"))
     var signWith: String?
 
+    @Option(name: .customLong("receipt-url"), help: ArgumentHelp(
+        "Ask the device for a delivery receipt at this URL (https; http only to localhost/127.0.0.1); needs --receipts-db.",
+        valueName: "URL"))
+    var receiptURL: String?
+
+    @Option(name: .customLong("receipts-db"), help: ArgumentHelp(
+        "Record the expected receipt (SHA-256 of its token, message id, issued-at, device key id) in this SQLite database, the one `receipts serve --db` uses.",
+        valueName: "FILE"))
+    var receiptsDB: String?
+
     func validate() throws {
+        if let badge, badge < 0 { throw ValidationError("--badge must be 0 or more (0 clears the badge); it was \(badge).") }
         if let batch {
             guard !batch.isEmpty else { throw ValidationError("--batch needs a file path, or - for stdin.") }
             guard to == nil else { throw ValidationError("--to cannot be used with --batch: each line names its device in \"to\".") }
@@ -140,7 +164,8 @@ struct SealCommand: AsyncParsableCommand {
                 ("--title", title != nil), ("--body", body != nil), ("--subtitle", subtitle != nil),
                 ("--thread-id", threadID != nil), ("--category", category != nil), ("--badge", badge != nil),
                 ("--sound", sound != nil), ("--expires-in", expiresIn != nil), ("--collapse-id", collapseID != nil),
-                ("--topic", topic != nil), ("--headers", headers),
+                ("--topic", topic != nil), ("--headers", headers), ("--receipt-url", receiptURL != nil),
+                ("--receipts-db", receiptsDB != nil),
             ]
             if let (name, _) = perMessage.first(where: { $0.1 }) {
                 throw ValidationError("\(name) cannot be used with --batch: give it per line in the JSONL input.")
@@ -152,10 +177,32 @@ struct SealCommand: AsyncParsableCommand {
             }
         }
         if placeholderTitle.isEmpty { throw ValidationError("--placeholder-title must not be empty.") }
-        if let collapseID, collapseID.isEmpty || collapseID.utf8.count > 64 {
-            throw ValidationError("--collapse-id must be 1 to 64 bytes.")
+        if let collapseID {
+            do { try APNsHeaders.validateCollapseID(collapseID) } catch { throw ValidationError("--collapse-id: \(error.description).") }
         }
         if let topic, topic.isEmpty { throw ValidationError("--topic must not be empty.") }
+        if let receiptURL {
+            if let problem = ReceiptRequest.urlProblem(receiptURL) {
+                throw ValidationError("--receipt-url \(problem); give an https URL (http only to localhost or 127.0.0.1).")
+            }
+            guard let receiptsDB, !receiptsDB.isEmpty else {
+                throw ValidationError("--receipt-url needs --receipts-db FILE: the token must be recorded to check the receipt.")
+            }
+        } else if receiptsDB != nil {
+            throw ValidationError("--receipts-db records the receipt --receipt-url asks for; give --receipt-url URL too.")
+        }
+        if batch != nil && !attach.isEmpty {
+            throw ValidationError("--attach cannot be used with --batch: give \"attachments\" per line in the JSONL input.")
+        }
+        if (mediaDir == nil) != (mediaURL == nil) {
+            throw ValidationError("--media-dir and --media-url go together: the directory the objects are written to and the URL it is served at.")
+        }
+        if !attach.isEmpty && mediaDir == nil {
+            throw ValidationError("--attach needs --media-dir DIR and --media-url BASE_URL: where the encrypted objects go and where devices fetch them.")
+        }
+        if attach.count > AttachmentDescriptor.maximumCount {
+            throw ValidationError("--attach was given \(attach.count) times; a message carries at most \(AttachmentDescriptor.maximumCount) attachments.")
+        }
         if let signWith, signWith.isEmpty {
             throw ValidationError("--sign-with needs a sender store directory; it was given an empty path.")
         }
@@ -164,42 +211,54 @@ struct SealCommand: AsyncParsableCommand {
     /// The active key of the `--sign-with` store, or `nil` when unsigned.
     func signingKey() throws -> SigningKeyPair? {
         guard let signWith else { return nil }
-        var isDirectory: ObjCBool = false
+        var isDirectory = false
         guard FileManager.default.fileExists(atPath: signWith, isDirectory: &isDirectory) else {
             throw CLIError("the sender store \(signWith) (--sign-with) does not exist; create it with `sealedpush sender generate --keychain \(signWith)`")
         }
-        guard isDirectory.boolValue else {
+        guard isDirectory else {
             throw CLIError("--sign-with \(signWith) is a file; pass the sender store directory made by `sealedpush sender generate --keychain DIR`")
         }
-        let store = try openStore(KeychainOptions(directory: signWith), create: false)
-        return try keychain { () throws(KeychainError) in try SenderKeyring(store: store).activeSigningKey() }
+        let options = KeychainOptions(directory: signWith)
+        let store = try openStore(options, create: false, role: .sender)
+        return try keychain(options, role: .sender) { () throws(KeychainError) in try SenderKeyring(store: store).activeSigningKey() }
     }
 
     func run() async throws {
         let signer = try signingKey()
         let sender: NotificationSender
         do {
-            sender = try NotificationSender(placeholder: Placeholder(title: placeholderTitle), padding: padding.policy,
+            sender = try NotificationSender(placeholder: Placeholder(title: placeholderTitle), padding: padding,
                                             signer: signer)
         } catch {
             throw CLIError(error.description)
         }
+        var mediaStore: DirectoryMediaStore?
+        if let mediaDir, let mediaURL {
+            do { mediaStore = try DirectoryMediaStore(directory: mediaDir, baseURL: mediaURL) } catch { throw CLIError(error.description) }
+        }
         if let batch {
-            try await BatchRunner(sealer: JSONLSealer(sender: sender)).run(path: batch)
+            try await BatchRunner(sealer: JSONLSealer(sender: sender, mediaStore: mediaStore)).run(path: batch)
             return
         }
         guard let to else { throw ValidationError("Missing --to DEVICE_KEY.json.") }
         let recordBytes = try readInput(to, limit: 64 * 1024, what: "the device key record")
         let record: DeviceKeyRecord
         do { record = try DeviceKeyRecord(jsonBytes: recordBytes) } catch {
-            throw CLIError("\(to): \(error.description)")
+            throw CLIError("\(to): \(recordAdvice(error, export: "keys export"))")
         }
-        let message = SecretMessage(
+        var message = SecretMessage(
             title: title, subtitle: subtitle, body: body, threadID: threadID, category: category, badge: badge,
             sound: sound, expiry: expiresIn.map { .after(seconds: ($0.milliseconds + 999) / 1000) },
             collapseID: collapseID, topic: topic)
+        if let mediaStore {
+            for argument in attach {
+                do { try message.attach(SealCommand.attachment(argument), to: mediaStore) } catch { throw CLIError(error.description) }
+            }
+        }
+        message.receiptURL = receiptURL
         let sealed: SealedNotification
         do { sealed = try sender.seal(message, to: record) } catch { throw CLIError(error.description) }
+        if let receiptsDB { try await ReceiptsRecording.record(sealed, database: receiptsDB) }
         var out: [UInt8] = []
         if headers {
             out.append(contentsOf: #"{"headers":"#.utf8)
@@ -210,8 +269,23 @@ struct SealCommand: AsyncParsableCommand {
         } else {
             out.append(contentsOf: sealed.payload)
         }
-        if isatty(STDOUT_FILENO) != 0 { out.append(0x0a) }
-        FileHandle.standardOutput.write(Data(out))
+        if StandardIO.outputIsTerminal { out.append(0x0a) }
+        StandardIO.writeOutput(out)
+    }
+}
+
+extension SealCommand {
+    /// Reads `--attach FILE[:TYPE]`: the text after the last `:` is a type when it reads as `kind/subtype`
+    /// and the whole argument is not an existing file.
+    static func attachment(_ argument: String) -> MediaAttachment {
+        if let colon = argument.lastIndex(of: ":"), !FileManager.default.fileExists(atPath: argument) {
+            let type = String(argument[argument.index(after: colon)...])
+            let parts = type.split(separator: "/", omittingEmptySubsequences: false)
+            if parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty, parts[0].allSatisfy({ $0.isLetter }) {
+                return MediaAttachment(file: String(argument[..<colon]), type: type)
+            }
+        }
+        return MediaAttachment(file: argument)
     }
 }
 
@@ -234,21 +308,18 @@ struct BatchRunner {
     }
 
     func run(path: String) async throws {
-        let input: FileHandle
+        let input: InputFile
         if path == "-" {
-            input = FileHandle.standardInput
+            input = InputFile.standardInput
         } else {
-            var isDirectory: ObjCBool = false
+            var isDirectory = false
             guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
                 throw CLIError("the batch file \(path) does not exist; check the path")
             }
-            guard !isDirectory.boolValue else { throw CLIError("the batch file \(path) is a directory; pass a file") }
-            guard let handle = FileHandle(forReadingAtPath: path) else {
-                throw CLIError("the batch file \(path) cannot be read; check its permissions")
-            }
-            input = handle
+            guard !isDirectory else { throw CLIError("the batch file \(path) is a directory; pass a file") }
+            input = try InputFile.open(path, what: "the batch file")
         }
-        defer { if path != "-" { try? input.close() } }
+        defer { input.close() }
 
         let workers = max(1, min(ProcessInfo.processInfo.activeProcessorCount, 8))
         var works = [Work](repeating: Work(), count: workers)
@@ -262,7 +333,7 @@ struct BatchRunner {
         var atEOF = false
 
         while !atEOF {
-            let chunk = try input.read(upToCount: BatchRunner.readSize) ?? Data()
+            let chunk = try input.read(upToCount: BatchRunner.readSize)
             if chunk.isEmpty {
                 atEOF = true
                 if !pending.isEmpty && !skippingLongLine { pending.append(0x0a) }  // last line without a newline
@@ -330,7 +401,7 @@ struct BatchRunner {
             }
             pending.removeSubrange(0..<start)
             if output.count >= BatchRunner.flushSize || atEOF {
-                if !output.isEmpty { FileHandle.standardOutput.write(Data(output)) }
+                if !output.isEmpty { StandardIO.writeOutput(output) }
                 output.removeAll(keepingCapacity: true)
             }
         }
@@ -348,3 +419,6 @@ struct BatchRunner {
         }
     }
 }
+
+/// `--padding bucket|none|max`: the wire module's policy itself is the option's value.
+extension PaddingPolicy: ExpressibleByArgument {}

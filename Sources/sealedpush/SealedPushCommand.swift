@@ -1,9 +1,13 @@
 import ArgumentParser
+import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 
 /// The `sealedpush` command: end-to-end encrypted push notifications, sender and device side.
-@main
 struct SealedPushCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sealedpush",
@@ -13,31 +17,76 @@ struct SealedPushCommand: AsyncParsableCommand {
             --keychain DIR, else $SEALEDPUSH_KEYCHAIN, else ./keys.
             """,
         version: "0.1.0",
-        subcommands: [
-            SealCommand.self, KeysCommand.self, SenderCommand.self, TrustCommand.self, DeviceCommand.self,
-            DemoCommand.self, BenchCommand.self,
-        ]
+        subcommands: subcommands
     )
 
+    /// Every subcommand; `media` and `receipts` only in builds with the networking modules.
+    static var subcommands: [any ParsableCommand.Type] {
+        var list: [any ParsableCommand.Type] = [
+            SealCommand.self, KeysCommand.self, SenderCommand.self, TrustCommand.self, DeviceCommand.self,
+            DemoCommand.self,
+        ]
+        #if canImport(SealedPushReceiptCollector)
+        list.append(ReceiptsCommand.self)
+        #endif
+        #if canImport(SealedPushMediaServer)
+        list.append(MediaCommand.self)
+        #endif
+        return list
+    }
+
+}
+
+/// The process entry point: logging to standard error, then ArgumentParser's parse and run.
+///
+/// A synchronous `main` that waits for the command's task, instead of Swift's async `main`: the
+/// async form ends the main thread with `dispatch_main()` → `pthread_exit`, whose forced unwind makes
+/// the unwinder index every frame description of this static binary (about a third of
+/// `device push`'s page faults).
+@main
+enum SealedPushMain {
     /// Sends logs (reason codes only, never plaintext or keys) to standard error, so standard output
     /// stays exactly the payload or JSON a command promises; `SEALEDPUSH_LOG_LEVEL` picks the level
     /// (default `notice`). Then parses and runs the command as ArgumentParser's own `main` does.
-    static func main() async {
+    static func main() {
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             let level = ProcessInfo.processInfo.environment["SEALEDPUSH_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:))
             handler.logLevel = level ?? .notice
             return handler
         }
-        do {
-            var command = try parseAsRoot()
-            if var asyncCommand = command as? any AsyncParsableCommand {
-                try await asyncCommand.run()
-            } else {
-                try command.run()
-            }
-        } catch {
-            exit(withError: error)
+        let command: any ParsableCommand
+        do { command = try SealedPushCommand.parseAsRoot() } catch { SealedPushCommand.exit(withError: error) }
+        guard let asyncCommand = command as? any AsyncParsableCommand else {
+            var syncCommand = command
+            do { try syncCommand.run() } catch { SealedPushCommand.exit(withError: error) }
+            return
         }
+        let run = CommandRun(asyncCommand)
+        let done = DispatchSemaphore(value: 0)
+        Task.detached {
+            await run.run()
+            done.signal()
+        }
+        done.wait()
+        if let error = run.error { SealedPushCommand.exit(withError: error) }
+    }
+}
+
+/// One async command run on the cooperative pool while the main thread waits for it.
+///
+/// `@unchecked Sendable`: the command is handed over before the task starts and only the task touches
+/// it; `error` is written by the task before it signals the semaphore the main thread waits on, and
+/// read by the main thread only after that wait (the semaphore orders the two).
+final class CommandRun: @unchecked Sendable {
+    private var command: any AsyncParsableCommand
+    private(set) var error: (any Error)?
+
+    init(_ command: any AsyncParsableCommand) {
+        self.command = command
+    }
+
+    func run() async {
+        do { try await command.run() } catch { self.error = error }
     }
 }

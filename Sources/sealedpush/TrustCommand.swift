@@ -1,5 +1,9 @@
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import SealedPushCrypto
 import SealedPushKeychain
 import SealedPushWire
@@ -26,7 +30,7 @@ struct TrustCommand: AsyncParsableCommand {
         func run() throws {
             let bytes = try readInput(record, limit: 64 << 10, what: "the sender key record")
             let parsed: SenderKeyRecord
-            do { parsed = try SenderKeyRecord(jsonBytes: bytes) } catch { throw CLIError(error.description) }
+            do { parsed = try SenderKeyRecord(jsonBytes: bytes) } catch { throw CLIError(recordAdvice(error, export: "sender export")) }
             let trust = try TrustCommand.trustStore(store, create: false)
             let added = try keychain { () throws(KeychainError) in try trust.add(parsed) }
             print(added ? "trusted sender key \(parsed.keyID.hex)" : "sender key \(parsed.keyID.hex) was already trusted")
@@ -55,10 +59,12 @@ struct TrustCommand: AsyncParsableCommand {
     struct Remove: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Stop trusting a sender key.")
         @OptionGroup var store: KeychainOptions
-        @Argument(help: "The sender key id.") var keyID: KeyIDArgument
+        @Argument(help: "The sender key id (16 lowercase hex digits).", transform: KeyIDArgument.parse) var keyID: KeyIDArgument
         func run() throws {
             let trust = try TrustCommand.trustStore(store, create: false)
-            try keychain { () throws(KeychainError) in try trust.remove(keyID.keyID) }
+            do { try trust.remove(keyID.keyID) } catch .itemNotFound {
+                throw CLIError("no trusted sender key \(keyID.keyID.hex) (see `sealedpush trust list --keychain \(store.directory.path)`)")
+            } catch { throw cliError(error, directory: store.directory.path, role: .device) }
             print("removed sender key \(keyID.keyID.hex)")
         }
     }

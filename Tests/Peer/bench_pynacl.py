@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The sender and receiver work of `sealedpush bench`, done in Python with PyNaCl, side by side.
+"""The sender and receiver work of `sealedpush-bench`, done in Python with PyNaCl, side by side.
 
 PyNaCl is what a server team would otherwise use (Tests/Peer/peer.py is the independent wire v1
 peer this builds on). Every figure is operations per second of the fastest of several timed rounds
@@ -19,8 +19,8 @@ the raw rows show the fastest raw rounds of the run.
   receiver_open_warm_signed_N_retired, receiver_open_warm_oldest_key_N_retired   as in the Swift bench
 
 Usage:
-  bench_pynacl.py                       run `sealedpush bench --json` (SEALEDPUSH_BIN, else
-                                        .build/bench/release/sealedpush) and print one combined table
+  bench_pynacl.py                       run `sealedpush-bench --json` (SEALEDPUSH_BENCH_BIN, else
+                                        .build/bench/release/sealedpush-bench) and print one combined table
   bench_pynacl.py --swift-json FILE     combine with a Swift run saved earlier (what `make bench` does)
   bench_pynacl.py --no-swift            PyNaCl figures only
   --quick                               tiny counts (checks that it runs)   --json   print JSON instead
@@ -317,12 +317,12 @@ def load_swift(args):
     if args.swift_json:
         with open(args.swift_json, "rb") as f:
             return json.load(f)
-    binary = args.sealedpush or os.environ.get("SEALEDPUSH_BIN") or os.path.join(ROOT, ".build", "bench", "release", "sealedpush")
+    binary = args.sealedpush or os.environ.get("SEALEDPUSH_BENCH_BIN") or os.path.join(ROOT, ".build", "bench", "release", "sealedpush-bench")
     if not os.access(binary, os.X_OK):
         print(f"bench_pynacl: no sealedpush binary at {binary}; build it (make bench) or pass --sealedpush / --no-swift",
               file=sys.stderr)
         sys.exit(1)
-    cmd = [binary, "bench", "--json"] + (["--quick"] if args.quick else [])
+    cmd = [binary, "--json"] + (["--quick"] if args.quick else [])
     done = subprocess.run(cmd, stdout=subprocess.PIPE, check=True)
     return json.loads(done.stdout)
 
@@ -384,8 +384,8 @@ def print_table(swift, py, cpu):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--swift-json", help="a saved `sealedpush bench --json` output to compare with")
-    ap.add_argument("--sealedpush", help="the sealedpush binary to run (default: SEALEDPUSH_BIN, else .build/bench/release/sealedpush)")
+    ap.add_argument("--swift-json", help="a saved `sealedpush-bench --json` output to compare with")
+    ap.add_argument("--sealedpush", help="the sealedpush-bench binary to run (default: SEALEDPUSH_BENCH_BIN, else .build/bench/release/sealedpush-bench)")
     ap.add_argument("--no-swift", action="store_true", help="PyNaCl figures only")
     ap.add_argument("--quick", action="store_true", help="tiny counts: checks that everything runs")
     ap.add_argument("--json", action="store_true", help="print {\"swift\": …, \"pynacl\": {\"results\": […]}}")

@@ -3,13 +3,17 @@ import Foundation
 import SealedPushTestSupport
 import SealedPushWire
 
-/// `sealedpush bench --json --quick` runs and prints the documented JSON shape. It never checks
+/// `sealedpush-bench --json --quick` (the benchmark target, built beside `sealedpush`) runs and prints
+/// the documented JSON shape. It never checks
 /// timings: a shared, loaded test machine says nothing about performance.
 @Suite("CLI: bench", .serialized)
 struct BenchCLITests {
+    /// The benchmark binary beside the `sealedpush` under test.
+    static var bench: URL { CLIRunner.binary.deletingLastPathComponent().appendingPathComponent("sealedpush-bench") }
+
     @Test("bench --json --quick prints results with name, ops_per_second and ratio_to_raw")
     func quickJSONShape() throws {
-        let r = try CLIRunner.run(["bench", "--json", "--quick"], timeout: 300)
+        let r = try CLIRunner.run(["--json", "--quick"], executable: Self.bench, timeout: 300)
         try #require(r.status == 0, "bench failed: \(r.stderr)")
         guard case let .object(root) = try JSON.parse(r.stdout) else {
             Issue.record("the output is not a JSON object: \(r.stdoutText.prefix(300))")
@@ -53,10 +57,12 @@ struct BenchCLITests {
         #expect(memory["device_push_outcome"]?.stringValue == "decrypted", "the device push child did not decrypt")
     }
 
-    @Test("bench --profile runs one workload untimed")
+    @Test("bench --profile runs one workload untimed, and names the workloads for an unknown one")
     func profileWorkload() throws {
-        let r = try CLIRunner.run(["bench", "--profile", "ephemeral_check", "--iterations", "50"])
+        let r = try CLIRunner.run(["--profile", "sender_seal_signed", "--iterations", "50"], executable: Self.bench)
         #expect(r.status == 0, "bench --profile failed: \(r.stderr)")
-        #expect(r.stdoutText.contains("ephemeral_check: 50"))
+        let unknown = try CLIRunner.run(["--profile", "no_such_workload", "--iterations", "1"], executable: Self.bench)
+        #expect(unknown.status != 0)
+        #expect(unknown.stderr.contains("unknown workload no_such_workload") && unknown.stderr.contains("raw_seal"))
     }
 }

@@ -251,7 +251,8 @@ struct HostileCLITests {
         Case("directory as sender record", ["trust", "add", "{DIR}", "--keychain", "{KC}"], .failure("is a directory")),
 
         // Hostile arguments.
-        Case("--badge -1 (a value that looks like an option)", ["seal", "--to", "{REC}", "--title", "badge", "--badge", "-1"], .sealed(title: "badge", badge: -1)),
+        Case("--badge -1 (a value that looks like an option; refused: a badge is 0 or more)", ["seal", "--to", "{REC}", "--title", "badge", "--badge", "-1"],
+             .usage("--badge must be 0 or more")),
         Case("--badge past Int64", ["seal", "--to", "{REC}", "--body", "x", "--badge", "99999999999999999999"],
              .usage("'99999999999999999999' is invalid for '--badge <N>'")),
         Case("--expires-in -5s", ["seal", "--to", "{REC}", "--body", "x", "--expires-in", "-5s"], .usage("'-5s' is invalid for '--expires-in")),
@@ -281,7 +282,7 @@ struct HostileCLITests {
         Case("--keychain empty", ["keys", "list", "--keychain", ""], .usage("--keychain needs a directory")),
         Case("--keychain empty for device push", push().map { $0 == "{KC}" ? "" : $0 }, file: payload(), .usage("--keychain needs a directory")),
         Case("--keychain is a regular file", ["keys", "list", "--keychain", "{FILE}"], .failure("is not a directory")),
-        Case("--keychain is a missing directory", ["device", "status", "--keychain", "{MISSING}"], .failure("does not exist")),
+        Case("--keychain is a missing directory", ["device", "status", "--keychain", "{MISSING}"], .failure("no key store at")),
         Case("keys retire with a malformed id", ["keys", "retire", "not-a-key-id", "--keychain", "{KC}"], .usage("'not-a-key-id' is invalid for '<key-id>'")),
         Case("keys retire with 15 hex digits", ["keys", "retire", "0123456789abcde", "--keychain", "{KC}"], .usage("'0123456789abcde' is invalid for '<key-id>'")),
         Case("keys retire with an unknown id", ["keys", "retire", "0000000000000000", "--keychain", "{KC}"], .failure("0000000000000000")),
@@ -289,7 +290,7 @@ struct HostileCLITests {
         Case("--sign-with empty", ["seal", "--to", "{REC}", "--body", "x", "--sign-with", ""], .usage("--sign-with needs a sender store directory")),
         Case("--sign-with a missing store", ["seal", "--to", "{REC}", "--body", "x", "--sign-with", "{MISSING}"], .failure("sealedpush sender generate")),
         Case("--sign-with a regular file", ["seal", "--to", "{REC}", "--body", "x", "--sign-with", "{FILE}"], .failure("is a file")),
-        Case("--sign-with a device store", ["seal", "--to", "{REC}", "--body", "x", "--sign-with", "{KC}"], .failure("no active key")),
+        Case("--sign-with a device store", ["seal", "--to", "{REC}", "--body", "x", "--sign-with", "{KC}"], .failure("no active signing key")),
 
         // Batches.
         Case("batch with a 10 MB single line", ["seal", "--batch", "{IN}"], file: { f in

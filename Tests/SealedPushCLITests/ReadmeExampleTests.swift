@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Testing
 import SealedPushCrypto
 import SealedPushKeychain
@@ -10,17 +9,13 @@ import SealedPushWire
 /// The README's "Using the receiver inside an iOS extension" wiring, as written there, run for real.
 @Suite("README: the receiver wiring")
 struct ReadmeExampleTests {
-    final class Shown: Sendable {
-        let value = Mutex<NotificationContent?>(nil)
-    }
-
     @Test("wired as the README shows, the extension decrypts a sealed payload and answers a replay with the fallback")
-    func receiverWiring() throws {
+    func receiverWiring() async throws {
         let scratch = try CLIRunner.temporaryDirectory("readme")
         defer { try? FileManager.default.removeItem(at: scratch) }
         let keychainDirectory = scratch.appendingPathComponent("keys")  // created 0700 by the store
         let record = try DeviceKeyring(root: keychainDirectory).generate()
-        let payloadBytes = try TestPayloads.payload(body: TestPayloads.body(to: record.publicKey, now: SecretMessageExtension.systemNow()),
+        let payloadBytes = try TestPayloads.payload(body: TestPayloads.body(to: record.publicKey, now: WallClock.system.unixSeconds),
                                                     to: record.publicKey)
         guard case let .object(payload) = try JSON.parse(payloadBytes) else { Issue.record("payload is not an object"); return }
 
@@ -38,14 +33,13 @@ struct ReadmeExampleTests {
 
         for (attempt, expectedBody) in [(1, "The eagle lands at noon."), (2, "(Encrypted)")] {
             let serviceExtension = SecretMessageExtension(configuration: configuration)
-            let shown = Shown()
-            serviceExtension.didReceive(NotificationRequest(identifier: "readme", payload: payload)) { content in
-                shown.value.withLock { $0 = content }
-            }
+            let request = NotificationRequest(identifier: "readme", payload: payload)
+            // --- as in README.md ---
+            let delivery = await serviceExtension.delivery(for: request)  // content + outcome
+            // --- end ---
             serviceExtension.serviceExtensionTimeWillExpire()  // after delivery: does nothing
-            let content = try #require(shown.value.withLock { $0 })
-            #expect(content.body == expectedBody, "delivery \(attempt)")
-            #expect(serviceExtension.lastReason == (attempt == 1 ? nil : .replayed))
+            #expect(delivery.content.body == expectedBody, "delivery \(attempt)")
+            #expect(delivery.outcome == (attempt == 1 ? .decrypted : .fallback(.replayed)))
         }
         #expect(keys.statistics.misses == 1 && keys.statistics.hits == 1)
     }

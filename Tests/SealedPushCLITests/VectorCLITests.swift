@@ -7,14 +7,14 @@ import SealedPushTestSupport
 
 /// Every shared vector delivered by `sealedpush device push` to a keychain holding the vectors' keys.
 @Suite("CLI: shared vectors through the device simulator") struct VectorCLITests {
-    static let file = try! SharedVectors.load()
+    static let file = SharedVectors.required
 
     /// A test keychain with the vectors' retired key (imported first) and active key (rotated to),
     /// their trusted sender, at the vectors' clock. The keys are read from ../shared at test time.
     static let keychain: URL = {
         let dir = try! CLIRunner.temporaryDirectory("vectors").appendingPathComponent("device")
         let now = Date(timeIntervalSince1970: TimeInterval(file.now - 3600))
-        let store = try! KeychainStore(url: dir, now: { now })
+        let store = try! KeychainStore(url: dir, clock: WallClock { now })
         let ring = DeviceKeyring(store: store)
         let retired = file.deviceKeys.first { $0.role == "retired" }!.keyPair
         let active = file.deviceKeys.first { $0.role == "active" }!.keyPair

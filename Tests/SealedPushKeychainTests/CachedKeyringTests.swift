@@ -18,8 +18,8 @@ struct CachedKeyringTests {
 
         init() throws {
             dir = try TempDirectory()
-            app = try DeviceKeyring(root: dir.store, now: clock.now)
-            readerStore = try KeychainStore(url: dir.store, now: clock.now)
+            app = try DeviceKeyring(root: dir.store, clock: clock.wall)
+            readerStore = try KeychainStore(url: dir.store, clock: clock.wall)
             cache = CachedDeviceKeyring(keyring: DeviceKeyring(store: readerStore))
         }
     }
@@ -107,7 +107,7 @@ struct CachedKeyringTests {
         #expect(Self.found(rig.cache.lookUpKey(id: record.keyID)) != nil)
         #expect(Self.found(rig.cache.lookUpKey(id: record.keyID)) != nil)
         try FileManager.default.removeItem(at: rig.dir.store)
-        let other = try DeviceKeyring(root: rig.dir.store, now: rig.clock.now)
+        let other = try DeviceKeyring(root: rig.dir.store, clock: rig.clock.wall)
         _ = try other.generate()
         #expect(Self.isUnknown(rig.cache.lookUpKey(id: record.keyID)))
     }

@@ -28,6 +28,8 @@ final class TestClock: Sendable {
     init(_ start: Date = Date(timeIntervalSince1970: 1_800_000_000)) { date = Mutex(start) }
 
     var now: @Sendable () -> Date { { [self] in self.date.withLock { $0 } } }
+    /// This clock as the `WallClock` stores and keyrings take.
+    var wall: WallClock { WallClock(now) }
     var current: Date { date.withLock { $0 } }
     var unix: Int64 { Int64(current.timeIntervalSince1970) }
 

@@ -12,8 +12,25 @@ func caught(_ body: () throws -> Void) -> KeychainError? {
 }
 
 extension KeychainError {
-    /// The case name (the description starts with it).
-    var name: String { String(description.prefix { $0 != ":" }) }
+    /// The case, by name (from the case itself, not from the message).
+    var name: String {
+        switch self {
+        case .duplicateItem: return "duplicateItem"
+        case .itemNotFound: return "itemNotFound"
+        case .storeNotFound: return "storeNotFound"
+        case .interactionNotAllowed: return "interactionNotAllowed"
+        case .missingEntitlement: return "missingEntitlement"
+        case .decode: return "decode"
+        case .authFailed: return "authFailed"
+        case .param: return "param"
+        case .insecurePermissions: return "insecurePermissions"
+        case .io: return "io"
+        case .activeKeyExists: return "activeKeyExists"
+        case .noActiveKey: return "noActiveKey"
+        case .activeKeyRefused: return "activeKeyRefused"
+        case .keyNotUsable: return "keyNotUsable"
+        }
+    }
 }
 
 @Suite("Keychain API semantics")
@@ -22,7 +39,7 @@ struct KeychainAPITests {
     func addAndRead() throws {
         let dir = try TempDirectory()
         let clock = TestClock()
-        let store = try KeychainStore(url: dir.store, now: clock.now)
+        let store = try KeychainStore(url: dir.store, clock: clock.wall)
         try store.add(itemClass: .genericPassword, service: "svc", account: "alice", data: secret("s3cret"), label: "Alice",
                       accessibility: .whenUnlocked, applicationTag: [1, 2, 3])
         let item = try store.read(itemClass: .genericPassword, service: "svc", account: "alice")
@@ -54,12 +71,12 @@ struct KeychainAPITests {
     func updateSemantics() throws {
         let dir = try TempDirectory()
         let clock = TestClock()
-        let store = try KeychainStore(url: dir.store, now: clock.now)
+        let store = try KeychainStore(url: dir.store, clock: clock.wall)
         let missing = caught { try store.update(KeychainQuery(service: "nope"), with: KeychainUpdate(data: secret("x"))) }
         #expect(missing?.name == "itemNotFound")
         try store.add(itemClass: .genericPassword, service: "svc", account: "a", data: secret("old"), label: "L1")
         clock.advance(60)
-        let n = try store.update(KeychainQuery(service: "svc", account: "a"), with: KeychainUpdate(data: secret("new"), label: .some("L2")))
+        let n = try store.update(KeychainQuery(service: "svc", account: "a"), with: KeychainUpdate(data: secret("new"), label: .set("L2")))
         #expect(n == 1)
         let item = try store.read(itemClass: .genericPassword, service: "svc", account: "a")
         #expect(text(item.data) == "new")
@@ -70,6 +87,9 @@ struct KeychainAPITests {
         try store.update(KeychainQuery(service: "svc"), with: KeychainUpdate(accessibility: .always))
         let again = try store.read(itemClass: .genericPassword, service: "svc", account: "a")
         #expect(text(again.data) == "new" && again.accessibility == .always)
+        #expect(again.label == "L2", "a label left at .keep stays")
+        try store.update(KeychainQuery(service: "svc"), with: KeychainUpdate(label: .remove))
+        #expect(try store.read(itemClass: .genericPassword, service: "svc", account: "a").label == nil)
     }
 
     @Test("matching by each attribute, and the limit")

@@ -13,7 +13,7 @@ struct DeviceKeyringTests {
     func generate() throws {
         let dir = try TempDirectory()
         let clock = TestClock()
-        let keyring = try DeviceKeyring(root: dir.store, now: clock.now)
+        let keyring = try DeviceKeyring(root: dir.store, clock: clock.wall)
         #expect(caught { _ = try keyring.export() } == .noActiveKey)
         let record = try keyring.generate()
         #expect(record.createdAt == clock.current)
@@ -29,7 +29,7 @@ struct DeviceKeyringTests {
     func rotationGraceAndPrune() throws {
         let dir = try TempDirectory()
         let clock = TestClock()
-        let keyring = try DeviceKeyring(root: dir.store, now: clock.now)
+        let keyring = try DeviceKeyring(root: dir.store, clock: clock.wall)
         let old = try keyring.generate()
         let inFlight = try sealMessage(to: old, id: "m1", now: clock.unix)
         clock.advance(60)
@@ -43,7 +43,7 @@ struct DeviceKeyringTests {
         #expect(try keyring.export(keyID: old.keyID) == old)
 
         // During the grace: both old and new keys open.
-        let opener = MessageOpener(keys: DeviceKeyring(store: try KeychainStore(url: dir.store, now: clock.now)))
+        let opener = MessageOpener(keys: DeviceKeyring(store: try KeychainStore(url: dir.store, clock: clock.wall)))
         #expect(try opener.open(encryptedData: inFlight, now: clock.unix).body.id == "m1")
         #expect(try opener.open(encryptedData: try sealMessage(to: new, id: "m2", now: clock.unix), now: clock.unix).keyID == new.keyID)
 
@@ -95,7 +95,7 @@ struct DeviceKeyringTests {
     func retire() throws {
         let dir = try TempDirectory()
         let clock = TestClock()
-        let keyring = try DeviceKeyring(root: dir.store, now: clock.now)
+        let keyring = try DeviceKeyring(root: dir.store, clock: clock.wall)
         let first = try keyring.generate()
         let second = try keyring.rotate(grace: .seconds(86_400))
         #expect(caught { try keyring.retire(keyID: second.keyID) }?.name == "activeKeyRefused")
@@ -108,11 +108,11 @@ struct DeviceKeyringTests {
     func manyRotationsConstantLookup() throws {
         let dir = try TempDirectory()
         let clock = TestClock()
-        let keyring = try DeviceKeyring(root: dir.store, now: clock.now)
+        let keyring = try DeviceKeyring(root: dir.store, clock: clock.wall)
         let first = try keyring.generate()
         func lookupCost(_ kid: KeyID) throws -> (files: Int, listings: Int) {
             // The store opened cold per notification.
-            let cold = DeviceKeyring(store: try KeychainStore(url: dir.store, now: clock.now))
+            let cold = DeviceKeyring(store: try KeychainStore(url: dir.store, clock: clock.wall))
             cold.store.statistics.reset()
             guard case .found = cold.lookUpKey(id: kid) else { Issue.record("lookup of \(kid.hex) failed"); return (0, 0) }
             return (cold.store.statistics.filesRead, cold.store.statistics.directoriesListed)
@@ -128,7 +128,7 @@ struct DeviceKeyringTests {
         #expect(base.listings == 0)
         #expect(base.files <= 5)
         // An unknown key id costs no more.
-        let cold = DeviceKeyring(store: try KeychainStore(url: dir.store, now: clock.now))
+        let cold = DeviceKeyring(store: try KeychainStore(url: dir.store, clock: clock.wall))
         cold.store.statistics.reset()
         guard case .unknown = cold.lookUpKey(id: KeyID(publicKey: [UInt8](repeating: 7, count: 32))) else { Issue.record("expected .unknown"); return }
         #expect(cold.store.statistics.filesRead <= base.files && cold.store.statistics.directoriesListed == 0)
@@ -163,9 +163,9 @@ struct SenderAndTrustTests {
     func senderRotation() throws {
         let deviceDir = try TempDirectory(), serverDir = try TempDirectory()
         let clock = TestClock()
-        let device = try DeviceKeyring(root: deviceDir.store, now: clock.now)
+        let device = try DeviceKeyring(root: deviceDir.store, clock: clock.wall)
         let deviceRecord = try device.generate()
-        let sender = try SenderKeyring(root: serverDir.store, now: clock.now)
+        let sender = try SenderKeyring(root: serverDir.store, clock: clock.wall)
         let firstSender = try sender.generate()
         #expect(caught { try sender.generate() }?.name == "activeKeyExists")
         let trust = TrustStore(store: device.store)

@@ -2,6 +2,7 @@ import Testing
 import Foundation
 import SealedPushCrypto
 import SealedPushWire
+import SealedPushDevice
 import SealedPushReceiver
 import SealedPushTestSupport
 
@@ -26,7 +27,7 @@ private struct PayloadRig: Sendable {
         let keys = InMemoryKeys([device])
         let now = self.now
         return DeviceSimulator(options: .init(timeLimit: .seconds(20))) {
-            SecretMessageExtension(configuration: .init(keys: keys, now: { now }))
+            SecretMessageExtension(configuration: .init(keys: keys, clock: .fixed(unixSeconds: now)))
         }
     }
 
@@ -247,7 +248,7 @@ private let hostilePayloads: [HostilePayload] = [
             #expect(result.notification == nil)
         case .fallback:
             let shown = try #require(result.notification)
-            #expect(shown.body == Placeholder.encrypted)
+            #expect(shown.body == SecretMessageExtension.placeholderText)
             #expect(shown.title == rig.placeholderTitle)
             #expect(shown.subtitle == "")
         case .decrypted:

@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 import SealedPushCrypto
 import SealedPushWire
+import SealedPushDevice
 import SealedPushReceiver
 import SealedPushTestSupport
 
@@ -14,16 +15,18 @@ struct TestDevice {
     let now: Int64 = 1_800_000_000
     var locked = false
     var requireSignature = false
-    var startDelay: Duration = .zero
+    /// The extension stalls until the expiry callback.
+    var stalled = false
     let replay = InMemoryReplayGuard()
 
-    func simulator(_ options: DeviceSimulator.Options = .init()) -> DeviceSimulator {
+    func simulator(_ options: DeviceSimulator.Options = .init(), clock: any Clock<Duration> = ContinuousClock()) -> DeviceSimulator {
         let keys = InMemoryKeys([key], locked: locked)
         let policy = ReceiverPolicy(trustedSenders: [trusted.publicKey], requireSignature: requireSignature)
-        let now = self.now, replay = self.replay, delay = startDelay
-        return DeviceSimulator(options: options) {
-            SecretMessageExtension(configuration: .init(keys: keys, policy: { policy }, replayGuard: replay, now: { now },
-                                                        startDelay: delay))
+        let now = self.now, replay = self.replay, stalled = self.stalled
+        return DeviceSimulator(options: options, clock: clock) {
+            let ext = SecretMessageExtension(configuration: .init(keys: keys, policy: { policy }, replayGuard: replay,
+                                                                  clock: .fixed(unixSeconds: now)))
+            return stalled ? StalledExtension(ext, delay: nil) : ext
         }
     }
 
@@ -57,9 +60,11 @@ final class Shown: Sendable {
 
         @Test func asyncFormReturnsDecryptedContent() async throws {
             let device = TestDevice()
-            let ext = SecretMessageExtension(configuration: .init(keys: InMemoryKeys([device.key]), now: { device.now }))
+            let ext = SecretMessageExtension(configuration: .init(keys: InMemoryKeys([device.key]), clock: .fixed(unixSeconds: device.now)))
             guard case let .object(payload) = try JSON.parse(try device.payload()) else { Issue.record("payload"); return }
-            let content = await ext.content(for: NotificationRequest(identifier: "x", payload: payload))
+            let delivery = await ext.delivery(for: NotificationRequest(identifier: "x", payload: payload))
+            #expect(delivery.outcome == .decrypted)
+            let content = delivery.content
             #expect(content.title == "Agent K")
             #expect(content.body == "The eagle lands at noon.")
             #expect(content.userInfo["ENCRYPTED_DATA"] == nil)
@@ -197,11 +202,24 @@ final class Shown: Sendable {
             #expect(await simulator.deliver(payload: try device.payload(expiresAt: device.now - 299)).outcome == .decrypted)
         }
 
-        @Test func stalledExtensionTimesOut() async throws {
+        /// A delivery to an extension stalled until expiry, on a manual clock, with the device already
+        /// waiting out its 30-second time limit.
+        static func stalledDelivery() async throws -> (clock: ManualClock, delivery: Task<DeliveryResult, Never>) {
             var device = TestDevice()
-            device.startDelay = .milliseconds(400)
-            let result = await device.simulator(.init(timeLimit: .milliseconds(50), expiryGrace: .milliseconds(200)))
-                .deliver(payload: try device.payload())
+            device.stalled = true
+            let clock = ManualClock()
+            let simulator = device.simulator(.init(timeLimit: .seconds(30), expiryGrace: .seconds(1)), clock: clock)
+            let payload = try device.payload()
+            let delivery = Task { await simulator.deliver(payload: payload) }
+            await clock.waitForSleepers(1)
+            return (clock, delivery)
+        }
+
+        @Test("an extension stalled past the time limit shows the timeout content (device timer on a manual clock)")
+        func stalledExtensionTimesOut() async throws {
+            let (clock, delivery) = try await Self.stalledDelivery()
+            clock.advance(by: .seconds(30))
+            let result = await delivery.value
             #expect(result.outcome == .timeout)
             #expect(result.reason == .timeExpired)
             #expect(result.notification?.subtitle == "(Encrypted)")
@@ -209,48 +227,90 @@ final class Shown: Sendable {
             #expect(result.notification?.title == "Secret Message!")
         }
 
-        @Test("expiry before didReceive started: the timeout content, delivered once, with a matching reason")
+        @Test("the time limit is not reached one nanosecond early: the device is still waiting")
+        func timeLimitIsExact() async throws {
+            let (clock, delivery) = try await Self.stalledDelivery()
+            clock.advance(by: .seconds(30) - .nanoseconds(1))
+            #expect(clock.sleeperCount == 1)
+            clock.advance(by: .nanoseconds(1))
+            #expect(await delivery.value.outcome == .timeout)
+        }
+
+        @Test("expiry before didReceive started: the timeout content, delivered once, with a matching outcome")
         func expiryBeforeDidReceive() async throws {
             let device = TestDevice()
-            let ext = SecretMessageExtension(configuration: .init(keys: InMemoryKeys([device.key]), now: { device.now }))
+            let ext = SecretMessageExtension(configuration: .init(keys: InMemoryKeys([device.key]), clock: .fixed(unixSeconds: device.now)))
             guard case let .object(payload) = try JSON.parse(try device.payload()) else { Issue.record("payload"); return }
             ext.serviceExtensionTimeWillExpire()
-            let shown = Mutex<[NotificationContent]>([])
-            ext.didReceive(NotificationRequest(identifier: "x", payload: payload)) { content in shown.withLock { $0.append(content) } }
+            let shown = Mutex<[ExtensionDelivery]>([])
+            ext.didReceive(NotificationRequest(identifier: "x", payload: payload)) { (d: ExtensionDelivery) in shown.withLock { $0.append(d) } }
             ext.serviceExtensionTimeWillExpire()
             let delivered = shown.withLock { $0 }
             #expect(delivered.count == 1)
-            #expect(delivered.first?.subtitle == "(Encrypted)" && delivered.first?.body == "")
-            #expect(ext.lastReason == .timeExpired && !ext.lastDecrypted)
+            #expect(delivered.first?.content.subtitle == "(Encrypted)" && delivered.first?.content.body == "")
+            #expect(delivered.first?.outcome == .timeExpired)
         }
 
-        @Test("expiry racing the extension's own answer: the reason always describes what was shown")
+        @Test("expiry after the message opened delivers the decrypted best attempt, not the timeout content")
+        func expiryAfterOpenDeliversBestAttempt() async throws {
+            let device = TestDevice()
+            let ext = SecretMessageExtension(configuration: .init(keys: InMemoryKeys([device.key]), clock: .fixed(unixSeconds: device.now)))
+            guard case let .object(payload) = try JSON.parse(try device.payload()) else { Issue.record("payload"); return }
+            let delivery = await ext.delivery(for: NotificationRequest(identifier: "x", payload: payload))
+            ext.serviceExtensionTimeWillExpire()  // after delivery: nothing changes
+            #expect(delivery.outcome == .decrypted && delivery.content.body == "The eagle lands at noon.")
+        }
+
+        @Test("expiry racing the extension's own answer: the outcome always describes what was shown")
         func expiryRacesDidReceive() async throws {
             let device = TestDevice()
             guard case let .object(payload) = try JSON.parse(try device.payload()) else { Issue.record("payload"); return }
             let now = device.now, key = device.key
             for _ in 0..<300 {
-                let ext = SecretMessageExtension(configuration: .init(keys: InMemoryKeys([key]), now: { now }))
-                let shown = Shown()
+                let ext = SecretMessageExtension(configuration: .init(keys: InMemoryKeys([key]), clock: .fixed(unixSeconds: now)))
                 let request = NotificationRequest(identifier: "x", payload: payload)
-                await withTaskGroup(of: Void.self) { group in
-                    group.addTask { ext.didReceive(request) { content in shown.append(content) } }
-                    group.addTask { ext.serviceExtensionTimeWillExpire() }
+                let shown = Mutex<[ExtensionDelivery]>([])
+                await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                    ext.didReceive(request) { (d: ExtensionDelivery) in
+                        let first = shown.withLock { s -> Bool in s.append(d); return s.count == 1 }
+                        if first { done.resume() }
+                    }
+                    ext.serviceExtensionTimeWillExpire()
                 }
-                let delivered = shown.all
-                #expect(delivered.count == 1)
-                if ext.lastDecrypted {
-                    #expect(delivered.first?.body == "The eagle lands at noon." && ext.lastReason == nil)
-                } else {
-                    #expect(ext.lastReason == .timeExpired && delivered.first?.subtitle == "(Encrypted)" && delivered.first?.body == "")
+                try await Task.sleep(for: .milliseconds(1))  // a second delivery would land here
+                let all = shown.withLock { $0 }
+                #expect(all.count == 1)
+                switch all.first?.outcome {
+                case .decrypted?: #expect(all.first?.content.body == "The eagle lands at noon.")
+                case .timeExpired?: #expect(all.first?.content.subtitle == "(Encrypted)" && all.first?.content.body == "")
+                default: Issue.record("unexpected outcome \(String(describing: all.first?.outcome))")
                 }
             }
         }
 
+        @Test("a stall shorter than the time limit only delays the decrypted message")
+        func shortStallStillDecrypts() async throws {
+            let device = TestDevice()
+            let keys = InMemoryKeys([device.key])
+            let now = device.now
+            let simulator = DeviceSimulator(options: .init(timeLimit: .seconds(20))) {
+                StalledExtension(SecretMessageExtension(configuration: .init(keys: keys, clock: .fixed(unixSeconds: now))),
+                                 delay: .milliseconds(20))
+            }
+            #expect(await simulator.deliver(payload: try device.payload()).outcome == .decrypted)
+        }
+
         @Test func hungExtensionShowsOriginalAfterGrace() async throws {
             let device = TestDevice()
-            let simulator = DeviceSimulator(options: .init(timeLimit: .milliseconds(30), expiryGrace: .milliseconds(30))) { HungExtension() }
-            let result = await simulator.deliver(payload: try device.payload())
+            let clock = ManualClock()
+            let simulator = DeviceSimulator(options: .init(timeLimit: .seconds(30), expiryGrace: .seconds(1)), clock: clock) { HungExtension() }
+            let payload = try device.payload()
+            let delivery = Task { await simulator.deliver(payload: payload) }
+            await clock.waitForSleepers(1)
+            clock.advance(by: .seconds(30))  // the time limit: the expiry callback, then the grace
+            await clock.waitForSleepers(1)
+            clock.advance(by: .seconds(1))
+            let result = await delivery.value
             #expect(result.outcome == .original)
             #expect(result.reason == .timeExpired)
             #expect(result.notification?.body == "(Encrypted)")
@@ -272,7 +332,7 @@ final class Shown: Sendable {
     }
 
     @Suite("Shared vectors through the simulator") struct VectorDelivery {
-        static let file = try! SharedVectors.load()
+        static let file = SharedVectors.required
 
         @Test(arguments: VectorDelivery.file.vectors.map(\.name))
         func vector(name: String) async throws {
@@ -282,7 +342,7 @@ final class Shown: Sendable {
             let policy = ReceiverPolicy(trustedSenders: file.trustedSenders, clockSkewSeconds: file.skewSeconds)
             let simulator = DeviceSimulator {
                 SecretMessageExtension(configuration: .init(keys: keys, policy: { policy }, replayGuard: InMemoryReplayGuard(),
-                                                            now: { file.now }))
+                                                            clock: .fixed(unixSeconds: file.now)))
             }
             let result = await simulator.deliver(payload: TestPayloads.wrap(encryptedData: vector.encryptedData))
             #expect(result.outcome.rawValue == vector.outcome)
@@ -307,11 +367,11 @@ final class HungExtension: NotificationServiceExtension {
 /// Delivers content without any alert text.
 final class BlankingExtension: NotificationServiceExtension {
     func didReceive(_ request: NotificationRequest, withContentHandler contentHandler: @escaping @Sendable (NotificationContent) -> Void) {
-        var content = request.content.mutableCopy()
+        var content = request.content
         content.title = ""
         content.subtitle = ""
         content.body = ""
-        contentHandler(content.content)
+        contentHandler(content)
     }
     func serviceExtensionTimeWillExpire() {}
 }

@@ -104,11 +104,11 @@ struct PayloadTests {
             try sender.seal(SecretMessage(body: "hi", collapseID: String(repeating: "c", count: 65)), to: record)
         }
         _ = try sender.seal(SecretMessage(body: "hi", collapseID: String(repeating: "c", count: 64)), to: record)
-        #expect(throws: SenderError.self) { try sender.seal(SecretMessage(body: "hi", collapseID: "a\r\nx: y"), to: record) }
-        #expect(throws: SenderError.self) { try sender.seal(SecretMessage(body: "hi", topic: "com.example app"), to: record) }
-        #expect(throws: SenderError.self) { try sender.seal(SecretMessage(body: "hi", topic: ""), to: record) }
-        #expect(throws: SenderError.self) { try sender.seal(SecretMessage(body: "hi", expiry: .after(seconds: -1)), to: record) }
-        #expect(throws: SenderError.self) { try sender.seal(SecretMessage(body: "hi", expiry: .at(testNow - 1)), to: record) }
+        #expect(senderErrorCase { _ = try sender.seal(SecretMessage(body: "hi", collapseID: "a\r\nx: y"), to: record) } == "invalidCollapseID")
+        #expect(senderErrorCase { _ = try sender.seal(SecretMessage(body: "hi", topic: "com.example app"), to: record) } == "invalidTopic")
+        #expect(senderErrorCase { _ = try sender.seal(SecretMessage(body: "hi", topic: ""), to: record) } == "invalidTopic")
+        #expect(senderErrorCase { _ = try sender.seal(SecretMessage(body: "hi", expiry: .after(seconds: -1)), to: record) } == "invalidExpiry")
+        #expect(senderErrorCase { _ = try sender.seal(SecretMessage(body: "hi", expiry: .at(testNow - 1)), to: record) } == "invalidExpiry")
     }
 
     @Test func placeholderIsConfigurable() throws {
@@ -125,8 +125,8 @@ struct PayloadTests {
         #expect(bareAPS["alert"] == .object(JSONObject([("body", .string("(Encrypted)"))])))
         #expect(try openSealed(bareSealed, with: [device.pair]).body.alert.body == "x")
 
-        #expect(throws: SenderError.self) { try NotificationSender(placeholder: Placeholder(title: "", body: "")) }
-        #expect(throws: SenderError.self) { try NotificationSender(placeholder: Placeholder(title: String(repeating: "T", count: 4000))) }
+        #expect(senderErrorCase { _ = try NotificationSender(placeholder: Placeholder(title: "", body: "")) } == "invalidPlaceholder")
+        #expect(senderErrorCase { _ = try NotificationSender(placeholder: Placeholder(title: String(repeating: "T", count: 4000))) } == "invalidPlaceholder")
     }
 
     @Test func sealerErrorsAreTypedAndSayWhatToDo() throws {

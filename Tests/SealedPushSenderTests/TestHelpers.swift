@@ -54,3 +54,26 @@ func openSealed(_ sealed: SealedNotification, with pairs: [BoxKeyPair], trusting
 func innerLength(of opened: OpenedMessage) -> Int {
     3 + JSON.serialize(.object(opened.rawBody)).count + (opened.signedBy == nil ? 0 : 64)
 }
+
+extension SenderError {
+    /// The case, by name (from the case itself, not from the message).
+    var caseName: String {
+        switch self {
+        case .sealing: return "sealing"
+        case .invalidPlaceholder: return "invalidPlaceholder"
+        case .invalidCollapseID: return "invalidCollapseID"
+        case .invalidTopic: return "invalidTopic"
+        case .invalidExpiry: return "invalidExpiry"
+        case .invalidDeviceRecord: return "invalidDeviceRecord"
+        case .invalidRequest: return "invalidRequest"
+        case .invalidReceiptURL: return "invalidReceiptURL"
+        case .invalidAttachment: return "invalidAttachment"
+        case .payloadTooLargeWithAttachments: return "payloadTooLargeWithAttachments"
+        }
+    }
+}
+
+/// The `SenderError` case `body` threw, by name; `nil` when it did not throw, `"not a SenderError"` for another error.
+func senderErrorCase(_ body: () throws -> Void) -> String? {
+    do { try body(); return nil } catch let error as SenderError { return error.caseName } catch { return "not a SenderError" }
+}

@@ -85,6 +85,13 @@ private struct Rig: Sendable {
     }
 }
 
+/// One descriptor's JSON with the given members (a fixed key unless `key` is given).
+private func hostileDescriptor(id: String = "a", url: String = "https://media.example/o", key: String? = nil, type: String = "image/png",
+                               size: String = "100", extra: String = "") -> String {
+    let k = key ?? Base64.encode([UInt8](repeating: 7, count: 32))
+    return #"{"id":"\#(id)","url":"\#(url)","key":"\#(k)","type":"\#(type)","size":\#(size)\#(extra)}"#
+}
+
 /// What a hostile input must lead to.
 private enum Expect: Sendable, Equatable, CustomStringConvertible {
     case opened
@@ -308,6 +315,43 @@ private let hostileEnvelopes: [HostileEnvelope] = [
         let body = r.body()
         let filler = String(repeating: " ", count: InnerMessage.maxBodyBytes - body.count)
         return try r.seal(body: Array(filler.utf8) + body)
+    },
+    // Attachments (attachments-v1 §1): structure is malformedMessage; what §4 checks still opens.
+    .init("attachments not an array", .refused(.malformedMessage)) { r in try r.seal(body: r.body([("attachments", "{}")])) },
+    .init("attachments empty", .refused(.malformedMessage)) { r in try r.seal(body: r.body([("attachments", "[]")])) },
+    .init("attachments of a number", .refused(.malformedMessage)) { r in try r.seal(body: r.body([("attachments", "[7]")])) },
+    .init("five descriptors", .refused(.malformedMessage)) { r in
+        try r.seal(body: r.body([("attachments", "[" + (1...5).map { hostileDescriptor(id: "a\($0)") }.joined(separator: ",") + "]")]))
+    },
+    .init("duplicate descriptor id", .refused(.malformedMessage)) { r in
+        try r.seal(body: r.body([("attachments", "[\(hostileDescriptor()),\(hostileDescriptor())]")]))
+    },
+    .init("descriptor key of 31 bytes", .refused(.malformedMessage)) { r in
+        try r.seal(body: r.body([("attachments", "[\(hostileDescriptor(key: Base64.encode([UInt8](repeating: 1, count: 31))))]")]))
+    },
+    .init("descriptor key with whitespace", .refused(.malformedMessage)) { r in
+        try r.seal(body: r.body([("attachments", "[\(hostileDescriptor(key: " " + Base64.encode([UInt8](repeating: 1, count: 32))))]")]))
+    },
+    .init("descriptor id with a slash", .refused(.malformedMessage)) { r in
+        try r.seal(body: r.body([("attachments", "[\(hostileDescriptor(id: "../etc"))]")]))
+    },
+    .init("descriptor size 2^63-1 opens (the size limit is per attachment)", .opened) { r in
+        try r.seal(body: r.body([("attachments", "[\(hostileDescriptor(size: "9223372036854775807"))]")]))
+    },
+    .init("descriptor size over Int64", .refused(.malformedMessage)) { r in
+        try r.seal(body: r.body([("attachments", "[\(hostileDescriptor(size: "9223372036854775808"))]")]))
+    },
+    .init("descriptor size as a float", .refused(.malformedMessage)) { r in
+        try r.seal(body: r.body([("attachments", "[\(hostileDescriptor(size: "1.0"))]")]))
+    },
+    .init("descriptor name with NUL", .refused(.malformedMessage)) { r in
+        try r.seal(body: r.body([("attachments", "[\(hostileDescriptor(extra: #","name":"a\u0000b""#))]")]))
+    },
+    .init("descriptor URL over 2048 bytes", .refused(.malformedMessage)) { r in
+        try r.seal(body: r.body([("attachments", "[\(hostileDescriptor(url: "https://h/" + String(repeating: "a", count: 2039)))]")]))
+    },
+    .init("descriptor with javascript: URL and unknown type opens (§4 fails that attachment alone)", .opened) { r in
+        try r.seal(body: r.body([("attachments", "[\(hostileDescriptor(url: "javascript:alert(1)", type: "text/html"))]")]))
     },
 ]
 

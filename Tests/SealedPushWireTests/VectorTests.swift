@@ -4,7 +4,7 @@ import SealedPushWire
 import SealedPushTestSupport
 
 @Suite("Shared wire-format vectors") struct VectorTests {
-    static let vectors = try! SharedVectors.load()
+    static let vectors = SharedVectors.required
 
     @Test("every vector gives its expected outcome", arguments: VectorTests.vectors.vectors.map(\.name))
     func vector(name: String) throws {

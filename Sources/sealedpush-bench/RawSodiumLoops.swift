@@ -1,11 +1,12 @@
 import CSodium
+import SealedPushCrypto
 
 /// The floor the benchmark compares against: bare libsodium sealed-box loops with no SealedPush code
 /// in them (no `SecureBytes`, no arrays allocated per iteration).
 ///
 /// Input and output are separate preallocated buffers (libsodium 1.0.18 corrupts a sealed box made
-/// in place). Only `sealedpush bench` uses these; they are not part of the wire format.
-public enum RawSodiumLoops {
+/// in place). Only `sealedpush-bench` uses these; they are not part of the wire format.
+enum RawSodiumLoops {
     /// What one loop did: how long the timed loop took and how many calls failed (should be 0).
     public struct Timing: Sendable {
         /// Wall-clock time of the loop alone (setup excluded).
@@ -19,7 +20,7 @@ public enum RawSodiumLoops {
     /// `iterations` calls of `crypto_box_seal` of a `messageBytes`-byte message to one fresh recipient key.
     public static func sealLoop(iterations: Int, messageBytes: Int = 256) -> Timing {
         precondition(iterations >= 0 && messageBytes >= 0, "iterations and message size must not be negative")
-        Sodium.ensureInitialized()
+        _ = sodium_init()  // idempotent; SealedPushCrypto's own initialisation is internal to it
         let pk = UnsafeMutablePointer<UInt8>.allocate(capacity: Int(crypto_box_PUBLICKEYBYTES))
         let sk = UnsafeMutablePointer<UInt8>.allocate(capacity: Int(crypto_box_SECRETKEYBYTES))
         let message = UnsafeMutablePointer<UInt8>.allocate(capacity: max(messageBytes, 1))
@@ -43,7 +44,7 @@ public enum RawSodiumLoops {
     /// `iterations` calls of `crypto_box_seal_open` of one sealed `messageBytes`-byte message.
     public static func openLoop(iterations: Int, messageBytes: Int = 256) -> Timing {
         precondition(iterations >= 0 && messageBytes >= 0, "iterations and message size must not be negative")
-        Sodium.ensureInitialized()
+        _ = sodium_init()  // idempotent; SealedPushCrypto's own initialisation is internal to it
         let pk = UnsafeMutablePointer<UInt8>.allocate(capacity: Int(crypto_box_PUBLICKEYBYTES))
         let sk = UnsafeMutablePointer<UInt8>.allocate(capacity: Int(crypto_box_SECRETKEYBYTES))
         let message = UnsafeMutablePointer<UInt8>.allocate(capacity: max(messageBytes, 1))

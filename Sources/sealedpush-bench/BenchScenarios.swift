@@ -197,9 +197,9 @@ final class ReceiverBench {
             keys: keys, policy: { () throws(OpenFailure) -> ReceiverPolicy in policy }, replayGuard: nil, logger: logger)
         for i in 0..<n {
             let serviceExtension = SecretMessageExtension(configuration: configuration)
-            serviceExtension.didReceive(requests[i % requests.count]) { _ in }
-            guard serviceExtension.lastDecrypted else {
-                throw BenchFailure("notification \(i) was not decrypted (reason \(serviceExtension.lastReason.map { "\($0)" } ?? "none"))")
+            let delivery = serviceExtension.open(requests[i % requests.count])
+            guard delivery.outcome == .decrypted else {
+                throw BenchFailure("notification \(i) was not decrypted (reason \(delivery.outcome.reason.map { "\($0)" } ?? "none"))")
             }
         }
     }

@@ -5,36 +5,52 @@ import Synchronization
 public struct NotificationAttachment: Sendable, Equatable {
     /// The attachment's identifier.
     public var identifier: String
-    /// The file's path or URL string.
+    /// The absolute path of the file the extension wrote.
     public var url: String
+    /// The attachment's MIME type (iOS: `UNNotificationAttachmentOptionsTypeHintKey`).
+    public var type: String?
+    /// The file's size in bytes.
+    public var size: Int64?
+    /// Whether the thumbnail is hidden (`UNNotificationAttachmentOptionsThumbnailHiddenKey`).
+    public var thumbnailHidden: Bool?
+    /// Seconds into a movie, or frame of an animated image, for the thumbnail (`…ThumbnailTimeKey`).
+    public var thumbnailTime: Int64?
 
-    /// An attachment from its identifier and location.
-    public init(identifier: String, url: String) {
+    /// An attachment from its identifier, file and options.
+    public init(identifier: String, url: String, type: String? = nil, size: Int64? = nil, thumbnailHidden: Bool? = nil,
+                thumbnailTime: Int64? = nil) {
         self.identifier = identifier
         self.url = url
+        self.type = type
+        self.size = size
+        self.thumbnailHidden = thumbnailHidden
+        self.thumbnailTime = thumbnailTime
     }
 }
 
-/// The content of a notification as shown (mirrors `UNNotificationContent`).
+/// The content of a notification (mirrors `UNNotificationContent` and `UNMutableNotificationContent`).
+///
+/// One value type serves for both of Apple's classes: a `let` is the immutable content, a `var` copy
+/// is the mutable one (Objective-C needs the pair; a Swift value does not).
 public struct NotificationContent: Sendable, Equatable {
     /// The title line.
-    public internal(set) var title: String
+    public var title: String
     /// The subtitle line.
-    public internal(set) var subtitle: String
+    public var subtitle: String
     /// The body text.
-    public internal(set) var body: String
+    public var body: String
     /// The app badge number, if set.
-    public internal(set) var badge: Int64?
+    public var badge: Int64?
     /// The sound name, if any.
-    public internal(set) var sound: String?
+    public var sound: String?
     /// The thread used to group notifications.
-    public internal(set) var threadIdentifier: String
+    public var threadIdentifier: String
     /// The category that selects the notification's actions.
-    public internal(set) var categoryIdentifier: String
+    public var categoryIdentifier: String
     /// The custom data of the payload (the whole APNs payload, as iOS gives it).
-    public internal(set) var userInfo: JSONObject
+    public var userInfo: JSONObject
     /// Attached media.
-    public internal(set) var attachments: [NotificationAttachment]
+    public var attachments: [NotificationAttachment]
 
     /// Content with the given values; everything defaults to empty.
     public init(title: String = "", subtitle: String = "", body: String = "", badge: Int64? = nil, sound: String? = nil,
@@ -51,56 +67,8 @@ public struct NotificationContent: Sendable, Equatable {
         self.attachments = attachments
     }
 
-    /// A mutable copy (mirrors `mutableCopy()`).
-    public func mutableCopy() -> MutableNotificationContent { MutableNotificationContent(self) }
-
     /// Whether any of title, subtitle or body is non-empty (what iOS needs to show a banner).
     public var hasAlertText: Bool { !title.isEmpty || !subtitle.isEmpty || !body.isEmpty }
-}
-
-/// Content an extension may change before it is shown (mirrors `UNMutableNotificationContent`).
-public struct MutableNotificationContent: Sendable, Equatable {
-    /// The title line.
-    public var title: String
-    /// The subtitle line.
-    public var subtitle: String
-    /// The body text.
-    public var body: String
-    /// The app badge number, if set.
-    public var badge: Int64?
-    /// The sound name, if any.
-    public var sound: String?
-    /// The thread used to group notifications.
-    public var threadIdentifier: String
-    /// The category that selects the notification's actions.
-    public var categoryIdentifier: String
-    /// The custom data of the payload.
-    public var userInfo: JSONObject
-    /// Attached media.
-    public var attachments: [NotificationAttachment]
-
-    /// A mutable copy of `content`.
-    public init(_ content: NotificationContent) {
-        title = content.title
-        subtitle = content.subtitle
-        body = content.body
-        badge = content.badge
-        sound = content.sound
-        threadIdentifier = content.threadIdentifier
-        categoryIdentifier = content.categoryIdentifier
-        userInfo = content.userInfo
-        attachments = content.attachments
-    }
-
-    /// Empty mutable content.
-    public init() { self.init(NotificationContent()) }
-
-    /// The immutable content to hand to the content handler.
-    public var content: NotificationContent {
-        NotificationContent(title: title, subtitle: subtitle, body: body, badge: badge, sound: sound,
-                            threadIdentifier: threadIdentifier, categoryIdentifier: categoryIdentifier,
-                            userInfo: userInfo, attachments: attachments)
-    }
 }
 
 /// A delivered notification request (mirrors `UNNotificationRequest`).
@@ -152,49 +120,57 @@ public protocol NotificationServiceExtension: AnyObject, Sendable {
     func didReceive(_ request: NotificationRequest, withContentHandler contentHandler: @escaping @Sendable (NotificationContent) -> Void)
     /// Time is nearly up: deliver the best attempt now.
     func serviceExtensionTimeWillExpire()
-    /// Why the last delivered content looks as it does (the device simulator reports it); `nil` if unknown.
-    var lastReason: ReasonCode? { get }
-    /// Whether the last request was opened and passed every check.
-    var lastDecrypted: Bool { get }
 }
 
-extension NotificationServiceExtension {
-    /// Unknown by default.
-    public var lastReason: ReasonCode? { nil }
-    /// Unknown by default.
-    public var lastDecrypted: Bool { false }
+/// An extension that says what it did: each delivery comes with its outcome.
+///
+/// iOS only ever sees the content (`didReceive(_:withContentHandler:)`); the device simulator, tests
+/// and tools use this form to learn why the content looks as it does.
+public protocol ReportingServiceExtension: NotificationServiceExtension {
+    /// Starts work on `request`; `resultHandler` receives the delivered content and its outcome once.
+    func didReceive(_ request: NotificationRequest, resultHandler: @escaping @Sendable (ExtensionDelivery) -> Void)
+}
 
-    /// The async form: runs `didReceive` on its own thread and returns the first content delivered.
-    public func content(for request: NotificationRequest) async -> NotificationContent {
-        await withCheckedContinuation { (continuation: CheckedContinuation<NotificationContent, Never>) in
-            let handler = ContentHandlerOnce { continuation.resume(returning: $0) }
-            runOnThread { self.didReceive(request, withContentHandler: { handler($0) }) }
+extension ReportingServiceExtension {
+    /// Forwards to `didReceive(_:resultHandler:)` and hands iOS the content alone.
+    public func didReceive(_ request: NotificationRequest, withContentHandler contentHandler: @escaping @Sendable (NotificationContent) -> Void) {
+        didReceive(request) { contentHandler($0.content) }
+    }
+
+    /// The async form: starts `didReceive` and returns the first delivery.
+    public func delivery(for request: NotificationRequest) async -> ExtensionDelivery {
+        await withCheckedContinuation { (continuation: CheckedContinuation<ExtensionDelivery, Never>) in
+            let once = DeliverOnce<ExtensionDelivery> { continuation.resume(returning: $0) }
+            didReceive(request) { once($0) }
         }
     }
 }
 
-/// Wraps a content handler so that it takes effect once, however often and from however many
-/// threads it is called (later calls are ignored, as iOS ignores them).
-public final class ContentHandlerOnce: Sendable {
-    private let state: Mutex<(@Sendable (NotificationContent) -> Void)?>
+/// Wraps a handler so that it takes effect once, however often and from however many threads it is
+/// called (later calls are ignored, as iOS ignores them).
+public final class DeliverOnce<Value: Sendable>: Sendable {
+    private let state: Mutex<(@Sendable (Value) -> Void)?>
 
     /// Wraps `handler`.
-    public init(_ handler: @escaping @Sendable (NotificationContent) -> Void) {
+    public init(_ handler: @escaping @Sendable (Value) -> Void) {
         state = Mutex(handler)
     }
 
-    /// Delivers `content` if nothing was delivered before; returns whether this call took effect.
+    /// Delivers `value` if nothing was delivered before; returns whether this call took effect.
     @discardableResult
-    public func callAsFunction(_ content: NotificationContent) -> Bool {
-        let handler = state.withLock { current -> (@Sendable (NotificationContent) -> Void)? in
+    public func callAsFunction(_ value: Value) -> Bool {
+        let handler = state.withLock { current -> (@Sendable (Value) -> Void)? in
             defer { current = nil }
             return current
         }
         guard let handler else { return false }
-        handler(content)
+        handler(value)
         return true
     }
 
-    /// Whether content was already delivered.
+    /// Whether a value was already delivered.
     public var hasDelivered: Bool { state.withLock { $0 == nil } }
 }
+
+/// A content handler that takes effect once (iOS ignores later calls).
+public typealias ContentHandlerOnce = DeliverOnce<NotificationContent>

@@ -103,31 +103,6 @@ enum BenchHarness {
         return Double(c.seconds) + Double(c.attoseconds) / 1e18
     }
 
-    // MARK: - Pinning
-
-    /// Pins the calling thread to one CPU (the first it may run on) with `sched_setaffinity`, which
-    /// Glibc's Swift overlay does not import (it needs `_GNU_SOURCE`), so it is looked up with `dlsym`.
-    /// Returns the CPU, or `nil` when pinning is unavailable (then run under `taskset -c 0`).
-    static func pinToOneCPU() -> Int? {
-        #if os(Linux)
-        typealias AffinityFunction = @convention(c) (pid_t, Int, UnsafeMutableRawPointer?) -> Int32
-        guard let handle = dlopen(nil, RTLD_NOW) else { return nil }
-        defer { dlclose(handle) }
-        guard let getSymbol = dlsym(handle, "sched_getaffinity"), let setSymbol = dlsym(handle, "sched_setaffinity") else { return nil }
-        let getAffinity = unsafeBitCast(getSymbol, to: AffinityFunction.self)
-        let setAffinity = unsafeBitCast(setSymbol, to: AffinityFunction.self)
-        var mask = [UInt8](repeating: 0, count: 128)  // cpu_set_t: 1024 bits
-        guard mask.withUnsafeMutableBytes({ getAffinity(0, $0.count, $0.baseAddress) }) == 0 else { return nil }
-        guard let cpu = (0..<(mask.count * 8)).first(where: { mask[$0 / 8] & (1 << UInt8($0 % 8)) != 0 }) else { return nil }
-        var single = [UInt8](repeating: 0, count: 128)
-        single[cpu / 8] = 1 << UInt8(cpu % 8)
-        guard single.withUnsafeMutableBytes({ setAffinity(0, $0.count, $0.baseAddress) }) == 0 else { return nil }
-        return cpu
-        #else
-        return nil
-        #endif
-    }
-
     // MARK: - Memory
 
     /// A `kB` field of `/proc/self/status` (`VmRSS`, `VmHWM`), in bytes; `nil` where unavailable.
@@ -193,10 +168,39 @@ enum BenchHarness {
         #endif
     }
 
-    /// This executable's path, for running its own subcommands.
-    static var selfExecutable: String {
-        if let resolved = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") { return resolved }
-        return CommandLine.arguments[0]
+    /// Anonymous resident memory of a child, from `/proc/PID/smaps_rollup`.
+    struct PrivateMemory {
+        var anonymous: Int?
+    }
+
+    /// Starts `executable arguments` (a delivery held up by `--extension-delay`), reads its
+    /// `smaps_rollup` 300 ms in, and waits for it to finish.
+    static func privateMemoryDuringStall(of executable: String, _ arguments: [String]) throws -> PrivateMemory {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        Thread.sleep(forTimeInterval: 0.3)
+        var memory = PrivateMemory()
+        if let text = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/smaps_rollup", encoding: .utf8) {
+            func field(_ name: String) -> Int? {
+                guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") }) else { return nil }
+                return line.split(separator: " ").compactMap { Int($0) }.first.map { $0 * 1024 }
+            }
+            memory = PrivateMemory(anonymous: field("Anonymous"))
+        }
+        process.waitUntilExit()
+        return memory
+    }
+
+    /// The `sealedpush` binary built beside this one (`$SEALEDPUSH_BIN` overrides it), whose
+    /// `device push` the memory figures measure.
+    static var sealedpushExecutable: String {
+        if let path = ProcessInfo.processInfo.environment["SEALEDPUSH_BIN"], !path.isEmpty { return path }
+        let me = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        return URL(fileURLWithPath: me).deletingLastPathComponent().appendingPathComponent("sealedpush").path
     }
 
     /// A fresh 0700 temporary directory, in `/dev/shm` when available (the keychain store fsyncs on

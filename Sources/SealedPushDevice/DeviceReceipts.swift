@@ -1,0 +1,19 @@
+public import SealedPushKeychain
+public import SealedPushReceiver
+
+/// The device's outbox in its keychain store is the extension's receipt outbox (receipts v1 §2, §3).
+extension ReceiptOutboxStore: ReceiptOutbox {}
+
+extension SimulatedDevice {
+    /// The extension's receipt courier for this device: its outbox and report URL in the store, `transport`
+    /// for the network (`nil`: receipts and reports are queued, as on a device without a connection).
+    public func receiptCourier(transport: (any ReceiptTransport)?) -> ReceiptCourier {
+        let outbox = ReceiptOutboxStore(store: store)
+        return ReceiptCourier(transport: transport, outbox: outbox, reportURL: { try? outbox.reportURL() })
+    }
+
+    /// Sends what waits in the outbox (`sealedpush device flush`).
+    public func flushReceipts(transport: (any ReceiptTransport)?) async -> OutboxFlushSummary {
+        await receiptCourier(transport: transport).flush(now: clock.unixSeconds)
+    }
+}

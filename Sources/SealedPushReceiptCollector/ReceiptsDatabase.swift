@@ -1,0 +1,229 @@
+import SQLiteNIO
+public import SealedPushWire
+public import SealedPushCrypto
+import NIOCore
+public import Logging
+
+/// Why the receipts database could not be used; says what to do, never holds a token.
+public struct ReceiptsDatabaseError: Error, CustomStringConvertible, Sendable {
+    /// What happened and what to do.
+    public let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// The collector's SQLite database (WAL mode, so `seal --receipts-db` can record while `receipts serve` runs).
+///
+/// Tables: `expected` (one row per sealed message asking for a receipt: message id, SHA-256 of the token,
+/// issued-at, device key id, and once delivered the device's time, the collector's time and the attachment
+/// counts) and `failure_reports` (one row per failure report received). Tokens are never stored, only their hashes.
+public actor ReceiptsDatabase {
+    /// What a receipt came to (receipts v1 §4).
+    public enum ReceiptAnswer: Sendable, Equatable {
+        /// The token matches: the message is counted as delivered (once, however often its receipt arrives).
+        case counted(firstTime: Bool)
+        /// No message with this id asked for a receipt.
+        case unknownID
+        /// The token does not match the one kept for the id.
+        case wrongToken
+    }
+
+    let connection: SQLiteConnection
+    /// The database file.
+    public let path: String
+
+    private init(connection: SQLiteConnection, path: String) {
+        self.connection = connection
+        self.path = path
+    }
+
+    /// Opens (creating if needed) the database at `path`: WAL journal, `synchronous=NORMAL`, a 5 s busy timeout.
+    public static func open(path: String, logger: Logger = Logger(label: "sealedpush.receipts.db")) async throws(ReceiptsDatabaseError) -> ReceiptsDatabase {
+        do {
+            let connection = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
+            let db = ReceiptsDatabase(connection: connection, path: path)
+            try await db.setUp()
+            return db
+        } catch let error as ReceiptsDatabaseError {
+            throw error
+        } catch {
+            throw ReceiptsDatabaseError("cannot open the receipts database \(path): \(error); check that the directory exists and is writable")
+        }
+    }
+
+    private func setUp() async throws {
+        _ = try await connection.query("PRAGMA busy_timeout = 5000")
+        _ = try await connection.query("PRAGMA journal_mode = WAL")
+        _ = try await connection.query("PRAGMA synchronous = NORMAL")
+        _ = try await connection.query("""
+            CREATE TABLE IF NOT EXISTS expected (
+                message_id TEXT PRIMARY KEY NOT NULL,
+                token_sha256 BLOB NOT NULL,
+                issued_at INTEGER NOT NULL,
+                key_id TEXT NOT NULL,
+                receipts INTEGER NOT NULL DEFAULT 0,
+                delivered_at INTEGER,
+                received_ms INTEGER,
+                attachments TEXT
+            )
+            """)
+        _ = try await connection.query("""
+            CREATE TABLE IF NOT EXISTS failure_reports (
+                id INTEGER PRIMARY KEY,
+                reason TEXT NOT NULL,
+                key_id TEXT,
+                at INTEGER NOT NULL,
+                count INTEGER NOT NULL,
+                dropped INTEGER NOT NULL DEFAULT 0,
+                received_ms INTEGER NOT NULL
+            )
+            """)
+        _ = try await connection.query("CREATE INDEX IF NOT EXISTS expected_issued ON expected(issued_at)")
+    }
+
+    /// Closes the connection.
+    public func close() async {
+        try? await connection.close()
+    }
+
+    /// Records that message `messageID`, sealed to `keyID` at `issuedAt`, asked for a receipt with `token`
+    /// (only `SHA-256(token)` is kept). A message id already recorded is refused.
+    public func recordExpected(messageID: String, token: String, issuedAt: Int64, keyID: KeyID) async throws(ReceiptsDatabaseError) {
+        let hash = SHA256Hasher.hash(Array(token.utf8))
+        do {
+            _ = try await connection.query(
+                "INSERT INTO expected (message_id, token_sha256, issued_at, key_id) VALUES (?, ?, ?, ?)",
+                [.text(messageID), .blob(ByteBuffer(bytes: hash)), .integer(Int(issuedAt)), .text(keyID.hex)])
+        } catch {
+            throw ReceiptsDatabaseError("cannot record the expected receipt in \(path): \(error)")
+        }
+    }
+
+    /// Counts a receipt (§4): `counted` when `SHA-256(token)` matches the one kept for `id`.
+    public func recordReceipt(id: String, token: String, at: Int64, attachments: ReceiptAttachmentCounts?,
+                              receivedMilliseconds: Int64) async throws -> ReceiptAnswer {
+        let hash = SHA256Hasher.hash(Array(token.utf8))
+        let attachmentsText: SQLiteData = attachments.map { .text(String(decoding: JSON.serialize(.object($0.jsonObject)), as: UTF8.self)) } ?? .null
+        // One statement: the match and the count are one atomic step, so concurrent repeats count once.
+        let rows = try await connection.query("""
+            UPDATE expected SET receipts = receipts + 1, delivered_at = COALESCE(delivered_at, ?1),
+                received_ms = COALESCE(received_ms, ?2), attachments = COALESCE(attachments, ?3)
+            WHERE message_id = ?4 AND token_sha256 = ?5 RETURNING receipts
+            """, [.integer(Int(at)), .integer(Int(receivedMilliseconds)), attachmentsText, .text(id), .blob(ByteBuffer(bytes: hash))])
+        if let row = rows.first {
+            return .counted(firstTime: row.column("receipts")?.integer == 1)
+        }
+        let known = try await connection.query("SELECT 1 AS known FROM expected WHERE message_id = ?", [.text(id)])
+        return known.isEmpty ? .unknownID : .wrongToken
+    }
+
+    /// Stores a failure report (§3).
+    public func recordFailure(reason: ReasonCode, kid: KeyID?, at: Int64, count: Int, dropped: Int, receivedMilliseconds: Int64) async throws {
+        _ = try await connection.query(
+            "INSERT INTO failure_reports (reason, key_id, at, count, dropped, received_ms) VALUES (?, ?, ?, ?, ?, ?)",
+            [.text(reason.rawValue), kid.map { .text($0.hex) } ?? .null, .integer(Int(at)), .integer(count), .integer(dropped),
+             .integer(Int(receivedMilliseconds))])
+    }
+
+    /// The figures of `receipts stats` for messages issued (and reports received) at or after `since` (Unix seconds).
+    public func stats(since: Int64 = 0) async throws(ReceiptsDatabaseError) -> ReceiptStats {
+        do {
+            let expected = try await connection.query(
+                "SELECT issued_at, received_ms, attachments FROM expected WHERE issued_at >= ?", [.integer(Int(since))])
+            var stats = ReceiptStats()
+            var latencies: [Double] = []
+            for row in expected {
+                stats.sent += 1
+                guard let received = row.column("received_ms")?.integer, let issued = row.column("issued_at")?.integer else { continue }
+                stats.delivered += 1
+                latencies.append(max(0, Double(received) / 1000 - Double(issued)))
+                if let text = row.column("attachments")?.string, case let .object(o)? = try? JSON.parse(Array(text.utf8)),
+                   case let .object(failed)? = o["failed"] {
+                    for (reason, value) in failed { stats.attachmentFailures[reason, default: 0] += Int(value.intValue ?? 0) }
+                }
+            }
+            stats.issueToReceiptSeconds = ReceiptStats.percentiles(latencies)
+            let reports = try await connection.query(
+                "SELECT reason, key_id, SUM(count) AS n, SUM(dropped) AS d FROM failure_reports WHERE received_ms >= ? GROUP BY reason, key_id",
+                [.integer(Int(since) * 1000)])
+            for row in reports {
+                let n = row.column("n")?.integer ?? 0
+                let reason = row.column("reason")?.string ?? "?"
+                let kid = row.column("key_id")?.string ?? "null"
+                stats.failuresByReason[reason, default: 0] += n
+                stats.failuresByKeyID[kid, default: 0] += n
+                stats.droppedReported += row.column("d")?.integer ?? 0
+            }
+            let known = try await connection.query("SELECT DISTINCT key_id FROM expected")
+            stats.registeredKeyIDs = Set(known.compactMap { $0.column("key_id")?.string })
+            return stats
+        } catch {
+            throw ReceiptsDatabaseError("cannot read \(path): \(error)")
+        }
+    }
+}
+
+/// What `receipts stats` prints.
+public struct ReceiptStats: Sendable, Equatable {
+    /// Messages sealed with a receipt requested.
+    public var sent = 0
+    /// Of those, messages whose receipt arrived (each counted once).
+    public var delivered = 0
+    /// Time from the message's issue to its first receipt at the collector, seconds: p50, p95, p99 (`nil` when none).
+    public var issueToReceiptSeconds: (p50: Double, p95: Double, p99: Double)?
+    /// Attachment failures reported in receipts, by reason code.
+    public var attachmentFailures: [String: Int] = [:]
+    /// Failures reported by devices (the sum of the reports' counts), by reason code.
+    public var failuresByReason: [String: Int] = [:]
+    /// The same, by envelope key id (`null`: no key id could be read).
+    public var failuresByKeyID: [String: Int] = [:]
+    /// Outbox entries devices said they dropped.
+    public var droppedReported = 0
+    /// Key ids messages were sealed to (marks which reported key ids are registered ones).
+    public var registeredKeyIDs: Set<String> = []
+
+    /// Messages still waiting for a receipt.
+    public var pending: Int { sent - delivered }
+    /// `delivered / sent`, or `nil` when nothing was sent.
+    public var deliveryRate: Double? { sent == 0 ? nil : Double(delivered) / Double(sent) }
+
+    /// Nearest-rank percentiles of `values`.
+    static func percentiles(_ values: [Double]) -> (p50: Double, p95: Double, p99: Double)? {
+        guard !values.isEmpty else { return nil }
+        let sorted = values.sorted()
+        func rank(_ p: Double) -> Double {
+            let index = Int((p * Double(sorted.count)).rounded(.up)) - 1
+            return sorted[min(max(index, 0), sorted.count - 1)]
+        }
+        return (rank(0.50), rank(0.95), rank(0.99))
+    }
+
+    /// Equal when every figure is.
+    public static func == (a: ReceiptStats, b: ReceiptStats) -> Bool {
+        a.sent == b.sent && a.delivered == b.delivered && a.attachmentFailures == b.attachmentFailures
+            && a.failuresByReason == b.failuresByReason && a.failuresByKeyID == b.failuresByKeyID && a.droppedReported == b.droppedReported
+            && a.issueToReceiptSeconds?.p50 == b.issueToReceiptSeconds?.p50 && a.issueToReceiptSeconds?.p95 == b.issueToReceiptSeconds?.p95
+            && a.issueToReceiptSeconds?.p99 == b.issueToReceiptSeconds?.p99 && a.registeredKeyIDs == b.registeredKeyIDs
+    }
+
+    /// The figures as one JSON object (`--json`).
+    public var jsonObject: JSONObject {
+        func counts(_ d: [String: Int]) -> JSONValue { .object(JSONObject(d.sorted { $0.key < $1.key }.map { ($0.key, .int(Int64($0.value))) })) }
+        var o = JSONObject()
+        o["sent"] = .int(Int64(sent))
+        o["delivered"] = .int(Int64(delivered))
+        o["pending"] = .int(Int64(pending))
+        o["deliveryRate"] = deliveryRate.map { .double($0) } ?? .null
+        if let p = issueToReceiptSeconds {
+            o["issueToReceiptSeconds"] = .object(JSONObject([("p50", .double(p.p50)), ("p95", .double(p.p95)), ("p99", .double(p.p99))]))
+        } else {
+            o["issueToReceiptSeconds"] = .null
+        }
+        o["attachmentFailures"] = counts(attachmentFailures)
+        o["failureReportsByReason"] = counts(failuresByReason)
+        o["failureReportsByKeyID"] = .object(JSONObject(failuresByKeyID.sorted { $0.key < $1.key }.map { kid, n in
+            (kid, .object(JSONObject([("count", .int(Int64(n))), ("registered", .bool(registeredKeyIDs.contains(kid)))])))
+        }))
+        o["droppedReported"] = .int(Int64(droppedReported))
+        return o
+    }
+}

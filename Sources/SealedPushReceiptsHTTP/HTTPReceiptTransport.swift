@@ -1,0 +1,61 @@
+public import SealedPushReceiver
+import AsyncHTTPClient
+import NIOCore
+import NIOHTTP1
+import Synchronization
+
+/// Posts receipts and failure reports over HTTP(S) with AsyncHTTPClient: the simulated device's
+/// `ReceiptTransport` (an iOS app would use `URLSession`).
+///
+/// No redirects are followed (a receipt goes where the sealed body said), the response body is not read
+/// past 4 KiB, and nothing it logs holds the body.
+public final class HTTPReceiptTransport: ReceiptTransport {
+    /// The client, made on the first POST: a delivery that sends nothing starts no event loop.
+    private let made = Mutex<HTTPClient?>(nil)
+
+    /// A transport; its client (on the shared event loop group) is made when first needed.
+    public init() {}
+
+    private var client: HTTPClient {
+        made.withLock { made in
+            if let client = made { return client }
+            var configuration = HTTPClient.Configuration()
+            configuration.redirectConfiguration = .disallow
+            configuration.timeout = .init(connect: .seconds(2), read: .seconds(2))
+            configuration.httpVersion = .http1Only
+            let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+            made = client
+            return client
+        }
+    }
+
+    /// Shuts the client down, if one was made (call once, when done with the transport).
+    public func shutdown() async {
+        let client = made.withLock { made -> HTTPClient? in
+            defer { made = nil }
+            return made
+        }
+        try? await client?.shutdown()
+    }
+
+    /// POSTs `body` as `application/json`; `.failed` on any error or when `deadline` passes.
+    public func post(_ body: [UInt8], to url: String, deadline: ContinuousClock.Instant) async -> ReceiptPostResult {
+        let remaining = ContinuousClock.now.duration(to: deadline)
+        guard remaining > .zero else { return .failed }
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.headers.add(name: "User-Agent", value: "sealedpush-device")
+        request.body = .bytes(ByteBuffer(bytes: body))
+        let c = remaining.components
+        let nanoseconds = c.seconds * 1_000_000_000 + c.attoseconds / 1_000_000_000
+        do {
+            let response = try await client.execute(request, timeout: .nanoseconds(max(1, nanoseconds)))
+            _ = try? await response.body.collect(upTo: 4096)
+            let status = Int(response.status.code)
+            return (200..<300).contains(status) ? .accepted(status: status) : .refused(status: status)
+        } catch {
+            return .failed
+        }
+    }
+}

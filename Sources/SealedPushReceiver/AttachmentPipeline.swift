@@ -1,0 +1,172 @@
+public import SealedPushWire
+import SealedPushCrypto
+
+/// Why one attachment was not attached (attachments v1 §4): the message still shows its text.
+public struct AttachmentFailure: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The descriptor's id.
+    public var identifier: String
+    /// The §4 reason code.
+    public var reason: ReasonCode
+    /// A short explanation, without content, keys or URLs.
+    public var detail: String
+
+    /// A failure from its parts.
+    public init(identifier: String, reason: ReasonCode, detail: String) {
+        self.identifier = identifier
+        self.reason = reason
+        self.detail = detail
+    }
+
+    /// `id: reason (detail)`.
+    public var description: String { "\(identifier): \(reason.rawValue) (\(detail))" }
+}
+
+/// Fetches, verifies, decrypts and writes one attachment, applying the §4 checks in order:
+/// type, declared size, URL, HTTP (at most 3 redirects, never to an insecure URL, status 200), announced
+/// length, then the streamed object (the byte cap enforced while reading, every chunk decrypted as it
+/// arrives and written straight to the file), the file's signature, and storage.
+///
+/// Holds one 64 KiB chunk at a time, never the object or the file. Files are created `0600` in `directory`
+/// under a random name with the type's extension; a failed or cancelled attachment leaves no file.
+/// Cancelling the task fails it with `attachmentTimeExpired`.
+public struct AttachmentPipeline: Sendable {
+    /// How the media object is fetched.
+    public let fetcher: any AttachmentFetcher
+    /// The directory files are written to (the app group's container on iOS).
+    public let directory: String
+    /// The most redirects followed.
+    public static let maximumRedirects = 3
+
+    /// A pipeline writing into `directory` (which must exist) through `fetcher`.
+    public init(fetcher: any AttachmentFetcher, directory: String) {
+        self.fetcher = fetcher
+        self.directory = directory
+    }
+
+    /// Runs every descriptor in parallel; results in descriptor order.
+    public func run(_ descriptors: [AttachmentDescriptor]) async -> [Result<NotificationAttachment, AttachmentFailure>] {
+        await withTaskGroup(of: (Int, Result<NotificationAttachment, AttachmentFailure>).self) { group in
+            for (index, descriptor) in descriptors.enumerated() {
+                group.addTask { (index, await self.run(descriptor)) }
+            }
+            var results = [Result<NotificationAttachment, AttachmentFailure>?](repeating: nil, count: descriptors.count)
+            for await (index, result) in group { results[index] = result }
+            return results.enumerated().map { index, result in
+                result ?? .failure(AttachmentFailure(identifier: descriptors[index].id, reason: .attachmentTimeExpired, detail: "not finished"))
+            }
+        }
+    }
+
+    /// Runs one descriptor to a written file or the first failed check.
+    public func run(_ descriptor: AttachmentDescriptor) async -> Result<NotificationAttachment, AttachmentFailure> {
+        do {
+            return .success(try await attach(descriptor))
+        } catch let failure as AttachmentFailure {
+            return .failure(failure)
+        } catch {
+            // Only `attach` throws, and it throws only AttachmentFailure; cancellation is reported as such.
+            return .failure(AttachmentFailure(identifier: descriptor.id, reason: Task.isCancelled ? .attachmentTimeExpired : .attachmentUnavailable,
+                                              detail: "unexpected failure"))
+        }
+    }
+
+    private func attach(_ d: AttachmentDescriptor) async throws -> NotificationAttachment {
+        func fail(_ reason: ReasonCode, _ detail: String) -> AttachmentFailure {
+            AttachmentFailure(identifier: d.id, reason: Task.isCancelled && reason != .attachmentStorageFailed ? .attachmentTimeExpired : reason,
+                              detail: Task.isCancelled ? "the time ran out" : detail)
+        }
+        guard let type = MediaType.named(d.type) else { throw fail(.attachmentUnsupportedType, "type \(d.type) is not in the table") }
+        guard d.size <= type.kind.sizeLimit else {
+            throw fail(.attachmentTooLarge, "\(d.size) bytes is over the \(type.kind.sizeLimit)-byte \(type.kind.rawValue) limit")
+        }
+        guard AttachmentURLPolicy.isAllowed(d.url) else { throw fail(.attachmentInsecureURL, "the URL is not https (nor loopback http)") }
+        let limit = MediaObjectFormat.maximumObjectLength(size: d.size)
+
+        // HTTP, following at most 3 redirects, each checked like the first URL.
+        var url = d.url
+        var redirects = 0
+        var response: AttachmentResponse
+        while true {
+            if Task.isCancelled { throw fail(.attachmentTimeExpired, "the time ran out") }
+            do { response = try await fetcher.get(url, maximumBytes: limit) } catch {
+                throw fail(.attachmentUnavailable, "the connection failed")
+            }
+            guard (300...399).contains(response.status), let location = response.location else { break }
+            await response.body.cancel()
+            guard let next = AttachmentURLPolicy.resolve(location, against: url), AttachmentURLPolicy.isAllowed(next) else {
+                throw fail(.attachmentInsecureURL, "a redirect goes to a URL that is not https (nor loopback http)")
+            }
+            redirects += 1
+            guard redirects <= Self.maximumRedirects else { throw fail(.attachmentUnavailable, "more than \(Self.maximumRedirects) redirects") }
+            url = next
+        }
+        guard response.status == 200 else {
+            await response.body.cancel()
+            throw fail(.attachmentUnavailable, "HTTP status \(response.status)")
+        }
+        if let announced = response.announcedLength, announced > limit {
+            await response.body.cancel()
+            throw fail(.attachmentTooLarge, "the server announced \(announced) bytes, over the \(limit) the object can be")
+        }
+
+        // The file: created before the download, removed on any failure.
+        let name = Base64.encodeURLSafeNoPadding(CryptoLibrary.randomBytes(count: 12)) + type.fileExtension
+        let path = (directory.hasSuffix("/") ? directory : directory + "/") + name
+        let handle: MediaFileWriter
+        do { handle = try MediaFileWriter(creating: path, mode: 0o600) } catch {
+            await response.body.cancel()
+            throw fail(.attachmentStorageFailed, "cannot create a file in the attachments directory")
+        }
+        func cleanUp() { handle.remove() }
+        let decryptor: MediaObjectDecryptor
+        do { decryptor = try MediaObjectDecryptor(key: d.key, size: d.size, type: type.mime) } catch {
+            cleanUp()
+            throw fail(.attachmentCorrupt, "the key cannot be used")
+        }
+        var prefix: [UInt8] = []
+        let write: ([UInt8]) throws -> Void = { bytes in
+            if prefix.count < MediaType.signaturePrefixLength { prefix += bytes.prefix(MediaType.signaturePrefixLength - prefix.count) }
+            do { try handle.write(bytes) } catch { throw StorageError() }
+        }
+        do {
+            while true {
+                if Task.isCancelled { throw fail(.attachmentTimeExpired, "the time ran out") }
+                let piece: [UInt8]?
+                do { piece = try await response.body.next() } catch {
+                    throw fail(.attachmentUnavailable, "the connection failed while reading")
+                }
+                guard let piece else { break }
+                try decryptor.consume(piece, file: write)
+            }
+            try decryptor.finish(file: write)
+            guard type.matches(prefix: prefix) else { throw fail(.attachmentTypeMismatch, "the file does not start as \(type.mime) does") }
+            // Not fsynced: iOS takes the file over at once (UNNotificationAttachment moves it), and a file
+            // lost in a crash is an attachment lost, never a wrong one.
+            do { try handle.close() } catch { throw StorageError() }
+        } catch let failure as AttachmentFailure {
+            await response.body.cancel()
+            cleanUp()
+            throw failure
+        } catch let error as MediaObjectError {
+            await response.body.cancel()
+            cleanUp()
+            switch error {
+            case .tooLarge: throw fail(.attachmentTooLarge, "the server sent more than the \(limit) bytes the object can be")
+            case .corrupt, .sizeMismatch: throw fail(.attachmentCorrupt, error.description)
+            }
+        } catch {
+            await response.body.cancel()
+            cleanUp()
+            throw fail(.attachmentStorageFailed, "the file cannot be written")
+        }
+        if Task.isCancelled {
+            cleanUp()
+            throw fail(.attachmentTimeExpired, "the time ran out")
+        }
+        return NotificationAttachment(identifier: d.id, url: path, type: type.mime, size: Int64(d.size),
+                                      thumbnailHidden: d.thumbnailHidden, thumbnailTime: d.thumbnailTime)
+    }
+}
+
+/// Writing the file failed (disk full, read-only, removed).
+private struct StorageError: Error {}

@@ -1,0 +1,53 @@
+public import SealedPushWire
+
+/// What the extension did with one request, reported with the content it delivered.
+public enum ExtensionOutcome: Sendable, Equatable, Hashable {
+    /// The message opened and passed every check: the content is the decrypted message.
+    case decrypted
+    /// A check failed (wire format §5, or the key could not be read): the placeholder with body `(Encrypted)`.
+    case fallback(ReasonCode)
+    /// The payload has no `ENCRYPTED_DATA`: its content passed through unchanged.
+    case notEncrypted
+    /// Time ran out before the message was opened: the placeholder with subtitle `(Encrypted)` and an empty body.
+    case timeExpired
+
+    /// The reason code of this outcome; `nil` for `decrypted`.
+    public var reason: ReasonCode? {
+        switch self {
+        case .decrypted: return nil
+        case let .fallback(reason): return reason
+        case .notEncrypted: return .notEncrypted
+        case .timeExpired: return .timeExpired
+        }
+    }
+}
+
+/// The content an extension delivered and why it looks as it does.
+public struct ExtensionDelivery: Sendable, Equatable {
+    /// What is handed to the system to show.
+    public var content: NotificationContent
+    /// What happened to the message.
+    public var outcome: ExtensionOutcome
+    /// For an opened message that asked for a receipt: whether it was sent or queued (receipts v1 §2).
+    public var receipt: ReceiptStatus? = nil
+    /// For a fallback the device reports: whether the failure report was sent, queued or suppressed (§3).
+    public var report: ReportStatus? = nil
+    /// The receipt an opened message asks for, and its id (never shown, never logged).
+    var receiptTicket: ReceiptTicket? = nil
+    /// For an opened message with `attachments`: the ones not attached and why (those attached are in
+    /// `content.attachments`); `nil` when the message had none. Never changes `outcome`.
+    public var attachmentFailures: [AttachmentFailure]?
+
+    /// A delivery from its content and outcome.
+    public init(content: NotificationContent, outcome: ExtensionOutcome, attachmentFailures: [AttachmentFailure]? = nil) {
+        self.content = content
+        self.outcome = outcome
+        self.attachmentFailures = attachmentFailures
+    }
+}
+
+/// An opened message's `receipt` member and id, carried from the open to the receipt hook.
+struct ReceiptTicket: Sendable, Equatable {
+    var request: ReceiptRequest
+    var messageID: String
+}

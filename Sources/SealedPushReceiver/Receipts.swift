@@ -1,0 +1,195 @@
+public import SealedPushCrypto
+public import SealedPushWire
+public import Logging
+
+/// What one POST of a receipt or failure report came to.
+public enum ReceiptPostResult: Sendable, Equatable {
+    /// The server answered `2xx`.
+    case accepted(status: Int)
+    /// The server answered with another status.
+    case refused(status: Int)
+    /// No answer in time (connection refused, timeout, TLS failure, cancelled).
+    case failed
+}
+
+/// Sends receipts and failure reports (receipts v1 §2, §3): an HTTP POST of `application/json`.
+///
+/// The extension module has no networking: the device (or an iOS app, with `URLSession`) supplies this.
+public protocol ReceiptTransport: Sendable {
+    /// POSTs `body` to `url` with `Content-Type: application/json`, giving up at `deadline`.
+    func post(_ body: [UInt8], to url: String, deadline: ContinuousClock.Instant) async -> ReceiptPostResult
+}
+
+/// The device's durable outbox and failure-report window (receipts v1 §2, §3), kept in its store.
+///
+/// Every method is one atomic, durable step: when `enqueue` returns, the entry survives a crash.
+public protocol ReceiptOutbox: Sendable {
+    /// Adds an entry (dropping the oldest beyond the outbox's capacity, counted as dropped).
+    func enqueue(url: String, message: ReceiptMessage, now: Int64) throws
+    /// The entries waiting, oldest first, and how many were dropped and not yet reported; entries older than
+    /// the outbox's age limit are dropped (and counted) first.
+    func pending(now: Int64) throws -> (entries: [ReceiptOutboxEntry], dropped: Int)
+    /// Removes the entries with these sequence numbers, and `droppedReported` from the dropped count.
+    func remove(sequences: [UInt64], droppedReported: Int) throws
+    /// Records a failure of `(reason, kid)` at `now`: returns how many failures a report sent now stands for,
+    /// or `nil` when a report for the pair was made less than `window` seconds ago (this one is counted for the next).
+    func noteFailure(reason: ReasonCode, kid: KeyID?, now: Int64, window: Int64) throws -> Int?
+}
+
+/// Whether a delivered message's receipt was sent (`device push --json` member `receipt`).
+public enum ReceiptStatus: String, Sendable, Equatable {
+    /// The receipt URL answered `2xx` before the content was handed over.
+    case sent
+    /// No `2xx` in time: the receipt is in the outbox.
+    case queued
+}
+
+/// What became of a failure report (`device push --json` member `report`).
+public enum ReportStatus: String, Sendable, Equatable {
+    /// The report URL answered `2xx`.
+    case sent
+    /// No `2xx` in time: the report is in the outbox.
+    case queued
+    /// A report for the same reason and key id was made less than 10 minutes ago; this failure is counted in the next.
+    case suppressed
+}
+
+/// What a flush of the outbox did.
+public struct OutboxFlushSummary: Sendable, Equatable {
+    /// Entries the server accepted (`2xx`), now removed.
+    public var sent = 0
+    /// Entries the server refused for good (`400`, `403`, `404`, `413`), now removed.
+    public var rejected = 0
+    /// Entries still waiting (the server was not reachable, or answered otherwise).
+    public var remaining = 0
+
+    /// A summary from its counts.
+    public init(sent: Int = 0, rejected: Int = 0, remaining: Int = 0) {
+        self.sent = sent
+        self.rejected = rejected
+        self.remaining = remaining
+    }
+}
+
+/// Sends receipts and failure reports for the extension, with their deadlines, and keeps what could not
+/// be sent in the outbox (receipts v1 §2, §3).
+public struct ReceiptCourier: Sendable {
+    /// How receipts travel; `nil` queues everything (a build without networking).
+    public var transport: (any ReceiptTransport)?
+    /// The device's outbox and report window.
+    public var outbox: any ReceiptOutbox
+    /// The device's report URL, read per failure; `nil` (the default) sends no failure reports.
+    public var reportURL: @Sendable () -> String?
+    /// A receipt's own deadline (at most 2 s, and never past the delivery deadline).
+    public var timeout: Duration
+    /// The clock the deadline timer runs on (`ContinuousClock` by default; tests pass one they move
+    /// by hand, so a slow test machine cannot turn an answered POST into a queued one).
+    public var timer: any Clock<Duration>
+    /// One report per `(reason, kid)` per this many seconds (10 minutes).
+    public var reportWindowSeconds: Int64
+    /// Where failures to queue are logged (never a token).
+    public var logger: Logger
+
+    /// A courier; by default a 2-second deadline and a 10-minute report window.
+    public init(transport: (any ReceiptTransport)?, outbox: any ReceiptOutbox, reportURL: @escaping @Sendable () -> String? = { nil },
+                timeout: Duration = .seconds(2), reportWindowSeconds: Int64 = 600,
+                logger: Logger = Logger(label: "sealedpush.receipts"), timer: any Clock<Duration> = ContinuousClock()) {
+        self.timer = timer
+        self.transport = transport
+        self.outbox = outbox
+        self.reportURL = reportURL
+        self.timeout = min(timeout, .seconds(2))
+        self.reportWindowSeconds = reportWindowSeconds
+        self.logger = logger
+    }
+
+    /// POSTs `message` by `deadline`; `.failed` when the deadline passes first or the task is cancelled.
+    func post(_ message: ReceiptMessage, dropped: Int = 0, to url: String, deadline: ContinuousClock.Instant) async -> ReceiptPostResult {
+        guard let transport, !Task.isCancelled, ContinuousClock.now < deadline else { return .failed }
+        let body = JSON.serialize(.object(message.jsonObject(dropped: dropped)))
+        let timer = self.timer
+        let wait = ContinuousClock.now.duration(to: deadline)
+        return await withTaskGroup(of: ReceiptPostResult?.self) { group in
+            group.addTask { await transport.post(body, to: url, deadline: deadline) }
+            group.addTask {
+                try? await timer.sleep(for: wait)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first ?? .failed
+        }
+    }
+
+    /// The receipt for an opened message (§2): sent by `deadline`, else queued. `nil` when it could be neither.
+    public func sendReceipt(_ request: ReceiptRequest, messageID: String, attachments: ReceiptAttachmentCounts?, now: Int64,
+                            deadline: ContinuousClock.Instant) async -> ReceiptStatus? {
+        let message = ReceiptMessage.delivered(id: messageID, token: request.token, at: now, attachments: attachments)
+        if case .accepted = await post(message, to: request.url, deadline: min(deadline, .now.advanced(by: timeout))) { return .sent }
+        do {
+            try outbox.enqueue(url: request.url, message: message, now: now)
+            return .queued
+        } catch {
+            logger.error("receipt could neither be sent nor queued", metadata: ["error": "\(error)"])
+            return nil
+        }
+    }
+
+    /// The failure report for a message that failed `reason` (§3), sealed to `kid`: `nil` when the device
+    /// has no report URL or the reason is not reported (`replayed`, device-level codes).
+    public func reportFailure(reason: ReasonCode, kid: KeyID?, now: Int64, deadline: ContinuousClock.Instant) async -> ReportStatus? {
+        guard ReceiptMessage.reportableReasons.contains(reason), let url = reportURL() else { return nil }
+        let count: Int?
+        do { count = try outbox.noteFailure(reason: reason, kid: kid, now: now, window: reportWindowSeconds) } catch {
+            logger.error("failure report window unreadable; report not made", metadata: ["error": "\(error)"])
+            return nil
+        }
+        guard let count else { return .suppressed }
+        let message = ReceiptMessage.failed(reason: reason, kid: kid, at: now, count: count)
+        if case .accepted = await post(message, to: url, deadline: min(deadline, .now.advanced(by: timeout))) { return .sent }
+        do {
+            try outbox.enqueue(url: url, message: message, now: now)
+            return .queued
+        } catch {
+            logger.error("failure report could neither be sent nor queued", metadata: ["error": "\(error)"])
+            return nil
+        }
+    }
+
+    /// Sends what waits in the outbox, oldest first, each with its own deadline; stops at the first entry that
+    /// gets no answer (the server is down). The first entry sent carries the outbox's `dropped` count.
+    public func flush(now: Int64) async -> OutboxFlushSummary {
+        var summary = OutboxFlushSummary()
+        let waiting: (entries: [ReceiptOutboxEntry], dropped: Int)
+        do { waiting = try outbox.pending(now: now) } catch {
+            logger.error("outbox unreadable", metadata: ["error": "\(error)"])
+            return summary
+        }
+        var done: [UInt64] = []
+        var droppedToReport = waiting.dropped
+        var droppedReported = 0
+        for (index, entry) in waiting.entries.enumerated() {
+            let result = await post(entry.message, dropped: droppedToReport, to: entry.url, deadline: .now.advanced(by: timeout))
+            switch result {
+            case .accepted:
+                summary.sent += 1
+            case let .refused(status) where [400, 403, 404, 410, 413].contains(status):
+                summary.rejected += 1
+            default:
+                summary.remaining = waiting.entries.count - index
+            }
+            guard summary.remaining == 0 else { break }
+            done.append(entry.sequence)
+            if case .accepted = result {
+                droppedReported += droppedToReport
+                droppedToReport = 0
+            }
+        }
+        if !done.isEmpty || droppedReported > 0 {
+            do { try outbox.remove(sequences: done, droppedReported: droppedReported) } catch {
+                logger.error("sent outbox entries could not be removed (they will be sent again)", metadata: ["error": "\(error)"])
+            }
+        }
+        return summary
+    }
+}

@@ -1,0 +1,58 @@
+import SystemPackage
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The CLI's standard streams and input files, over swift-system's file descriptors rather than
+/// Foundation's `FileHandle` (the CLI imports only FoundationEssentials: full Foundation's start-up
+/// work — CoreFoundation, ICU — cost `device push` about a megabyte of resident memory).
+enum StandardIO {
+    /// Writes `bytes` to standard output (a closed or full stream is not this command's error to report).
+    static func writeOutput(_ bytes: [UInt8]) {
+        _ = try? FileDescriptor.standardOutput.writeAll(bytes)
+    }
+
+    /// Writes `text` to standard error.
+    static func writeError(_ text: String) {
+        _ = try? FileDescriptor.standardError.writeAll(Array(text.utf8))
+    }
+
+    /// Whether standard output is a terminal.
+    static var outputIsTerminal: Bool { isatty(STDOUT_FILENO) == 1 }
+}
+
+/// A file, or standard input, read in chunks.
+struct InputFile {
+    private let descriptor: FileDescriptor
+    private let owned: Bool
+
+    /// Standard input.
+    static var standardInput: InputFile { InputFile(descriptor: .standardInput, owned: false) }
+
+    /// Opens `path` for reading; throws `CLIError` naming `what` and the path.
+    static func open(_ path: String, what: String) throws -> InputFile {
+        do {
+            return InputFile(descriptor: try FileDescriptor.open(FilePath(path), .readOnly, options: [.closeOnExec]), owned: true)
+        } catch {
+            throw CLIError("\(what) \(path) cannot be read (\(error)); check its permissions")
+        }
+    }
+
+    /// Up to `count` bytes; empty at the end of the input.
+    func read(upToCount count: Int) throws -> [UInt8] {
+        var buffer = [UInt8](repeating: 0, count: count)
+        let n: Int
+        do { n = try buffer.withUnsafeMutableBytes { try descriptor.read(into: $0) } } catch {
+            throw CLIError("reading the input failed (\(error))")
+        }
+        buffer.removeLast(count - n)
+        return buffer
+    }
+
+    /// Closes the file (standard input stays open).
+    func close() {
+        if owned { try? descriptor.close() }
+    }
+}

@@ -1,0 +1,232 @@
+import Testing
+import Foundation
+import Synchronization
+import SealedPushCrypto
+import SealedPushWire
+import SealedPushKeychain
+import SealedPushDevice
+import SealedPushReceiver
+import SealedPushSender
+import SealedPushTestSupport
+
+/// The injected device time (Unix seconds), moved by hand.
+final class TestTime: Sendable {
+    let value = Mutex<Int64>(0)
+}
+
+/// A test precondition that did not hold.
+struct ReceiptTestError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// A transport that records what it was asked to POST and answers as told.
+final class RecordingTransport: ReceiptTransport {
+    let posts = Mutex<[(url: String, body: JSONObject)]>([])
+    let answer: Mutex<ReceiptPostResult>
+    let hang: Bool
+
+    init(answer: ReceiptPostResult = .accepted(status: 204), hang: Bool = false) {
+        self.answer = Mutex(answer)
+        self.hang = hang
+    }
+
+    func post(_ body: [UInt8], to url: String, deadline: ContinuousClock.Instant) async -> ReceiptPostResult {
+        if case let .object(o)? = try? JSON.parse(body) { posts.withLock { $0.append((url, o)) } }
+        if hang {
+            try? await Task.sleep(for: .seconds(30))
+            return .failed
+        }
+        return answer.withLock { $0 }
+    }
+
+    var bodies: [JSONObject] { posts.withLock { $0.map(\.body) } }
+}
+
+/// The extension's receipts and failure reports (receipts v1 §2, §3) over the device's real outbox.
+@Suite("Receipts in the extension")
+struct ReceiptExtensionTests {
+    let store: KeychainStore
+    let directory: URL
+    let time = TestTime()
+    let vectors: JSONObject
+    let vectorKey: BoxKeyPair
+    let vectorNow: Int64
+
+    init() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("rx-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let file = ProjectPaths.shared.appendingPathComponent("vectors/attachments-v1.json")
+        guard case let .object(root) = try JSON.parse([UInt8](try Data(contentsOf: file))) else { throw ReceiptTestError("root") }
+        vectors = root
+        guard case let .array(keys)? = root["device_keys"], let first = keys.first?.objectValue,
+              let secret = first["secret_key"]?.stringValue, let now = root["now"]?.intValue else { throw ReceiptTestError("keys") }
+        vectorKey = try BoxKeyPair(secretKey: SecureBytes(try Base64.decode(secret)))
+        vectorNow = now
+        store = try KeychainStore(url: directory.appendingPathComponent("dev"))
+        time.value.withLock { $0 = now }
+    }
+
+    /// A request carrying `encrypted` as ENCRYPTED_DATA.
+    func request(_ encrypted: String) -> NotificationRequest {
+        NotificationRequest(identifier: "t", payload: JSONObject([
+            ("aps", .object(JSONObject([("alert", .object(JSONObject([("title", .string("Secret Message!")), ("body", .string("(Encrypted)"))]))),
+                                        ("mutable-content", .int(1))]))),
+            (WireFormat.encryptedDataKey, .string(encrypted)),
+        ]))
+    }
+
+    func vector(_ name: String) throws -> String {
+        guard case let .array(list)? = vectors["messages"],
+              let v = list.compactMap(\.objectValue).first(where: { $0["name"] == .string(name) }),
+              let data = v["encrypted_data"]?.stringValue else { throw ReceiptTestError("no vector \(name)") }
+        return data
+    }
+
+    func makeExtension(_ transport: (any ReceiptTransport)?, keys: [BoxKeyPair]? = nil, timeout: Duration = .seconds(2),
+                       replay: InMemoryReplayGuard = InMemoryReplayGuard()) -> SecretMessageExtension {
+        let outbox = ReceiptOutboxStore(store: store)
+        let clock = WallClock { [time] in Date(timeIntervalSince1970: Double(time.value.withLock { $0 })) }
+        var configuration = SecretMessageExtension.Configuration(keys: InMemoryKeys(keys ?? [vectorKey]), replayGuard: replay, clock: clock)
+        // The full 2-second budget: a timer that never fires, so a loaded machine (sanitizers) cannot make an
+        // answered POST look late; a shorter budget runs on the real clock (the hanging-transport test).
+        let timer: any Clock<Duration> = timeout >= .seconds(2) ? ManualClock() : ContinuousClock()
+        configuration.receipts = ReceiptCourier(transport: transport, outbox: outbox, reportURL: { try? outbox.reportURL() }, timeout: timeout,
+                                                timer: timer)
+        return SecretMessageExtension(configuration: configuration)
+    }
+
+    func deliver(_ ext: SecretMessageExtension, _ encrypted: String) async -> ExtensionDelivery {
+        let delivery = await ext.delivery(for: request(encrypted))
+        await ext.finishBackgroundWork()
+        return delivery
+    }
+
+    @Test("the receipt vector: sent after the open, before the handler, exactly the §2 members; its replay sends nothing")
+    func receiptOnlyAfterOpen() async throws {
+        let transport = RecordingTransport()
+        try ReceiptOutboxStore(store: store).setReportURL("https://push.example.com/reports")
+        let replay = InMemoryReplayGuard()
+        let first = await deliver(makeExtension(transport, replay: replay), try vector("receipt"))
+        #expect(first.outcome == .decrypted)
+        #expect(first.receipt == .sent)
+        #expect(first.report == nil)
+        let posts = transport.posts.withLock { $0 }
+        try #require(posts.count == 1)
+        #expect(posts[0].url == "https://push.example.com/r")
+        #expect(posts[0].body == JSONObject([("v", .int(1)), ("type", .string("delivered")), ("id", .string("KtvVMSI4I-dcQiaBW7ctpw")),
+                                             ("token", .string("leSLeiHU1ME6svkg7Bq3Yw")), ("at", .int(vectorNow))]))
+        // The same message again is a replay: no receipt, and `replayed` is never reported.
+        let again = await deliver(makeExtension(transport, replay: replay), try vector("receipt"))
+        #expect(again.outcome == .fallback(.replayed))
+        #expect(again.receipt == nil && again.report == nil)
+        #expect(transport.posts.withLock { $0.count } == 1)
+    }
+
+    @Test("a malformed receipt member is malformedMessage: no receipt; the failure report carries no message id and no plaintext")
+    func malformedReceiptIsReported() async throws {
+        let transport = RecordingTransport(answer: .accepted(status: 202))
+        try ReceiptOutboxStore(store: store).setReportURL("https://push.example.com/reports")
+        for (round, name) in ["receipt-token-short", "receipt-not-object"].enumerated() {
+            time.value.withLock { $0 = vectorNow + Int64(round) * 700 }  // a new report window each time
+            let delivery = await deliver(makeExtension(transport), try vector(name))
+            #expect(delivery.outcome == .fallback(.malformedMessage), "\(name)")
+            #expect(delivery.receipt == nil)
+            #expect(delivery.report == .sent)
+        }
+        let posts = transport.posts.withLock { $0 }
+        try #require(posts.count == 2)
+        for (round, post) in posts.enumerated() {
+            #expect(post.url == "https://push.example.com/reports")
+            #expect(post.body == JSONObject([("v", .int(1)), ("type", .string("failed")), ("reason", .string("malformedMessage")),
+                                             ("kid", .string("e2a0cdd02cd5f429")), ("at", .int(vectorNow + Int64(round) * 700)), ("count", .int(1))]))
+            let text = String(decoding: JSON.serialize(.object(post.body)), as: UTF8.self)
+            #expect(!text.contains("Agent K") && !text.contains("Photo"))
+        }
+    }
+
+    @Test("without a report URL nothing is reported; a payload with no readable envelope reports kid null")
+    func reportNeedsURL() async throws {
+        let transport = RecordingTransport()
+        let none = await deliver(makeExtension(transport), "not base64!")
+        #expect(none.outcome == .fallback(.malformedPayload) && none.report == nil)
+        #expect(transport.posts.withLock { $0.isEmpty })
+        try ReceiptOutboxStore(store: store).setReportURL("http://127.0.0.1:9/reports")
+        let reported = await deliver(makeExtension(transport), "not base64!")
+        #expect(reported.report == .sent)
+        #expect(transport.bodies.first?["kid"] == .null)
+        #expect(transport.bodies.first?["reason"] == .string("malformedPayload"))
+    }
+
+    @Test("the report window on the injected clock: sent, suppressed, then one report counting the suppressed ones")
+    func reportWindow() async throws {
+        let transport = RecordingTransport()
+        try ReceiptOutboxStore(store: store).setReportURL("https://push.example.com/reports")
+        let stranger = BoxKeyPair.generate()  // messages sealed to a key this device does not hold: unknownKey
+        let sender = try NotificationSender(clock: { [time] in time.value.withLock { $0 } })
+        func unknownKeyMessage() throws -> String {
+            let sealed = try sender.seal(SecretMessage(title: "Agent K", body: "secret text"), to: stranger.publicKey)
+            guard case let .object(o) = try JSON.parse(sealed.payload), let data = o[WireFormat.encryptedDataKey]?.stringValue else {
+                throw ReceiptTestError("payload")
+            }
+            return data
+        }
+        var statuses: [ReportStatus?] = []
+        for offset: Int64 in [0, 1, 300, 599, 600, 601] {
+            time.value.withLock { $0 = vectorNow + offset }
+            statuses.append(await deliver(makeExtension(transport), try unknownKeyMessage()).report)
+        }
+        #expect(statuses == [.sent, .suppressed, .suppressed, .suppressed, .sent, .suppressed])
+        #expect(transport.bodies.map { $0["count"] } == [.int(1), .int(4)])
+        #expect(transport.bodies.allSatisfy { $0["kid"] == .string(stranger.publicKey.keyID.hex) && $0["reason"] == .string("unknownKey") })
+    }
+
+    @Test("no 2xx in time: the receipt is queued (0600 item in the store), and sent after a later delivery's content was handed over")
+    func queuedThenFlushed() async throws {
+        let down = RecordingTransport(answer: .failed)
+        let delivery = await deliver(makeExtension(down), try vector("receipt"))
+        #expect(delivery.outcome == .decrypted && delivery.receipt == .queued)
+        #expect(try ReceiptOutboxStore(store: store).entries().entries.count == 1)
+        // A transport that never answers: the receipt's own deadline queues it (sub-second budget here).
+        let hanging = RecordingTransport(hang: true)
+        let stranger = BoxKeyPair.generate()
+        var asking = SecretMessage(title: "x", body: "y")
+        asking.receiptURL = "https://push.example.com/r"
+        let sealed = try NotificationSender(clock: { [vectorNow] in vectorNow }).seal(asking, to: stranger.publicKey)
+        guard case let .object(o) = try JSON.parse(sealed.payload), let data = o[WireFormat.encryptedDataKey]?.stringValue else { return }
+        let slow = await deliver(makeExtension(hanging, keys: [stranger], timeout: .milliseconds(100)), data)
+        #expect(slow.outcome == .decrypted && slow.receipt == .queued)
+        #expect(try ReceiptOutboxStore(store: store).entries().entries.count == 2)
+        // Up again: the next delivery (a message without a receipt) flushes both after its content.
+        let up = RecordingTransport()
+        let plain = try NotificationSender(clock: { [vectorNow] in vectorNow }).seal(SecretMessage(title: "a", body: "b"), to: stranger.publicKey)
+        guard case let .object(p) = try JSON.parse(plain.payload), let plainData = p[WireFormat.encryptedDataKey]?.stringValue else { return }
+        let later = await deliver(makeExtension(up, keys: [stranger]), plainData)
+        #expect(later.outcome == .decrypted && later.receipt == nil)
+        #expect(up.bodies.map { $0["id"] } == [.string("KtvVMSI4I-dcQiaBW7ctpw"), .string(sealed.messageID)])
+        #expect(up.bodies.last?["token"] == .string(sealed.receipt!.token))
+        #expect(try ReceiptOutboxStore(store: store).entries().entries.isEmpty)
+    }
+
+    @Test("the first entry sent after drops carries \"dropped\"; entries refused for good are removed, a server down keeps them")
+    func droppedIsReported() async throws {
+        let outbox = ReceiptOutboxStore(store: store, capacity: 2)
+        let token = ReceiptRequest.makeToken()
+        for n in 1...4 {
+            try outbox.enqueue(url: "https://r.example/r", message: .delivered(id: "m\(n)", token: token, at: Int64(n), attachments: nil), now: vectorNow)
+        }
+        let down = RecordingTransport(answer: .failed)
+        var summary = await ReceiptCourier(transport: down, outbox: outbox).flush(now: vectorNow)
+        #expect(summary == OutboxFlushSummary(sent: 0, rejected: 0, remaining: 2))
+        #expect(down.bodies.count == 1 && down.bodies[0]["dropped"] == .int(2))
+        let up = RecordingTransport()
+        summary = await ReceiptCourier(transport: up, outbox: outbox).flush(now: vectorNow)
+        #expect(summary == OutboxFlushSummary(sent: 2, rejected: 0, remaining: 0))
+        #expect(up.bodies.map { $0["dropped"] } == [.int(2), nil])
+        #expect(try outbox.entries().dropped == 0)
+        try outbox.enqueue(url: "https://r.example/r", message: .delivered(id: "gone", token: token, at: 1, attachments: nil), now: vectorNow)
+        summary = await ReceiptCourier(transport: RecordingTransport(answer: .refused(status: 404)), outbox: outbox).flush(now: vectorNow)
+        #expect(summary == OutboxFlushSummary(sent: 0, rejected: 1, remaining: 0))
+        #expect(try outbox.entries().entries.isEmpty)
+    }
+}
