@@ -23,11 +23,12 @@ deps:
 	  fi; \
 	fi
 
-# The Python peer (PyNaCl) used by the interoperability tests and the PyNaCl benchmark, in a venv under .build/.
+# The Python peers, in a venv under .build/: PyNaCl (interoperability tests, the PyNaCl benchmark) and
+# cryptography (an independent check of the APNs provider token's ES256 signature).
 pydeps:
-	@if ! [ -x $(PY) ] || ! $(PY) -c 'import nacl' 2>/dev/null; then \
-	  echo "setting up $(VENV) with PyNaCl"; \
-	  $(PYTHON) -m venv $(VENV) && $(PY) -m pip install --quiet --disable-pip-version-check 'pynacl>=1.5'; \
+	@if ! [ -x $(PY) ] || ! $(PY) -c 'import nacl, cryptography' 2>/dev/null; then \
+	  echo "setting up $(VENV) with PyNaCl and cryptography"; \
+	  $(PYTHON) -m venv $(VENV) && $(PY) -m pip install --quiet --disable-pip-version-check 'pynacl>=1.5' 'cryptography>=41'; \
 	fi
 
 build: deps

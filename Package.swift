@@ -234,6 +234,69 @@ if !coreOnly {
     package.targets.first { $0.name == "sealedpush" }!.dependencies += ["SealedPushReceiptsHTTP", "SealedPushReceiptCollector"]
 }
 
+// Delivery (issue #12): the APNs provider (token auth, HTTP/2 over AsyncHTTPClient), the local APNs
+// (`sealedpush apns serve`: HTTP/2 over TLS on swift-nio-http2, certificates from swift-certificates), `send`.
+if !coreOnly {
+    package.dependencies += [
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-http2", from: "1.46.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+    ]
+    package.targets += [
+        // APNs models shared by the provider and the local APNs: reasons, the push, ES256 provider tokens.
+        .target(
+            name: "SealedPushAPNsCore",
+            dependencies: ["SealedPushWire", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: strict
+        ),
+        // The provider client: APNsClient over AsyncHTTPClient (HTTP/2), token cache, retries, in-flight bound.
+        .target(
+            name: "SealedPushAPNs",
+            dependencies: [
+                "SealedPushAPNsCore", "SealedPushWire", "SealedPushSender",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // The local APNs: APNs's checks (LocalAPNsRules) behind an HTTP/2 + TLS server.
+        .target(
+            name: "SealedPushAPNsServer",
+            dependencies: [
+                "SealedPushAPNsCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // The provider against the local APNs over loopback, the CLI's send and apns serve end to end.
+        .testTarget(
+            name: "SealedPushAPNsTests",
+            dependencies: [
+                "sealedpush", "SealedPushAPNs", "SealedPushAPNsCore", "SealedPushAPNsServer", "SealedPushSender",
+                "SealedPushWire", "SealedPushCrypto", "SealedPushTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: strict
+        ),
+    ]
+    package.targets.first { $0.name == "sealedpush" }!.dependencies += ["SealedPushAPNs", "SealedPushAPNsCore", "SealedPushAPNsServer"]
+}
+
 // libFuzzer targets (Fuzz/), built only by `make fuzz` / `make fuzz-smoke` with SEALEDPUSH_FUZZ=1 and
 // `-sanitize=fuzzer,address`; absent from ordinary builds so `swift build` and `swift test` never see them.
 if Context.environment["SEALEDPUSH_FUZZ"] != nil {

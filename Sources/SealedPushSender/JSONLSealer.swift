@@ -6,7 +6,7 @@ public import SealedPushWire
 ///
 ///     {"to": <device key record>, "title": "…", "subtitle": "…", "body": "…", "thread-id": "…",
 ///      "category": "…", "badge": 3, "sound": "…", "data": {…}, "expires_in": "2h" | 7200,
-///      "collapse_id": "…", "topic": "…", "id": "…",
+///      "collapse_id": "…", "topic": "…", "id": "…", "deliver_once": true (apns-expiration 0; default: 7 days),
 ///      "attachments": [{"file": "photo.jpg", "type": "image/jpeg", "name": "…"}, …]}
 ///
 /// `attachments` (up to 4; `type` and `name` optional) needs a `mediaStore`: each file is encrypted into it.
@@ -32,7 +32,7 @@ public struct JSONLSealer: Sendable {
     /// The members an input line may have.
     public static let members: Set<String> = [
         "to", "title", "subtitle", "body", "thread-id", "category", "badge", "sound", "data", "expires_in",
-        "collapse_id", "topic", "id", "attachments",
+        "collapse_id", "topic", "id", "attachments", "deliver_once",
     ]
 
     /// The members an entry of `attachments` may have.
@@ -106,6 +106,15 @@ public struct JSONLSealer: Sendable {
             }
             message.expiry = expiry
         default: throw .invalidRequest("member 'expires_in' must be an integer of seconds or a duration string")
+        }
+        switch o["deliver_once"] {
+        case nil, .bool(false)?: break
+        case .bool(true)?:
+            guard o["expires_in"] == nil else {
+                throw .invalidRequest("members 'deliver_once' and 'expires_in' contradict each other: deliver_once means no expiry")
+            }
+            message.expiry = .deliverOnce
+        default: throw .invalidRequest("member 'deliver_once' must be true or false")
         }
         return SealRequest(message: message, device: device)
     }

@@ -154,13 +154,11 @@ public struct NotificationSender: Sendable {
 
     func seal(_ message: SecretMessage, to device: BoxPublicKey, messageID: String, issuedAt: Int64) throws(SenderError) -> SealedNotification {
         try validateHeaders(message)
-        var exp: Int64?
-        if let expiry = message.expiry {
-            switch expiry {
-            case let .after(seconds) where seconds < 0: throw .invalidExpiry("is a negative duration (\(seconds) s)")
-            case let .at(t) where t < issuedAt: throw .invalidExpiry("(\(t)) is before the issued-at time \(issuedAt)")
-            default: exp = expiry.resolved(issuedAt: issuedAt)
-            }
+        let exp: Int64?
+        switch message.expiry ?? Expiry.defaultLifetime {
+        case let .after(seconds) where seconds < 0: throw .invalidExpiry("is a negative duration (\(seconds) s)")
+        case let .at(t) where t < issuedAt: throw .invalidExpiry("(\(t)) is before the issued-at time \(issuedAt)")
+        case let expiry: exp = expiry.resolved(issuedAt: issuedAt)
         }
         let body = MessageBody(
             kid: device.keyID, id: messageID, issuedAt: issuedAt, expiresAt: exp,

@@ -6,10 +6,19 @@ public enum Expiry: Sendable, Equatable, Hashable {
     case at(Int64)
     /// This many seconds after the message's issued-at time.
     case after(seconds: Int64)
+    /// Never, and APNs delivers at most once: `apns-expiration: 0` (APNs does not store the push for a device
+    /// that is offline, so it is lost) and no `exp` in the body. Only on explicit request (`--deliver-once`).
+    case deliverOnce
 
-    /// The absolute expiry for a message issued at `issuedAt`, saturating instead of overflowing.
-    public func resolved(issuedAt: Int64) -> Int64 {
+    /// The default when a message names no expiry: seven days, so that a phone that is offline for a while
+    /// still gets the message (APNs stores it until then).
+    public static let defaultLifetime: Expiry = .after(seconds: 7 * 86_400)
+
+    /// The absolute expiry for a message issued at `issuedAt`, saturating instead of overflowing; `nil`
+    /// for `deliverOnce`.
+    public func resolved(issuedAt: Int64) -> Int64? {
         switch self {
+        case .deliverOnce: return nil
         case let .at(t): return t
         case let .after(seconds):
             let (sum, overflow) = issuedAt.addingReportingOverflow(seconds)
@@ -45,7 +54,8 @@ public struct SecretMessage: Sendable, Equatable {
     public var sound: String?
     /// Custom data merged into the notification's userInfo on the device; must not hold `aps`.
     public var data: JSONObject?
-    /// When the message expires, or `nil` for never (`apns-expiration: 0`).
+    /// When the message expires; `nil` takes `Expiry.defaultLifetime` (7 days). `.deliverOnce` sends
+    /// `apns-expiration: 0` and no `exp`.
     public var expiry: Expiry?
     /// The message id (1–64 characters); `nil` for a fresh random one (`makeMessageID()`).
     public var messageID: String?

@@ -45,6 +45,7 @@ struct Demo {
     var step = 0
     /// The receipt collector and the device's courier (issue #14), when this build has them.
     var receipts: DemoReceipts?
+    var apns: DemoAPNs?
 
     init(base: URL, style: Banner.Style) {
         self.base = base
@@ -97,7 +98,15 @@ struct Demo {
         let signer = try opened("active sender key") { () throws(KeychainError) in try senderKeys.activeSigningKey() }
         let sender = try NotificationSender(signer: signer)
 
+        #if canImport(SealedPushAPNsServer)
+        apns = await DemoAPNs.start(logger: quietLogger)
+        heading("The server seals three secret messages and sends them through APNs to the phone")
+        if apns != nil {
+            note("sealedpush apns serve (a local APNs: HTTP/2, TLS, token auth) with the phone's token; sealedpush send …")
+        }
+        #else
         heading("The server seals three secret messages; the device simulator delivers them")
+        #endif
         let messages = [
             SecretMessage(title: "Agent K", subtitle: "Field report", body: "The eagle lands at noon.", threadID: "ops-7", expiry: .after(seconds: 3600)),
             SecretMessage(title: "Bank", body: "Your one-time code is 481 516.", expiry: .after(seconds: 300)),
@@ -105,7 +114,8 @@ struct Demo {
         ]
         for message in messages {
             let payload = try await receipts?.seal(sender, message, record) ?? sealOrFail(sender, message, record)
-            sideBySide(payload, await deliver(payload, store: deviceStore))
+            let expiration = message.expiry?.resolved(issuedAt: Int64(Date().timeIntervalSince1970)) ?? 0
+            sideBySide(payload, try await deliverThroughAPNs(payload, expiration: expiration, store: deviceStore))
         }
         if let receipts { note("Receipts at the collector: " + style.bold(await receipts.summary())) }
 
@@ -150,6 +160,9 @@ struct Demo {
         sideBySide(slow, await deliver(slow, store: deviceStore,
                                        options: .init(timeLimit: .milliseconds(300), expiryGrace: .milliseconds(500)),
                                        extensionDelay: .seconds(2)))
+
+        await unregisteredToken(slow)
+        await apns?.stop()
 
         heading("The device's keys now")
         KeyOutput.printInfos(try opened("keys list") { () throws(KeychainError) in try deviceKeys.list() }, json: false)

@@ -35,7 +35,7 @@ struct SealCommand: AsyncParsableCommand {
 
               {"headers": {"apns-push-type": "alert",
                            "apns-priority": "10",
-                           "apns-expiration": "<Unix seconds, or 0>",
+                           "apns-expiration": "<Unix seconds: --expires-in, default 7d; 0 with --deliver-once>",
                            "apns-collapse-id": "<only with --collapse-id>",
                            "apns-topic": "<only with --topic>"},
                "payload": {<the APNs payload>}}
@@ -46,7 +46,7 @@ struct SealCommand: AsyncParsableCommand {
               {"to": {<device key record>}, "title": "...", "body": "...",
                "subtitle": "...", "thread-id": "...", "category": "...",
                "badge": 3, "sound": "...", "data": {...},
-               "expires_in": "2h" (or seconds, 7200), "collapse_id": "...",
+               "expires_in": "2h" (or seconds, 7200; default 7d), "deliver_once": true, "collapse_id": "...",
                "topic": "...", "id": "<message id>"}
 
             and one output line each, in input order:
@@ -110,8 +110,11 @@ struct SealCommand: AsyncParsableCommand {
     @Option(name: .long, help: "The sound name (sealed).")
     var sound: String?
 
-    @Option(name: .customLong("expires-in"), parsing: .unconditional, help: ArgumentHelp("Expire the message after this long (500ms, 30s, 15m, 2h, 7d); sets exp and apns-expiration.", valueName: "DURATION"))
+    @Option(name: .customLong("expires-in"), parsing: .unconditional, help: ArgumentHelp("Expire the message after this long (500ms, 30s, 15m, 2h, 7d); sets exp and apns-expiration (default: 7d).", valueName: "DURATION"))
     var expiresIn: DurationArgument?
+
+    @Flag(name: .customLong("deliver-once"), help: "No expiry: apns-expiration 0, so APNs delivers at most once and never stores the push for an offline device (default: expire after 7d).")
+    var deliverOnce = false
 
     @Option(name: .customLong("collapse-id"), help: ArgumentHelp("The apns-collapse-id header (visible to APNs; at most 64 bytes).", valueName: "ID"))
     var collapseID: String?
@@ -163,7 +166,7 @@ struct SealCommand: AsyncParsableCommand {
             let perMessage: [(String, Bool)] = [
                 ("--title", title != nil), ("--body", body != nil), ("--subtitle", subtitle != nil),
                 ("--thread-id", threadID != nil), ("--category", category != nil), ("--badge", badge != nil),
-                ("--sound", sound != nil), ("--expires-in", expiresIn != nil), ("--collapse-id", collapseID != nil),
+                ("--sound", sound != nil), ("--expires-in", expiresIn != nil), ("--deliver-once", deliverOnce), ("--collapse-id", collapseID != nil),
                 ("--topic", topic != nil), ("--headers", headers), ("--receipt-url", receiptURL != nil),
                 ("--receipts-db", receiptsDB != nil),
             ]
@@ -175,6 +178,9 @@ struct SealCommand: AsyncParsableCommand {
             guard !(title ?? "").isEmpty || !(body ?? "").isEmpty || !(subtitle ?? "").isEmpty else {
                 throw ValidationError("Give the message some text: a non-empty --title, --subtitle or --body.")
             }
+        }
+        if deliverOnce && expiresIn != nil {
+            throw ValidationError("--deliver-once and --expires-in contradict each other: --deliver-once means no expiry (apns-expiration 0).")
         }
         if placeholderTitle.isEmpty { throw ValidationError("--placeholder-title must not be empty.") }
         if let collapseID {
@@ -248,7 +254,7 @@ struct SealCommand: AsyncParsableCommand {
         }
         var message = SecretMessage(
             title: title, subtitle: subtitle, body: body, threadID: threadID, category: category, badge: badge,
-            sound: sound, expiry: expiresIn.map { .after(seconds: ($0.milliseconds + 999) / 1000) },
+            sound: sound, expiry: deliverOnce ? .deliverOnce : expiresIn.map { .after(seconds: ($0.milliseconds + 999) / 1000) },
             collapseID: collapseID, topic: topic)
         if let mediaStore {
             for argument in attach {

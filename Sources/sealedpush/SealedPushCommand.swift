@@ -20,7 +20,7 @@ struct SealedPushCommand: AsyncParsableCommand {
         subcommands: subcommands
     )
 
-    /// Every subcommand; `media` and `receipts` only in builds with the networking modules.
+    /// Every subcommand; `send`, `apns`, `media` and `receipts` only in builds with the networking modules.
     static var subcommands: [any ParsableCommand.Type] {
         var list: [any ParsableCommand.Type] = [
             SealCommand.self, KeysCommand.self, SenderCommand.self, TrustCommand.self, DeviceCommand.self,
@@ -31,6 +31,10 @@ struct SealedPushCommand: AsyncParsableCommand {
         #endif
         #if canImport(SealedPushMediaServer)
         list.append(MediaCommand.self)
+        #endif
+        #if canImport(SealedPushAPNsServer)
+        list.insert(SendCommand.self, at: 1)
+        list.append(APNsCommand.self)
         #endif
         return list
     }

@@ -21,6 +21,9 @@ enum StandardIO {
 
     /// Whether standard output is a terminal.
     static var outputIsTerminal: Bool { isatty(STDOUT_FILENO) == 1 }
+
+    /// Whether standard error is a terminal (progress lines go there only then).
+    static var errorIsTerminal: Bool { isatty(STDERR_FILENO) == 1 }
 }
 
 /// A file, or standard input, read in chunks.

@@ -30,44 +30,6 @@ func sealedpush(_ arguments: [String], in directory: URL) throws -> (status: Int
     try run(ProjectPaths.sealedpushBinary, arguments, in: directory)
 }
 
-/// A long-running child (a server) whose first output line is read.
-final class ServerChild {
-    let process = Process()
-    private let pipe = Pipe()
-
-    init(_ executable: URL, _ arguments: [String], in directory: URL) throws {
-        process.executableURL = executable
-        process.arguments = arguments
-        process.currentDirectoryURL = directory
-        process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-    }
-
-    /// The first line of output (waits up to 30 s).
-    func firstLine() -> String? {
-        let fd = pipe.fileHandleForReading.fileDescriptor
-        var bytes: [UInt8] = []
-        let deadline = Date().addingTimeInterval(30)
-        while Date() < deadline {
-            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            guard poll(&pfd, 1, 200) >= 0 else { return nil }
-            if pfd.revents == 0 { continue }
-            var byte: UInt8 = 0
-            guard read(fd, &byte, 1) == 1 else { return nil }
-            if byte == 0x0a { return String(decoding: bytes, as: UTF8.self) }
-            bytes.append(byte)
-        }
-        return nil
-    }
-
-    /// SIGKILL: a child of the test runner may inherit SIGTERM blocked (seen with Python), so terminate() would hang.
-    func stop() {
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-    }
-}
-
 @Suite("Receipts end to end: seal, device push, collector, flush, stats", .serialized)
 struct ReceiptCLITests {
     let directory: URL

@@ -1,0 +1,341 @@
+import AsyncHTTPClient
+public import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+public import SealedPushAPNsCore
+import SealedPushWire
+import Synchronization
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
+public import Foundation
+#endif
+
+/// How an `APNsClient` reaches APNs and authenticates.
+public struct APNsClientConfiguration: Sendable {
+    /// Which APNs to talk to.
+    public enum Environment: Sendable, Equatable {
+        /// `https://api.push.apple.com` (port 443).
+        case production
+        /// `https://api.sandbox.push.apple.com` (port 443): apps built for development.
+        case sandbox
+        /// A base URL of your own, e.g. `https://127.0.0.1:2197` for `sealedpush apns serve`.
+        case custom(String)
+
+        /// The base URL requests go to (no trailing slash).
+        public var baseURL: String {
+            switch self {
+            case .production: "https://api.push.apple.com"
+            case .sandbox: "https://api.sandbox.push.apple.com"
+            case let .custom(url): url.hasSuffix("/") ? String(url.dropLast()) : url
+            }
+        }
+    }
+
+    /// Retries for pushes APNs did not take: capped exponential backoff with jitter.
+    public struct RetryPolicy: Sendable, Equatable {
+        /// The most tries per push, the first included (1 = never retry).
+        public var maxTries: Int
+        /// The delay before the second try; each further try doubles it.
+        public var baseDelay: Duration
+        /// The longest delay between tries.
+        public var maxDelay: Duration
+
+        /// A policy; the default tries 4 times, waiting about 0.2 s, 0.4 s and 0.8 s.
+        public init(maxTries: Int = 4, baseDelay: Duration = .milliseconds(200), maxDelay: Duration = .seconds(5)) {
+            self.maxTries = max(1, maxTries)
+            self.baseDelay = baseDelay
+            self.maxDelay = maxDelay
+        }
+
+        /// The delay before try `n + 1` after `n` failed tries: `min(maxDelay, baseDelay · 2^(n-1))`, times a
+        /// random factor in [0.5, 1] ("equal jitter") so that many clients do not retry in step.
+        public func delay(afterTries n: Int, jitter: Double) -> Duration {
+            let exponent = min(max(n - 1, 0), 30)
+            let raw = baseDelay * (1 << exponent)
+            let capped = raw > maxDelay ? maxDelay : raw
+            return capped * min(max(jitter, 0.5), 1.0)
+        }
+    }
+
+    /// Where pushes go.
+    public var environment: Environment
+    /// The token-authentication key (`AuthKey_<KEY_ID>.p8`, key id, team id).
+    public var signingKey: APNsSigningKey
+    /// The `apns-topic` used when a push does not name one (the app's bundle id).
+    public var topic: String?
+    /// Extra CA certificates (PEM) to trust besides the system's, e.g. the one `sealedpush apns serve` writes.
+    public var trustedCertificatesPEM: [[UInt8]]
+    /// The deadline for one try of one push, from sending to the complete answer.
+    public var timeout: Duration
+    /// The most pushes in flight at once; further sends wait.
+    public var maxInFlight: Int
+    /// Retries for 429 TooManyRequests, 500, 503 and connection failures.
+    public var retry: RetryPolicy
+    /// A provider token is renewed when it is this old (Apple: not more often than every 20 minutes, at
+    /// least once an hour). Default 50 minutes.
+    public var tokenLifetime: Duration
+    /// The wall clock in Unix seconds (the token's `iat`); tests inject one.
+    public var now: @Sendable () -> Int64
+    /// The clock backoff delays are slept on; tests inject one.
+    public var sleepClock: any Clock<Duration>
+    /// Called for every push APNs answers with Unregistered, ExpiredToken, BadDeviceToken or
+    /// DeviceTokenNotForTopic: stop sending to that device token.
+    public var onStopSending: (@Sendable (_ deviceToken: String, _ rejection: APNsRejection) -> Void)?
+
+    /// A configuration with the defaults above.
+    public init(environment: Environment, signingKey: APNsSigningKey, topic: String? = nil,
+                trustedCertificatesPEM: [[UInt8]] = [], timeout: Duration = .seconds(10), maxInFlight: Int = 100,
+                retry: RetryPolicy = RetryPolicy(), tokenLifetime: Duration = .seconds(50 * 60),
+                now: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) },
+                sleepClock: any Clock<Duration> = ContinuousClock(),
+                onStopSending: (@Sendable (String, APNsRejection) -> Void)? = nil) {
+        self.environment = environment
+        self.signingKey = signingKey
+        self.topic = topic
+        self.trustedCertificatesPEM = trustedCertificatesPEM
+        self.timeout = timeout
+        self.maxInFlight = max(1, maxInFlight)
+        self.retry = retry
+        self.tokenLifetime = tokenLifetime
+        self.now = now
+        self.sleepClock = sleepClock
+        self.onStopSending = onStopSending
+    }
+}
+
+/// An APNs provider client: HTTP/2 over TLS (AsyncHTTPClient), token authentication, retries, a bound on
+/// pushes in flight. Connections are pooled and reused: HTTP/2 multiplexes every push over one connection.
+///
+/// Create one per process (or per auth key) and share it; call `shutdown()` when done.
+public final class APNsClient: Sendable {
+    /// The configuration the client was made with.
+    public let configuration: APNsClientConfiguration
+    let http: HTTPClient
+    let tokens: ProviderTokenCache
+    let limiter: AsyncLimiter
+    let logger: Logger
+
+    /// A client; fails when a trusted certificate is not PEM.
+    public init(configuration: APNsClientConfiguration, logger: Logger = Logger(label: "sealedpush.apns")) throws(APNsError) {
+        self.configuration = configuration
+        self.logger = logger
+        var tls = TLSConfiguration.makeClientConfiguration()
+        if !configuration.trustedCertificatesPEM.isEmpty {
+            var certificates: [NIOSSLCertificate] = []
+            for pem in configuration.trustedCertificatesPEM {
+                do { certificates += try NIOSSLCertificate.fromPEMBytes(pem) } catch {
+                    throw .invalidRequest("a trusted CA certificate is not PEM; pass the ca.pem that `sealedpush apns serve` wrote")
+                }
+            }
+            tls.additionalTrustRoots = [.certificates(certificates)]
+        }
+        var http = HTTPClient.Configuration(tlsConfiguration: tls)
+        http.httpVersion = .automatic  // HTTP/2 through ALPN, as APNs requires
+        http.timeout.connect = .seconds(5)
+        http.connectionPool = .init(idleTimeout: .seconds(60))
+        self.http = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: http)
+        tokens = ProviderTokenCache(key: configuration.signingKey, lifetime: configuration.tokenLifetime, now: configuration.now)
+        limiter = AsyncLimiter(limit: configuration.maxInFlight)
+    }
+
+    /// Closes the connections; pushes still in flight fail.
+    public func shutdown() async {
+        try? await http.shutdown()
+    }
+
+    /// How many provider tokens the client has signed so far (renewals included).
+    public var tokensIssued: Int { tokens.issued }
+
+    /// Sends `push`: waits for a slot when `maxInFlight` pushes are in flight, then tries up to
+    /// `retry.maxTries` times for 429 TooManyRequests, 500, 503, timeouts and connection failures, renews
+    /// the provider token once on ExpiredProviderToken, and never retries any other refusal.
+    public func send(_ push: APNsPush) async throws(APNsError) -> APNsAcceptance {
+        if let problem = push.problem { throw .invalidRequest(problem) }
+        await limiter.acquire()
+        defer { Task { await limiter.release() } }
+        var tries = 0
+        var renewedToken = false
+        var lastError: APNsError = .shutDown
+        while tries < configuration.retry.maxTries {
+            tries += 1
+            let (token, generation) = tokens.current()
+            let outcome = await attempt(push, token: token)
+            switch outcome {
+            case let .accepted(apnsID, uniqueID):
+                return APNsAcceptance(apnsID: apnsID ?? push.apnsID, uniqueID: uniqueID, tries: tries)
+            case let .rejected(rejection):
+                if rejection.reason == .expiredProviderToken && !renewedToken {
+                    renewedToken = true
+                    tokens.renew(ifGeneration: generation)
+                    tries -= 1  // the renewal's retry does not count against the backoff budget
+                    lastError = .rejected(rejection)
+                    continue
+                }
+                if rejection.stopSendingToToken { configuration.onStopSending?(push.deviceToken, rejection) }
+                lastError = .rejected(rejection)
+                guard APNsClient.isRetryable(rejection.reason) else { throw lastError }
+            case let .failed(error):
+                lastError = error
+                if case .untrustedServer = error { throw error }
+            }
+            guard tries < configuration.retry.maxTries else { break }
+            let delay = configuration.retry.delay(afterTries: tries, jitter: Double.random(in: 0.5...1.0))
+            logger.debug("retrying a push", metadata: ["apns-id": "\(push.apnsID)", "try": "\(tries + 1)", "after": "\(delay)"])
+            do { try await configuration.sleepClock.sleep(for: delay) } catch { break }
+        }
+        switch lastError {
+        case .timedOut: throw .timedOut(tries: tries)
+        case let .connection(message, _): throw .connection(message, tries: tries)
+        default: throw lastError
+        }
+    }
+
+    /// Whether a refusal may succeed on a later try: 429 TooManyRequests, 500 and 503 (APNs did not take the push).
+    public static func isRetryable(_ reason: APNsReason) -> Bool {
+        switch reason {
+        case .tooManyRequests, .internalServerError, .serviceUnavailable, .shutdown: true
+        default: false
+        }
+    }
+
+    enum Attempt {
+        case accepted(apnsID: String?, uniqueID: String?)
+        case rejected(APNsRejection)
+        case failed(APNsError)
+    }
+
+    func attempt(_ push: APNsPush, token: String) async -> Attempt {
+        var request = HTTPClientRequest(url: configuration.environment.baseURL + push.path)
+        request.method = .POST
+        request.headers.add(name: "authorization", value: "bearer " + token)
+        for (name, value) in push.headers { request.headers.add(name: name, value: value) }
+        request.headers.add(name: "content-type", value: "application/json")
+        request.body = .bytes(ByteBuffer(bytes: push.payload))
+        do {
+            let response = try await http.execute(request, timeout: .nanoseconds(Int64(configuration.timeout.nanoseconds)),
+                                                   logger: logger)
+            let apnsID = response.headers.first(name: "apns-id")
+            if response.status == .ok {
+                return .accepted(apnsID: apnsID, uniqueID: response.headers.first(name: "apns-unique-id"))
+            }
+            let body = (try? await response.body.collect(upTo: 64 * 1024)).map { Array($0.readableBytesView) } ?? []
+            return .rejected(APNsClient.rejection(status: Int(response.status.code), apnsID: apnsID, body: body))
+        } catch {
+            return .failed(APNsClient.classify(error))
+        }
+    }
+
+    /// Reads an error response: its status, `apns-id`, and the `{"reason": "...", "timestamp": ms}` body (a
+    /// body without a reason gives `unknown("HTTP <status>")`).
+    public static func rejection(status: Int, apnsID: String?, body: [UInt8]) -> APNsRejection {
+        var reason = APNsReason.unknown("HTTP \(status)")
+        var timestamp: Int64?
+        if case let .object(object)? = try? JSON.parse(body) {
+            if let raw = object["reason"]?.stringValue { reason = APNsReason(rawValue: raw) }
+            timestamp = object["timestamp"]?.intValue
+        }
+        return APNsRejection(status: status, reason: reason, apnsID: apnsID, timestamp: timestamp)
+    }
+
+    /// Maps a transport error to a typed one, naming what to do.
+    static func classify(_ error: any Error) -> APNsError {
+        if let error = error as? HTTPClientError, error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
+            return .timedOut(tries: 1)
+        }
+        let text = String(describing: error)
+        if text.contains("CERTIFICATE_VERIFY_FAILED") || text.contains("certificate verify failed")
+            || text.contains("handshakeFailed") && text.contains("CERTIFICATE") {
+            return .untrustedServer("the APNs server's TLS certificate is not trusted; for a local APNs pass its CA certificate (--ca-cert FILE, the ca.pem that `sealedpush apns serve` writes)")
+        }
+        if text.contains("connectionRefused") || text.contains("Connection refused") {
+            return .connection("the connection was refused; check that the server is running and the URL (--environment)", tries: 1)
+        }
+        return .connection(text.count > 200 ? String(text.prefix(200)) + "…" : text, tries: 1)
+    }
+}
+
+extension Duration {
+    var nanoseconds: Int64 {
+        let (s, atto) = components
+        return s * 1_000_000_000 + atto / 1_000_000_000
+    }
+}
+
+/// The provider token shared by every connection of a client: signed once, reused until `lifetime`, renewed
+/// by exactly one caller when stale (concurrent callers see the new token).
+final class ProviderTokenCache: Sendable {
+    struct State {
+        var token: String?
+        var issuedAt: Int64 = 0
+        var generation = 0
+        var issued = 0
+    }
+
+    let key: APNsSigningKey
+    let lifetime: Int64
+    let now: @Sendable () -> Int64
+    let state = Mutex(State())
+
+    init(key: APNsSigningKey, lifetime: Duration, now: @escaping @Sendable () -> Int64) {
+        self.key = key
+        self.lifetime = max(1, lifetime.components.seconds)
+        self.now = now
+    }
+
+    var issued: Int { state.withLock { $0.issued } }
+
+    /// The current token and its generation, signing a new one when there is none or it reached `lifetime`.
+    func current() -> (String, Int) {
+        state.withLock { s in
+            let t = now()
+            if let token = s.token, t - s.issuedAt < lifetime, t >= s.issuedAt { return (token, s.generation) }
+            sign(&s, at: t)
+            return (s.token!, s.generation)
+        }
+    }
+
+    /// Renews the token after APNs called generation `generation` expired, unless another caller already did.
+    func renew(ifGeneration generation: Int) {
+        state.withLock { s in
+            guard s.generation == generation else { return }
+            sign(&s, at: now())
+        }
+    }
+
+    private func sign(_ s: inout State, at t: Int64) {
+        // ES256 signing cannot fail for a valid P-256 key; keep the old token if it somehow does.
+        guard let token = try? ProviderToken.make(key: key, issuedAt: t) else { return }
+        s.token = token
+        s.issuedAt = t
+        s.generation += 1
+        s.issued += 1
+    }
+}
+
+/// A counting semaphore for async code: at most `limit` holders at once, waiters served in order.
+actor AsyncLimiter {
+    let limit: Int
+    var held = 0
+    var waiters: [CheckedContinuation<Void, Never>] = []
+
+    init(limit: Int) { self.limit = limit }
+
+    func acquire() async {
+        if held < limit {
+            held += 1
+            return
+        }
+        await withCheckedContinuation { waiters.append($0) }
+    }
+
+    func release() {
+        if waiters.isEmpty {
+            held -= 1
+        } else {
+            waiters.removeFirst().resume()  // the slot passes straight to the first waiter
+        }
+    }
+}

@@ -1,0 +1,206 @@
+public import Logging
+import NIOCore
+import NIOHTTP1
+import NIOHTTP2
+import NIOPosix
+import NIOSSL
+import SealedPushAPNsCore
+import Synchronization
+
+/// A local APNs for development and tests: HTTP/2 over TLS (ALPN `h2`) on swift-nio-http2, with APNs's
+/// checks (`LocalAPNsRules`), its status codes and reasons, and faults on request. Accepted pushes go to
+/// `onAccepted`, which `sealedpush apns serve` wires to simulated devices.
+public final class LocalAPNsServer: Sendable {
+    /// The rules every request goes through (also: unregister tokens, read counts).
+    public let rules: LocalAPNsRules
+    /// The TLS identity; clients trust `authority.caPEM`.
+    public let authority: LocalCertificateAuthority
+    let onAccepted: @Sendable (AcceptedPush) -> Void
+    let logger: Logger
+    let channel = Mutex<(any Channel)?>(nil)
+    let connectionCount = Atomic<Int>(0)
+
+    /// A server with `configuration`; `onAccepted` receives every accepted push after it was answered.
+    public init(configuration: LocalAPNsConfiguration, authority: LocalCertificateAuthority,
+                logger: Logger = Logger(label: "sealedpush.apns-serve"),
+                onAccepted: @escaping @Sendable (AcceptedPush) -> Void = { _ in }) {
+        rules = LocalAPNsRules(configuration: configuration)
+        self.authority = authority
+        self.onAccepted = onAccepted
+        self.logger = logger
+    }
+
+    /// How many TLS connections clients have opened so far.
+    public var connectionsAccepted: Int { connectionCount.load(ordering: .relaxed) }
+
+    /// Binds and starts serving; returns the port (useful with port 0).
+    public func start() async throws -> Int {
+        let configuration = rules.configuration
+        var tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: try NIOSSLCertificate.fromPEMBytes(Array(authority.serverCertificatePEM.utf8)).map { .certificate($0) },
+            privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(authority.serverKeyPEM.utf8), format: .pem)))
+        tls.applicationProtocols = ["h2"]
+        let sslContext = try NIOSSLContext(configuration: tls)
+        var settings = NIOHTTP2Handler.ConnectionConfiguration()
+        settings.initialSettings = [
+            HTTP2Setting(parameter: .maxConcurrentStreams, value: configuration.maxConcurrentStreams),
+            HTTP2Setting(parameter: .maxHeaderListSize, value: 16 * 1024),
+        ]
+        let connectionConfiguration = settings
+        let streamConfiguration = NIOHTTP2Handler.StreamConfiguration()
+        let rules = self.rules, logger = self.logger, onAccepted = self.onAccepted
+        let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { [self] channel in
+                self.connectionCount.add(1, ordering: .relaxed)
+                let connection = LocalAPNsConnection()
+                return channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(NIOSSLServerHandler(context: sslContext))
+                    _ = try sync.configureHTTP2Pipeline(
+                        mode: .server, connectionConfiguration: connectionConfiguration,
+                        streamConfiguration: streamConfiguration
+                    ) { stream in
+                        stream.eventLoop.makeCompletedFuture {
+                            let streamSync = stream.pipeline.syncOperations
+                            try streamSync.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
+                            try streamSync.addHandler(APNsStreamHandler(rules: rules, connection: connection, logger: logger,
+                                                                        onAccepted: onAccepted))
+                        }
+                    }
+                    try sync.addHandler(ConnectionErrorHandler())
+                }
+            }
+        let bound = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
+        channel.withLock { $0 = bound }
+        return bound.localAddress?.port ?? configuration.port
+    }
+
+    /// Stops listening and closes the listening socket.
+    public func stop() async {
+        let bound = channel.withLock { c -> (any Channel)? in
+            defer { c = nil }
+            return c
+        }
+        try? await bound?.close()
+    }
+}
+
+/// Closes a connection on errors (bad TLS, protocol errors) without logging secrets.
+final class ConnectionErrorHandler: ChannelInboundHandler, Sendable {
+    typealias InboundIn = Never
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+}
+
+/// One HTTP/2 stream: collects the request, answers it with the rules' answer, hands accepted pushes on.
+final class APNsStreamHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    let rules: LocalAPNsRules
+    let connection: LocalAPNsConnection
+    let logger: Logger
+    let onAccepted: @Sendable (AcceptedPush) -> Void
+    var head: HTTPRequestHead?
+    var body: [UInt8] = []
+    var bodySize = 0
+    /// Bodies are kept up to one byte over the limit: enough to answer PayloadTooLarge.
+    static let keepLimit = APNsPush.maximumPayloadSize + 1
+
+    init(rules: LocalAPNsRules, connection: LocalAPNsConnection, logger: Logger,
+         onAccepted: @escaping @Sendable (AcceptedPush) -> Void) {
+        self.rules = rules
+        self.connection = connection
+        self.logger = logger
+        self.onAccepted = onAccepted
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case let .head(h):
+            head = h
+        case var .body(buffer):
+            bodySize += buffer.readableBytes
+            let room = APNsStreamHandler.keepLimit - body.count
+            if room > 0, let bytes = buffer.readBytes(length: min(room, buffer.readableBytes)) { body += bytes }
+        case .end:
+            guard let head else { return }
+            respond(context: context, head: head)
+        }
+    }
+
+    func respond(context: ChannelHandlerContext, head: HTTPRequestHead) {
+        let configuration = rules.configuration
+        // After GOAWAY the connection takes no new work: the stream is reset unanswered (the push was not taken).
+        let (refuse, goaway): (Bool, Bool) = connection.state.withLock { c in
+            if c.goawaySent { return (true, false) }
+            c.requests += 1
+            if let limit = configuration.goawayAfter, c.requests >= limit {
+                c.goawaySent = true
+                return (false, true)
+            }
+            return (false, false)
+        }
+        if refuse {
+            context.close(promise: nil)
+            return
+        }
+        let request = LocalAPNsRequest(
+            method: head.method.rawValue, path: head.uri,
+            headers: head.headers.map { (name: $0.name.lowercased(), value: $0.value) }, body: body)
+        let answer = rules.answer(request, on: connection)
+        var headers = HTTPHeaders()
+        var status: HTTPResponseStatus = .ok
+        var responseBody: ByteBuffer?
+        let token = request.path.split(separator: "/").last.map { String($0.prefix(8)) + "…" } ?? "-"
+        switch answer {
+        case let .accepted(push, uniqueID):
+            headers.add(name: "apns-id", value: push.apnsID)
+            headers.add(name: "apns-unique-id", value: uniqueID)
+            logger.info("accepted", metadata: ["token": "\(token)", "apns-id": "\(push.apnsID)", "bytes": "\(push.payload.count)"])
+        case let .rejected(reason, apnsID, timestamp):
+            status = HTTPResponseStatus(statusCode: reason.status)
+            if let apnsID { headers.add(name: "apns-id", value: apnsID)}
+            var json = #"{"reason":""# + reason.rawValue + #"""#
+            if let timestamp { json += #","timestamp":"# + String(timestamp) }
+            json += "}"
+            headers.add(name: "content-type", value: "application/json")
+            responseBody = context.channel.allocator.buffer(string: json)
+            logger.info("rejected", metadata: ["token": "\(token)", "status": "\(reason.status)", "reason": "\(reason.rawValue)"])
+        }
+        if let responseBody { headers.add(name: "content-length", value: String(responseBody.readableBytes)) }
+        let send = { (context: ChannelHandlerContext) in
+            context.write(self.wrapOutboundOut(.head(HTTPResponseHead(version: .http2, status: status, headers: headers))), promise: nil)
+            if let responseBody { context.write(self.wrapOutboundOut(.body(.byteBuffer(responseBody))), promise: nil) }
+            context.writeAndFlush(self.wrapOutboundOut(.end(nil)), promise: nil)
+            if case let .accepted(push, _) = answer { self.onAccepted(push) }
+            if goaway { APNsStreamHandler.goAway(context.channel) }
+        }
+        if configuration.latency > .zero {
+            let loopBound = NIOLoopBound((context, send), eventLoop: context.eventLoop)
+            let nanos = configuration.latency.components.seconds * 1_000_000_000 + configuration.latency.components.attoseconds / 1_000_000_000
+            context.eventLoop.scheduleTask(in: .nanoseconds(nanos)) {
+                let (context, send) = loopBound.value
+                send(context)
+            }
+        } else {
+            send(context)
+        }
+    }
+
+    /// Sends GOAWAY (NO_ERROR, last stream = this stream) on the stream's connection and closes it shortly
+    /// after, so requests on later streams are never processed and the client must send them again.
+    static func goAway(_ stream: any Channel) {
+        guard let parent = stream.parent else { return }
+        stream.getOption(HTTP2StreamChannelOptions.streamID).whenSuccess { streamID in
+            let frame = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: streamID, errorCode: .noError, opaqueData: nil))
+            parent.writeAndFlush(frame, promise: nil)
+            parent.eventLoop.scheduleTask(in: .milliseconds(200)) { parent.close(promise: nil) }
+        }
+    }
+}

@@ -1,0 +1,53 @@
+public import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A long-running child process (a server) whose standard output is read line by line.
+public final class ServerChild {
+    /// The process.
+    public let process = Process()
+    private let pipe = Pipe()
+
+    /// Starts `executable` with `arguments` in `directory`; its standard error goes to `stderr` (default: discarded).
+    public init(_ executable: URL, _ arguments: [String], in directory: URL, stderr: URL? = nil) throws {
+        process.executableURL = executable
+        process.arguments = arguments
+        process.currentDirectoryURL = directory
+        process.standardOutput = pipe
+        if let stderr {
+            _ = FileManager.default.createFile(atPath: stderr.path, contents: nil)
+            process.standardError = try FileHandle(forWritingTo: stderr)
+        } else {
+            process.standardError = FileHandle.nullDevice
+        }
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+    }
+
+    /// The first line of output (waits up to 30 s).
+    public func firstLine() -> String? { nextLine() }
+
+    /// The next line of output, or `nil` after `timeout` seconds or at the end of output.
+    public func nextLine(timeout: TimeInterval = 30) -> String? {
+        let fd = pipe.fileHandleForReading.fileDescriptor
+        var bytes: [UInt8] = []
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&pfd, 1, 200) >= 0 else { return nil }
+            if pfd.revents == 0 { continue }
+            var byte: UInt8 = 0
+            guard read(fd, &byte, 1) == 1 else { return nil }
+            if byte == 0x0a { return String(decoding: bytes, as: UTF8.self) }
+            bytes.append(byte)
+        }
+        return nil
+    }
+
+    /// SIGKILL: a child of the test runner may inherit SIGTERM blocked (seen with Python), so terminate() would hang.
+    public func stop() {
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+}
