@@ -64,6 +64,16 @@ bench: deps pydeps
 	# the load generator and the collector are separate processes).
 	$(PYTHON) Tests/Peer/bench_receipts.py $(BENCH_SCRATCH)/release/sealedpush
 	$(MAKE) --no-print-directory bench-media
+	$(MAKE) --no-print-directory bench-send
+
+# `make bench-send` (run by `make bench`): delivery (issue #12) — `send --batch` of 20 000 pushes to a local APNs
+# against the raw crypto_box_seal loop, against PyNaCl + aioapns (installed into the venv here), and send's peak RSS.
+.PHONY: bench-send
+bench-send: deps pydeps
+	@$(PY) -c 'import aioapns' 2>/dev/null || $(PY) -m pip install --quiet --disable-pip-version-check 'aioapns>=3'
+	$(SWIFT) build $(RELEASE_FLAGS) --scratch-path $(BENCH_SCRATCH) --product sealedpush
+	$(SWIFT) build $(RELEASE_FLAGS) --scratch-path $(BENCH_SCRATCH) --product sealedpush-bench
+	$(PY) Tests/Bench/bench_send.py --bin $(BENCH_SCRATCH)/release/sealedpush --bench-bin $(BENCH_SCRATCH)/release/sealedpush-bench --python $(PY)
 
 # `make bench-media` (run by `make bench`): encrypted media attachments — device push peak RSS with a 10 MB image
 # and a 50 MB movie from `media serve` on loopback, and media encrypt/decrypt throughput against raw libsodium

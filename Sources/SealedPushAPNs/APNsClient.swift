@@ -117,6 +117,7 @@ public final class APNsClient: Sendable {
     let tokens: ProviderTokenCache
     let limiter: AsyncLimiter
     let logger: Logger
+    let isShutDown = Mutex(false)
 
     /// A client; fails when a trusted certificate is not PEM.
     public init(configuration: APNsClientConfiguration, logger: Logger = Logger(label: "sealedpush.apns")) throws(APNsError) {
@@ -143,7 +144,16 @@ public final class APNsClient: Sendable {
 
     /// Closes the connections; pushes still in flight fail.
     public func shutdown() async {
+        guard isShutDown.withLock({ done in defer { done = true }; return !done }) else { return }
         try? await http.shutdown()
+    }
+
+    /// A client released without `shutdown()` closes its connections in the background (AsyncHTTPClient
+    /// would otherwise stop the process).
+    deinit {
+        if !isShutDown.withLock({ $0 }) {
+            _ = http.shutdown()
+        }
     }
 
     /// How many provider tokens the client has signed so far (renewals included).

@@ -159,8 +159,12 @@ class Sender:
             for k in ("thread-id", "category", "sound", "badge", "data"):
                 if k in req:
                     message[k] = req[k]
+            # The default expiry of 7 days (exp in the body, apns-expiration in the headers), as in Swift.
+            exp = now + 7 * 86400
+            message["exp"] = exp
             payload, _ = self.seal(pk, peer.key_id(pk), message, now)
-            return b'{"payload":' + payload + b',"headers":{"apns-push-type":"alert","apns-priority":"10","apns-expiration":"0"}}\n'
+            return (b'{"payload":' + payload + b',"headers":{"apns-push-type":"alert","apns-priority":"10","apns-expiration":"'
+                    + str(exp).encode() + b'"}}\n')
         except Exception as e:  # noqa: BLE001 - a failed line becomes an error line, as in Swift
             return peer.compact({"line": 0, "error": str(e)}) + b"\n"
 

@@ -82,7 +82,14 @@ struct SealCLITests {
         let plain = try CLIRunner.run(["seal", "--to", device.recordFile.path, "--body", "x", "--headers"])
         let plainHeaders = try #require(try JSON.parse(plain.stdout).objectValue?["headers"]?.objectValue)
         #expect(plainHeaders.members.map(\.key) == ["apns-push-type", "apns-priority", "apns-expiration"])
-        #expect(plainHeaders["apns-expiration"] == .string("0"))
+        let defaultExpiration = try #require(plainHeaders["apns-expiration"]?.stringValue.flatMap { Int64($0) })
+        #expect(defaultExpiration >= before + 7 * 86_400 && defaultExpiration <= before + 7 * 86_400 + 5, "the 7-day default")
+
+        let once = try CLIRunner.run(["seal", "--to", device.recordFile.path, "--body", "x", "--headers", "--deliver-once"])
+        #expect(try JSON.parse(once.stdout).objectValue?["headers"]?.objectValue?["apns-expiration"] == .string("0"))
+        let both = try CLIRunner.run(["seal", "--to", device.recordFile.path, "--body", "x", "--deliver-once", "--expires-in", "2h"])
+        #expect(both.status != 0)
+        #expect(both.stderr.contains("--deliver-once and --expires-in contradict each other"))
     }
 
     @Test func recordFromStandardInput() throws {

@@ -39,17 +39,21 @@ struct DocsExampleTests {
         #expect(signer.signature(for: signed) == signature)  // Ed25519 is deterministic
     }
 
-    /// The largest body stated in the docs: 2822 bytes unsigned, 2730 signed (body-only message,
-    /// 22-character id, 10-digit iat, default placeholder).
+    /// The largest body stated in the docs: 2805 bytes unsigned, 2713 signed with the default 7-day `exp`;
+    /// 2822 and 2730 with `--deliver-once` (no `exp`) (body-only message, 22-character id, 10-digit iat,
+    /// default placeholder).
     @Test func largestBodyWithDefaultPlaceholder() throws {
         let record = DeviceKeyRecord(publicKey: BoxKeyPair.generate().publicKey, createdAt: nil)
         let id = String(repeating: "x", count: 22)
-        for (signer, limit) in [(nil, 2822), (SigningKeyPair.generate(), 2730)] as [(SigningKeyPair?, Int)] {
+        let cases: [(SigningKeyPair?, Expiry?, Int)] = [
+            (nil, nil, 2805), (SigningKeyPair.generate(), nil, 2713), (nil, .deliverOnce, 2822), (SigningKeyPair.generate(), .deliverOnce, 2730),
+        ]
+        for (signer, expiry, limit) in cases {
             let sender = try NotificationSender(signer: signer, clock: { 1_795_000_000 })
-            let fits = try sender.seal(SecretMessage(body: String(repeating: "a", count: limit), messageID: id), to: record)
+            let fits = try sender.seal(SecretMessage(body: String(repeating: "a", count: limit), expiry: expiry, messageID: id), to: record)
             #expect(fits.payload.count <= 4096)
             #expect(throws: SenderError.self) {
-                try sender.seal(SecretMessage(body: String(repeating: "a", count: limit + 1), messageID: id), to: record)
+                try sender.seal(SecretMessage(body: String(repeating: "a", count: limit + 1), expiry: expiry, messageID: id), to: record)
             }
         }
     }

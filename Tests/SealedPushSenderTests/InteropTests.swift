@@ -169,7 +169,7 @@ struct InteropTests {
         }
         let largest = SizeTests.largestFittingBody(sender, record)
         for n in [0, 100, 600, largest] {
-            let swift = try sender.seal(SecretMessage(title: "t", body: String(repeating: "a", count: n), messageID: "m"), to: record)
+            let swift = try sender.seal(SecretMessage(title: "t", body: String(repeating: "a", count: n), expiry: .deliverOnce, messageID: "m"), to: record)
             let peer = try peerSeal(n)
             #expect(peer["payload_bytes"] == .int(Int64(swift.payload.count)), "n = \(n)")
             #expect(peer["padded_length"] == .int(Int64(swift.paddedLength)), "n = \(n)")
@@ -182,7 +182,7 @@ struct InteropTests {
         // One byte more: both refuse.
         #expect(try peerSeal(largest + 1)["error"] != nil)
         #expect(throws: SenderError.self) {
-            try sender.seal(SecretMessage(title: "t", body: String(repeating: "a", count: largest + 1), messageID: "m"), to: record)
+            try sender.seal(SecretMessage(title: "t", body: String(repeating: "a", count: largest + 1), expiry: .deliverOnce, messageID: "m"), to: record)
         }
     }
 }

@@ -62,7 +62,7 @@ struct PropertyTests {
             #expect(opened.body.badge == message.badge)
             #expect(opened.body.sound == message.sound)
             #expect(opened.body.data == message.data)
-            #expect(opened.body.expiresAt == message.expiry.map { $0.resolved(issuedAt: testNow) })
+            #expect(opened.body.expiresAt == (message.expiry ?? .defaultLifetime).resolved(issuedAt: testNow))
             if let id = message.messageID { #expect(opened.body.id == id) }
             #expect(opened.body.kid == device.record.keyID)
             #expect(opened.signedBy == (signed ? signer.keyID : nil))
@@ -76,7 +76,8 @@ struct PropertyTests {
 
 @Suite("Sender: padding and size limits")
 struct SizeTests {
-    /// Inner length of a message with title "t" and a body of `n` ASCII bytes (fixed id and clock).
+    /// Inner length of a message with title "t" and a body of `n` ASCII bytes (fixed id and clock, no expiry:
+    /// the size tests seal with `.deliverOnce`).
     static func innerLength(bodyBytes n: Int, sender: NotificationSender, record: DeviceKeyRecord) throws -> Int {
         let body = MessageBody(kid: record.keyID, id: "m", issuedAt: testNow, alert: .init(title: "t", body: String(repeating: "a", count: n)))
         return 3 + JSON.serialize(.object(body.jsonObject)).count + (sender.signer == nil ? 0 : 64)
@@ -94,7 +95,7 @@ struct SizeTests {
         for (inner, p) in cases {
             let n = inner - base
             #expect(try Self.innerLength(bodyBytes: n, sender: sender, record: device.record) == inner)
-            let sealed = try sender.seal(SecretMessage(title: "t", body: String(repeating: "a", count: n), messageID: "m"), to: device.record)
+            let sealed = try sender.seal(SecretMessage(title: "t", body: String(repeating: "a", count: n), expiry: .deliverOnce, messageID: "m"), to: device.record)
             #expect(sealed.paddedLength == p, "inner \(inner)")
             let opened = try openSealed(sealed, with: [device.pair])
             #expect(opened.paddedLength == p)
@@ -111,7 +112,7 @@ struct SizeTests {
         var lo = 0, hi = 8192  // lo fits, hi does not
         while hi - lo > 1 {
             let mid = (lo + hi) / 2
-            if (try? sender.seal(SecretMessage(title: "t", body: String(repeating: "a", count: mid), messageID: "m"), to: record)) != nil {
+            if (try? sender.seal(SecretMessage(title: "t", body: String(repeating: "a", count: mid), expiry: .deliverOnce, messageID: "m"), to: record)) != nil {
                 lo = mid
             } else {
                 hi = mid
@@ -128,11 +129,11 @@ struct SizeTests {
         while try makeSender(placeholder: Placeholder(title: title)).payloadOverhead % 4 != 0 { title += "!" }
         let sender = try makeSender(placeholder: Placeholder(title: title), padding: policy)
         let n = Self.largestFittingBody(sender, device.record)
-        let fits = try sender.seal(SecretMessage(title: "t", body: String(repeating: "a", count: n), messageID: "m"), to: device.record)
+        let fits = try sender.seal(SecretMessage(title: "t", body: String(repeating: "a", count: n), expiry: .deliverOnce, messageID: "m"), to: device.record)
         #expect(fits.payload.count == 4096)
         #expect(try openSealed(fits, with: [device.pair]).body.alert.body?.utf8.count == n)
         do {
-            _ = try sender.seal(SecretMessage(title: "t", body: String(repeating: "a", count: n + 1), messageID: "m"), to: device.record)
+            _ = try sender.seal(SecretMessage(title: "t", body: String(repeating: "a", count: n + 1), expiry: .deliverOnce, messageID: "m"), to: device.record)
             Issue.record("one more byte should not fit")
         } catch {
             #expect(error == .sealing(.payloadTooLarge(size: 4100, limit: 4096)))
@@ -146,10 +147,10 @@ struct SizeTests {
         for policy in PaddingPolicy.allCases {
             let sender = try makeSender(padding: policy)
             let n = Self.largestFittingBody(sender, device.record)
-            let fits = try sender.seal(SecretMessage(title: "t", body: String(repeating: "a", count: n), messageID: "m"), to: device.record)
+            let fits = try sender.seal(SecretMessage(title: "t", body: String(repeating: "a", count: n), expiry: .deliverOnce, messageID: "m"), to: device.record)
             #expect(fits.payload.count <= 4096 && fits.payload.count > 4092)
             #expect(throws: SenderError.self) {
-                try sender.seal(SecretMessage(title: "t", body: String(repeating: "a", count: n + 1), messageID: "m"), to: device.record)
+                try sender.seal(SecretMessage(title: "t", body: String(repeating: "a", count: n + 1), expiry: .deliverOnce, messageID: "m"), to: device.record)
             }
             // Every policy has the same limit: it is set by the minimal envelope.
             #expect(n == Self.largestFittingBody(try makeSender(padding: .none), device.record))

@@ -61,7 +61,14 @@ struct PayloadTests {
     }
 
     @Test func headersWithoutOptionalValues() throws {
-        let sealed = try makeSender().seal(SecretMessage(body: "hi"), to: makeDevice().record)
+        // No expiry given: the default of 7 days, in the header and the body.
+        let device = makeDevice()
+        let defaulted = try makeSender().seal(SecretMessage(body: "hi"), to: device.record)
+        #expect(defaulted.headers["apns-expiration"] == String(defaulted.issuedAt + 7 * 86_400))
+        #expect(try openSealed(defaulted, with: [device.pair]).body.expiresAt == defaulted.issuedAt + 7 * 86_400)
+        // apns-expiration 0 and no exp only on request.
+        let sealed = try makeSender().seal(SecretMessage(body: "hi", expiry: .deliverOnce), to: device.record)
+        #expect(try openSealed(sealed, with: [device.pair]).body.expiresAt == nil)
         #expect(sealed.headers.fields.map(\.name) == ["apns-push-type", "apns-priority", "apns-expiration"])
         #expect(sealed.headers["apns-push-type"] == "alert")
         #expect(sealed.headers["apns-priority"] == "10")
