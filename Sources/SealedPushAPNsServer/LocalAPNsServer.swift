@@ -19,6 +19,7 @@ public final class LocalAPNsServer: Sendable {
     let logger: Logger
     let channel = Mutex<(any Channel)?>(nil)
     let connectionCount = Atomic<Int>(0)
+    let load = RequestLoad()
 
     /// A server with `configuration`; `onAccepted` receives every accepted push after it was answered.
     public init(configuration: LocalAPNsConfiguration, authority: LocalCertificateAuthority,
@@ -32,6 +33,9 @@ public final class LocalAPNsServer: Sendable {
 
     /// How many TLS connections clients have opened so far.
     public var connectionsAccepted: Int { connectionCount.load(ordering: .relaxed) }
+
+    /// The most requests that were being answered at once (from a complete request to its response).
+    public var peakConcurrentRequests: Int { load.peak.withLock { $0 } }
 
     /// Binds and starts serving; returns the port (useful with port 0).
     public func start() async throws -> Int {
@@ -48,7 +52,7 @@ public final class LocalAPNsServer: Sendable {
         ]
         let connectionConfiguration = settings
         let streamConfiguration = NIOHTTP2Handler.StreamConfiguration()
-        let rules = self.rules, logger = self.logger, onAccepted = self.onAccepted
+        let rules = self.rules, logger = self.logger, onAccepted = self.onAccepted, load = self.load
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -66,8 +70,8 @@ public final class LocalAPNsServer: Sendable {
                         stream.eventLoop.makeCompletedFuture {
                             let streamSync = stream.pipeline.syncOperations
                             try streamSync.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
-                            try streamSync.addHandler(APNsStreamHandler(rules: rules, connection: connection, logger: logger,
-                                                                        onAccepted: onAccepted))
+                            try streamSync.addHandler(APNsStreamHandler(rules: rules, connection: connection, load: load,
+                                                                        logger: logger, onAccepted: onAccepted))
                         }
                     }
                     try sync.addHandler(ConnectionErrorHandler())
@@ -88,6 +92,22 @@ public final class LocalAPNsServer: Sendable {
     }
 }
 
+/// Requests being answered now, and the most at once.
+final class RequestLoad: Sendable {
+    let current = Mutex(0)
+    let peak = Mutex(0)
+
+    func begin() {
+        let now = current.withLock { c in
+            c += 1
+            return c
+        }
+        peak.withLock { $0 = max($0, now) }
+    }
+
+    func end() { current.withLock { $0 -= 1 } }
+}
+
 /// Closes a connection on errors (bad TLS, protocol errors) without logging secrets.
 final class ConnectionErrorHandler: ChannelInboundHandler, Sendable {
     typealias InboundIn = Never
@@ -104,6 +124,7 @@ final class APNsStreamHandler: ChannelInboundHandler {
 
     let rules: LocalAPNsRules
     let connection: LocalAPNsConnection
+    let load: RequestLoad
     let logger: Logger
     let onAccepted: @Sendable (AcceptedPush) -> Void
     var head: HTTPRequestHead?
@@ -112,10 +133,11 @@ final class APNsStreamHandler: ChannelInboundHandler {
     /// Bodies are kept up to one byte over the limit: enough to answer PayloadTooLarge.
     static let keepLimit = APNsPush.maximumPayloadSize + 1
 
-    init(rules: LocalAPNsRules, connection: LocalAPNsConnection, logger: Logger,
+    init(rules: LocalAPNsRules, connection: LocalAPNsConnection, load: RequestLoad, logger: Logger,
          onAccepted: @escaping @Sendable (AcceptedPush) -> Void) {
         self.rules = rules
         self.connection = connection
+        self.load = load
         self.logger = logger
         self.onAccepted = onAccepted
     }
@@ -150,6 +172,7 @@ final class APNsStreamHandler: ChannelInboundHandler {
             context.close(promise: nil)
             return
         }
+        load.begin()
         let request = LocalAPNsRequest(
             method: head.method.rawValue, path: head.uri,
             headers: head.headers.map { (name: $0.name.lowercased(), value: $0.value) }, body: body)
@@ -178,6 +201,7 @@ final class APNsStreamHandler: ChannelInboundHandler {
             context.write(self.wrapOutboundOut(.head(HTTPResponseHead(version: .http2, status: status, headers: headers))), promise: nil)
             if let responseBody { context.write(self.wrapOutboundOut(.body(.byteBuffer(responseBody))), promise: nil) }
             context.writeAndFlush(self.wrapOutboundOut(.end(nil)), promise: nil)
+            self.load.end()
             if case let .accepted(push, _) = answer { self.onAccepted(push) }
             if goaway { APNsStreamHandler.goAway(context.channel) }
         }

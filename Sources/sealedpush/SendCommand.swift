@@ -429,7 +429,7 @@ struct LineReader {
     }
 }
 
-/// A one-line progress display on a terminal's stderr: count, rate, ETA.
+/// A one-line progress display on a terminal's stderr: a bar (when the line count is known), count, rate, ETA.
 struct Progress {
     let expected: Int?
     let enabled = StandardIO.errorIsTerminal
@@ -451,7 +451,12 @@ struct Progress {
     func draw(_ now: ContinuousClock.Instant) {
         let elapsed = Double((now - start).components.seconds) + Double((now - start).components.attoseconds) / 1e18
         let rate = elapsed > 0 ? Double(done) / elapsed : 0
-        var line = "\r\(done)"
+        var line = "\r"
+        if let expected, expected > 0 {
+            let filled = min(24, done * 24 / expected)
+            line += "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: 24 - filled) + "] "
+        }
+        line += "\(done)"
         if let expected { line += "/\(expected)" }
         line += " pushes  \(Int(rate))/s"
         if let expected, rate > 0, expected > done { line += "  ETA \(Int(Double(expected - done) / rate) + 1)s" }

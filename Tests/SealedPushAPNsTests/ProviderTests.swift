@@ -87,6 +87,7 @@ struct ProviderTests {
         let client = try apns.client()
         let first = try await client.send(push(1))
         #expect(APNsPush.isValidAPNsID(first.apnsID))
+        #expect(first.uniqueID.map(APNsPush.isValidAPNsID) == true, "apns-unique-id")
         #expect(first.tries == 1)
         let given = APNsPush(deviceToken: token(2), payload: Array("{}".utf8), topic: LocalAPNs.topic, expiration: 0,
                              apnsID: "123e4567-e89b-12d3-a456-426614174000")
@@ -229,6 +230,56 @@ struct ProviderTests {
         #expect(apns.server.rules.counts.accepted == 300, "each push accepted exactly once")
         await client.shutdown()
         await apns.stop()
+    }
+
+    @Test func pushesInFlightAreBoundedAndEachTryHasADeadline() async throws {
+        let apns = try await LocalAPNs.start { c in
+            c.acceptUnknownTokens = true
+            c.latency = .milliseconds(40)
+            c.maxConcurrentStreams = 50
+        }
+        let client = try APNsClient(configuration: APNsClientConfiguration(
+            environment: .custom(apns.baseURL), signingKey: apns.key, topic: LocalAPNs.topic,
+            trustedCertificatesPEM: [Array(apns.server.authority.caPEM.utf8)], maxInFlight: 4))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for n in 0..<40 { group.addTask { _ = try await client.send(push(n)) } }
+            try await group.waitForAll()
+        }
+        #expect(apns.server.peakConcurrentRequests <= 4, "maxInFlight 4")
+        #expect(apns.server.peakConcurrentRequests >= 2, "pushes do go out in parallel")
+        await client.shutdown()
+        await apns.stop()
+
+        // The server announces 3 concurrent streams: the client keeps to it, and every push still goes through.
+        let narrow = try await LocalAPNs.start { c in
+            c.acceptUnknownTokens = true
+            c.latency = .milliseconds(20)
+            c.maxConcurrentStreams = 3
+        }
+        let wide = try narrow.client()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for n in 0..<30 { group.addTask { _ = try await wide.send(push(n)) } }
+            try await group.waitForAll()
+        }
+        #expect(narrow.server.rules.counts.accepted == 30)
+        await wide.shutdown()
+        await narrow.stop()
+
+        // A server slower than the deadline: every try times out, and the error says how many there were.
+        let slow = try await LocalAPNs.start { c in
+            c.acceptUnknownTokens = true
+            c.latency = .milliseconds(600)
+        }
+        let hurried = try slow.client(maxTries: 2, timeout: .milliseconds(150))
+        guard case let .failure(.timedOut(tries)) = await attempt(hurried, push(1)) else {
+            Issue.record("no timeout")
+            await hurried.shutdown()
+            await slow.stop()
+            return
+        }
+        #expect(tries == 2)
+        await hurried.shutdown()
+        await slow.stop()
     }
 
     @Test func untrustedServerIsRefusedNamingTheCACertificate() async throws {
