@@ -29,6 +29,9 @@ extension KeychainError {
         case .noActiveKey: return "noActiveKey"
         case .activeKeyRefused: return "activeKeyRefused"
         case .keyNotUsable: return "keyNotUsable"
+        case .nextKeyExists: return "nextKeyExists"
+        case .notNextKey: return "notNextKey"
+        case .nextKeyNotExported: return "nextKeyNotExported"
         }
     }
 }
