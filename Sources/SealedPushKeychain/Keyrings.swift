@@ -99,7 +99,9 @@ extension Keyring: DeviceKeyProvider where Material == BoxKeyPair {
 }
 
 extension Keyring where Material == SigningKeyPair {
-    /// The active signing key pair, to sign outgoing messages with.
+    /// The active signing key pair, to sign outgoing messages with: read from the store once, it is
+    /// the file-backed `MessageSigner` (`NotificationSender(signer:)` signs with it synchronously).
+    /// A server picks up `activate` by reading it again (a new sender per batch, say).
     public func activeSigningKey() throws(KeychainError) -> SigningKeyPair { try activeKeyPair() }
 }
 
