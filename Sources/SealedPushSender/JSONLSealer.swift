@@ -11,7 +11,7 @@ public import SealedPushWire
 ///
 /// `attachments` (up to 4; `type` and `name` optional) needs a `mediaStore`: each file is encrypted into it.
 ///
-/// Output line: `{"payload":{…},"headers":{…}}`, or `{"line":N,"error":"…"}` when the line failed
+/// Output line: `{"payload":{…},"headers":{…}}` (plus `"signed_by":"<sender key id>"` when signed), or `{"line":N,"error":"…"}` when the line failed
 /// (N counts every input line from 1, blank ones included). Unknown members are refused so typos surface.
 public struct JSONLSealer: Sendable {
     /// What processing one input line did.
@@ -153,13 +153,23 @@ public struct JSONLSealer: Sendable {
         }
     }
 
-    /// Appends `{"payload":…,"headers":…}` and a newline.
+    /// Appends `{"payload":…,"headers":…}` (with `"signed_by":KEY_ID` when the message was signed) and a newline.
     public static func writeResult(_ sealed: SealedNotification, into out: inout [UInt8]) {
         out.append(contentsOf: #"{"payload":"#.utf8)
         out.append(contentsOf: sealed.payload)
         out.append(contentsOf: #","headers":"#.utf8)
         sealed.headers.writeJSON(into: &out)
+        writeSignedBy(sealed, into: &out)
         out.append(contentsOf: "}\n".utf8)
+    }
+
+    /// Appends `,"signed_by":"<sender key id>"` when `sealed` was signed (nothing when it was not):
+    /// which key signed, beside the payload and headers (never inside `headers`, which go to APNs).
+    public static func writeSignedBy(_ sealed: SealedNotification, into out: inout [UInt8]) {
+        guard let signedBy = sealed.signedBy else { return }
+        out.append(contentsOf: #","signed_by":""#.utf8)
+        out.append(contentsOf: signedBy.hex.utf8)
+        out.append(UInt8(ascii: "\""))
     }
 
     /// Appends `{"line":N,"error":"…"}` and a newline.
