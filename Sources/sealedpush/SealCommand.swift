@@ -42,10 +42,11 @@ struct SealCommand: AsyncParsableCommand {
                "signed_by": "<sender key id, only with --sign-with>"}
 
             Batch (--batch FILE, or - for stdin): one JSON request per line (only "to" is required, \
-            and the message needs a non-empty title, subtitle or body):
+            and the message needs a non-empty title, subtitle or body); member names are snake_case \
+            (the older "thread-id" is refused with the name to use):
 
               {"to": {<device key record>}, "title": "...", "body": "...",
-               "subtitle": "...", "thread-id": "...", "category": "...",
+               "subtitle": "...", "thread_id": "...", "category": "...",
                "badge": 3, "sound": "...", "data": {...},
                "expires_in": "2h" (or seconds, 7200), "collapse_id": "...",
                "topic": "...", "id": "<message id>"}
