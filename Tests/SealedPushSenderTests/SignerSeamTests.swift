@@ -97,3 +97,23 @@ struct SignerSeamTests {
         }
     }
 }
+
+/// Issue #15 item 11: the `Codable` payload model re-encodes at the sealed size.
+@Suite("Sender: re-encoding the payload model")
+struct PayloadReencodingTests {
+    @Test("a --padding max payload (4094 bytes) re-encodes at its size with APNsPayload's encoder; a default JSONEncoder would grow it")
+    func reencodingKeepsTheSize() throws {
+        let device = makeDevice()
+        let sender = try makeSender(padding: .max)
+        let sealed = try sender.seal(SecretMessage(title: "Agent K", body: "The eagle lands at noon."), to: device.record)
+        #expect(sealed.payload.count == 4094)
+        let model = try #require(sealed.payloadModel)
+        let encoded = try model.encodedJSON()
+        #expect(encoded.count == sealed.payload.count)
+        #expect(try JSONDecoder().decode(APNsPayload.self, from: encoded) == model)
+        #expect(model.jsonBytes == sealed.payload)
+        // What the warning in the docs is about: every "/" of the base64 becomes "\/".
+        let slashes = model.encryptedData.utf8.filter { $0 == UInt8(ascii: "/") }.count
+        #expect(try JSONEncoder().encode(model).count == sealed.payload.count + slashes)
+    }
+}
