@@ -75,8 +75,8 @@ public struct SealRequest: Sendable, Equatable {
 /// A sender is immutable and `Sendable`: share one across tasks. The visible part of the payload is
 /// serialized once at initialization; each message costs one sealed box (and one signature when signing).
 ///
-/// Signing: `signer` is any `MessageSigner`. A key in this process's memory (`SigningKeyPair`, or
-/// `SenderKeyring.signer()`) signs on the synchronous path, `seal`; a signer without a local key
+/// Signing: `signer` is any `MessageSigner`. A key in this process's memory (a `SigningKeyPair`, such
+/// as `SenderKeyring.activeSigningKey()` reads from a sender store) signs on the synchronous path, `seal`; a signer without a local key
 /// (a KMS or HSM) signs through `sealAsync`, which awaits its `sign` once per device copy.
 public struct NotificationSender: Sendable {
     /// The visible placeholder every payload carries.
@@ -96,6 +96,8 @@ public struct NotificationSender: Sendable {
     private let localSigner: SigningKeyPair?
     /// The signer's key id, derived once (a BLAKE2b hash of the public key) rather than per message.
     private let signerKeyID: KeyID?
+    /// Whether the signer has no key in this process (it must be awaited: `sealAsync`).
+    private let signsRemotely: Bool
 
     /// The system clock: whole seconds since the Unix epoch.
     public static let systemClock: @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970.rounded(.down)) }
@@ -118,6 +120,7 @@ public struct NotificationSender: Sendable {
         self.signer = signer
         self.localSigner = signer?.localKeyPair
         self.signerKeyID = signer?.keyID
+        self.signsRemotely = signer != nil && localSigner == nil
         self.clock = clock
         self.payloadPrefix = prefix
         self.payloadOverhead = overhead
@@ -139,7 +142,7 @@ public struct NotificationSender: Sendable {
     /// Seals `message` to the device of `record`, awaiting the signer when it signs remotely (a KMS or
     /// HSM); with no signer or an in-memory one this is `seal(_:to:)`, with no task hop.
     public func sealAsync(_ message: SecretMessage, to record: DeviceKeyRecord) async throws(SenderError) -> SealedNotification {
-        guard let signer, localSigner == nil else { return try seal(message, to: record) }
+        guard signsRemotely, let signer else { return try seal(message, to: record) }
         return try await sealRemotelySigned(message, to: record.publicKey, messageID: message.messageID ?? makeMessageID(),
                                             issuedAt: clock(), signer: signer)
     }
@@ -147,7 +150,7 @@ public struct NotificationSender: Sendable {
     /// `seal(_:toEach:)` for any signer: one signature per device copy (it covers the recipient key id),
     /// awaited in turn; results are in the order of `records`.
     public func sealAsync(_ message: SecretMessage, toEach records: [DeviceKeyRecord]) async -> [DeviceSealResult] {
-        guard let signer, localSigner == nil else { return seal(message, toEach: records) }
+        guard signsRemotely, let signer else { return seal(message, toEach: records) }
         let id = message.messageID ?? makeMessageID()
         let now = clock()
         var results: [DeviceSealResult] = []
@@ -192,7 +195,7 @@ public struct NotificationSender: Sendable {
     }
 
     func seal(_ message: SecretMessage, to device: BoxPublicKey, messageID: String, issuedAt: Int64) throws(SenderError) -> SealedNotification {
-        if let signer, localSigner == nil { throw .signerIsRemote(keyID: signer.keyID.hex) }
+        if signsRemotely, let signerKeyID { throw .signerIsRemote(keyID: signerKeyID.hex) }
         let (body, exp) = try prepare(message, to: device, messageID: messageID, issuedAt: issuedAt)
         let envelope: Envelope
         do {

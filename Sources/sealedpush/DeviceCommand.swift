@@ -207,6 +207,11 @@ enum DeviceRun {
     /// What to say when `bytes` is not an APNs payload but the output of `seal --headers` or a line of
     /// `seal --batch` output (a wrapper around one), which iOS would reject as `invalidPayload`; `nil` otherwise.
     static func sealOutputWrapper(_ bytes: [UInt8]) -> String? {
+        // Only an object whose first member is one of the wrappers' is parsed here (an APNs payload starts with "aps").
+        let start = bytes.drop { $0 == 0x20 || $0 == 0x09 || $0 == 0x0a || $0 == 0x0d }
+        guard start.first == UInt8(ascii: "{") else { return nil }
+        let member = start.dropFirst().drop { $0 == 0x20 || $0 == 0x09 || $0 == 0x0a || $0 == 0x0d }
+        guard [#""headers""#, #""payload""#, #""line""#].contains(where: { member.starts(with: $0.utf8) }) else { return nil }
         guard case let .object(o)? = try? JSON.parse(bytes), o["aps"] == nil else { return nil }
         let keys = Set(o.members.map(\.key))
         if keys.contains("payload"), keys.contains("headers"), case .object? = o["payload"] {

@@ -58,7 +58,7 @@ enum Lifecycle<Kind: LifecycleKind> {
     struct Rotate: ParsableCommand {
         static var configuration: CommandConfiguration { CommandConfiguration(commandName: "rotate", abstract: Kind.rotateAbstract) }
         @OptionGroup var store: KeychainOptions
-        @Option(parsing: .unconditional, help: ArgumentHelp(Kind.rotateGraceHelp))
+        @Option(parsing: .unconditional, help: ArgumentHelp(Kind.rotateGraceHelp, valueName: "DURATION"))
         var grace = DurationArgument(milliseconds: 7 * 86_400_000)
         func run() throws {
             let ring = try Lifecycle.ring(store, create: false)
@@ -94,7 +94,7 @@ enum Lifecycle<Kind: LifecycleKind> {
         @OptionGroup var store: KeychainOptions
         @OptionGroup var output: JSONOutputOptions
         @Argument(help: "The key id to retire (16 lowercase hex digits).", transform: KeyIDArgument.parse) var keyID: KeyIDArgument
-        @Option(parsing: .unconditional, help: ArgumentHelp(Kind.retireGraceHelp)) var grace = DurationArgument(milliseconds: 0)
+        @Option(parsing: .unconditional, help: ArgumentHelp(Kind.retireGraceHelp, valueName: "DURATION")) var grace = DurationArgument(milliseconds: 0)
         func run() throws {
             let ring = try Lifecycle.ring(store, create: false)
             let info: KeyInfo
