@@ -159,6 +159,36 @@ struct DeviceKeyringTests {
 
 @Suite("Sender keys and trust")
 struct SenderAndTrustTests {
+    @Test("a crash in staging leaves no next key; a crash in activation leaves the old key active and the next one next")
+    func interruptedStagingAndActivation() throws {
+        let dir = try TempDirectory()
+        let store = try KeychainStore(url: dir.store)
+        let sender = SenderKeyring(store: store)
+        let first = try sender.generate()
+        let core = sender.core
+        // Staging that wrote its pending pointer, key and state, then died before the commit.
+        let orphan = SigningKeyPair.generate()
+        try store.transaction { (tx: KeychainStore) throws(KeychainError) in
+            try core.writePointer(tx, KeyPointer(active: first.keyID, pending: orphan.keyID))
+            try core.writeKey(tx, orphan)
+            try core.writeState(tx, KeyRecordState(keyID: orphan.keyID, publicKey: orphan.publicKey.bytes, createdAt: Date()))
+        }
+        #expect(try sender.list().map(\.keyID) == [first.keyID])
+        let next = try sender.stageNext()  // recovery rolls the orphan back first
+        #expect(!allFiles(under: dir.store).contains { $0.lastPathComponent.contains(orphan.keyID.hex) })
+        _ = try sender.export(keyID: next.keyID)
+        // Activation that wrote the old key's deadline, then died before the pointer commit.
+        try store.transaction { (tx: KeychainStore) throws(KeychainError) in
+            guard var old = try core.readState(tx, first.keyID) else { throw .itemNotFound("the first key's state") }
+            old.retireAfter = Date().addingTimeInterval(60)
+            try core.writeState(tx, old)
+        }
+        #expect(Dictionary(uniqueKeysWithValues: try sender.list().map { ($0.keyID, $0.state) }) == [first.keyID: .active, next.keyID: .next])
+        #expect(try sender.activeSigningKey().keyID == first.keyID)
+        try sender.activate(keyID: next.keyID)
+        #expect(try sender.activeSigningKey().keyID == next.keyID)
+    }
+
     @Test("staged rotation: the next key is exportable but does not sign until activate; activate wants an export")
     func stagedRotation() throws {
         let dir = try TempDirectory()
