@@ -99,7 +99,8 @@ let package = Package(
             swiftSettings: strict
         ),
         // Shared helpers for the test targets (vector loading, in-memory keys, running the CLI).
-        .target(name: "SealedPushTestSupport", dependencies: ["SealedPushCrypto", "SealedPushWire", "SealedPushReceiver"], swiftSettings: strict),
+        .target(name: "SealedPushTestSupport", dependencies: ["SealedPushCrypto", "SealedPushWire", "SealedPushReceiver",
+                                                              .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         // A small tool the keychain tests run as separate processes (concurrent writers, SIGKILL mid-write).
         .executableTarget(
             name: "keychain-torture",

@@ -117,6 +117,23 @@ struct StoreIO: Sendable {
         return true
     }
 
+    /// Checks the permissions of a store file or directory that may not exist yet (`generation`,
+    /// `.lock`, `tmp/`, the replay cache's files): nothing to check when it is absent; a symbolic link
+    /// or a file of the wrong kind is refused like any other.
+    static func checkIfPresent(_ path: FilePath, isDirectory: Bool) throws(KeychainError) {
+        var st = stat()
+        if lstat(path.string, &st) != 0 {
+            if errno == ENOENT { return }
+            throw lastError("stat", path)
+        }
+        let kind = st.st_mode & S_IFMT
+        if kind == S_IFLNK { throw .param("\(path.string) is a symbolic link; the store only uses files and directories it created") }
+        guard kind == (isDirectory ? S_IFDIR : S_IFREG) else {
+            throw .param("\(path.string) is not a \(isDirectory ? "directory" : "regular file"); remove it")
+        }
+        try checkMode(UInt32(st.st_mode), path: path, isDirectory: isDirectory)
+    }
+
     /// Creates a 0700 directory if it is missing, then checks its permissions.
     static func ensureDirectory(_ path: FilePath) throws(KeychainError) {
         if mkdir(path.string, 0o700) != 0, errno != EEXIST { throw lastError("create directory", path) }

@@ -34,6 +34,12 @@ public enum KeychainError: Error, Equatable, Sendable, CustomStringConvertible {
     case activeKeyRefused(keyID: String, why: String)
     /// No key with this id is usable (never existed, destroyed, or retired past its deadline).
     case keyNotUsable(keyID: String, state: String)
+    /// A next key is already staged, so another `stage` (or a plain `rotate`) would bypass it.
+    case nextKeyExists(keyID: String)
+    /// The key is not the staged next key, so it cannot be activated (`state`: `active`, `retired`, `destroyed`).
+    case notNextKey(keyID: String, state: String)
+    /// The staged next key's record was never exported, so no receiver can trust it yet; activate with `force` to switch anyway.
+    case nextKeyNotExported(keyID: String)
 
     /// What happened and what to do about it.
     public var description: String {
@@ -66,6 +72,12 @@ public enum KeychainError: Error, Equatable, Sendable, CustomStringConvertible {
             return "activeKeyRefused: key \(keyID) is the active key and \(why)"
         case let .keyNotUsable(keyID, state):
             return "keyNotUsable: key \(keyID) is \(state); list the keys and pick an active or retired one"
+        case let .nextKeyExists(keyID):
+            return "nextKeyExists: key \(keyID) is already staged as the next key; activate it, or retire it to stage another"
+        case let .notNextKey(keyID, state):
+            return "notNextKey: key \(keyID) is \(state), not the staged next key; stage a next key first and activate that one"
+        case let .nextKeyNotExported(keyID):
+            return "nextKeyNotExported: the record of next key \(keyID) was never exported, so no receiver trusts it yet; export it and distribute it first, or activate with force"
         }
     }
 }

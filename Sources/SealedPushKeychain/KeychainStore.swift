@@ -89,6 +89,14 @@ public struct KeychainStore: Sendable {
             }
         }
         _ = try StoreIO.checkDirectory(root.appending("items"))
+        // Every other file and directory docs/keychain.md lists, when present: the same refusal and chmod advice.
+        try StoreIO.checkIfPresent(root.appending(".lock"), isDirectory: false)
+        try StoreIO.checkIfPresent(root.appending(StoreGeneration.fileName), isDirectory: false)
+        try StoreIO.checkIfPresent(root.appending(Self.lockStateName), isDirectory: false)
+        try StoreIO.checkIfPresent(root.appending("tmp"), isDirectory: true)
+        try StoreIO.checkIfPresent(root.appending("replay"), isDirectory: true)
+        try StoreIO.checkIfPresent(root.appending("replay/replay.db"), isDirectory: false)
+        try StoreIO.checkIfPresent(root.appending("replay/replay.lock"), isDirectory: false)
         self.root = root
         self.accessGroups = accessGroups
         self.statistics = io.stats

@@ -37,7 +37,8 @@ public struct Keyring<Material: KeyringMaterial>: Sendable {
     @discardableResult
     public func generate() throws(KeychainError) -> Material.Record { try Material.record(core.generate()) }
 
-    /// Makes a new active key; the previous one is retired until now + `grace`. Returns the new record.
+    /// Makes a new active key at once; the previous one is retired until now + `grace`. Returns the new
+    /// record. Refuses while a next key is staged (`nextKeyExists`): activate or retire it first.
     @discardableResult
     public func rotate(grace: Duration = Self.defaultGrace) throws(KeychainError) -> Material.Record {
         try Material.record(core.rotate(grace: grace.timeInterval))
@@ -47,7 +48,22 @@ public struct Keyring<Material: KeyringMaterial>: Sendable {
     public func list() throws(KeychainError) -> [KeyInfo] { try core.list() }
 
     /// The record of the active key (`keyID == nil`) or of a named usable key. Works while locked.
-    public func export(keyID: KeyID? = nil) throws(KeychainError) -> Material.Record { try Material.record(core.usableInfo(keyID)) }
+    /// Exporting the staged next key records that it was exported (what `activate` checks).
+    public func export(keyID: KeyID? = nil) throws(KeychainError) -> Material.Record { try Material.record(core.exportInfo(keyID)) }
+
+    /// Stages a new key as the **next** key: its record can be exported and trusted by receivers while
+    /// the active key keeps signing (or being sealed to); `activate(keyID:)` switches. Refuses when a
+    /// next key is already staged (`nextKeyExists`). Returns the new key's info.
+    @discardableResult
+    public func stageNext() throws(KeychainError) -> KeyInfo { try core.stageNext() }
+
+    /// Makes the staged next key active; the previous active key is retired until now + `grace`.
+    /// Refuses any other key (`notNextKey`) and, unless `force`, a next key whose record was never
+    /// exported (`nextKeyNotExported`): receivers cannot trust a key they never received.
+    @discardableResult
+    public func activate(keyID: KeyID, force: Bool = false, grace: Duration = Self.defaultGrace) throws(KeychainError) -> KeyInfo {
+        try core.activate(keyID, force: force, grace: grace.timeInterval)
+    }
 
     /// Sets a non-active key's deadline to now + `grace` (0 makes it unusable now); refuses the active key.
     @discardableResult
@@ -83,7 +99,9 @@ extension Keyring: DeviceKeyProvider where Material == BoxKeyPair {
 }
 
 extension Keyring where Material == SigningKeyPair {
-    /// The active signing key pair, to sign outgoing messages with.
+    /// The active signing key pair, to sign outgoing messages with: read from the store once, it is
+    /// the file-backed `MessageSigner` (`NotificationSender(signer:)` signs with it synchronously).
+    /// A server picks up `activate` by reading it again (a new sender per batch, say).
     public func activeSigningKey() throws(KeychainError) -> SigningKeyPair { try activeKeyPair() }
 }
 

@@ -1,4 +1,9 @@
 public import SealedPushWire
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
+public import Foundation
+#endif
 
 /// The visible part of every sealed notification: what the device shows if the extension cannot decrypt.
 ///
@@ -34,6 +39,11 @@ public struct Placeholder: Sendable, Equatable {
 ///
 /// `Codable` is there for interoperability and tests; the sender writes the bytes with `write(into:)`,
 /// which produces the same compact JSON without `JSONEncoder`.
+///
+/// **Send the payload bytes as they are** (`SealedNotification.payload`). If an APNs client insists on
+/// encoding a model, encode this one with `APNsPayload.makeJSONEncoder()` (or `encodedJSON()`): a
+/// default `JSONEncoder` writes every `/` of the base64 `ENCRYPTED_DATA` as `\/`, which can take a
+/// payload sealed close to the limit (`--padding max`: 4094 bytes) past APNs's 4096.
 public struct APNsPayload: Codable, Sendable, Equatable {
     /// The `aps` dictionary.
     public struct APS: Codable, Sendable, Equatable {
@@ -135,6 +145,17 @@ public struct APNsPayload: Codable, Sendable, Equatable {
         write(into: &out)
         return out
     }
+
+    /// A `JSONEncoder` that encodes the payload model at its sealed size: slashes are not escaped
+    /// (`.withoutEscapingSlashes`), so base64 keeps its length.
+    public static func makeJSONEncoder() -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        return encoder
+    }
+
+    /// The payload encoded with `makeJSONEncoder()`: the same size as the bytes the sender wrote.
+    public func encodedJSON() throws -> Data { try Self.makeJSONEncoder().encode(self) }
 }
 
 /// The HTTP/2 request headers APNs needs for a sealed notification.

@@ -2,16 +2,18 @@ public import SealedPushWire
 
 /// The bulk path: one JSON request per line in, one JSON result per line out (JSON Lines).
 ///
-/// Input line (members other than `to` are optional; at least one of title, subtitle, body must be non-empty):
+/// Input line (members other than `to` are optional; at least one of title, subtitle, body must be non-empty).
+/// Member names are snake_case throughout; the older `thread-id` and other spellings (`expires-in`,
+/// `collapseId`, …) are refused with the name to use:
 ///
-///     {"to": <device key record>, "title": "…", "subtitle": "…", "body": "…", "thread-id": "…",
+///     {"to": <device key record>, "title": "…", "subtitle": "…", "body": "…", "thread_id": "…",
 ///      "category": "…", "badge": 3, "sound": "…", "data": {…}, "expires_in": "2h" | 7200,
 ///      "collapse_id": "…", "topic": "…", "id": "…", "deliver_once": true (apns-expiration 0; default: 7 days),
 ///      "attachments": [{"file": "photo.jpg", "type": "image/jpeg", "name": "…"}, …]}
 ///
 /// `attachments` (up to 4; `type` and `name` optional) needs a `mediaStore`: each file is encrypted into it.
 ///
-/// Output line: `{"payload":{…},"headers":{…}}`, or `{"line":N,"error":"…"}` when the line failed
+/// Output line: `{"payload":{…},"headers":{…}}` (plus `"signed_by":"<sender key id>"` when signed), or `{"line":N,"error":"…"}` when the line failed
 /// (N counts every input line from 1, blank ones included). Unknown members are refused so typos surface.
 public struct JSONLSealer: Sendable {
     /// What processing one input line did.
@@ -31,8 +33,15 @@ public struct JSONLSealer: Sendable {
 
     /// The members an input line may have.
     public static let members: Set<String> = [
-        "to", "title", "subtitle", "body", "thread-id", "category", "badge", "sound", "data", "expires_in",
+        "to", "title", "subtitle", "body", "thread_id", "category", "badge", "sound", "data", "expires_in",
         "collapse_id", "topic", "id", "attachments", "deliver_once",
+    ]
+
+    /// Spellings of members in another style (kebab-case, camelCase), refused with the snake_case name to use.
+    public static let renamedMembers: [String: String] = [
+        "thread-id": "thread_id", "threadId": "thread_id", "threadID": "thread_id",
+        "expires-in": "expires_in", "expiresIn": "expires_in",
+        "collapse-id": "collapse_id", "collapseId": "collapse_id", "collapseID": "collapse_id",
     ]
 
     /// The members an entry of `attachments` may have.
@@ -74,6 +83,9 @@ public struct JSONLSealer: Sendable {
     /// Reads one request object (the input line's shape).
     public static func request(from o: JSONObject) throws(SenderError) -> SealRequest {
         for (key, _) in o where !members.contains(key) {
+            if let name = renamedMembers[key] {
+                throw .invalidRequest("member '\(key)' is spelled '\(name)' (batch members are snake_case)")
+            }
             throw .invalidRequest("unknown member '\(key)' (allowed: \(members.sorted().joined(separator: ", ")))")
         }
         guard let toValue = o["to"] else { throw .invalidRequest("member 'to' (the device key record object) is required") }
@@ -87,7 +99,7 @@ public struct JSONLSealer: Sendable {
         }
         var message = SecretMessage(
             title: try string("title"), subtitle: try string("subtitle"), body: try string("body"),
-            threadID: try string("thread-id"), category: try string("category"), sound: try string("sound"),
+            threadID: try string("thread_id"), category: try string("category"), sound: try string("sound"),
             messageID: try string("id"), collapseID: try string("collapse_id"), topic: try string("topic"))
         if let v = o["badge"] {
             guard case let .int(badge) = v else { throw .invalidRequest("member 'badge' must be an integer") }
@@ -162,13 +174,23 @@ public struct JSONLSealer: Sendable {
         }
     }
 
-    /// Appends `{"payload":…,"headers":…}` and a newline.
+    /// Appends `{"payload":…,"headers":…}` (with `"signed_by":KEY_ID` when the message was signed) and a newline.
     public static func writeResult(_ sealed: SealedNotification, into out: inout [UInt8]) {
         out.append(contentsOf: #"{"payload":"#.utf8)
         out.append(contentsOf: sealed.payload)
         out.append(contentsOf: #","headers":"#.utf8)
         sealed.headers.writeJSON(into: &out)
+        writeSignedBy(sealed, into: &out)
         out.append(contentsOf: "}\n".utf8)
+    }
+
+    /// Appends `,"signed_by":"<sender key id>"` when `sealed` was signed (nothing when it was not):
+    /// which key signed, beside the payload and headers (never inside `headers`, which go to APNs).
+    public static func writeSignedBy(_ sealed: SealedNotification, into out: inout [UInt8]) {
+        guard let signedBy = sealed.signedBy else { return }
+        out.append(contentsOf: #","signed_by":""#.utf8)
+        out.append(contentsOf: signedBy.hex.utf8)
+        out.append(UInt8(ascii: "\""))
     }
 
     /// Appends `{"line":N,"error":"…"}` and a newline.

@@ -20,6 +20,8 @@ public struct SealedNotification: Sendable, Equatable {
     public let issuedAt: Int64
     /// The padded length P of the inner message (all an observer learns about its size).
     public let paddedLength: Int
+    /// The sender key that signed the message (the body's `sender`), or `nil` when unsigned.
+    public var signedBy: KeyID? = nil
     /// The receipt the message asks for (URL and the token drawn for it), or `nil`. Keep `SHA-256(token)`
     /// with `messageID` to check the receipt (the token is a secret: do not log it).
     public var receipt: ReceiptRequest? = nil
@@ -72,13 +74,17 @@ public struct SealRequest: Sendable, Equatable {
 ///
 /// A sender is immutable and `Sendable`: share one across tasks. The visible part of the payload is
 /// serialized once at initialization; each message costs one sealed box (and one signature when signing).
+///
+/// Signing: `signer` is any `MessageSigner`. A key in this process's memory (a `SigningKeyPair`, such
+/// as `SenderKeyring.activeSigningKey()` reads from a sender store) signs on the synchronous path, `seal`; a signer without a local key
+/// (a KMS or HSM) signs through `sealAsync`, which awaits its `sign` once per device copy.
 public struct NotificationSender: Sendable {
     /// The visible placeholder every payload carries.
     public let placeholder: Placeholder
     /// How the padded length P is chosen.
     public let padding: PaddingPolicy
-    /// The sender signing key, when messages are signed (the body's `sender` names it).
-    public let signer: SigningKeyPair?
+    /// What signs messages, when they are signed (the body's `sender` names its key id).
+    public let signer: (any MessageSigner)?
     /// The clock for `iat`, Unix seconds.
     public let clock: @Sendable () -> Int64
     /// Bytes of the payload without the `ENCRYPTED_DATA` value (what `MessageSealer` budgets around).
@@ -86,13 +92,19 @@ public struct NotificationSender: Sendable {
 
     /// Everything of the payload before the base64 value (including its opening quote).
     private let payloadPrefix: [UInt8]
+    /// The signer's in-memory key pair, read once here: the synchronous path signs with it directly.
+    private let localSigner: SigningKeyPair?
+    /// The signer's key id, derived once (a BLAKE2b hash of the public key) rather than per message.
+    private let signerKeyID: KeyID?
+    /// Whether the signer has no key in this process (it must be awaited: `sealAsync`).
+    private let signsRemotely: Bool
 
     /// The system clock: whole seconds since the Unix epoch.
     public static let systemClock: @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970.rounded(.down)) }
 
     /// A sender. Throws `invalidPlaceholder` when the placeholder shows no text or is so large
     /// that no message could fit.
-    public init(placeholder: Placeholder = .standard, padding: PaddingPolicy = .bucket, signer: SigningKeyPair? = nil,
+    public init(placeholder: Placeholder = .standard, padding: PaddingPolicy = .bucket, signer: (any MessageSigner)? = nil,
                 clock: @escaping @Sendable () -> Int64 = NotificationSender.systemClock) throws(SenderError) {
         guard !(placeholder.title ?? "").isEmpty || !placeholder.body.isEmpty else {
             throw .invalidPlaceholder("has neither a title nor a body, so the system would not run the extension")
@@ -106,6 +118,9 @@ public struct NotificationSender: Sendable {
         self.placeholder = placeholder
         self.padding = padding
         self.signer = signer
+        self.localSigner = signer?.localKeyPair
+        self.signerKeyID = signer?.keyID
+        self.signsRemotely = signer != nil && localSigner == nil
         self.clock = clock
         self.payloadPrefix = prefix
         self.payloadOverhead = overhead
@@ -122,6 +137,33 @@ public struct NotificationSender: Sendable {
     /// Seals `message` to a device public key.
     public func seal(_ message: SecretMessage, to device: BoxPublicKey) throws(SenderError) -> SealedNotification {
         try seal(message, to: device, messageID: message.messageID ?? makeMessageID(), issuedAt: clock())
+    }
+
+    /// Seals `message` to the device of `record`, awaiting the signer when it signs remotely (a KMS or
+    /// HSM); with no signer or an in-memory one this is `seal(_:to:)`, with no task hop.
+    public func sealAsync(_ message: SecretMessage, to record: DeviceKeyRecord) async throws(SenderError) -> SealedNotification {
+        guard signsRemotely, let signer else { return try seal(message, to: record) }
+        return try await sealRemotelySigned(message, to: record.publicKey, messageID: message.messageID ?? makeMessageID(),
+                                            issuedAt: clock(), signer: signer)
+    }
+
+    /// `seal(_:toEach:)` for any signer: one signature per device copy (it covers the recipient key id),
+    /// awaited in turn; results are in the order of `records`.
+    public func sealAsync(_ message: SecretMessage, toEach records: [DeviceKeyRecord]) async -> [DeviceSealResult] {
+        guard signsRemotely, let signer else { return seal(message, toEach: records) }
+        let id = message.messageID ?? makeMessageID()
+        let now = clock()
+        var results: [DeviceSealResult] = []
+        results.reserveCapacity(records.count)
+        for record in records {
+            do {
+                let sealed = try await sealRemotelySigned(message, to: record.publicKey, messageID: id, issuedAt: now, signer: signer)
+                results.append(DeviceSealResult(keyID: record.keyID, result: .success(sealed)))
+            } catch {
+                results.append(DeviceSealResult(keyID: record.keyID, result: .failure(error)))
+            }
+        }
+        return results
     }
 
     /// Seals one message to many devices: each gets its own envelope (same message id and `iat`, a
@@ -153,6 +195,48 @@ public struct NotificationSender: Sendable {
     }
 
     func seal(_ message: SecretMessage, to device: BoxPublicKey, messageID: String, issuedAt: Int64) throws(SenderError) -> SealedNotification {
+        if signsRemotely, let signerKeyID { throw .signerIsRemote(keyID: signerKeyID.hex) }
+        let (body, exp) = try prepare(message, to: device, messageID: messageID, issuedAt: issuedAt)
+        let envelope: Envelope
+        do {
+            envelope = try MessageSealer.seal(body: body, to: device, signer: localSigner, padding: padding, payloadOverhead: payloadOverhead)
+        } catch { throw Self.senderError(error, message) }
+        return try assemble(envelope, message, body: body, expiration: exp)
+    }
+
+    /// The remote-signer path: the body, then the signer's signature over it, then framing and sealing.
+    func sealRemotelySigned(_ message: SecretMessage, to device: BoxPublicKey, messageID: String, issuedAt: Int64,
+                            signer: any MessageSigner) async throws(SenderError) -> SealedNotification {
+        let (body, exp) = try prepare(message, to: device, messageID: messageID, issuedAt: issuedAt)
+        let bodyBytes: SecureBytes
+        do { bodyBytes = try MessageSealer.serialize(body) } catch { throw Self.senderError(error, message) }
+        let signature: [UInt8]
+        do { signature = try await signer.sign(InnerMessage.signedBytes(recipient: device.keyID, body: bodyBytes)) } catch {
+            throw .signingFailed(keyID: signer.keyID.hex, why: String(String(describing: error).prefix(200)))
+        }
+        guard signature.count == SigningPublicKey.signatureByteCount else {
+            throw .signingFailed(keyID: signer.keyID.hex,
+                                 why: "it returned \(signature.count) bytes, not a \(SigningPublicKey.signatureByteCount)-byte Ed25519 signature")
+        }
+        let envelope: Envelope
+        do {
+            envelope = try MessageSealer.seal(inner: InnerMessage.frame(body: bodyBytes, signature: signature), to: device,
+                                              padding: padding, payloadOverhead: payloadOverhead)
+        } catch { throw Self.senderError(error, message) }
+        return try assemble(envelope, message, body: body, expiration: exp)
+    }
+
+    /// A sealer refusal in the sender's terms (naming the attachments when they made the payload too large).
+    static func senderError(_ error: SealError, _ message: SecretMessage) -> SenderError {
+        if case let .payloadTooLarge(size, limit) = error, !message.attachments.isEmpty {
+            return .payloadTooLargeWithAttachments(size: size, limit: limit, attachments: message.attachments.count)
+        }
+        return .sealing(error)
+    }
+
+    /// The checked body of `message` for `device`, and its expiry (Unix seconds) if it has one.
+    func prepare(_ message: SecretMessage, to device: BoxPublicKey, messageID: String,
+                 issuedAt: Int64) throws(SenderError) -> (body: MessageBody, expiration: Int64?) {
         try validateHeaders(message)
         let exp: Int64?
         switch message.expiry ?? Expiry.defaultLifetime {
@@ -164,7 +248,7 @@ public struct NotificationSender: Sendable {
             kid: device.keyID, id: messageID, issuedAt: issuedAt, expiresAt: exp,
             alert: .init(title: message.title, subtitle: message.subtitle, body: message.body),
             threadID: message.threadID, category: message.category, sound: message.sound, badge: message.badge,
-            data: message.data, sender: signer?.keyID, attachments: message.attachments.isEmpty ? nil : message.attachments,
+            data: message.data, sender: signerKeyID, attachments: message.attachments.isEmpty ? nil : message.attachments,
             receipt: try Self.receiptRequest(message))
         guard message.attachments.count <= AttachmentDescriptor.maximumCount else {
             throw .invalidAttachment("\(message.attachments.count) attachments given; a message carries at most \(AttachmentDescriptor.maximumCount)")
@@ -172,15 +256,11 @@ public struct NotificationSender: Sendable {
         guard Set(message.attachments.map(\.id)).count == message.attachments.count else {
             throw .invalidAttachment("two attachments have the same id; give each a unique id")
         }
-        let envelope: Envelope
-        do {
-            envelope = try MessageSealer.seal(body: body, to: device, signer: signer, padding: padding, payloadOverhead: payloadOverhead)
-        } catch {
-            if case let .payloadTooLarge(size, limit) = error, !message.attachments.isEmpty {
-                throw .payloadTooLargeWithAttachments(size: size, limit: limit, attachments: message.attachments.count)
-            }
-            throw .sealing(error)
-        }
+        return (body, exp)
+    }
+
+    /// The payload around a sealed envelope, and what the caller needs to know about it.
+    func assemble(_ envelope: Envelope, _ message: SecretMessage, body: MessageBody, expiration exp: Int64?) throws(SenderError) -> SealedNotification {
         let paddedLength = envelope.sealedBox.count - SealedBox.overhead
         let base64 = envelope.base64
         var payload: [UInt8] = []
@@ -194,8 +274,9 @@ public struct NotificationSender: Sendable {
         }
         var sealed = SealedNotification(
             payload: payload, headers: APNsHeaders(expiration: exp ?? 0, collapseID: message.collapseID, topic: message.topic),
-            keyID: device.keyID, messageID: messageID, issuedAt: issuedAt, paddedLength: paddedLength)
+            keyID: envelope.keyID, messageID: body.id, issuedAt: body.issuedAt, paddedLength: paddedLength)
         sealed.receipt = body.receipt
+        sealed.signedBy = body.sender
         return sealed
     }
 

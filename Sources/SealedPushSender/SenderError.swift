@@ -26,6 +26,10 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
     case invalidAttachment(String)
     /// The payload would be over 4096 bytes with the message's attachment descriptors (about 200 bytes each).
     case payloadTooLargeWithAttachments(size: Int, limit: Int, attachments: Int)
+    /// The sender's `MessageSigner` has no key in this process (a KMS or HSM), so the synchronous `seal` cannot sign.
+    case signerIsRemote(keyID: String)
+    /// The `MessageSigner` failed, or returned something that is not a 64-byte signature.
+    case signingFailed(keyID: String, why: String)
 
     /// The wrapped wire-format error, when the sealer refused the message.
     public var sealError: SealError? {
@@ -47,6 +51,10 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
         case let .invalidAttachment(why): return "attachment refused: \(why)"
         case let .payloadTooLargeWithAttachments(size, limit, attachments):
             return "the payload would be \(size) bytes, over the APNs limit of \(limit) bytes; each of the \(attachments) attachment descriptors costs about 200 bytes (URL, key, type, size): send fewer attachments, use shorter URLs, or shorten the text"
+        case let .signerIsRemote(keyID):
+            return "the signer of sender key \(keyID) signs remotely (no key in this process); seal with `try await sender.sealAsync(message, to: record)`"
+        case let .signingFailed(keyID, why):
+            return "signing with sender key \(keyID) failed: \(why); check the signer (a KMS or HSM key must be Ed25519, signing the raw message) and retry"
         }
     }
 }

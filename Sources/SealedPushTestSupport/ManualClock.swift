@@ -29,7 +29,7 @@ public final class ManualClock: Clock, Sendable {
     private let state = Mutex(State())
 
     /// A clock at offset zero.
-    public init() {}
+    public init() { TestLogging.quiet() }
 
     /// The current instant.
     public var now: Instant { state.withLock { $0.now } }

@@ -132,6 +132,7 @@ public struct InMemoryKeys: DeviceKeyProvider {
 
     /// Keys found by id; all answer `.locked` when `locked`.
     public init(_ pairs: [BoxKeyPair], locked: Bool = false) {
+        TestLogging.quiet()
         keys = Dictionary(pairs.map { ($0.keyID, $0) }, uniquingKeysWith: { a, _ in a })
         self.locked = locked
     }
@@ -159,7 +160,7 @@ public final class InMemoryReplayGuard: ReplayGuard {
     private let seen = Mutex<[String: Int64]>([:])
 
     /// An empty cache.
-    public init() {}
+    public init() { TestLogging.quiet() }
 
     /// Records `messageID` unless it is already present and unexpired.
     public func recordIfNew(messageID: String, keyID: KeyID, expiresAt: Int64, now: Int64) -> Bool {

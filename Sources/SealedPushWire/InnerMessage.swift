@@ -21,6 +21,15 @@ public enum InnerMessage {
         return SecureBytes(joining: [header, body, SecureBytes(signature)])
     }
 
+    /// Frames `body` with a signature already made over `signedBytes(recipient:body:)` (by a
+    /// `MessageSigner` that signs asynchronously), or unsigned when `signature` is `nil`.
+    public static func frame(body: SecureBytes, signature: [UInt8]?) -> SecureBytes {
+        precondition(body.count <= maxBodyBytes, "an inner body is at most 65535 bytes")
+        let header = SecureBytes([signature == nil ? 0 : signedFlag, UInt8(body.count >> 8), UInt8(body.count & 0xff)])
+        guard let signature else { return SecureBytes(joining: [header, body]) }
+        return SecureBytes(joining: [header, body, SecureBytes(signature)])
+    }
+
     /// The parts of an unpadded inner message: body bytes and, if signed, the signature.
     public struct Parts: Sendable {
         /// The body JSON bytes.

@@ -40,6 +40,14 @@ public enum MessageSealer {
     /// `payloadOverhead`; signs it with `signer` when given (the body's `sender` must then name it).
     public static func seal(body: MessageBody, to recipient: BoxPublicKey, signer: SigningKeyPair?,
                             padding policy: PaddingPolicy, payloadOverhead: Int) throws(SealError) -> Envelope {
+        let bodyBytes = try serialize(body)
+        return try seal(inner: InnerMessage.frame(body: bodyBytes, recipient: recipient.keyID, signer: signer), to: recipient,
+                        padding: policy, payloadOverhead: payloadOverhead)
+    }
+
+    /// The checked body JSON a message is framed from (and a signature covers, with the recipient
+    /// key id: `InnerMessage.signedBytes`). The first half of sealing with an asynchronous signer.
+    public static func serialize(_ body: MessageBody) throws(SealError) -> SecureBytes {
         guard body.alert.hasVisibleText else { throw .emptyAlert }
         guard (1...64).contains(body.id.count) else { throw .invalidMessageID }
         guard body.data?["aps"] == nil else { throw .dataHoldsAPS }
@@ -47,7 +55,13 @@ public enum MessageSealer {
         guard bodyBytes.count <= InnerMessage.maxBodyBytes else {
             throw .bodyTooLarge(size: bodyBytes.count, limit: InnerMessage.maxBodyBytes)
         }
-        let inner = InnerMessage.frame(body: bodyBytes, recipient: recipient.keyID, signer: signer)
+        return bodyBytes
+    }
+
+    /// Pads and seals a framed inner message (`InnerMessage.frame`) to `recipient`: the second half
+    /// of sealing with an asynchronous signer.
+    public static func seal(inner: SecureBytes, to recipient: BoxPublicKey,
+                            padding policy: PaddingPolicy, payloadOverhead: Int) throws(SealError) -> Envelope {
         guard let paddedLength = policy.paddedLength(innerLength: inner.count, payloadOverhead: payloadOverhead) else {
             let minimal = payloadOverhead + WireFormat.base64Length(
                 ofByteCount: WireFormat.envelopeHeaderBytes + SealedBox.overhead + inner.count + 1)

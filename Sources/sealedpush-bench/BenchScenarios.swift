@@ -33,7 +33,7 @@ struct SenderBench {
             let start = block.count
             block.append(contentsOf: #"{"to":"#.utf8)
             block.append(contentsOf: record.jsonBytes)
-            block.append(contentsOf: #","title":"Agent K","body":"The eagle lands at noon.","thread-id":"ops-\#(n % 8)"}"#.utf8)
+            block.append(contentsOf: #","title":"Agent K","body":"The eagle lands at noon.","thread_id":"ops-\#(n % 8)"}"#.utf8)
             lines.append(start..<block.count)
             block.append(0x0a)
         }

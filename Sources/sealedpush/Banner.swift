@@ -25,8 +25,8 @@ enum Banner {
 
     static let width = 40
 
-    /// The box lines for a notification's title, subtitle and body (text wrapped to the box).
-    /// How many characters `text` shows, ANSI colour sequences (`ESC [ … m`) not counted.
+    /// How many terminal columns `text` takes, ANSI colour sequences (`ESC [ … m`) not counted: an
+    /// emoji or an East Asian wide character takes two, a combining mark or format character none.
     static func visibleWidth(_ text: String) -> Int {
         var visible = String.UnicodeScalarView()
         var inEscape = false
@@ -39,14 +39,35 @@ enum Banner {
                 visible.append(scalar)
             }
         }
-        return String(visible).count
+        return String(visible).reduce(0) { $0 + displayWidth($1) }
     }
 
+    /// The terminal columns of one character (grapheme cluster), as terminals following Unicode's East
+    /// Asian Width and emoji presentation draw it.
+    static func displayWidth(_ character: Character) -> Int {
+        let scalars = character.unicodeScalars
+        guard let first = scalars.first else { return 0 }
+        let p = first.properties
+        if p.isEmojiPresentation || (p.isEmoji && scalars.contains("\u{FE0F}")) { return 2 }
+        switch p.generalCategory {
+        case .nonspacingMark, .enclosingMark, .format, .control: return 0
+        default: break
+        }
+        switch first.value {
+        case 0x1100...0x115F, 0x2E80...0x303E, 0x3041...0x33FF, 0x3400...0x4DBF, 0x4E00...0x9FFF, 0xA000...0xA4CF,
+             0xAC00...0xD7A3, 0xF900...0xFAFF, 0xFE30...0xFE4F, 0xFF00...0xFF60, 0xFFE0...0xFFE6, 0x20000...0x3FFFD:
+            return 2
+        default:
+            return 1
+        }
+    }
+
+    /// The box lines for a notification's title, subtitle and body (text wrapped to the box).
     static func box(title: String, subtitle: String, body: String, style: Style) -> [String] {
         var lines = ["┌" + String(repeating: "─", count: width + 2) + "┐"]
         func add(_ text: String, _ paint: (String) -> String) {
             for line in wrap(text) {
-                let pad = String(repeating: " ", count: max(0, width - line.count))
+                let pad = String(repeating: " ", count: max(0, width - visibleWidth(line)))
                 lines.append("│ " + paint(line) + pad + " │")
             }
         }
@@ -64,8 +85,15 @@ enum Banner {
             var line = ""
             for word in paragraph.split(separator: " ", omittingEmptySubsequences: false) {
                 var word = String(word)
-                while word.count > width { out.append(line.isEmpty ? String(word.prefix(width)) : line); line = ""; word = String(word.dropFirst(width)) }
-                if line.isEmpty { line = word } else if line.count + 1 + word.count <= width { line += " " + word } else { out.append(line); line = word }
+                while visibleWidth(word) > width {
+                    if !line.isEmpty { out.append(line); line = "" }
+                    // The longest prefix that fits the box.
+                    var cut = word.startIndex, used = 0
+                    while cut < word.endIndex, used + displayWidth(word[cut]) <= width { used += displayWidth(word[cut]); cut = word.index(after: cut) }
+                    out.append(String(word[..<cut]))
+                    word = String(word[cut...])
+                }
+                if line.isEmpty { line = word } else if visibleWidth(line) + 1 + visibleWidth(word) <= width { line += " " + word } else { out.append(line); line = word }
             }
             out.append(line)
         }

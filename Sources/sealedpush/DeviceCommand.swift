@@ -26,19 +26,28 @@ struct DeviceCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Deliver an APNs payload file to the service extension, as `xcrun simctl push` does.",
             discussion: """
-                Applies iOS's rules: payloads that are not a JSON object with an `aps` object, or over 4096
-                bytes, are rejected (exit status 1); the extension runs only for `mutable-content: 1` with a
-                visible alert; it gets --time-limit, then `serviceExtensionTimeWillExpire()`, then the
+                Applies iOS's rules: payloads that are not a JSON object with an `aps` object, or over 4096 \
+                bytes, are rejected (exit status 1); the extension runs only for `mutable-content: 1` with a \
+                visible alert; it gets --time-limit, then `serviceExtensionTimeWillExpire()`, then the \
                 original content is shown. Prints the notification as shown, or with --json one object:
-                {"outcome": "decrypted|fallback|timeout|original|suppressed|rejected", "reason": CODE|null,
-                 "notification": {title, subtitle, body, threadIdentifier, categoryIdentifier, badge, sound,
-                 userInfo}|null} (absent text fields are "", absent badge and sound null).
-                An opened message that asks for a receipt adds "receipt": "sent"|"queued"; a fallback reported to
-                the device's report URL (`device config --report-url`) adds "report": "sent"|"queued"|"suppressed".
-                For an opened message with attachments, each is fetched over HTTP (https, or http to a
-                loopback address), verified, decrypted and written 0600 into --attachments-dir (default:
-                $TMPDIR/sealedpush-attachments); --json adds notification.attachments [{identifier, type,
+
+                  {"outcome": "decrypted|fallback|timeout|original|suppressed|rejected",
+                   "reason": CODE|null,
+                   "notification": {title, subtitle, body, threadIdentifier,
+                                    categoryIdentifier, badge, sound, userInfo}|null}
+
+                (absent text fields are "", absent badge and sound null). An opened message that asks for a \
+                receipt adds "receipt": "sent"|"queued"; a fallback reported to the device's report URL \
+                (`device config --report-url`) adds "report": "sent"|"queued"|"suppressed".
+
+                For an opened message with attachments, each is fetched over HTTP (https, or http to a \
+                loopback address), verified, decrypted and written 0600 into --attachments-dir (default: \
+                $TMPDIR/sealedpush-attachments); --json adds notification.attachments [{identifier, type, \
                 size, file}] and attachmentFailures [{identifier, reason}].
+
+                A fallback's reason is logged on standard error at `notice` for a person reading it; with \
+                --json nothing is logged unless --log-level asks. The output of `seal --headers` (or a \
+                `seal --batch` output line) wraps the payload: it is refused with the member to pass instead.
 
                 Example: sealedpush seal --to device.json --title Hi --body Secret | sealedpush device push -
                 """)
@@ -60,11 +69,17 @@ struct DeviceCommand: AsyncParsableCommand {
         @Option(name: .customLong("attachments-dir"), help: ArgumentHelp(
             "Where the extension writes attachment files (default: $TMPDIR/sealedpush-attachments).", valueName: "DIR"))
         var attachmentsDir: String?
+        @Option(name: .customLong("log-level"), help: ArgumentHelp(
+            "Log on standard error from this level up; without it $SEALEDPUSH_LOG_LEVEL, else notice (error with --json).",
+            valueName: "LEVEL"))
+        var logLevel: LogLevelArgument?
         @Argument(help: ArgumentHelp("The APNs payload file, or - for standard input.", valueName: "PAYLOAD_FILE|-"))
         var payload: String
 
         func run() async throws {
+            CLILogging.choose(explicit: logLevel?.level, commandDefault: output.json ? .error : .notice)
             let bytes = try readInput(payload, limit: 16 << 20, what: "the payload")
+            if let wrapper = DeviceRun.sealOutputWrapper(bytes) { throw CLIError(wrapper) }
             let storeValue = try openStore(store, create: false, clock: clock?.wallClock ?? .system)
             let media = try DeviceRun.MediaFetching(directory: attachmentsDir)
             let result = await ReceiptsTransportCLI.with { transport in
@@ -121,7 +136,7 @@ struct DeviceCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Set the device's failure-report URL (receipts v1 section 3), kept in its keychain store.",
             discussion: """
-                With a report URL, a message that fails a check (except replayed) is reported there: reason,
+                With a report URL, a message that fails a check (except replayed) is reported there: reason, \
                 envelope key id, time and count, at most once per reason and key id every 10 minutes.
 
                 Examples: sealedpush device config --report-url https://push.example.com/reports
@@ -151,8 +166,8 @@ struct DeviceCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Send the receipts and failure reports waiting in the device's outbox.",
             discussion: """
-                Sends oldest first; stops at the first that gets no answer (the server is down: try again later).
-                Entries answered 2xx are removed, and so are those refused for good (400, 403, 404, 413).
+                Sends oldest first; stops at the first that gets no answer (the server is down: try again later). \
+                Entries answered 2xx are removed, and so are those refused for good (400, 403, 404, 413). \
                 Prints `sent N, rejected N, remaining N` (exit 1 when some remain).
                 """)
         @OptionGroup var store: KeychainOptions
@@ -189,6 +204,29 @@ struct DeviceClock: ExpressibleByArgument, Sendable {
 
 /// The device side, shared by `device push` and the demo.
 enum DeviceRun {
+    /// What to say when `bytes` is not an APNs payload but the output of `seal --headers` or a line of
+    /// `seal --batch` output (a wrapper around one), which iOS would reject as `invalidPayload`; `nil` otherwise.
+    static func sealOutputWrapper(_ bytes: [UInt8]) -> String? {
+        // Only an object whose first member is one of the wrappers' is parsed here (an APNs payload starts with "aps").
+        let start = bytes.drop { $0 == 0x20 || $0 == 0x09 || $0 == 0x0a || $0 == 0x0d }
+        guard start.first == UInt8(ascii: "{") else { return nil }
+        let member = start.dropFirst().drop { $0 == 0x20 || $0 == 0x09 || $0 == 0x0a || $0 == 0x0d }
+        guard [#""headers""#, #""payload""#, #""line""#].contains(where: { member.starts(with: $0.utf8) }) else { return nil }
+        guard case let .object(o)? = try? JSON.parse(bytes), o["aps"] == nil else { return nil }
+        let keys = Set(o.members.map(\.key))
+        if keys.contains("payload"), keys.contains("headers"), case .object? = o["payload"] {
+            let headers = o.members.first?.key == "headers"
+            return "this is \(headers ? "`seal --headers` output" : "a `seal --batch` output line"), not an APNs payload; "
+                + "pass its `payload`, e.g. `jq -c .payload FILE | sealedpush device push -`"
+                + (headers ? " (or seal without --headers)" : "")
+        }
+        if keys == ["line", "error"] {
+            return "this is a `seal --batch` error line (the message on that input line was not sealed), not an APNs payload: "
+                + "fix the input line its `error` names and seal it again"
+        }
+        return nil
+    }
+
     static func setState(_ options: KeychainOptions, _ change: (KeychainStore) throws(KeychainError) -> DeviceLockState) throws {
         let s = try openStore(options, create: false)
         let state = try keychain { () throws(KeychainError) in try change(s) }

@@ -58,7 +58,7 @@ enum Lifecycle<Kind: LifecycleKind> {
     struct Rotate: ParsableCommand {
         static var configuration: CommandConfiguration { CommandConfiguration(commandName: "rotate", abstract: Kind.rotateAbstract) }
         @OptionGroup var store: KeychainOptions
-        @Option(parsing: .unconditional, help: ArgumentHelp(Kind.rotateGraceHelp))
+        @Option(parsing: .unconditional, help: ArgumentHelp(Kind.rotateGraceHelp, valueName: "DURATION"))
         var grace = DurationArgument(milliseconds: 7 * 86_400_000)
         func run() throws {
             let ring = try Lifecycle.ring(store, create: false)
@@ -94,13 +94,15 @@ enum Lifecycle<Kind: LifecycleKind> {
         @OptionGroup var store: KeychainOptions
         @OptionGroup var output: JSONOutputOptions
         @Argument(help: "The key id to retire (16 lowercase hex digits).", transform: KeyIDArgument.parse) var keyID: KeyIDArgument
-        @Option(parsing: .unconditional, help: ArgumentHelp(Kind.retireGraceHelp)) var grace = DurationArgument(milliseconds: 0)
+        @Option(parsing: .unconditional, help: ArgumentHelp(Kind.retireGraceHelp, valueName: "DURATION")) var grace = DurationArgument(milliseconds: 0)
         func run() throws {
             let ring = try Lifecycle.ring(store, create: false)
             let info: KeyInfo
             do { info = try ring.retire(keyID: keyID.keyID, grace: grace.duration) } catch .activeKeyRefused {
                 throw CLIError("key \(keyID.keyID.hex) is the active \(Kind.role.noun) and cannot be retired directly: "
                                + "`sealedpush \(Kind.role.group) rotate --keychain \(store.directory.path)` makes a new active key and retires it")
+            } catch .itemNotFound {
+                throw unknownKey(keyID.keyID, directory: store.directory.path, role: Kind.role)
             } catch { throw cliError(error, directory: store.directory.path, role: Kind.role) }
             KeyOutput.printInfos([info], json: output.json)
         }
@@ -123,6 +125,8 @@ enum Lifecycle<Kind: LifecycleKind> {
             do { info = try ring.destroy(keyID: keyID.keyID, force: force) } catch .activeKeyRefused {
                 throw CLIError("key \(keyID.keyID.hex) is the active \(Kind.role.noun): destroying it would leave none to use; run "
                                + "`sealedpush \(Kind.role.group) rotate --keychain \(store.directory.path)` first, or pass --force")
+            } catch .itemNotFound {
+                throw unknownKey(keyID.keyID, directory: store.directory.path, role: Kind.role)
             } catch { throw cliError(error, directory: store.directory.path, role: Kind.role) }
             KeyOutput.printInfos(info.map { [$0] } ?? [], json: output.json)
         }
@@ -218,9 +222,31 @@ func cliError(_ error: KeychainError, directory: String, role: StoreRole) -> CLI
     case .noActiveKey:
         return CLIError("the store at \(directory) has no active \(role.noun): create one with "
                         + "`sealedpush \(role.group) generate --keychain \(directory)`")
+    case let .nextKeyExists(keyID):
+        return CLIError("\(role.noun) \(keyID) is already staged as the next key: export it with "
+                        + "`sealedpush \(role.group) export --key-id \(keyID) --keychain \(directory)` and activate it with "
+                        + "`sealedpush \(role.group) activate \(keyID) --keychain \(directory)`, or drop it with "
+                        + "`sealedpush \(role.group) retire \(keyID) --keychain \(directory)`")
+    case let .notNextKey(keyID, state) where state == KeyState.active.rawValue:
+        return CLIError("key \(keyID) is already the active \(role.noun): nothing to activate "
+                        + "(`sealedpush \(role.group) rotate --stage --keychain \(directory)` stages a new one)")
+    case let .notNextKey(keyID, state):
+        return CLIError("key \(keyID) is \(state), not the staged next key: stage one with "
+                        + "`sealedpush \(role.group) rotate --stage --keychain \(directory)` and activate the id it prints "
+                        + "(see `sealedpush \(role.group) list --keychain \(directory)`)")
+    case let .nextKeyNotExported(keyID):
+        return CLIError("next \(role.noun) \(keyID) was never exported, so no device trusts it yet: run "
+                        + "`sealedpush \(role.group) export --key-id \(keyID) --keychain \(directory) > sender-next.json`, "
+                        + "have every device run `sealedpush trust add sender-next.json`, then activate it; "
+                        + "--force activates it anyway (devices that do not trust it answer untrustedSender)")
     default:
         return CLIError(error.description)
     }
+}
+
+/// A key id the store has never held, in the CLI's terms.
+func unknownKey(_ keyID: KeyID, directory: String, role: StoreRole) -> CLIError {
+    CLIError("no \(role.noun) \(keyID.hex) in \(directory) (see `sealedpush \(role.group) list --keychain \(directory)`)")
 }
 
 /// A key record refusal in the CLI's terms: what was wrong, and for a file that is not a record at

@@ -8,8 +8,8 @@ struct KeysCommand: AsyncParsableCommand {
         commandName: "keys",
         abstract: "Manage the device's keys: generate, rotate, list, export, retire, destroy, prune.",
         discussion: """
-            Exactly one key is active (senders seal to it). A rotated-out key is retired: it still opens
-            messages until its deadline, then `prune` destroys it (secret wiped, a tombstone kept).
+            Exactly one key is active (senders seal to it). A rotated-out key is retired: it still opens \
+            messages until its deadline, then `prune` destroys it (secret wiped, a tombstone kept). \
             Give the server the record that `generate`, `rotate` or `export` prints.
             """,
         subcommands: Lifecycle<DeviceKeys>.subcommands

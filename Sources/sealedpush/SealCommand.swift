@@ -38,20 +38,22 @@ struct SealCommand: AsyncParsableCommand {
                            "apns-expiration": "<Unix seconds: --expires-in, default 7d; 0 with --deliver-once>",
                            "apns-collapse-id": "<only with --collapse-id>",
                            "apns-topic": "<only with --topic>"},
-               "payload": {<the APNs payload>}}
+               "payload": {<the APNs payload>},
+               "signed_by": "<sender key id, only with --sign-with>"}
 
             Batch (--batch FILE, or - for stdin): one JSON request per line (only "to" is required, \
-            and the message needs a non-empty title, subtitle or body):
+            and the message needs a non-empty title, subtitle or body); member names are snake_case \
+            (the older "thread-id" is refused with the name to use):
 
               {"to": {<device key record>}, "title": "...", "body": "...",
-               "subtitle": "...", "thread-id": "...", "category": "...",
+               "subtitle": "...", "thread_id": "...", "category": "...",
                "badge": 3, "sound": "...", "data": {...},
                "expires_in": "2h" (or seconds, 7200; default 7d), "deliver_once": true, "collapse_id": "...",
                "topic": "...", "id": "<message id>"}
 
             and one output line each, in input order:
 
-              {"payload": {...}, "headers": {...}}     sealed
+              {"payload": {...}, "headers": {...}}     sealed (plus "signed_by" with --sign-with)
               {"line": N, "error": "..."}              failed (N counts lines from 1)
 
             Blank lines are skipped; a failed line never stops the others; the exit status is 1 if \
@@ -69,7 +71,8 @@ struct SealCommand: AsyncParsableCommand {
             --media-dir and --media-url of the command.
 
             --sign-with DIR signs every message (single or batch) with the active sender key of that \
-            sender store; devices that trust its record (`sealedpush trust add`) verify it.
+            sender store; devices that trust its record (`sealedpush trust add`) verify it. The key id \
+            that signed is named as "signed_by" in --headers output and in every batch output line.
 
             Examples:
               sealedpush seal --to device-key.json --title "Agent K" \\
@@ -128,7 +131,7 @@ struct SealCommand: AsyncParsableCommand {
     @Option(name: .customLong("placeholder-title"), help: ArgumentHelp("The visible placeholder title (not secret).", valueName: "TITLE"))
     var placeholderTitle: String = Placeholder.defaultTitle
 
-    @Flag(name: .long, help: "Print {\"headers\":{…},\"payload\":{…}} instead of the bare payload.")
+    @Flag(name: .long, help: "Print {\"headers\":{…},\"payload\":{…}} (and \"signed_by\" with --sign-with) instead of the bare payload.")
     var headers = false
 
     @Option(name: .long, parsing: .singleValue, help: ArgumentHelp(
@@ -271,6 +274,7 @@ struct SealCommand: AsyncParsableCommand {
             sealed.headers.writeJSON(into: &out)
             out.append(contentsOf: #","payload":"#.utf8)
             out.append(contentsOf: sealed.payload)
+            JSONLSealer.writeSignedBy(sealed, into: &out)
             out.append(UInt8(ascii: "}"))
         } else {
             out.append(contentsOf: sealed.payload)

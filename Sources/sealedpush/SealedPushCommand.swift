@@ -56,7 +56,7 @@ enum SealedPushMain {
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             let level = ProcessInfo.processInfo.environment["SEALEDPUSH_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:))
-            handler.logLevel = level ?? .notice
+            handler.logLevel = CLILogging.level(environment: level)
             return handler
         }
         let command: any ParsableCommand

@@ -156,9 +156,9 @@ class Sender:
             req = json.loads(line, object_pairs_hook=peer.no_duplicates)
             pk = peer.device_record(req["to"])
             message = {"alert": {k: req[k] for k in ("title", "subtitle", "body") if k in req}}
-            for k in ("thread-id", "category", "sound", "badge", "data"):
+            for k, wire in (("thread_id", "thread-id"), ("category", "category"), ("sound", "sound"), ("badge", "badge"), ("data", "data")):
                 if k in req:
-                    message[k] = req[k]
+                    message[wire] = req[k]
             # The default expiry of 7 days (exp in the body, apns-expiration in the headers), as in Swift.
             exp = now + 7 * 86400
             message["exp"] = exp
@@ -266,7 +266,7 @@ def run_pynacl(plan, retired_counts, progress=True):
         if p != 256:
             print(f"bench_pynacl: note: the benchmark message padded to {p} bytes, not 256", file=sys.stderr)
     record = make_record(pk)
-    lines = [peer.compact({"to": record, "title": "Agent K", "body": "The eagle lands at noon.", "thread-id": f"ops-{n % 8}"})
+    lines = [peer.compact({"to": record, "title": "Agent K", "body": "The eagle lands at noon.", "thread_id": f"ops-{n % 8}"})
              for n in range(64)]
 
     def single(sender):

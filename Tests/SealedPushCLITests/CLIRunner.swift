@@ -30,6 +30,7 @@ enum CLIRunner {
 
     /// A fresh temporary directory (removed by the caller, or left for the OS).
     static func temporaryDirectory(_ label: String = "cli") throws -> URL {
+        TestLogging.quiet()
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("sealedpush-\(label)-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
         return url

@@ -76,4 +76,81 @@ struct ErrorMessageCLITests {
         let stderr = try Self.failure(["seal", "--to", record, "--body", "x", "--badge", "-1"])
         #expect(stderr.contains("--badge must be 0 or more"), Comment(rawValue: stderr))
     }
+
+    @Test("device push names seal --headers output and batch lines instead of answering invalidPayload")
+    func sealOutputWrappers() throws {
+        let (dir, device, record) = try Self.scratch()
+        let headers = try CLIRunner.run(["seal", "--to", record, "--body", "x", "--headers"])
+        let headersFile = dir.appendingPathComponent("headers.json")
+        try Data(headers.stdout).write(to: headersFile)
+        let r = try CLIRunner.run(["device", "push", "--keychain", device, headersFile.path])
+        #expect(r.status == 1 && r.stdout.isEmpty)
+        #expect(r.stderr == "Error: this is `seal --headers` output, not an APNs payload; pass its `payload`, e.g. "
+                + "`jq -c .payload FILE | sealedpush device push -` (or seal without --headers)\n")
+
+        let recordText = try String(contentsOfFile: record, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let batch = try CLIRunner.run(["seal", "--batch", "-"], stdin: Array("{\"to\":\(recordText),\"body\":\"x\"}\n".utf8))
+        let line = try CLIRunner.run(["device", "push", "--keychain", device, "--json", "-"], stdin: batch.stdout)
+        #expect(line.status == 1)
+        #expect(line.stderr == "Error: this is a `seal --batch` output line, not an APNs payload; pass its `payload`, e.g. "
+                + "`jq -c .payload FILE | sealedpush device push -`\n")
+        let errorLine = try CLIRunner.run(["device", "push", "--keychain", device, "-"], stdin: Array(#"{"line":3,"error":"x"}"#.utf8))
+        #expect(errorLine.stderr.hasPrefix("Error: this is a `seal --batch` error line"), Comment(rawValue: errorLine.stderr))
+        // The payload itself still goes through (and an unrelated JSON object is still iOS's invalidPayload).
+        let payload = try CLIRunner.run(["seal", "--to", record, "--body", "x"])
+        #expect(try CLIRunner.run(["device", "push", "--keychain", device, "-"], stdin: payload.stdout).status == 0)
+        let other = try CLIRunner.run(["device", "push", "--keychain", device, "--json", "-"], stdin: Array(#"{"payload":1}"#.utf8))
+        #expect(other.stdoutText.contains(#""reason":"invalidPayload""#), Comment(rawValue: other.stdoutText))
+    }
+
+    @Test("batch members are snake_case; an old spelling is refused with the new name")
+    func batchMemberSpelling() throws {
+        let (_, _, record) = try Self.scratch()
+        let recordText = try String(contentsOfFile: record, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let lines = ["thread-id", "threadId", "expires-in", "collapseId"].map { "{\"to\":\(recordText),\"body\":\"x\",\"\($0)\":\"v\"}" }
+            + ["{\"to\":\(recordText),\"body\":\"x\",\"thread_id\":\"ops\",\"expires_in\":\"1h\",\"collapse_id\":\"c\"}"]
+        let r = try CLIRunner.run(["seal", "--batch", "-"], stdin: Array(lines.joined(separator: "\n").utf8))
+        #expect(r.status == 1)
+        let out = r.stdoutLines
+        try #require(out.count == 5)
+        #expect(out[0] == #"{"line":1,"error":"the request is invalid: member 'thread-id' is spelled 'thread_id' (batch members are snake_case)"}"#)
+        #expect(out[1] == #"{"line":2,"error":"the request is invalid: member 'threadId' is spelled 'thread_id' (batch members are snake_case)"}"#)
+        #expect(out[2] == #"{"line":3,"error":"the request is invalid: member 'expires-in' is spelled 'expires_in' (batch members are snake_case)"}"#)
+        #expect(out[3] == #"{"line":4,"error":"the request is invalid: member 'collapseId' is spelled 'collapse_id' (batch members are snake_case)"}"#)
+        #expect(out[4].hasPrefix(#"{"payload":"#) && out[4].contains(#""apns-collapse-id":"c""#), Comment(rawValue: out[4]))
+        let help = try CLIRunner.run(["seal", "--help"], environment: ["COLUMNS": "200"]).stdoutText
+        #expect(help.contains(#""thread_id": "...""#) && !help.contains(#""thread-id": "...""#))
+    }
+
+    @Test("a fallback is logged at notice for a person; --json stays quiet unless --log-level asks")
+    func fallbackLogging() throws {
+        let (dir, _, record) = try Self.scratch()
+        let other = dir.appendingPathComponent("other").path
+        #expect(try CLIRunner.run(["keys", "generate", "--keychain", other]).status == 0)
+        let payload = try CLIRunner.run(["seal", "--to", record, "--body", "x"]).stdout
+        let unset = ["SEALEDPUSH_LOG_LEVEL": ""]
+        let human = try CLIRunner.run(["device", "push", "--keychain", other, "-"], stdin: payload, environment: unset)
+        #expect(human.stderr.contains("notice sealedpush.extension: reason=unknownKey"), Comment(rawValue: human.stderr))
+        let json = try CLIRunner.run(["device", "push", "--json", "--keychain", other, "-"], stdin: payload, environment: unset)
+        #expect(json.status == 0 && json.stderr.isEmpty, Comment(rawValue: json.stderr))
+        #expect(json.stdoutText.contains(#""reason":"unknownKey""#))
+        let asked = try CLIRunner.run(["device", "push", "--json", "--log-level", "notice", "--keychain", other, "-"], stdin: payload, environment: unset)
+        #expect(asked.stderr.contains("reason=unknownKey"), Comment(rawValue: asked.stderr))
+        let bad = try CLIRunner.run(["device", "push", "--log-level", "loud", "--keychain", other, "-"], stdin: payload)
+        #expect(bad.status != 0 && bad.stderr.contains("--log-level"), Comment(rawValue: bad.stderr))
+    }
+
+    @Test("keys list refuses a store whose generation or .lock file group or others can read, with the chmod")
+    func storeFilePermissions() throws {
+        let (_, device, _) = try Self.scratch()
+        for name in ["generation", ".lock"] {
+            let path = device + "/" + name
+            #expect(chmod(path, 0o644) == 0)
+            let stderr = try Self.failure(["keys", "list", "--keychain", device])
+            #expect(stderr == "Error: insecurePermissions: \(path) has mode 644, which lets group or others at it; the store refuses "
+                    + "to use it. Fix it with: chmod 600 '\(path)'\n")
+            #expect(chmod(path, 0o600) == 0)
+            #expect(try CLIRunner.run(["keys", "list", "--keychain", device]).status == 0)
+        }
+    }
 }

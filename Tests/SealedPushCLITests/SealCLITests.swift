@@ -194,6 +194,51 @@ struct SealCLITests {
         #expect(ok.stdoutLines.count == 3)
     }
 
+    /// Issue #15 item 3: which key signed is visible in --headers output and in every batch output line.
+    @Test func signWithNamesTheKeyThatSigned() throws {
+        let dir = try CLIRunner.temporaryDirectory("signedby")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let device = try Self.makeDevice(in: dir)
+        let srv = dir.appendingPathComponent("srv").path
+        let generated = try CLIRunner.run(["sender", "generate", "--keychain", srv])
+        try #require(generated.status == 0, Comment(rawValue: generated.stderr))
+        let senderID = try #require(try JSON.parse(generated.stdout).objectValue?["key_id"]?.stringValue)
+
+        let headers = try CLIRunner.run(["seal", "--to", device.recordFile.path, "--body", "x", "--sign-with", srv, "--headers"])
+        try #require(headers.status == 0, Comment(rawValue: headers.stderr))
+        let object = try #require(try JSON.parse(headers.stdout).objectValue)
+        #expect(object.members.map(\.key) == ["headers", "payload", "signed_by"])
+        #expect(object["signed_by"] == .string(senderID))
+        #expect(object["headers"]?.objectValue?["signed_by"] == nil, "signed_by must not reach the APNs request headers")
+        let senderKey = try SenderKeyRecord(jsonBytes: generated.stdout).publicKey
+        let data = try #require(object["payload"]?.objectValue?["ENCRYPTED_DATA"]?.stringValue)
+        let opener = MessageOpener(keys: InMemoryKeys([device.pair]), policy: ReceiverPolicy(trustedSenders: [senderKey], requireSignature: true))
+        #expect(try opener.open(encryptedData: data, now: Int64(Date().timeIntervalSince1970)).signedBy?.hex == senderID)
+        // Unsigned output is unchanged: no signed_by member.
+        let unsigned = try CLIRunner.run(["seal", "--to", device.recordFile.path, "--body", "x", "--headers"])
+        #expect(try JSON.parse(unsigned.stdout).objectValue?.members.map(\.key) == ["headers", "payload"])
+
+        let record = String(decoding: device.record.jsonBytes, as: UTF8.self)
+        let batch = try CLIRunner.run(["seal", "--batch", "-", "--sign-with", srv],
+                                      stdin: Array((#"{"to":\#(record),"body":"one"}"# + "\n" + #"{"to":\#(record),"body":"two"}"# + "\n").utf8))
+        try #require(batch.status == 0, Comment(rawValue: batch.stderr))
+        #expect(batch.stdoutLines.count == 2)
+        for line in batch.stdoutLines {
+            let o = try #require(try JSON.parse(Array(line.utf8)).objectValue)
+            #expect(o.members.map(\.key) == ["payload", "headers", "signed_by"])
+            #expect(o["signed_by"] == .string(senderID))
+        }
+
+        // After a staged rotation the new key id shows up.
+        let staged = try CLIRunner.run(["sender", "rotate", "--stage", "--json", "--keychain", srv])
+        guard case let .array(stagedKeys) = try JSON.parse(staged.stdout) else { Issue.record("not a JSON array: \(staged.stdoutText)"); return }
+        let nextID = try #require(stagedKeys.first?.objectValue?["key_id"]?.stringValue)
+        #expect(try CLIRunner.run(["sender", "export", "--key-id", nextID, "--keychain", srv]).status == 0)
+        #expect(try CLIRunner.run(["sender", "activate", nextID, "--keychain", srv]).status == 0)
+        let after = try CLIRunner.run(["seal", "--to", device.recordFile.path, "--body", "x", "--sign-with", srv, "--headers"])
+        #expect(try JSON.parse(after.stdout).objectValue?["signed_by"] == .string(nextID))
+    }
+
     @Test func largeBatchKeepsOrder() throws {
         let dir = try CLIRunner.temporaryDirectory("batch")
         defer { try? FileManager.default.removeItem(at: dir) }

@@ -170,6 +170,16 @@ struct SecretHygieneTests {
         let batchPayload = try #require(firstLine["payload"], "the batch's first line sealed nothing: \(batched.stdoutText.prefix(300))")
         try push("device push of the batch line", JSON.serialize(batchPayload), expect: "decrypted")
 
+        // Staged sender rotation (issue #15): stage, export the next record, activate; the old key's secret is a needle too.
+        let firstSigner = try SenderKeyring(store: try KeychainStore(url: URL(fileURLWithPath: stores.sender), create: false)).activeSigningKey()
+        let staged = try succeed("sender rotate --stage", ["sender", "rotate", "--stage", "--json", "--keychain", stores.sender])
+        guard case let .array(stagedKeys) = try JSON.parse(staged.stdout), let nextID = stagedKeys.first?.objectValue?["key_id"]?.stringValue else {
+            Issue.record("rotate --stage --json printed \(staged.stdoutText)"); return
+        }
+        _ = try succeed("sender export --key-id", ["sender", "export", "--key-id", nextID, "--keychain", stores.sender])
+        _ = try succeed("sender activate", ["sender", "activate", nextID, "--keychain", stores.sender])
+        _ = try succeed("sender list", ["sender", "list", "--json", "--keychain", stores.sender])
+
         // The secrets, read through the library: device key pairs, the sender signing key, and each store's key file.
         var needles = Self.plaintexts.map { Needle(label: "plaintext \($0)", bytes: Array($0.utf8)) }
         var secretNeedles: [Needle] = []
@@ -180,13 +190,15 @@ struct SecretHygieneTests {
         let signer = try SenderKeyring(store: try KeychainStore(url: URL(fileURLWithPath: stores.sender), create: false)).activeSigningKey()
         secretNeedles += Self.spellings(of: signer.secretKey.unsafeCopyToArray(), "sender Ed25519 secret key")
         secretNeedles += Self.spellings(of: signer.seed.unsafeCopyToArray(), "sender Ed25519 seed")
+        secretNeedles += Self.spellings(of: firstSigner.secretKey.unsafeCopyToArray(), "first sender Ed25519 secret key")
+        secretNeedles += Self.spellings(of: firstSigner.seed.unsafeCopyToArray(), "first sender Ed25519 seed")
         for (name, path) in [("device", stores.device), ("other device", stores.otherDevice), ("sender", stores.sender)] {
             let storeKey = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path).appendingPathComponent("store.key")))
             try #require(storeKey.count >= 16, "\(name) store.key is \(storeKey.count) bytes")
             secretNeedles += Self.spellings(of: storeKey, "\(name) store key")
         }
         needles += secretNeedles
-        try #require(runs.count == 32, "the flows ran \(runs.count) commands")
+        try #require(runs.count == 36, "the flows ran \(runs.count) commands")
 
         for run in runs {
             let inLogs = Self.found(needles, in: run.result.stderrBytes)

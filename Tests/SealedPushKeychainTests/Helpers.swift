@@ -11,6 +11,7 @@ final class TempDirectory: Sendable {
     let url: URL
 
     init() throws {
+        TestLogging.quiet()
         url = FileManager.default.temporaryDirectory.appendingPathComponent("kc-test-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
     }
@@ -25,7 +26,10 @@ final class TempDirectory: Sendable {
 final class TestClock: Sendable {
     private let date: Mutex<Date>
 
-    init(_ start: Date = Date(timeIntervalSince1970: 1_800_000_000)) { date = Mutex(start) }
+    init(_ start: Date = Date(timeIntervalSince1970: 1_800_000_000)) {
+        TestLogging.quiet()
+        date = Mutex(start)
+    }
 
     var now: @Sendable () -> Date { { [self] in self.date.withLock { $0 } } }
     /// This clock as the `WallClock` stores and keyrings take.

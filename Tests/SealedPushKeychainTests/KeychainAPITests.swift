@@ -29,6 +29,9 @@ extension KeychainError {
         case .noActiveKey: return "noActiveKey"
         case .activeKeyRefused: return "activeKeyRefused"
         case .keyNotUsable: return "keyNotUsable"
+        case .nextKeyExists: return "nextKeyExists"
+        case .notNextKey: return "notNextKey"
+        case .nextKeyNotExported: return "nextKeyNotExported"
         }
     }
 }
@@ -266,6 +269,30 @@ struct PermissionTests {
         #expect(error?.description.contains("chmod 600 '\(file.path)'") == true)
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file.path)
         #expect(caught { _ = try store.read(itemClass: .key, service: "s", account: "a") } == nil)
+    }
+
+    @Test("every file and directory docs/keychain.md lists is checked at open: generation, .lock, lock-state, tmp, replay")
+    func everyListedFileIsChecked() throws {
+        let dir = try TempDirectory()
+        let store = try KeychainStore(url: dir.store)
+        try store.add(itemClass: .key, service: "s", account: "a", data: secret("v"))
+        try store.lock()
+        #expect(ReplayCache(store: store).recordIfNew(messageID: "m", keyID: KeyID(publicKey: [UInt8](repeating: 1, count: 32)),
+                                                          expiresAt: 2_000_000_000, now: 1_800_000_000))
+        let root = dir.store.path
+        let files = [".lock", "generation", "lock-state", "replay/replay.db", "replay/replay.lock"]
+        let directories = ["tmp", "replay"]
+        for name in files + directories {
+            let path = root + "/" + name
+            #expect(FileManager.default.fileExists(atPath: path), "\(name) was not made")
+            let isDirectory = directories.contains(name)
+            try FileManager.default.setAttributes([.posixPermissions: isDirectory ? 0o755 : 0o644], ofItemAtPath: path)
+            let error = caught { _ = try KeychainStore(url: dir.store) }
+            #expect(error == .insecurePermissions(path: path, mode: isDirectory ? 0o755 : 0o644,
+                                                  fix: isDirectory ? "chmod 700 '\(path)'" : "chmod 600 '\(path)'"), "\(name)")
+            try FileManager.default.setAttributes([.posixPermissions: isDirectory ? 0o700 : 0o600], ofItemAtPath: path)
+            #expect(caught { _ = try KeychainStore(url: dir.store) } == nil)
+        }
     }
 
     @Test("a 0755 store or group directory is refused with chmod 700")

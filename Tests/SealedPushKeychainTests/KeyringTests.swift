@@ -159,6 +159,71 @@ struct DeviceKeyringTests {
 
 @Suite("Sender keys and trust")
 struct SenderAndTrustTests {
+    @Test("a crash in staging leaves no next key; a crash in activation leaves the old key active and the next one next")
+    func interruptedStagingAndActivation() throws {
+        let dir = try TempDirectory()
+        let store = try KeychainStore(url: dir.store)
+        let sender = SenderKeyring(store: store)
+        let first = try sender.generate()
+        let core = sender.core
+        // Staging that wrote its pending pointer, key and state, then died before the commit.
+        let orphan = SigningKeyPair.generate()
+        try store.transaction { (tx: KeychainStore) throws(KeychainError) in
+            try core.writePointer(tx, KeyPointer(active: first.keyID, pending: orphan.keyID))
+            try core.writeKey(tx, orphan)
+            try core.writeState(tx, KeyRecordState(keyID: orphan.keyID, publicKey: orphan.publicKey.bytes, createdAt: Date()))
+        }
+        #expect(try sender.list().map(\.keyID) == [first.keyID])
+        let next = try sender.stageNext()  // recovery rolls the orphan back first
+        #expect(!allFiles(under: dir.store).contains { $0.lastPathComponent.contains(orphan.keyID.hex) })
+        _ = try sender.export(keyID: next.keyID)
+        // Activation that wrote the old key's deadline, then died before the pointer commit.
+        try store.transaction { (tx: KeychainStore) throws(KeychainError) in
+            guard var old = try core.readState(tx, first.keyID) else { throw .itemNotFound("the first key's state") }
+            old.retireAfter = Date().addingTimeInterval(60)
+            try core.writeState(tx, old)
+        }
+        #expect(Dictionary(uniqueKeysWithValues: try sender.list().map { ($0.keyID, $0.state) }) == [first.keyID: .active, next.keyID: .next])
+        #expect(try sender.activeSigningKey().keyID == first.keyID)
+        try sender.activate(keyID: next.keyID)
+        #expect(try sender.activeSigningKey().keyID == next.keyID)
+    }
+
+    @Test("staged rotation: the next key is exportable but does not sign until activate; activate wants an export")
+    func stagedRotation() throws {
+        let dir = try TempDirectory()
+        let clock = TestClock()
+        let sender = try SenderKeyring(root: dir.store, clock: clock.wall)
+        #expect(caught { try sender.stageNext() } == .noActiveKey)
+        let first = try sender.generate()
+        let next = try sender.stageNext()
+        #expect(next.state == .next && next.exportedAt == nil)
+        #expect(caught { try sender.stageNext() } == .nextKeyExists(keyID: next.keyID.hex))
+        #expect(caught { try sender.rotate() } == .nextKeyExists(keyID: next.keyID.hex))
+        #expect(try sender.activeSigningKey().keyID == first.keyID)
+        #expect(caught { try sender.activate(keyID: next.keyID) } == .nextKeyNotExported(keyID: next.keyID.hex))
+        #expect(caught { try sender.activate(keyID: first.keyID) } == .notNextKey(keyID: first.keyID.hex, state: "active"))
+
+        clock.advance(10)
+        #expect(try sender.export(keyID: next.keyID).keyID == next.keyID)
+        #expect(try sender.list().first { $0.keyID == next.keyID }?.exportedAt == clock.current)
+        clock.advance(10)
+        let active = try sender.activate(keyID: next.keyID, grace: .seconds(60))
+        #expect(active.state == .active)
+        #expect(try sender.activeSigningKey().keyID == next.keyID)
+        let old = try #require(try sender.list().first { $0.keyID == first.keyID })
+        #expect(old.state == .retired && old.retireAfter == clock.current.addingTimeInterval(60))
+
+        // A reopened store sees the same states (the pointer carries `next`).
+        let third = try sender.stageNext()
+        let reopened = try SenderKeyring(root: dir.store, clock: clock.wall)
+        #expect(Dictionary(uniqueKeysWithValues: try reopened.list().map { ($0.keyID, $0.state) })
+                == [first.keyID: .retired, next.keyID: .active, third.keyID: .next])
+        try reopened.retire(keyID: third.keyID)
+        #expect(try reopened.list().first { $0.keyID == third.keyID }?.state == .retired)
+        #expect(try reopened.stageNext().state == .next)
+    }
+
     @Test("sender rotation with signed messages in flight: both verify while both are trusted")
     func senderRotation() throws {
         let deviceDir = try TempDirectory(), serverDir = try TempDirectory()

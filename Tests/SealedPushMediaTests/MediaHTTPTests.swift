@@ -12,6 +12,7 @@ import SealedPushTestSupport
 
 /// Runs the `sealedpush` binary to completion (output through files, so nothing can block).
 func sealedpush(_ arguments: [String], stdin: [UInt8] = [], timeout: TimeInterval = 60) throws -> (status: Int32, stdout: [UInt8], stderr: String) {
+    TestLogging.quiet()
     let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("sp-run-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: scratch) }

@@ -58,6 +58,7 @@ struct CollectorTests {
     let directory: URL
 
     init() throws {
+        TestLogging.quiet()
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("collector-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     }

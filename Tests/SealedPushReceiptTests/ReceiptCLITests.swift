@@ -35,6 +35,7 @@ struct ReceiptCLITests {
     let directory: URL
 
     init() throws {
+        TestLogging.quiet()
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("receipts-cli-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let keys = try sealedpush(["keys", "generate", "--keychain", "dev"], in: directory)

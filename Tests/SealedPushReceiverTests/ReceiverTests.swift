@@ -69,6 +69,25 @@ final class Shown: Sendable {
             #expect(content.body == "The eagle lands at noon.")
             #expect(content.userInfo["ENCRYPTED_DATA"] == nil)
         }
+
+        /// Logs are captured where a test asserts on them (issue #15 item 10): the outcome's reason code, never the text.
+        @Test func logsReasonCodesOnly() async throws {
+            let device = TestDevice()
+            let capture = LogCapture()
+            let ext = SecretMessageExtension(configuration: .init(keys: InMemoryKeys([device.key]), clock: .fixed(unixSeconds: device.now),
+                                                                  logger: capture.logger(label: "sealedpush.extension")))
+            guard case let .object(payload) = try JSON.parse(try device.payload()) else { Issue.record("payload"); return }
+            #expect(await ext.delivery(for: NotificationRequest(identifier: "x", payload: payload)).outcome == .decrypted)
+            let other = SecretMessageExtension(configuration: .init(keys: InMemoryKeys([BoxKeyPair.generate()]),
+                                                                    clock: .fixed(unixSeconds: device.now),
+                                                                    logger: capture.logger(label: "sealedpush.extension")))
+            #expect(await other.delivery(for: NotificationRequest(identifier: "y", payload: payload)).outcome == .fallback(.unknownKey))
+            let entries = capture.entries
+            #expect(entries.map(\.message) == ["notification opened", "notification not opened"])
+            #expect(entries.last?.level == .notice)
+            #expect(entries.last?.metadata["reason"] == "unknownKey")
+            #expect(!entries.contains { "\($0)".contains("eagle") || "\($0)".contains("Agent K") })
+        }
     }
 
     @Suite("Device rules") struct RuleTests {

@@ -236,7 +236,7 @@ struct SigningFanOutTests {
         let device = makeDevice()
         let sealer = JSONLSealer(sender: try makeSender())
         let record = String(decoding: device.record.jsonBytes, as: UTF8.self)
-        let good = Array(#"{"to":\#(record),"title":"T","body":"B","thread-id":"t","badge":2,"data":{"k":[1,true]},"expires_in":"1h","collapse_id":"c","topic":"com.x"}"#.utf8)
+        let good = Array(#"{"to":\#(record),"title":"T","body":"B","thread_id":"t","badge":2,"data":{"k":[1,true]},"expires_in":"1h","collapse_id":"c","topic":"com.x"}"#.utf8)
         var out: [UInt8] = []
         #expect(sealer.process(line: good.span, number: 1, into: &out) == .sealed)
         #expect(out.last == 0x0a)

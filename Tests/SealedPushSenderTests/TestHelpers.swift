@@ -22,7 +22,7 @@ struct SeededGenerator: RandomNumberGenerator {
 let testNow: Int64 = 1_795_000_000
 
 /// A sender with a fixed clock.
-func makeSender(placeholder: Placeholder = .standard, padding: PaddingPolicy = .bucket, signer: SigningKeyPair? = nil,
+func makeSender(placeholder: Placeholder = .standard, padding: PaddingPolicy = .bucket, signer: (any MessageSigner)? = nil,
                 now: Int64 = testNow) throws -> NotificationSender {
     try NotificationSender(placeholder: placeholder, padding: padding, signer: signer, clock: { now })
 }
@@ -69,6 +69,8 @@ extension SenderError {
         case .invalidReceiptURL: return "invalidReceiptURL"
         case .invalidAttachment: return "invalidAttachment"
         case .payloadTooLargeWithAttachments: return "payloadTooLargeWithAttachments"
+        case .signerIsRemote: return "signerIsRemote"
+        case .signingFailed: return "signingFailed"
         }
     }
 }
