@@ -9,7 +9,7 @@ import SealedPushKeychain
 import SealedPushSender
 import SealedPushWire
 
-/// The message and sealing options `send` shares with `seal`: the secret content, expiry, padding,
+/// The message and sealing options `seal` and `send` share: the secret content, expiry, padding,
 /// placeholder, attachments, signing and receipts.
 struct SealingOptions: ParsableArguments {
     @Option(name: .long, parsing: .unconditional, help: "The secret title.")
@@ -67,13 +67,24 @@ struct SealingOptions: ParsableArguments {
         valueName: "DIR"))
     var signWith: String?
 
+    @Option(name: .customLong("receipt-url"), help: ArgumentHelp(
+        "Ask the device for a delivery receipt at this URL (https; http only to localhost/127.0.0.1); needs --receipts-db.",
+        valueName: "URL"))
+    var receiptURL: String?
+
+    @Option(name: .customLong("receipts-db"), help: ArgumentHelp(
+        "Record the expected receipt (SHA-256 of its token, message id, issued-at, device key id) in this SQLite database, the one `receipts serve --db` uses.",
+        valueName: "FILE"))
+    var receiptsDB: String?
+
     /// Whether any option that belongs to one message (not to a batch) was given, and which.
     var perMessageOption: String? {
         let given: [(String, Bool)] = [
             ("--title", title != nil), ("--body", body != nil), ("--subtitle", subtitle != nil),
             ("--thread-id", threadID != nil), ("--category", category != nil), ("--badge", badge != nil),
             ("--sound", sound != nil), ("--expires-in", expiresIn != nil), ("--deliver-once", deliverOnce),
-            ("--collapse-id", collapseID != nil), ("--attach", !attach.isEmpty),
+            ("--collapse-id", collapseID != nil), ("--attach", !attach.isEmpty), ("--receipt-url", receiptURL != nil),
+            ("--receipts-db", receiptsDB != nil),
         ]
         return given.first { $0.1 }?.0
     }
@@ -86,6 +97,16 @@ struct SealingOptions: ParsableArguments {
         if placeholderTitle.isEmpty { throw ValidationError("--placeholder-title must not be empty.") }
         if let collapseID {
             do { try APNsHeaders.validateCollapseID(collapseID) } catch { throw ValidationError("--collapse-id: \(error.description).") }
+        }
+        if let receiptURL {
+            if let problem = ReceiptRequest.urlProblem(receiptURL) {
+                throw ValidationError("--receipt-url \(problem); give an https URL (http only to localhost or 127.0.0.1).")
+            }
+            guard let receiptsDB, !receiptsDB.isEmpty else {
+                throw ValidationError("--receipt-url needs --receipts-db FILE: the token must be recorded to check the receipt.")
+            }
+        } else if receiptsDB != nil {
+            throw ValidationError("--receipts-db records the receipt --receipt-url asks for; give --receipt-url URL too.")
         }
         if (mediaDir == nil) != (mediaURL == nil) {
             throw ValidationError("--media-dir and --media-url go together: the directory the objects are written to and the URL it is served at.")
@@ -135,6 +156,7 @@ struct SealingOptions: ParsableArguments {
                 do { try message.attach(SealCommand.attachment(argument), to: mediaStore) } catch { throw CLIError(error.description) }
             }
         }
+        message.receiptURL = receiptURL
         return message
     }
 

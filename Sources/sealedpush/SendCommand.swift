@@ -187,14 +187,11 @@ struct SendCommand: AsyncParsableCommand {
 
     func sendOne(client: APNsClient, sender: NotificationSender, mediaStore: DirectoryMediaStore?) async throws -> SendSummary {
         guard let to, let deviceToken else { throw ValidationError("Missing --to and --device-token.") }
-        let recordBytes = try readInput(to, limit: 64 * 1024, what: "the device key record")
-        let record: DeviceKeyRecord
-        do { record = try DeviceKeyRecord(jsonBytes: recordBytes) } catch {
-            throw CLIError("\(to): \(recordAdvice(error, export: "keys export"))")
-        }
+        let record = try readDeviceRecord(to)
         let message = try sealing.message(topic: nil, mediaStore: mediaStore)
         let sealed: SealedNotification
         do { sealed = try sender.seal(message, to: record) } catch { throw CLIError(error.description) }
+        if let receiptsDB = sealing.receiptsDB { try await ReceiptsRecording.record(sealed, database: receiptsDB) }
         let result = await SendResult.deliver(APNsPush(sealed, deviceToken: deviceToken, topic: apns.topic), line: 1, client: client)
         var summary = SendSummary()
         summary.add(result)
