@@ -128,6 +128,7 @@ public enum LocalAPNsAnswer: Sendable {
 public final class LocalAPNsConnection: Sendable {
     struct State {
         var token: String?
+        var claims: ProviderTokenClaims?
         var tokenChangedAt: Int64 = 0
         var requests = 0
         var goawaySent = false
@@ -214,11 +215,17 @@ public final class LocalAPNsRules: Sendable {
         guard let authorization = header("authorization") else { return reject(.missingProviderToken) }
         guard authorization.lowercased().hasPrefix("bearer ") else { return reject(.invalidProviderToken) }
         let jwt = String(authorization.dropFirst("bearer ".count))
+        // The connection's current token was verified when it arrived: its signature is not checked again
+        // (an ES256 verification per push would be most of the server's work), its age is.
         let claims: ProviderTokenClaims
-        switch ProviderToken.verify(jwt, publicKey: { keys[$0]?.publicKey }, teamOf: { keys[$0]?.teamID }) {
-        case let .success(c): claims = c
-        case .failure(.unrelatedKey): return reject(.unrelatedKeyIDInToken)
-        case .failure(.invalid): return reject(.invalidProviderToken)
+        if let known = connection.state.withLock({ $0.token == jwt ? $0.claims : nil }) {
+            claims = known
+        } else {
+            switch ProviderToken.verify(jwt, publicKey: { keys[$0]?.publicKey }, teamOf: { keys[$0]?.teamID }) {
+            case let .success(c): claims = c
+            case .failure(.unrelatedKey): return reject(.unrelatedKeyIDInToken)
+            case .failure(.invalid): return reject(.invalidProviderToken)
+            }
         }
         let now = configuration.nowMilliseconds()
         let nowSeconds = now / 1000
@@ -228,6 +235,7 @@ public final class LocalAPNsRules: Sendable {
             guard c.token != jwt else { return false }
             if c.token != nil && nowSeconds - c.tokenChangedAt < configuration.tokenUpdateInterval { return true }
             c.token = jwt
+            c.claims = claims
             c.tokenChangedAt = nowSeconds
             return false
         }

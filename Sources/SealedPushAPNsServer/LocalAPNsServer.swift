@@ -1,6 +1,7 @@
 public import Logging
 import NIOCore
 import NIOHTTP1
+import NIOHPACK
 import NIOHTTP2
 import NIOPosix
 import NIOSSL
@@ -69,12 +70,11 @@ public final class LocalAPNsServer: Sendable {
                     ) { stream in
                         stream.eventLoop.makeCompletedFuture {
                             let streamSync = stream.pipeline.syncOperations
-                            try streamSync.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
                             try streamSync.addHandler(APNsStreamHandler(rules: rules, connection: connection, load: load,
                                                                         logger: logger, onAccepted: onAccepted))
                         }
                     }
-                    try sync.addHandler(ConnectionErrorHandler())
+                    try sync.addHandler(ConnectionErrorHandler(logger: logger))
                 }
             }
         let bound = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
@@ -108,28 +108,37 @@ final class RequestLoad: Sendable {
     func end() { current.withLock { $0 -= 1 } }
 }
 
-/// Closes a connection on errors (bad TLS, protocol errors) without logging secrets.
+/// Closes a connection on errors (bad TLS, HTTP/2 protocol errors), logging the error's kind (NIO's
+/// errors name the protocol violation, never header values or payloads).
 final class ConnectionErrorHandler: ChannelInboundHandler, Sendable {
     typealias InboundIn = Never
+    let logger: Logger
+
+    init(logger: Logger) { self.logger = logger }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        logger.notice("closing a connection after an error", metadata: ["error": "\(type(of: error))"])
+        logger.debug("connection error", metadata: ["detail": "\(error)"])
         context.close(promise: nil)
     }
 }
 
 /// One HTTP/2 stream: collects the request, answers it with the rules' answer, hands accepted pushes on.
 final class APNsStreamHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTPServerRequestPart
-    typealias OutboundOut = HTTPServerResponsePart
+    // HTTP/2 frames, not NIO's HTTP/1 codec: responses must be exactly APNs's (a 200 is one HEADERS frame
+    // with END_STREAM; the codec adds an empty DATA frame, which aioapns reads as a JSON body and fails on),
+    // and a request may carry `host` instead of `:authority` (the codec requires `:authority`).
+    typealias InboundIn = HTTP2Frame.FramePayload
+    typealias OutboundOut = HTTP2Frame.FramePayload
 
     let rules: LocalAPNsRules
     let connection: LocalAPNsConnection
     let load: RequestLoad
     let logger: Logger
     let onAccepted: @Sendable (AcceptedPush) -> Void
-    var head: HTTPRequestHead?
+    var requestHeaders: HPACKHeaders?
     var body: [UInt8] = []
-    var bodySize = 0
+    var answered = false
     /// Bodies are kept up to one byte over the limit: enough to answer PayloadTooLarge.
     static let keepLimit = APNsPush.maximumPayloadSize + 1
 
@@ -143,20 +152,34 @@ final class APNsStreamHandler: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var ended = false
         switch unwrapInboundIn(data) {
-        case let .head(h):
-            head = h
-        case var .body(buffer):
-            bodySize += buffer.readableBytes
-            let room = APNsStreamHandler.keepLimit - body.count
-            if room > 0, let bytes = buffer.readBytes(length: min(room, buffer.readableBytes)) { body += bytes }
-        case .end:
-            guard let head else { return }
-            respond(context: context, head: head)
+        case let .headers(frame):
+            if requestHeaders == nil { requestHeaders = frame.headers }  // a second block would be trailers
+            ended = frame.endStream
+        case let .data(frame):
+            if case var .byteBuffer(buffer) = frame.data {
+                let room = APNsStreamHandler.keepLimit - body.count
+                if room > 0, let bytes = buffer.readBytes(length: min(room, buffer.readableBytes)) { body += bytes }
+            }
+            ended = frame.endStream
+        default:
+            break
+        }
+        if ended, !answered, let requestHeaders {
+            answered = true
+            respond(context: context, headers: requestHeaders)
         }
     }
 
-    func respond(context: ChannelHandlerContext, head: HTTPRequestHead) {
+    /// A stream-level error: logged by kind, the stream reset.
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        logger.notice("resetting a stream after an error", metadata: ["error": "\(type(of: error))"])
+        logger.debug("stream error", metadata: ["detail": "\(error)"])
+        context.close(promise: nil)
+    }
+
+    func respond(context: ChannelHandlerContext, headers requestHeaders: HPACKHeaders) {
         let configuration = rules.configuration
         // After GOAWAY the connection takes no new work: the stream is reset unanswered (the push was not taken).
         let (refuse, goaway): (Bool, Bool) = connection.state.withLock { c in
@@ -174,33 +197,36 @@ final class APNsStreamHandler: ChannelInboundHandler {
         }
         load.begin()
         let request = LocalAPNsRequest(
-            method: head.method.rawValue, path: head.uri,
-            headers: head.headers.map { (name: $0.name.lowercased(), value: $0.value) }, body: body)
+            method: requestHeaders.first(name: ":method") ?? "", path: requestHeaders.first(name: ":path") ?? "",
+            headers: requestHeaders.filter { !$0.name.hasPrefix(":") }.map { (name: $0.name.lowercased(), value: $0.value) },
+            body: body)
         let answer = rules.answer(request, on: connection)
-        var headers = HTTPHeaders()
-        var status: HTTPResponseStatus = .ok
+        var headers: [(String, String)] = []
         var responseBody: ByteBuffer?
         let token = request.path.split(separator: "/").last.map { String($0.prefix(8)) + "…" } ?? "-"
         switch answer {
         case let .accepted(push, uniqueID):
-            headers.add(name: "apns-id", value: push.apnsID)
-            headers.add(name: "apns-unique-id", value: uniqueID)
+            headers = [(":status", "200"), ("apns-id", push.apnsID), ("apns-unique-id", uniqueID)]
             logger.info("accepted", metadata: ["token": "\(token)", "apns-id": "\(push.apnsID)", "bytes": "\(push.payload.count)"])
         case let .rejected(reason, apnsID, timestamp):
-            status = HTTPResponseStatus(statusCode: reason.status)
-            if let apnsID { headers.add(name: "apns-id", value: apnsID)}
+            headers = [(":status", String(reason.status))]
+            if let apnsID { headers.append(("apns-id", apnsID)) }
             var json = #"{"reason":""# + reason.rawValue + #"""#
             if let timestamp { json += #","timestamp":"# + String(timestamp) }
             json += "}"
-            headers.add(name: "content-type", value: "application/json")
+            headers.append(("content-type", "application/json"))
             responseBody = context.channel.allocator.buffer(string: json)
+            headers.append(("content-length", String(json.utf8.count)))
             logger.info("rejected", metadata: ["token": "\(token)", "status": "\(reason.status)", "reason": "\(reason.rawValue)"])
         }
-        if let responseBody { headers.add(name: "content-length", value: String(responseBody.readableBytes)) }
+        let responseHeaders = HPACKHeaders(headers)
         let send = { (context: ChannelHandlerContext) in
-            context.write(self.wrapOutboundOut(.head(HTTPResponseHead(version: .http2, status: status, headers: headers))), promise: nil)
-            if let responseBody { context.write(self.wrapOutboundOut(.body(.byteBuffer(responseBody))), promise: nil) }
-            context.writeAndFlush(self.wrapOutboundOut(.end(nil)), promise: nil)
+            if let responseBody {
+                context.write(self.wrapOutboundOut(.headers(.init(headers: responseHeaders))), promise: nil)
+                context.writeAndFlush(self.wrapOutboundOut(.data(.init(data: .byteBuffer(responseBody), endStream: true))), promise: nil)
+            } else {
+                context.writeAndFlush(self.wrapOutboundOut(.headers(.init(headers: responseHeaders, endStream: true))), promise: nil)
+            }
             self.load.end()
             if case let .accepted(push, _) = answer { self.onAccepted(push) }
             if goaway { APNsStreamHandler.goAway(context.channel) }
