@@ -426,13 +426,8 @@ struct KeyringCore<Material: KeyringMaterial>: Sendable {
         try store.transaction { (tx: KeychainStore) throws(KeychainError) -> KeyInfo in
             var pointer = try recover(tx)
             if let active = pointer.active { throw .activeKeyExists(keyID: active.hex) }
-            let key = imported ?? Material.generateNew()
-            pointer.pending = key.keyID
-            try writePointer(tx, pointer)
-            try writeKey(tx, key)
-            let st = KeyRecordState(keyID: key.keyID, publicKey: key.publicKeyBytes, createdAt: tx.now())
-            try writeState(tx, st)
-            let committed = KeyPointer(active: key.keyID)
+            let st = try writePendingKey(tx, &pointer, imported: imported)
+            let committed = KeyPointer(active: st.keyID)
             try writePointer(tx, committed)
             return info(st, pointer: committed)
         }
@@ -447,21 +442,13 @@ struct KeyringCore<Material: KeyringMaterial>: Sendable {
             guard var oldState = try readState(tx, old) else {
                 throw .itemNotFound("the state of the active \(Material.kindName) \(old.hex)")
             }
-            if let imported, try readState(tx, imported.keyID) != nil {
-                throw .duplicateItem("\(Material.kindName) \(imported.keyID.hex) is already in this store")
-            }
-            let key = imported ?? Material.generateNew()
-            // 1. Announce the new key as pending, so a crash before the commit rolls it back.
-            pointer.pending = key.keyID
-            try writePointer(tx, pointer)
-            // 2. The new key and its state; the old key's deadline (ignored while it is active).
-            try writeKey(tx, key)
-            let st = KeyRecordState(keyID: key.keyID, publicKey: key.publicKeyBytes, createdAt: tx.now())
-            try writeState(tx, st)
+            // 1–2. The new key, announced as pending, and its state; the old key's deadline (ignored while it is active).
+            let st = try writePendingKey(tx, &pointer, imported: imported)
+            let key = st.keyID
             oldState.retireAfter = tx.now().addingTimeInterval(grace)
             try writeState(tx, oldState)
             // 3. Commit: one rename makes the new key active and the old one retired.
-            let committed = KeyPointer(active: key.keyID)
+            let committed = KeyPointer(active: key)
             try writePointer(tx, committed)
             return info(st, pointer: committed)
         }
@@ -517,6 +504,21 @@ struct KeyringCore<Material: KeyringMaterial>: Sendable {
         }
     }
 
+    /// Writes a new key (`imported`, or a fresh one) and its state, announced first as the pointer's pending
+    /// key so that a crash before the caller's commit rolls it back.
+    private func writePendingKey(_ tx: KeychainStore, _ pointer: inout KeyPointer, imported: Material?) throws(KeychainError) -> KeyRecordState {
+        if let imported, try readState(tx, imported.keyID) != nil {
+            throw .duplicateItem("\(Material.kindName) \(imported.keyID.hex) is already in this store")
+        }
+        let key = imported ?? Material.generateNew()
+        pointer.pending = key.keyID
+        try writePointer(tx, pointer)
+        try writeKey(tx, key)
+        let st = KeyRecordState(keyID: key.keyID, publicKey: key.publicKeyBytes, createdAt: tx.now())
+        try writeState(tx, st)
+        return st
+    }
+
     /// Makes a new key the staged next key (state `next`) beside the active one, which keeps signing
     /// (or being sealed to) until `activate`. Refuses when there is no active key or a next key exists.
     func stageNext(using imported: Material? = nil) throws(KeychainError) -> KeyInfo {
@@ -524,18 +526,10 @@ struct KeyringCore<Material: KeyringMaterial>: Sendable {
             var pointer = try recover(tx)
             guard pointer.active != nil else { throw .noActiveKey }
             if let next = pointer.next { throw .nextKeyExists(keyID: next.hex) }
-            if let imported, try readState(tx, imported.keyID) != nil {
-                throw .duplicateItem("\(Material.kindName) \(imported.keyID.hex) is already in this store")
-            }
-            let key = imported ?? Material.generateNew()
-            pointer.pending = key.keyID
-            try writePointer(tx, pointer)
-            try writeKey(tx, key)
-            let st = KeyRecordState(keyID: key.keyID, publicKey: key.publicKeyBytes, createdAt: tx.now())
-            try writeState(tx, st)
+            let st = try writePendingKey(tx, &pointer, imported: imported)
             // Commit: one rename adds the next key; the active key is untouched.
             pointer.pending = nil
-            pointer.next = key.keyID
+            pointer.next = st.keyID
             try writePointer(tx, pointer)
             return info(st, pointer: pointer)
         }

@@ -51,3 +51,40 @@ public final class ServerChild {
         process.waitUntilExit()
     }
 }
+
+/// Runs `executable` with `arguments` in `directory` to completion (killed after `timeout` seconds);
+/// returns its exit status, standard output and standard error. Output goes through files, so a child
+/// that writes a lot never blocks on a full pipe.
+@discardableResult
+public func runChild(_ executable: URL, _ arguments: [String], in directory: URL,
+                     timeout: TimeInterval = 120) throws -> (status: Int32, out: String, err: String) {
+    let out = directory.appendingPathComponent(".out-\(UUID().uuidString)"), err = directory.appendingPathComponent(".err-\(UUID().uuidString)")
+    _ = FileManager.default.createFile(atPath: out.path, contents: nil)
+    _ = FileManager.default.createFile(atPath: err.path, contents: nil)
+    let outHandle = try FileHandle(forWritingTo: out), errHandle = try FileHandle(forWritingTo: err)
+    defer {
+        try? outHandle.close()
+        try? errHandle.close()
+        try? FileManager.default.removeItem(at: out)
+        try? FileManager.default.removeItem(at: err)
+    }
+    let process = Process()
+    process.executableURL = executable
+    process.arguments = arguments
+    process.currentDirectoryURL = directory
+    process.standardOutput = outHandle
+    process.standardError = errHandle
+    process.standardInput = FileHandle.nullDevice
+    try process.run()
+    let deadline = Date().addingTimeInterval(timeout)
+    while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.005) }
+    if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    process.waitUntilExit()
+    return (process.terminationStatus, try String(contentsOf: out, encoding: .utf8), try String(contentsOf: err, encoding: .utf8))
+}
+
+/// Runs the built `sealedpush` (`ProjectPaths.sealedpushBinary`) in `directory`; see `runChild`.
+@discardableResult
+public func sealedpush(_ arguments: [String], in directory: URL, timeout: TimeInterval = 120) throws -> (status: Int32, out: String, err: String) {
+    try runChild(ProjectPaths.sealedpushBinary, arguments, in: directory, timeout: timeout)
+}

@@ -95,12 +95,7 @@ struct APNsCommand: AsyncParsableCommand {
         @Option(name: .customLong("token-rate"), help: ArgumentHelp("Answer 429 TooManyRequests past N pushes a second to one token (0: no limit).", valueName: "N"))
         var tokenRate = 0
 
-        var resolvedKeyID: String? {
-            if let keyID { return keyID }
-            let name = authKey.split(separator: "/").last.map(String.init) ?? authKey
-            guard name.hasPrefix("AuthKey_"), name.hasSuffix(".p8") else { return nil }
-            return String(name.dropFirst("AuthKey_".count).dropLast(".p8".count))
-        }
+        var resolvedKeyID: String? { keyID ?? APNsAuthOptions.keyID(fromFileName: authKey) }
 
         func validate() throws {
             guard MediaCommand.Serve.split(listen) != nil else {
@@ -134,8 +129,7 @@ struct APNsCommand: AsyncParsableCommand {
             guard let (host, port) = MediaCommand.Serve.split(listen) else { throw ValidationError("--listen must be HOST:PORT.") }
             let key: APNsSigningKey
             do { key = try APNsSigningKey(p8File: authKey, keyID: resolvedKeyID ?? "", teamID: teamID) } catch {
-                throw CLIError(error.description.replacingOccurrences(of: "the key id must", with: "--key-id must")
-                    .replacingOccurrences(of: "the team id must", with: "--team-id must"))
+                throw CLIError(APNsAuthOptions.cliText(error))
             }
             var devices: [String: String] = [:]
             var lines: [String: DeviceLine] = [:]

@@ -187,17 +187,7 @@ struct BatchRunner {
     }
 
     func run(path: String) async throws {
-        let input: InputFile
-        if path == "-" {
-            input = InputFile.standardInput
-        } else {
-            var isDirectory = false
-            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-                throw CLIError("the batch file \(path) does not exist; check the path")
-            }
-            guard !isDirectory else { throw CLIError("the batch file \(path) is a directory; pass a file") }
-            input = try InputFile.open(path, what: "the batch file")
-        }
+        let input = try InputFile.openBatch(path)
         defer { input.close() }
 
         let workers = max(1, min(ProcessInfo.processInfo.activeProcessorCount, 8))

@@ -32,9 +32,11 @@ struct APNsAuthOptions: ParsableArguments {
     var caCert: String?
 
     /// The key id: `--key-id`, else the `KEYID` of an `AuthKey_KEYID.p8` file name.
-    var resolvedKeyID: String? {
-        if let keyID { return keyID }
-        let name = authKey.split(separator: "/").last.map(String.init) ?? authKey
+    var resolvedKeyID: String? { keyID ?? Self.keyID(fromFileName: authKey) }
+
+    /// The `KEYID` of a path ending in `AuthKey_KEYID.p8`, as Apple names the files.
+    static func keyID(fromFileName path: String) -> String? {
+        let name = path.split(separator: "/").last.map(String.init) ?? path
         guard name.hasPrefix("AuthKey_"), name.hasSuffix(".p8") else { return nil }
         return String(name.dropFirst("AuthKey_".count).dropLast(".p8".count))
     }
@@ -73,7 +75,10 @@ struct APNsAuthOptions: ParsableArguments {
     }
 
     /// Library messages name configuration fields; the CLI's name its flags.
-    func cliText(_ error: APNsError) -> String {
+    func cliText(_ error: APNsError) -> String { Self.cliText(error) }
+
+    /// Library messages name configuration fields; the CLI's name its flags.
+    static func cliText(_ error: APNsError) -> String {
         error.description
             .replacingOccurrences(of: "the key id must", with: "--key-id must")
             .replacingOccurrences(of: "the team id must", with: "--team-id must")
@@ -284,19 +289,8 @@ struct SendBatch {
     static let maxLineBytes = 1 << 20
 
     func run(path: String) async throws -> SendSummary {
-        let input: InputFile
-        var expected: Int?
-        if path == "-" {
-            input = InputFile.standardInput
-        } else {
-            var isDirectory = false
-            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-                throw CLIError("the batch file \(path) does not exist; check the path")
-            }
-            guard !isDirectory else { throw CLIError("the batch file \(path) is a directory; pass a file") }
-            if StandardIO.errorIsTerminal { expected = try SendBatch.countLines(path) }
-            input = try InputFile.open(path, what: "the batch file")
-        }
+        let input = try InputFile.openBatch(path)
+        let expected = path != "-" && StandardIO.errorIsTerminal ? try SendBatch.countLines(path) : nil
         defer { input.close() }
         var progress = Progress(expected: expected)
         var summary = SendSummary()

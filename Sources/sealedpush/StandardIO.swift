@@ -1,4 +1,9 @@
 import SystemPackage
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -57,5 +62,19 @@ struct InputFile {
     /// Closes the file (standard input stays open).
     func close() {
         if owned { try? descriptor.close() }
+    }
+}
+
+extension InputFile {
+    /// A JSONL batch (`--batch FILE`, or - for standard input), refused with a clear message when the path
+    /// does not exist or is a directory.
+    static func openBatch(_ path: String) throws -> InputFile {
+        if path == "-" { return InputFile.standardInput }
+        var isDirectory = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+            throw CLIError("the batch file \(path) does not exist; check the path")
+        }
+        guard !isDirectory else { throw CLIError("the batch file \(path) is a directory; pass a file") }
+        return try InputFile.open(path, what: "the batch file")
     }
 }

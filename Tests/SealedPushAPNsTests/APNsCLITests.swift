@@ -5,29 +5,6 @@ import SealedPushTestSupport
 import SealedPushWire
 import Testing
 
-/// Runs the built `sealedpush` in `directory`.
-@discardableResult
-func sealedpush(_ arguments: [String], in directory: URL, timeout: TimeInterval = 120) throws -> (status: Int32, out: String, err: String) {
-    let out = directory.appendingPathComponent(".out-\(UUID().uuidString)"), err = directory.appendingPathComponent(".err-\(UUID().uuidString)")
-    _ = FileManager.default.createFile(atPath: out.path, contents: nil)
-    _ = FileManager.default.createFile(atPath: err.path, contents: nil)
-    let outHandle = try FileHandle(forWritingTo: out), errHandle = try FileHandle(forWritingTo: err)
-    defer { try? outHandle.close(); try? errHandle.close() }
-    let process = Process()
-    process.executableURL = ProjectPaths.sealedpushBinary
-    process.arguments = arguments
-    process.currentDirectoryURL = directory
-    process.standardOutput = outHandle
-    process.standardError = errHandle
-    process.standardInput = FileHandle.nullDevice
-    try process.run()
-    let deadline = Date().addingTimeInterval(timeout)
-    while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
-    if process.isRunning { process.terminate() }
-    process.waitUntilExit()
-    return (process.terminationStatus, try String(contentsOf: out, encoding: .utf8), try String(contentsOf: err, encoding: .utf8))
-}
-
 /// The lines of `text` parsed as JSON objects.
 func jsonLines(_ text: String) throws -> [JSONObject] {
     try text.split(separator: "\n").map { line in

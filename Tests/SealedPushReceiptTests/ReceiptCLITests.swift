@@ -6,29 +6,6 @@ import SealedPushTestSupport
 import Glibc
 #endif
 
-/// Runs an executable to completion; returns exit status and standard output.
-@discardableResult
-func run(_ executable: URL, _ arguments: [String], in directory: URL) throws -> (status: Int32, out: String, err: String) {
-    let out = directory.appendingPathComponent(".out-\(UUID().uuidString)"), err = directory.appendingPathComponent(".err-\(UUID().uuidString)")
-    _ = FileManager.default.createFile(atPath: out.path, contents: nil)
-    _ = FileManager.default.createFile(atPath: err.path, contents: nil)
-    let outHandle = try FileHandle(forWritingTo: out), errHandle = try FileHandle(forWritingTo: err)
-    defer { try? outHandle.close(); try? errHandle.close() }
-    let process = Process()
-    process.executableURL = executable
-    process.arguments = arguments
-    process.currentDirectoryURL = directory
-    process.standardOutput = outHandle
-    process.standardError = errHandle
-    process.standardInput = FileHandle.nullDevice
-    try process.run()
-    process.waitUntilExit()
-    return (process.terminationStatus, try String(contentsOf: out, encoding: .utf8), try String(contentsOf: err, encoding: .utf8))
-}
-
-func sealedpush(_ arguments: [String], in directory: URL) throws -> (status: Int32, out: String, err: String) {
-    try run(ProjectPaths.sealedpushBinary, arguments, in: directory)
-}
 
 @Suite("Receipts end to end: seal, device push, collector, flush, stats", .serialized)
 struct ReceiptCLITests {
