@@ -59,14 +59,7 @@ struct APNsCommand: AsyncParsableCommand {
         @Option(name: .customLong("ca-out"), help: ArgumentHelp("Where to write the CA certificate clients must trust.", valueName: "FILE"))
         var caOut = "apns-ca.pem"
 
-        @Option(name: .customLong("auth-key"), help: ArgumentHelp("The provider's token key (.p8): tokens must verify under its public key.", valueName: "FILE"))
-        var authKey: String
-
-        @Option(name: .customLong("key-id"), help: ArgumentHelp("The key's id (default: from the AuthKey_KEYID.p8 file name).", valueName: "KEY_ID"))
-        var keyID: String?
-
-        @Option(name: .customLong("team-id"), help: ArgumentHelp("The team the key belongs to.", valueName: "TEAM_ID"))
-        var teamID: String
+        @OptionGroup(title: "Provider key (its public half verifies tokens)") var key: APNsKeyOptions
 
         @Option(name: .long, help: ArgumentHelp("A topic (bundle id) the key may push to (repeatable).", valueName: "TOPIC"))
         var topic: [String] = []
@@ -95,13 +88,10 @@ struct APNsCommand: AsyncParsableCommand {
         @Option(name: .customLong("token-rate"), help: ArgumentHelp("Answer 429 TooManyRequests past N pushes a second to one token (0: no limit).", valueName: "N"))
         var tokenRate = 0
 
-        var resolvedKeyID: String? { keyID ?? APNsAuthOptions.keyID(fromFileName: authKey) }
-
         func validate() throws {
             guard MediaCommand.Serve.split(listen) != nil else {
                 throw ValidationError("--listen must be HOST:PORT, like 127.0.0.1:2197 (port 0 picks a free one).")
             }
-            guard resolvedKeyID != nil else { throw ValidationError("--key-id is needed: the auth key's file name is not AuthKey_KEYID.p8.") }
             guard !topic.isEmpty else { throw ValidationError("Give at least one --topic (the app's bundle id) the key may push to.") }
             guard (0...1).contains(failRate) else { throw ValidationError("--fail-rate must be between 0 and 1; it was \(failRate).") }
             if let goawayAfter, goawayAfter < 1 { throw ValidationError("--goaway-after must be 1 or more.") }
@@ -127,10 +117,7 @@ struct APNsCommand: AsyncParsableCommand {
 
         func run() async throws {
             guard let (host, port) = MediaCommand.Serve.split(listen) else { throw ValidationError("--listen must be HOST:PORT.") }
-            let key: APNsSigningKey
-            do { key = try APNsSigningKey(p8File: authKey, keyID: resolvedKeyID ?? "", teamID: teamID) } catch {
-                throw CLIError(APNsAuthOptions.cliText(error))
-            }
+            let key = try self.key.signingKey()
             var devices: [String: String] = [:]
             var lines: [String: DeviceLine] = [:]
             for entry in device {

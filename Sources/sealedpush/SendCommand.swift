@@ -11,17 +11,41 @@ import SealedPushAPNsCore
 import SealedPushSender
 import SealedPushWire
 
-/// How `send` authenticates to APNs and which APNs it talks to.
-struct APNsAuthOptions: ParsableArguments {
+/// The APNs token key: `--auth-key`, `--key-id`, `--team-id` (shared by `send` and `apns serve`).
+struct APNsKeyOptions: ParsableArguments {
     @Option(name: .customLong("auth-key"), help: ArgumentHelp("The APNs token key (AuthKey_KEYID.p8 from Apple's developer site; mode 0600).", valueName: "FILE"))
     var authKey: String
 
     @Option(name: .customLong("key-id"), help: ArgumentHelp("The key's 10-character id (default: read from the AuthKey_KEYID.p8 file name).", valueName: "KEY_ID"))
     var keyID: String?
 
-    @Option(name: .customLong("team-id"), help: ArgumentHelp("Your 10-character Apple Developer team id.", valueName: "TEAM_ID"))
+    @Option(name: .customLong("team-id"), help: ArgumentHelp("The 10-character Apple Developer team id the key belongs to.", valueName: "TEAM_ID"))
     var teamID: String
 
+    /// The key id: `--key-id`, else the `KEYID` of an `AuthKey_KEYID.p8` file name.
+    var resolvedKeyID: String? {
+        if let keyID { return keyID }
+        let name = authKey.split(separator: "/").last.map(String.init) ?? authKey
+        guard name.hasPrefix("AuthKey_"), name.hasSuffix(".p8") else { return nil }
+        return String(name.dropFirst("AuthKey_".count).dropLast(".p8".count))
+    }
+
+    func validate() throws {
+        guard resolvedKeyID != nil else {
+            throw ValidationError("--key-id is needed: the auth key's file name is not AuthKey_KEYID.p8.")
+        }
+    }
+
+    /// The signing key from the `.p8` file.
+    func signingKey() throws -> APNsSigningKey {
+        do { return try APNsSigningKey(p8File: authKey, keyID: resolvedKeyID ?? "", teamID: teamID) } catch {
+            throw CLIError(APNsAuthOptions.cliText(error))
+        }
+    }
+}
+
+/// Which APNs `send` talks to and how it trusts it, and the topic.
+struct APNsAuthOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("The apns-topic: the app's bundle id.", valueName: "TOPIC"))
     var topic: String
 
@@ -30,16 +54,6 @@ struct APNsAuthOptions: ParsableArguments {
 
     @Option(name: .customLong("ca-cert"), help: ArgumentHelp("Also trust this CA certificate (PEM), e.g. the ca.pem `sealedpush apns serve` writes.", valueName: "FILE"))
     var caCert: String?
-
-    /// The key id: `--key-id`, else the `KEYID` of an `AuthKey_KEYID.p8` file name.
-    var resolvedKeyID: String? { keyID ?? Self.keyID(fromFileName: authKey) }
-
-    /// The `KEYID` of a path ending in `AuthKey_KEYID.p8`, as Apple names the files.
-    static func keyID(fromFileName path: String) -> String? {
-        let name = path.split(separator: "/").last.map(String.init) ?? path
-        guard name.hasPrefix("AuthKey_"), name.hasSuffix(".p8") else { return nil }
-        return String(name.dropFirst("AuthKey_".count).dropLast(".p8".count))
-    }
 
     var resolvedEnvironment: APNsClientConfiguration.Environment? {
         switch environment {
@@ -52,20 +66,10 @@ struct APNsAuthOptions: ParsableArguments {
     }
 
     func validate() throws {
-        guard resolvedKeyID != nil else {
-            throw ValidationError("--key-id is needed: the auth key's file name is not AuthKey_KEYID.p8.")
-        }
         guard resolvedEnvironment != nil else {
             throw ValidationError("--environment must be production, sandbox, or an https:// base URL (like https://127.0.0.1:2197).")
         }
         if topic.isEmpty { throw ValidationError("--topic must be the app's bundle id; it was empty.") }
-    }
-
-    /// The signing key from the `.p8` file.
-    func signingKey() throws -> APNsSigningKey {
-        do { return try APNsSigningKey(p8File: authKey, keyID: resolvedKeyID ?? "", teamID: teamID) } catch {
-            throw CLIError(cliText(error))
-        }
     }
 
     /// Reads `--ca-cert`.
@@ -129,6 +133,7 @@ struct SendCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Send one push per line of this JSONL file (- for stdin); each line has \"device_token\".", valueName: "IN.jsonl"))
     var batch: String?
 
+    @OptionGroup(title: "APNs") var key: APNsKeyOptions
     @OptionGroup(title: "APNs") var apns: APNsAuthOptions
     @OptionGroup(title: "Message") var sealing: SealingOptions
 
@@ -168,7 +173,7 @@ struct SendCommand: AsyncParsableCommand {
         var logger = Logger(label: "sealedpush.send")
         logger.logLevel = .warning
         let configuration = APNsClientConfiguration(
-            environment: apns.resolvedEnvironment ?? .production, signingKey: try apns.signingKey(), topic: apns.topic,
+            environment: apns.resolvedEnvironment ?? .production, signingKey: try key.signingKey(), topic: apns.topic,
             trustedCertificatesPEM: try apns.trustedCertificates(), timeout: timeout.duration, maxInFlight: concurrency,
             retry: .init(maxTries: retries + 1))
         let client: APNsClient
