@@ -57,11 +57,12 @@ public final class SecretMessageExtension: ReportingServiceExtension {
     /// One request's delivery: its handler (effective once), best attempt and work.
     private final class Attempt: Sendable {
         let handler: DeliverOnce<ExtensionDelivery>
-        let state: Mutex<(best: ExtensionDelivery, work: Task<Void, Never>?)>
+        /// The best attempt, the work in flight, and whether the expiry callback came (it cancels the work).
+        let state: Mutex<(best: ExtensionDelivery, work: Task<Void, Never>?, expired: Bool)>
 
         init(handler: DeliverOnce<ExtensionDelivery>, best: ExtensionDelivery) {
             self.handler = handler
-            state = Mutex((best, nil))
+            state = Mutex((best, nil, false))
         }
     }
 
@@ -100,8 +101,13 @@ public final class SecretMessageExtension: ReportingServiceExtension {
                 _ = await courier.flush(now: configuration.clock.unixSeconds)
             }
         }
-        attempt.state.withLock { $0.work = work }
-        if attempt.handler.hasDelivered { work.cancel() }  // expired while the task was being made
+        // Expired while the task was being made: cancel it now. (Not "delivered": the work delivers the content
+        // itself and then flushes the outbox, which a cancel would cut short.)
+        let expired = attempt.state.withLock { s -> Bool in
+            s.work = work
+            return s.expired
+        }
+        if expired { work.cancel() }
     }
 
     /// Delivers the best attempt now and cancels the work in flight.
@@ -129,7 +135,10 @@ public final class SecretMessageExtension: ReportingServiceExtension {
     }
 
     private func expire(_ attempt: Attempt) {
-        let (best, work) = attempt.state.withLock { ($0.best, $0.work) }
+        let (best, work) = attempt.state.withLock { s -> (ExtensionDelivery, Task<Void, Never>?) in
+            s.expired = true
+            return (s.best, s.work)
+        }
         work?.cancel()
         if attempt.handler(best), best.outcome == .timeExpired {
             configuration.logger.notice("notification not opened in time", metadata: ["reason": "\(ReasonCode.timeExpired)"])
