@@ -165,7 +165,7 @@ public final class APNsClient: Sendable {
     public func send(_ push: APNsPush) async throws(APNsError) -> APNsAcceptance {
         if let problem = push.problem { throw .invalidRequest(problem) }
         await limiter.acquire()
-        defer { Task { await limiter.release() } }
+        defer { limiter.release() }
         var tries = 0
         var renewedToken = false
         var lastError: APNsError = .shutDown
@@ -326,26 +326,41 @@ final class ProviderTokenCache: Sendable {
 }
 
 /// A counting semaphore for async code: at most `limit` holders at once, waiters served in order.
-actor AsyncLimiter {
+final class AsyncLimiter: Sendable {
+    struct State {
+        var held = 0
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+
     let limit: Int
-    var held = 0
-    var waiters: [CheckedContinuation<Void, Never>] = []
+    let state = Mutex(State())
 
     init(limit: Int) { self.limit = limit }
 
+    /// Takes a slot, waiting for one when all are held.
     func acquire() async {
-        if held < limit {
-            held += 1
-            return
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { s -> Bool in
+                if s.held < limit {
+                    s.held += 1
+                    return true
+                }
+                s.waiters.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
         }
-        await withCheckedContinuation { waiters.append($0) }
     }
 
+    /// Gives a slot back; it passes straight to the first waiter, if any.
     func release() {
-        if waiters.isEmpty {
-            held -= 1
-        } else {
-            waiters.removeFirst().resume()  // the slot passes straight to the first waiter
+        let next = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            if s.waiters.isEmpty {
+                s.held -= 1
+                return nil
+            }
+            return s.waiters.removeFirst()
         }
+        next?.resume()
     }
 }

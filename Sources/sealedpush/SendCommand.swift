@@ -206,7 +206,7 @@ struct SendCommand: AsyncParsableCommand {
         var summary = SendSummary()
         summary.add(result)
         StandardIO.writeOutput(result.jsonLine)
-        if case let .failed(error)? = result.transportError { throw CLIError(error.description) }
+        if result.untrustedServer, let error = result.error { throw CLIError(error) }
         return summary
     }
 }
@@ -218,15 +218,10 @@ struct SendResult: Sendable {
     let status: Int?
     let reason: APNsReason?
     let timestamp: Int64?
+    /// Why the push was not sent (a line that could not be sealed, a timeout, a connection failure).
     let error: String?
-
-    enum Transport { case failed(APNsError) }
-
-    /// An untrusted server certificate stops a whole run: every push would fail the same way.
-    var transportError: Transport? {
-        guard let error, error.contains("--ca-cert") else { return nil }
-        return .failed(.untrustedServer(error))
-    }
+    /// An untrusted server certificate: it stops a whole run, since every push would fail the same way.
+    var untrustedServer = false
 
     var failed: Bool { status != 200 }
     var unregistered: Bool { reason?.stopSendingToToken ?? false }
@@ -239,7 +234,9 @@ struct SendResult: Sendable {
             return SendResult(line: line, apnsID: rejection.apnsID ?? push.apnsID, status: rejection.status, reason: rejection.reason,
                               timestamp: rejection.timestamp, error: nil)
         } catch {
-            return SendResult(line: line, apnsID: push.apnsID, status: nil, reason: nil, timestamp: nil, error: error.description)
+            var result = SendResult(line: line, apnsID: push.apnsID, status: nil, reason: nil, timestamp: nil, error: error.description)
+            if case .untrustedServer = error { result.untrustedServer = true }
+            return result
         }
     }
 
@@ -307,7 +304,7 @@ struct SendBatch {
                 summary.add(result)
                 StandardIO.writeOutput(result.jsonLine)
                 progress.tick()
-                if case let .failed(error)? = result.transportError { throw CLIError(error.description) }
+                if result.untrustedServer, let error = result.error { throw CLIError(error) }
             }
             while let (number, line) = try lines.next() {
                 guard let line else {
