@@ -103,14 +103,18 @@ public struct ReceiptCourier: Sendable {
         self.logger = logger
     }
 
-    /// POSTs `message` by `deadline`; `.failed` when the deadline passes first or the task is cancelled.
-    func post(_ message: ReceiptMessage, dropped: Int = 0, to url: String, deadline: ContinuousClock.Instant) async -> ReceiptPostResult {
-        guard let transport, !Task.isCancelled, ContinuousClock.now < deadline else { return .failed }
+    /// POSTs `message` within `timeout`, and never past the delivery's `deadline` (`nil`: no delivery in
+    /// progress, as for a flush); `.failed` when time runs out first or the task is cancelled. The wait runs
+    /// on `timer`, so an injected clock decides alone when an answered POST is late.
+    func post(_ message: ReceiptMessage, dropped: Int = 0, to url: String, deadline: ContinuousClock.Instant?) async -> ReceiptPostResult {
+        guard let transport, !Task.isCancelled else { return .failed }
+        let wait = deadline.map { min(timeout, ContinuousClock.now.duration(to: $0)) } ?? timeout
+        guard wait > .zero else { return .failed }
         let body = JSON.serialize(.object(message.jsonObject(dropped: dropped)))
         let timer = self.timer
-        let wait = ContinuousClock.now.duration(to: deadline)
+        let transportDeadline = ContinuousClock.now.advanced(by: wait)
         return await withTaskGroup(of: ReceiptPostResult?.self) { group in
-            group.addTask { await transport.post(body, to: url, deadline: deadline) }
+            group.addTask { await transport.post(body, to: url, deadline: transportDeadline) }
             group.addTask {
                 try? await timer.sleep(for: wait)
                 return nil
@@ -125,7 +129,7 @@ public struct ReceiptCourier: Sendable {
     public func sendReceipt(_ request: ReceiptRequest, messageID: String, attachments: ReceiptAttachmentCounts?, now: Int64,
                             deadline: ContinuousClock.Instant) async -> ReceiptStatus? {
         let message = ReceiptMessage.delivered(id: messageID, token: request.token, at: now, attachments: attachments)
-        if case .accepted = await post(message, to: request.url, deadline: min(deadline, .now.advanced(by: timeout))) { return .sent }
+        if case .accepted = await post(message, to: request.url, deadline: deadline) { return .sent }
         do {
             try outbox.enqueue(url: request.url, message: message, now: now)
             return .queued
@@ -146,7 +150,7 @@ public struct ReceiptCourier: Sendable {
         }
         guard let count else { return .suppressed }
         let message = ReceiptMessage.failed(reason: reason, kid: kid, at: now, count: count)
-        if case .accepted = await post(message, to: url, deadline: min(deadline, .now.advanced(by: timeout))) { return .sent }
+        if case .accepted = await post(message, to: url, deadline: deadline) { return .sent }
         do {
             try outbox.enqueue(url: url, message: message, now: now)
             return .queued
@@ -169,7 +173,7 @@ public struct ReceiptCourier: Sendable {
         var droppedToReport = waiting.dropped
         var droppedReported = 0
         for (index, entry) in waiting.entries.enumerated() {
-            let result = await post(entry.message, dropped: droppedToReport, to: entry.url, deadline: .now.advanced(by: timeout))
+            let result = await post(entry.message, dropped: droppedToReport, to: entry.url, deadline: nil)
             switch result {
             case .accepted:
                 summary.sent += 1

@@ -87,10 +87,13 @@ struct ReceiptExtensionTests {
                        replay: InMemoryReplayGuard = InMemoryReplayGuard()) -> SecretMessageExtension {
         let outbox = ReceiptOutboxStore(store: store)
         let clock = WallClock { [time] in Date(timeIntervalSince1970: Double(time.value.withLock { $0 })) }
-        var configuration = SecretMessageExtension.Configuration(keys: InMemoryKeys(keys ?? [vectorKey]), replayGuard: replay, clock: clock)
-        // The full 2-second budget: a timer that never fires, so a loaded machine (sanitizers) cannot make an
-        // answered POST look late; a shorter budget runs on the real clock (the hanging-transport test).
-        let timer: any Clock<Duration> = timeout >= .seconds(2) ? ManualClock() : ContinuousClock()
+        // The full 2-second budget: a timer that never fires and a delivery deadline an hour away, so a loaded
+        // machine (sanitizers, 60 s per test) cannot make an answered POST look late; a shorter budget runs on
+        // the real clock (the hanging-transport test).
+        let patient = timeout >= .seconds(2)
+        var configuration = SecretMessageExtension.Configuration(keys: InMemoryKeys(keys ?? [vectorKey]), replayGuard: replay, clock: clock,
+                                                                 timeBudget: patient ? .seconds(3600) : .seconds(30))
+        let timer: any Clock<Duration> = patient ? ManualClock() : ContinuousClock()
         configuration.receipts = ReceiptCourier(transport: transport, outbox: outbox, reportURL: { try? outbox.reportURL() }, timeout: timeout,
                                                 timer: timer)
         return SecretMessageExtension(configuration: configuration)
@@ -216,16 +219,16 @@ struct ReceiptExtensionTests {
             try outbox.enqueue(url: "https://r.example/r", message: .delivered(id: "m\(n)", token: token, at: Int64(n), attachments: nil), now: vectorNow)
         }
         let down = RecordingTransport(answer: .failed)
-        var summary = await ReceiptCourier(transport: down, outbox: outbox).flush(now: vectorNow)
+        var summary = await ReceiptCourier(transport: down, outbox: outbox, timer: ManualClock()).flush(now: vectorNow)
         #expect(summary == OutboxFlushSummary(sent: 0, rejected: 0, remaining: 2))
         #expect(down.bodies.count == 1 && down.bodies[0]["dropped"] == .int(2))
         let up = RecordingTransport()
-        summary = await ReceiptCourier(transport: up, outbox: outbox).flush(now: vectorNow)
+        summary = await ReceiptCourier(transport: up, outbox: outbox, timer: ManualClock()).flush(now: vectorNow)
         #expect(summary == OutboxFlushSummary(sent: 2, rejected: 0, remaining: 0))
         #expect(up.bodies.map { $0["dropped"] } == [.int(2), nil])
         #expect(try outbox.entries().dropped == 0)
         try outbox.enqueue(url: "https://r.example/r", message: .delivered(id: "gone", token: token, at: 1, attachments: nil), now: vectorNow)
-        summary = await ReceiptCourier(transport: RecordingTransport(answer: .refused(status: 404)), outbox: outbox).flush(now: vectorNow)
+        summary = await ReceiptCourier(transport: RecordingTransport(answer: .refused(status: 404)), outbox: outbox, timer: ManualClock()).flush(now: vectorNow)
         #expect(summary == OutboxFlushSummary(sent: 0, rejected: 1, remaining: 0))
         #expect(try outbox.entries().entries.isEmpty)
     }
