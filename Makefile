@@ -23,12 +23,13 @@ deps:
 	  fi; \
 	fi
 
-# The Python peers, in a venv under .build/: PyNaCl (interoperability tests, the PyNaCl benchmark) and
-# cryptography (an independent check of the APNs provider token's ES256 signature).
+# The Python peers, in a venv under .build/: PyNaCl (interoperability tests, the PyNaCl benchmark),
+# cryptography (an independent check of the APNs provider token's ES256 signature) and h2 (a raw HTTP/2
+# client that checks the local APNs's frames).
 pydeps:
-	@if ! [ -x $(PY) ] || ! $(PY) -c 'import nacl, cryptography' 2>/dev/null; then \
-	  echo "setting up $(VENV) with PyNaCl and cryptography"; \
-	  $(PYTHON) -m venv $(VENV) && $(PY) -m pip install --quiet --disable-pip-version-check 'pynacl>=1.5' 'cryptography>=41'; \
+	@if ! [ -x $(PY) ] || ! $(PY) -c 'import nacl, cryptography, h2' 2>/dev/null; then \
+	  echo "setting up $(VENV) with PyNaCl, cryptography and h2"; \
+	  $(PYTHON) -m venv $(VENV) && $(PY) -m pip install --quiet --disable-pip-version-check 'pynacl>=1.5' 'cryptography>=41' 'h2>=4'; \
 	fi
 
 build: deps

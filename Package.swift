@@ -293,6 +293,7 @@ if !coreOnly {
                 "SealedPushWire", "SealedPushCrypto", "SealedPushTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
+            exclude: ["h2_frames.py"],
             swiftSettings: strict
         ),
     ]

@@ -117,6 +117,37 @@ struct APNsCLITests {
         #expect(badToken.err.contains("--device-token must be 64 hexadecimal digits"))
     }
 
+    /// The local APNs frame by frame, read by python-hyper's h2 (what aioapns is built on): a request with
+    /// `host` and no `:authority` is taken; a 200 is one HEADERS frame that ends the stream (no empty DATA
+    /// frame, which aioapns would parse as JSON); a refusal is HEADERS then the JSON reason in DATA.
+    @Test func localAPNsFramesAsAPNsDoes() async throws {
+        let token = String(repeating: "ef", count: 32)
+        let apns = try await LocalAPNs.start(devices: [token: LocalAPNs.topic])
+        let ca = directory.appendingPathComponent("frames-ca.pem")
+        try apns.server.authority.caPEM.write(to: ca, atomically: true, encoding: .utf8)
+        let jwt = try ProviderToken.make(key: apns.key, issuedAt: Int64(Date().timeIntervalSince1970))
+        let script = ProjectPaths.root.appendingPathComponent("Tests/SealedPushAPNsTests/h2_frames.py")
+        let result = try runChild(Self.python, [script.path, String(apns.port), ca.path, token, jwt, LocalAPNs.topic],
+                                  in: directory, timeout: 60)
+        await apns.stop()
+        #expect(result.status == 0, "\(result.err)")
+        let streams = try #require(try JSON.parse(Array(result.out.utf8)).objectValue, "\(result.out) \(result.err)")
+        let accepted = try #require(streams["accepted"]?.objectValue)
+        #expect(accepted["status"] == .string("200"))
+        #expect(accepted["headers_ended_stream"] == .bool(true), "a 200 is a single HEADERS frame with END_STREAM")
+        #expect(accepted["data"] == .string(""))
+        let refused = try #require(streams["refused"]?.objectValue)
+        #expect(refused["status"] == .string("400"))
+        #expect(refused["headers_ended_stream"] == .bool(false))
+        #expect(refused["data"] == .string(#"{"reason":"TopicDisallowed"}"#))
+    }
+
+    /// `$SEALEDPUSH_PYTHON`, else the venv `make pydeps` makes.
+    static var python: URL {
+        ProcessInfo.processInfo.environment["SEALEDPUSH_PYTHON"].map { URL(fileURLWithPath: $0) }
+            ?? ProjectPaths.root.appendingPathComponent(".build/pyenv/bin/python")
+    }
+
     /// The JWT, read by an independent implementation: Python's `cryptography` verifies the ES256 signature
     /// over the header and claims, and the header and claims are what Apple specifies.
     @Test func providerTokenVerifiesInPythonCryptography() throws {
@@ -140,8 +171,7 @@ struct APNsCLITests {
                        (h + "." + c).encode(), ec.ECDSA(hashes.SHA256()))
             print("verified")
             """
-        let python = ProcessInfo.processInfo.environment["SEALEDPUSH_PYTHON"].map { URL(fileURLWithPath: $0) }
-            ?? ProjectPaths.root.appendingPathComponent(".build/pyenv/bin/python")
+        let python = Self.python
         try #require(FileManager.default.isExecutableFile(atPath: python.path),
                      "no Python at \(python.path): run `make test` (or `make pydeps`), or set SEALEDPUSH_PYTHON")
         let process = Process()
