@@ -225,7 +225,7 @@ public final class APNsClient: Sendable {
         request.headers.add(name: "content-type", value: "application/json")
         request.body = .bytes(ByteBuffer(bytes: push.payload))
         do {
-            let response = try await http.execute(request, timeout: .nanoseconds(Int64(configuration.timeout.nanoseconds)),
+            let response = try await http.execute(request, timeout: TimeAmount(configuration.timeout),
                                                    logger: logger)
             let apnsID = response.headers.first(name: "apns-id")
             if response.status == .ok {
@@ -264,13 +264,6 @@ public final class APNsClient: Sendable {
             return .connection("the connection was refused; check that the server is running and the URL (--environment)", tries: 1)
         }
         return .connection(text.count > 200 ? String(text.prefix(200)) + "…" : text, tries: 1)
-    }
-}
-
-extension Duration {
-    var nanoseconds: Int64 {
-        let (s, atto) = components
-        return s * 1_000_000_000 + atto / 1_000_000_000
     }
 }
 

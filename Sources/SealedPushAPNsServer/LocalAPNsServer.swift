@@ -1,6 +1,5 @@
 public import Logging
 import NIOCore
-import NIOHTTP1
 import NIOHPACK
 import NIOHTTP2
 import NIOPosix
@@ -36,7 +35,7 @@ public final class LocalAPNsServer: Sendable {
     public var connectionsAccepted: Int { connectionCount.load(ordering: .relaxed) }
 
     /// The most requests that were being answered at once (from a complete request to its response).
-    public var peakConcurrentRequests: Int { load.peak.withLock { $0 } }
+    public var peakConcurrentRequests: Int { load.peak }
 
     /// Binds and starts serving; returns the port (useful with port 0).
     public func start() async throws -> Int {
@@ -94,18 +93,18 @@ public final class LocalAPNsServer: Sendable {
 
 /// Requests being answered now, and the most at once.
 final class RequestLoad: Sendable {
-    let current = Mutex(0)
-    let peak = Mutex(0)
+    let state = Mutex((current: 0, peak: 0))
+
+    var peak: Int { state.withLock { $0.peak } }
 
     func begin() {
-        let now = current.withLock { c in
-            c += 1
-            return c
+        state.withLock { s in
+            s.current += 1
+            s.peak = max(s.peak, s.current)
         }
-        peak.withLock { $0 = max($0, now) }
     }
 
-    func end() { current.withLock { $0 -= 1 } }
+    func end() { state.withLock { $0.current -= 1 } }
 }
 
 /// Closes a connection on errors (bad TLS, HTTP/2 protocol errors), logging the error's kind (NIO's
@@ -233,8 +232,7 @@ final class APNsStreamHandler: ChannelInboundHandler {
         }
         if configuration.latency > .zero {
             let loopBound = NIOLoopBound((context, send), eventLoop: context.eventLoop)
-            let nanos = configuration.latency.components.seconds * 1_000_000_000 + configuration.latency.components.attoseconds / 1_000_000_000
-            context.eventLoop.scheduleTask(in: .nanoseconds(nanos)) {
+            context.eventLoop.scheduleTask(in: TimeAmount(configuration.latency)) {
                 let (context, send) = loopBound.value
                 send(context)
             }

@@ -30,14 +30,11 @@ enum BenchHarness {
         let iterationsPerRound: Int
     }
 
-    /// Measures `body(n)`, which must perform `n` operations; the per-round iteration count is
-    /// calibrated from the warm-up so a round lasts about `plan.round`.
-    static func measure(_ plan: Plan, _ body: (Int) throws -> Void) rethrows -> Measurement {
+    /// Warms `body` up for `plan.warmup` and returns the iterations one round of `plan.round` takes.
+    static func calibrate(_ plan: Plan, _ body: (Int) throws -> Void) rethrows -> Int {
         let clock = ContinuousClock()
-        // Warm up, and estimate the cost of one operation.
-        var done = 0
+        var done = 0, batch = 1
         var spent = Duration.zero
-        var batch = 1
         repeat {
             let start = clock.now
             try body(batch)
@@ -46,7 +43,14 @@ enum BenchHarness {
             batch = min(batch * 2, 4096)
         } while spent < plan.warmup
         let perOp = max(seconds(spent) / Double(done), 1e-9)
-        let iterations = max(plan.minimumIterations, Int((seconds(plan.round) / perOp).rounded()))
+        return max(plan.minimumIterations, Int((seconds(plan.round) / perOp).rounded()))
+    }
+
+    /// Measures `body(n)`, which must perform `n` operations; the per-round iteration count is
+    /// calibrated from the warm-up so a round lasts about `plan.round`.
+    static func measure(_ plan: Plan, _ body: (Int) throws -> Void) rethrows -> Measurement {
+        let clock = ContinuousClock()
+        let iterations = try calibrate(plan, body)
         var rates: [Double] = []
         for _ in 0..<max(plan.rounds, 1) {
             let start = clock.now
@@ -64,21 +68,8 @@ enum BenchHarness {
     static func measurePaired(_ plan: Plan, floor: (Int) throws -> Void, work: (Int) throws -> Void) rethrows
         -> (work: Double, floor: Double, ratio: Double) {
         let clock = ContinuousClock()
-        func calibrate(_ body: (Int) throws -> Void) rethrows -> Int {
-            var done = 0, batch = 1
-            var spent = Duration.zero
-            repeat {
-                let start = clock.now
-                try body(batch)
-                spent += clock.now - start
-                done += batch
-                batch = min(batch * 2, 4096)
-            } while spent < plan.warmup
-            let perOp = max(seconds(spent) / Double(done), 1e-9)
-            return max(plan.minimumIterations, Int((seconds(plan.round) / perOp).rounded()))
-        }
-        let floorIterations = try calibrate(floor)
-        let workIterations = try calibrate(work)
+        let floorIterations = try calibrate(plan, floor)
+        let workIterations = try calibrate(plan, work)
         var bestFloor = 0.0, bestWork = 0.0
         var ratios: [Double] = []
         for _ in 0..<max(plan.rounds, 1) {

@@ -210,16 +210,18 @@ final class DeviceLine: Sendable {
     func start() {
         Task { [self] in
             let media = try? DeviceRun.MediaFetching(directory: nil)
-            for await push in stream {
-                let result = await ReceiptsTransportCLI.with { transport in
-                    await DeviceRun.deliver(push.payload, store: store, options: .init(), attachments: media?.pipeline,
-                                            receipts: SimulatedDevice(store: store).receiptCourier(transport: transport))
+            // One receipt transport (an HTTP client) for the phone's whole life, not one per push.
+            await ReceiptsTransportCLI.with { transport in
+                let courier = SimulatedDevice(store: store).receiptCourier(transport: transport)
+                for await push in stream {
+                    let result = await DeviceRun.deliver(push.payload, store: store, options: .init(), attachments: media?.pipeline,
+                                                         receipts: courier)
+                    let line: [(String, JSONValue)] = [
+                        ("device", .string(token)), ("apns_id", .string(push.apnsID)), ("outcome", .string(result.outcome.rawValue)),
+                        ("reason", result.reason.map { .string($0.rawValue) } ?? .null),
+                    ]
+                    StandardIO.writeOutput(JSON.serialize(.object(JSONObject(line))) + [0x0a])
                 }
-                let line: [(String, JSONValue)] = [
-                    ("device", .string(token)), ("apns_id", .string(push.apnsID)), ("outcome", .string(result.outcome.rawValue)),
-                    ("reason", result.reason.map { .string($0.rawValue) } ?? .null),
-                ]
-                StandardIO.writeOutput(JSON.serialize(.object(JSONObject(line))) + [0x0a])
             }
         }
     }

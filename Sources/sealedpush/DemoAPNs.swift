@@ -52,8 +52,6 @@ final class DemoAPNs: Sendable {
         return DemoAPNs(server: server, client: client, phoneToken: phoneToken, received: received)
     }
 
-    var url: String { "https://127.0.0.1 (local APNs)" }
-
     /// Sends `payload` to the phone's token; returns what the phone received, or APNs's refusal.
     func deliver(_ payload: [UInt8], expiration: Int64) async -> Result<AcceptedPush, APNsError> {
         let push = APNsPush(deviceToken: phoneToken, payload: payload, topic: DemoAPNs.topic, expiration: expiration)

@@ -79,9 +79,6 @@ struct APNsAuthOptions: ParsableArguments {
     }
 
     /// Library messages name configuration fields; the CLI's name its flags.
-    func cliText(_ error: APNsError) -> String { Self.cliText(error) }
-
-    /// Library messages name configuration fields; the CLI's name its flags.
     static func cliText(_ error: APNsError) -> String {
         error.description
             .replacingOccurrences(of: "the key id must", with: "--key-id must")
@@ -177,7 +174,7 @@ struct SendCommand: AsyncParsableCommand {
             trustedCertificatesPEM: try apns.trustedCertificates(), timeout: timeout.duration, maxInFlight: concurrency,
             retry: .init(maxTries: retries + 1))
         let client: APNsClient
-        do { client = try APNsClient(configuration: configuration, logger: logger) } catch { throw CLIError(apns.cliText(error)) }
+        do { client = try APNsClient(configuration: configuration, logger: logger) } catch { throw CLIError(APNsAuthOptions.cliText(error)) }
         let summary: SendSummary
         do {
             if let batch {
