@@ -22,19 +22,23 @@ public struct ReceiptCollector: Sendable {
     public let maxRequestsPerSecond: Int
     private let bucket: RateBucket
     private let logger: Logger
+    private let now: @Sendable () -> ContinuousClock.Instant
 
-    /// A collector over `database`, answering at most `maxRequestsPerSecond` requests a second.
-    public init(database: ReceiptsDatabase, maxRequestsPerSecond: Int = 50_000, logger: Logger = Logger(label: "sealedpush.receipts")) {
+    /// A collector over `database`, answering at most `maxRequestsPerSecond` requests a second; the rate
+    /// limiter reads `now` (tests pass a clock that stands still, so a slow machine does not refill it).
+    public init(database: ReceiptsDatabase, maxRequestsPerSecond: Int = 50_000, logger: Logger = Logger(label: "sealedpush.receipts"),
+                now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
         self.database = database
         self.maxRequestsPerSecond = max(1, maxRequestsPerSecond)
-        self.bucket = RateBucket(Double(max(1, maxRequestsPerSecond)))
+        self.bucket = RateBucket(Double(max(1, maxRequestsPerSecond)), at: now())
         self.logger = logger
+        self.now = now
     }
 
     private func admit() -> Bool {
         let rate = Double(maxRequestsPerSecond)
         return bucket.state.withLock { b in
-            let now = ContinuousClock.now
+            let now = self.now()
             let elapsed = b.last.duration(to: now)
             let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
             b.tokens = min(rate, b.tokens + seconds * rate)
@@ -110,5 +114,5 @@ public struct ReceiptCollector: Sendable {
 /// The rate limiter's token bucket, shared by every request of one collector.
 final class RateBucket: Sendable {
     let state: Mutex<(tokens: Double, last: ContinuousClock.Instant)>
-    init(_ tokens: Double) { state = Mutex((tokens, ContinuousClock.now)) }
+    init(_ tokens: Double, at start: ContinuousClock.Instant) { state = Mutex((tokens, start)) }
 }

@@ -20,9 +20,10 @@ final class RunningCollector: Sendable {
         self.task = task
     }
 
-    static func start(path: String, port: Int = 0, maxRate: Int = 50_000) async throws -> RunningCollector {
+    static func start(path: String, port: Int = 0, maxRate: Int = 50_000,
+                      now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) async throws -> RunningCollector {
         let database = try await ReceiptsDatabase.open(path: path)
-        let collector = ReceiptCollector(database: database, maxRequestsPerSecond: maxRate)
+        let collector = ReceiptCollector(database: database, maxRequestsPerSecond: maxRate, now: now)
         let (stream, continuation) = AsyncStream<Int>.makeStream()
         let app = collector.application(host: "127.0.0.1", port: port) { bound in continuation.yield(bound) }
         let task = Task { try await app.run() }
@@ -102,7 +103,10 @@ struct CollectorTests {
 
     @Test("over the rate limit: 429")
     func rateLimit() async throws {
-        let collector = try await RunningCollector.start(path: directory.appendingPathComponent("rate.sqlite").path, maxRate: 2)
+        // A clock that stands still: the bucket of 2 never refills, however slowly the 4 requests go.
+        let frozen = ContinuousClock.now
+        let collector = try await RunningCollector.start(path: directory.appendingPathComponent("rate.sqlite").path, maxRate: 2,
+                                                         now: { frozen })
         var statuses: [Int] = []
         for _ in 0..<4 { statuses.append(try await post(Array("{}".utf8), to: collector.url)) }
         #expect(statuses.filter { $0 == 429 }.count >= 1)
