@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 SWIFT_TEST_FLAGS ?=
 FUZZ_SECONDS ?= 30
 
-.PHONY: all deps pydeps build release demo test bench fuzz sanitize clean
+.PHONY: all deps pydeps build release demo install test bench fuzz sanitize clean
 
 all: build
 
@@ -32,8 +32,14 @@ pydeps:
 	  $(PYTHON) -m venv $(VENV) && $(PY) -m pip install --quiet --disable-pip-version-check 'pynacl>=1.5' 'cryptography>=41' 'h2>=4'; \
 	fi
 
+# Two packages (docs/architecture.md): the libraries at the root, and Apps/ with the executables and
+# everything networked. Every target below covers both.
+APPS := Apps
+PREFIX ?= /usr/local
+
 build: deps
 	$(SWIFT) build
+	$(SWIFT) build --package-path $(APPS)
 
 # Release builds are fully static executables (`-static-executable`: the Swift runtime, Foundation,
 # libsodium and glibc linked in, no dynamic loader, no relocations to apply at start): device push's
@@ -41,52 +47,66 @@ build: deps
 # difference being the loader relocating the big binary's data (docs/benchmarks.md). lld, from the
 # toolchain, links them without ld.gold's warnings.
 RELEASE_FLAGS ?= -c release --static-swift-stdlib -Xswiftc -static-executable -Xswiftc -use-ld=lld
+RELEASE_BIN := $(APPS)/.build/release
 
 release: deps
-	$(SWIFT) build $(RELEASE_FLAGS)
+	$(SWIFT) build --package-path $(APPS) $(RELEASE_FLAGS) --product sealedpush
+	$(SWIFT) build --package-path $(APPS) $(RELEASE_FLAGS) --product sealedpush-server
 
+# The walkthrough: `sealedpush-server demo` runs the local APNs, the media server and the receipt
+# collector as services in its own process and plays the phone beside them.
 demo: release
-	.build/release/sealedpush demo
+	$(RELEASE_BIN)/sealedpush-server demo
 
+# `make install PREFIX=DIR`: DIR/bin/sealedpush and DIR/bin/sealedpush-server (PREFIX defaults to /usr/local).
+install: release
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(RELEASE_BIN)/sealedpush $(RELEASE_BIN)/sealedpush-server $(DESTDIR)$(PREFIX)/bin/
+
+# The libraries' suites (unit, vectors, keychain processes), then the apps' (the CLI binaries, the servers
+# over loopback). SWIFT_TEST_FLAGS is passed to both (e.g. --sanitize=address).
 test: deps pydeps
 	$(SWIFT) build --build-tests $(SWIFT_TEST_FLAGS)
 	SEALEDPUSH_PYTHON=$(CURDIR)/$(PY) $(SWIFT) test --skip-build $(SWIFT_TEST_FLAGS)
+	$(SWIFT) build --package-path $(APPS) --build-tests $(SWIFT_TEST_FLAGS)
+	SEALEDPUSH_PYTHON=$(CURDIR)/$(PY) $(SWIFT) test --package-path $(APPS) --skip-build $(SWIFT_TEST_FLAGS)
 
-# `make bench`: release build in its own scratch path, the Swift benchmark pinned to one CPU (saved as
-# JSON), then the same work in PyNaCl and one combined table with each target met or NOT met.
-BENCH_SCRATCH ?= .build/bench
+# `make bench`: the Benchmarks package in release (static), its JSON-shape test, then the figures, each
+# target stated met or NOT met (docs/benchmarks.md).
+BENCH := Benchmarks
+BENCH_BIN := $(BENCH)/.build/release
 BENCH_PIN ?= $(shell command -v taskset >/dev/null 2>&1 && echo taskset -c 0)
-bench: deps pydeps
-	$(SWIFT) build $(RELEASE_FLAGS) --scratch-path $(BENCH_SCRATCH) --product sealedpush
-	$(SWIFT) build $(RELEASE_FLAGS) --scratch-path $(BENCH_SCRATCH) --product sealedpush-bench
-	$(BENCH_PIN) $(BENCH_SCRATCH)/release/sealedpush-bench --json > $(BENCH_SCRATCH)/bench.json
-	$(BENCH_PIN) $(PY) Tests/Peer/bench_pynacl.py --swift-json $(BENCH_SCRATCH)/bench.json
-	# Receipts (issue #14): device push with and without a receipt, and the collector under load (both cores:
-	# the load generator and the collector are separate processes).
-	$(PYTHON) Tests/Peer/bench_receipts.py $(BENCH_SCRATCH)/release/sealedpush
+bench: deps pydeps release
+	$(SWIFT) build --package-path $(BENCH) $(RELEASE_FLAGS) --build-tests
+	SEALEDPUSH_BENCH_BIN=$(CURDIR)/$(BENCH_BIN)/sealedpush-bench $(SWIFT) test --package-path $(BENCH) -c release --skip-build
+	$(BENCH_PIN) $(BENCH_BIN)/sealedpush-bench --json > $(BENCH)/.build/bench.json
+	$(BENCH_PIN) $(PY) $(BENCH)/Scripts/bench_pynacl.py --swift-json $(BENCH)/.build/bench.json
+	$(PY) $(BENCH)/Scripts/bench_rss.py --bin $(RELEASE_BIN)/sealedpush --server-bin $(RELEASE_BIN)/sealedpush-server
+	# Receipts: device push with and without a receipt, and the collector under load (both cores: the load
+	# generator and the collector are separate processes).
+	$(PYTHON) $(BENCH)/Scripts/bench_receipts.py --bin $(RELEASE_BIN)/sealedpush --server-bin $(RELEASE_BIN)/sealedpush-server
 	$(MAKE) --no-print-directory bench-media
 	$(MAKE) --no-print-directory bench-send
 
-# `make bench-send` (run by `make bench`): delivery (issue #12) — `send --batch` of 20 000 pushes to a local APNs
-# against the raw crypto_box_seal loop, against PyNaCl + aioapns (installed into the venv here), and send's peak RSS.
+# `make bench-send` (run by `make bench`): `send --batch` of 20 000 pushes to a local APNs against the raw
+# crypto_box_seal loop, against PyNaCl + aioapns (installed into the venv here), and send's peak RSS.
 .PHONY: bench-send
-bench-send: deps pydeps
+bench-send: deps pydeps release
 	@$(PY) -c 'import aioapns' 2>/dev/null || $(PY) -m pip install --quiet --disable-pip-version-check 'aioapns>=3'
-	$(SWIFT) build $(RELEASE_FLAGS) --scratch-path $(BENCH_SCRATCH) --product sealedpush
-	$(SWIFT) build $(RELEASE_FLAGS) --scratch-path $(BENCH_SCRATCH) --product sealedpush-bench
-	$(PY) Tests/Bench/bench_send.py --bin $(BENCH_SCRATCH)/release/sealedpush --bench-bin $(BENCH_SCRATCH)/release/sealedpush-bench --python $(PY)
+	$(SWIFT) build --package-path $(BENCH) $(RELEASE_FLAGS) --product sealedpush-bench
+	$(PY) $(BENCH)/Scripts/bench_send.py --bin $(RELEASE_BIN)/sealedpush --server-bin $(RELEASE_BIN)/sealedpush-server \
+	  --bench-bin $(BENCH_BIN)/sealedpush-bench --python $(PY)
 
-# `make bench-media` (run by `make bench`): encrypted media attachments — device push peak RSS with a 10 MB image
-# and a 50 MB movie from `media serve` on loopback, and media encrypt/decrypt throughput against raw libsodium
-# secretstream loops (sealedpush-media-bench); each stated met or NOT met. Needs the networking modules.
+# `make bench-media` (run by `make bench`): device push peak RSS with a 10 MB image and a 50 MB movie from
+# `media serve` on loopback, and media encrypt/decrypt throughput against raw secretstream loops.
 .PHONY: bench-media
-bench-media: deps
-	$(SWIFT) build $(RELEASE_FLAGS) --scratch-path $(BENCH_SCRATCH) --product sealedpush
-	$(SWIFT) build $(RELEASE_FLAGS) --scratch-path $(BENCH_SCRATCH) --product sealedpush-media-bench
-	$(PYTHON) Tests/Bench/bench_media.py --bin $(BENCH_SCRATCH)/release/sealedpush --media-bench $(BENCH_SCRATCH)/release/sealedpush-media-bench
+bench-media: deps release
+	$(SWIFT) build --package-path $(BENCH) $(RELEASE_FLAGS) --product sealedpush-media-bench
+	$(PYTHON) $(BENCH)/Scripts/bench_media.py --bin $(RELEASE_BIN)/sealedpush --server-bin $(RELEASE_BIN)/sealedpush-server \
+	  --media-bench $(BENCH_BIN)/sealedpush-media-bench
 
-# libFuzzer harnesses (Fuzz/, see docs/hardening.md): built with SEALEDPUSH_FUZZ=1 and
-# -sanitize=fuzzer,address in .build/fuzz, seeded from the shared vectors and freshly sealed messages,
+# libFuzzer harnesses (the Fuzz/ package, see docs/hardening.md): built with -sanitize=fuzzer,address
+# in Fuzz/.build, seeded from the shared vectors and freshly sealed messages,
 # each run for FUZZ_SECONDS (default 30); the corpus grows in .build/fuzz-corpus across runs.
 fuzz: deps
 	FUZZ_SECONDS=$(FUZZ_SECONDS) SWIFT=$(SWIFT) Fuzz/fuzz.sh all
@@ -97,31 +117,35 @@ fuzz-smoke: deps
 	rm -rf .build/fuzz-smoke-corpus
 	FUZZ_SECONDS=$${FUZZ_SMOKE_SECONDS:-8} FUZZ_CORPUS=.build/fuzz-smoke-corpus SWIFT=$(SWIFT) Fuzz/fuzz.sh all
 
-# The whole test suite under AddressSanitizer (.build/asan), then ThreadSanitizer (.build/tsan).
-# Both always run; the target fails if either does. Logs: .build/asan.log, .build/tsan.log.
-# Leaks inside the toolchain's own libraries are suppressed (Fuzz/lsan-suppressions.txt).
-# Linked with the toolchain's lld: ld.gold prints a warning per sanitizer runtime symbol it cannot export.
-# `make sanitize SANITIZERS=address` runs one of them.
+# Both packages' suites under AddressSanitizer, then ThreadSanitizer, each in its own scratch path
+# (.build/asan, Apps/.build/asan, .build/tsan, Apps/.build/tsan). Both always run; the target fails if
+# either does. Logs: .build/<san>-root.log and .build/<san>-apps.log. Leaks inside the toolchain's own
+# libraries are suppressed (Fuzz/lsan-suppressions.txt). Linked with the toolchain's lld: ld.gold prints
+# a warning per sanitizer runtime symbol it cannot export. `make sanitize SANITIZERS=address` runs one.
 SANITIZERS ?= address thread
 sanitize: deps pydeps
 	@status=0; \
 	for san in $(SANITIZERS); do \
-	  dir=.build/$$( [ $$san = address ] && echo asan || echo tsan ); \
-	  echo "== $$san sanitizer ($$dir)"; \
-	  if $(SWIFT) build --build-tests --scratch-path $$dir --sanitize=$$san -Xswiftc -use-ld=lld; then \
-	    SWIFT_BACKTRACE=enable=no SEALEDPUSH_PYTHON=$(CURDIR)/$(PY) \
-	      LSAN_OPTIONS=suppressions=$(CURDIR)/Fuzz/lsan-suppressions.txt:print_suppressions=0 \
-	      $(SWIFT) test --skip-build --scratch-path $$dir --sanitize=$$san >$$dir.log 2>&1; rc=$$?; \
-	    grep -E "(Test run with|Executed [0-9]+ tests|SUMMARY: [A-Za-z]+Sanitizer)" $$dir.log | tail -n 6; \
-	    if [ $$rc -eq 0 ] && ! grep -qE "^(==[0-9]+==ERROR|WARNING: ThreadSanitizer)" $$dir.log; then \
-	      echo "== $$san sanitizer: clean"; \
+	  short=$$( [ $$san = address ] && echo asan || echo tsan ); \
+	  for pkg in root apps; do \
+	    if [ $$pkg = root ]; then where="."; else where=$(APPS); fi; \
+	    dir=$$where/.build/$$short; log=$(CURDIR)/.build/$$short-$$pkg.log; mkdir -p .build; \
+	    echo "== $$san sanitizer, $$pkg package ($$dir)"; \
+	    if $(SWIFT) build --package-path $$where --build-tests --scratch-path $$dir --sanitize=$$san -Xswiftc -use-ld=lld; then \
+	      SWIFT_BACKTRACE=enable=no SEALEDPUSH_PYTHON=$(CURDIR)/$(PY) \
+	        LSAN_OPTIONS=suppressions=$(CURDIR)/Fuzz/lsan-suppressions.txt:print_suppressions=0 \
+	        $(SWIFT) test --package-path $$where --skip-build --scratch-path $$dir --sanitize=$$san >$$log 2>&1; rc=$$?; \
+	      grep -E "(Test run with|Executed [0-9]+ tests|SUMMARY: [A-Za-z]+Sanitizer)" $$log | tail -n 6; \
+	      if [ $$rc -eq 0 ] && ! grep -qE "^(==[0-9]+==ERROR|WARNING: ThreadSanitizer)" $$log; then \
+	        echo "== $$san sanitizer, $$pkg package: clean"; \
+	      else \
+	        echo "== $$san sanitizer, $$pkg package: FAILED, exit $$rc (see $$log)"; status=1; \
+	      fi; \
 	    else \
-	      echo "== $$san sanitizer: FAILED, exit $$rc (see $$dir.log)"; status=1; \
+	      echo "== $$san sanitizer, $$pkg package: build FAILED"; status=1; \
 	    fi; \
-	  else \
-	    echo "== $$san sanitizer: build FAILED"; status=1; \
-	  fi; \
+	  done; \
 	done; exit $$status
 
 clean:
-	rm -rf .build
+	rm -rf .build $(APPS)/.build Benchmarks/.build Fuzz/.build

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer harnesses under .build/fuzz and runs each for FUZZ_SECONDS.
+# Builds the libFuzzer harnesses (the Fuzz package) under Fuzz/.build and runs each for FUZZ_SECONDS.
 #
 #   Fuzz/fuzz.sh [build|run|all]      (make fuzz / make fuzz-smoke call `all`)
 #
@@ -7,34 +7,35 @@
 # FUZZ_CORPUS (default .build/fuzz-corpus) where each target's corpus grows across runs;
 # FUZZ_JOBS (default 1) parallel libFuzzer workers per target; SWIFT (default swift).
 # A crash, leak, timeout or invariant failure stops with a non-zero exit and leaves the input in
-# .build/fuzz-artifacts/<target>-crash-<sha1>; reproduce with `.build/fuzz/debug/<target> <file>`.
+# .build/fuzz-artifacts/<target>-crash-<sha1>; reproduce with `Fuzz/.build/debug/<target> <file>`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ROOT=$PWD
 
 SWIFT=${SWIFT:-swift}
 FUZZ_SECONDS=${FUZZ_SECONDS:-30}
 FUZZ_TARGETS=${FUZZ_TARGETS:-"FuzzPayload FuzzOpen FuzzKeyRecord FuzzKeychainItem FuzzMedia"}
 FUZZ_CORPUS=${FUZZ_CORPUS:-.build/fuzz-corpus}
-SCRATCH=.build/fuzz
+SCRATCH=$ROOT/Fuzz/.build
 SEEDS=.build/fuzz-seeds
 ARTIFACTS=.build/fuzz-artifacts
 LOGS=.build/fuzz-logs
 # libFuzzer reports crashes itself; Swift's backtracer would otherwise fork a helper per crash.
 export SWIFT_BACKTRACE=enable=no
 # lld: ld.gold prints a warning per ASan runtime symbol it cannot export.
-BUILD_FLAGS=(-c debug --scratch-path "$SCRATCH" -Xswiftc -sanitize=fuzzer,address -Xswiftc -use-ld=lld)
+BUILD_FLAGS=(--package-path Fuzz -c debug --scratch-path "$SCRATCH" -Xswiftc -sanitize=fuzzer,address -Xswiftc -use-ld=lld)
 
 build() {
     for target in $FUZZ_TARGETS; do
         echo "== building $target"
-        SEALEDPUSH_FUZZ=1 "$SWIFT" build "${BUILD_FLAGS[@]}" --product "$target"
+        "$SWIFT" build "${BUILD_FLAGS[@]}" --product "$target"
     done
 }
 
 run() {
     mkdir -p "$ARTIFACTS" "$LOGS"
     local bin
-    bin=$(SEALEDPUSH_FUZZ=1 "$SWIFT" build "${BUILD_FLAGS[@]}" --show-bin-path)
+    bin=$("$SWIFT" build "${BUILD_FLAGS[@]}" --show-bin-path)
     local summary=()
     for target in $FUZZ_TARGETS; do
         rm -rf "${SEEDS:?}/$target"

@@ -88,3 +88,9 @@ public func runChild(_ executable: URL, _ arguments: [String], in directory: URL
 public func sealedpush(_ arguments: [String], in directory: URL, timeout: TimeInterval = 120) throws -> (status: Int32, out: String, err: String) {
     try runChild(ProjectPaths.sealedpushBinary, arguments, in: directory, timeout: timeout)
 }
+
+/// Runs the built `sealedpush-server` (`ProjectPaths.sealedpushServerBinary`) in `directory`; see `runChild`.
+@discardableResult
+public func sealedpushServer(_ arguments: [String], in directory: URL, timeout: TimeInterval = 120) throws -> (status: Int32, out: String, err: String) {
+    try runChild(ProjectPaths.sealedpushServerBinary, arguments, in: directory, timeout: timeout)
+}

@@ -20,15 +20,21 @@ public enum ProjectPaths {
         return root.deletingLastPathComponent().appendingPathComponent("shared")
     }
 
-    /// The built `sealedpush` binary of the current build configuration.
-    public static var sealedpushBinary: URL {
-        if let env = ProcessInfo.processInfo.environment["SEALEDPUSH_BIN"], !env.isEmpty { return URL(fileURLWithPath: env) }
-        // Test bundles live in .build/<triple>/<config>/; the executable sits beside them.
-        let bundle = Bundle.main.bundleURL
-        let candidate = bundle.appendingPathComponent("sealedpush")
+    /// The built `sealedpush` binary (the light CLI) of the current build configuration: `$SEALEDPUSH_BIN`,
+    /// else beside the test bundle, else in `Apps/.build`.
+    public static var sealedpushBinary: URL { executable("sealedpush", environment: "SEALEDPUSH_BIN") }
+
+    /// The built `sealedpush-server` binary: `$SEALEDPUSH_SERVER_BIN`, else beside the test bundle, else in `Apps/.build`.
+    public static var sealedpushServerBinary: URL { executable("sealedpush-server", environment: "SEALEDPUSH_SERVER_BIN") }
+
+    /// An executable of the `Apps` package named `name`.
+    public static func executable(_ name: String, environment variable: String) -> URL {
+        if let env = ProcessInfo.processInfo.environment[variable], !env.isEmpty { return URL(fileURLWithPath: env) }
+        // Test bundles live in .build/<triple>/<config>/; the executables sit beside them.
+        let candidate = Bundle.main.bundleURL.appendingPathComponent(name)
         if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
         for config in ["debug", "release"] {
-            let url = root.appendingPathComponent(".build/\(config)/sealedpush")
+            let url = root.appendingPathComponent("Apps/.build/\(config)/\(name)")
             if FileManager.default.isExecutableFile(atPath: url.path) { return url }
         }
         return candidate

@@ -1,0 +1,249 @@
+// swift-tools-version:6.2
+import PackageDescription
+
+// SealedPush's executables and everything networked: the provider client, the simulated device's HTTP
+// transports, the local APNs, the media server and the receipt collector, and the two command-line
+// programs (docs/architecture.md):
+//
+// - `sealedpush`, the light CLI (keys, sender, trust, seal, send, device): no HTTP server is linked.
+// - `sealedpush-server`: `apns serve`, `media serve`, `receipts serve|stats` and the demo, each server
+//   a swift-service-lifecycle service that shuts down gracefully on SIGTERM/SIGINT.
+//
+// The libraries come from the root package, by path; an iOS app that adds the root resolves none of
+// the packages below.
+
+/// Settings shared by every Swift target (as the root package's).
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "SealedPushApps",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "sealedpush", targets: ["sealedpush"]),
+        .executable(name: "sealedpush-server", targets: ["sealedpush-server"]),
+        /// The APNs provider client: token auth, HTTP/2, retries, a bound on pushes in flight.
+        .library(name: "SealedPushAPNs", targets: ["SealedPushAPNs"]),
+        /// The local APNs (development and tests).
+        .library(name: "SealedPushAPNsServer", targets: ["SealedPushAPNsServer"]),
+        /// The simulated device's HTTP transports (attachments, receipts).
+        .library(name: "SealedPushDeviceHTTP", targets: ["SealedPushDeviceHTTP"]),
+        /// The receipt collector and its database.
+        .library(name: "SealedPushReceiptCollector", targets: ["SealedPushReceiptCollector"]),
+        /// The development media server.
+        .library(name: "SealedPushMediaServer", targets: ["SealedPushMediaServer"]),
+        /// The commands of both executables, as libraries (tests and the benchmarks call them in-process).
+        .library(name: "SealedPushCLI", targets: ["SealedPushCLI"]),
+    ],
+    dependencies: [
+        .package(name: "SealedPush", path: ".."),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-http2", from: "1.46.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/vapor/sqlite-nio", from: "1.13.2"),
+    ],
+    targets: [
+        // The provider client: APNsClient over AsyncHTTPClient (HTTP/2), ES256 provider tokens (swift-crypto),
+        // retries with backoff and jitter, a cancellable in-flight bound. Depends on the APNs models, not on
+        // the sender: it sends any APNsPush.
+        .target(
+            name: "SealedPushAPNs",
+            dependencies: [
+                .product(name: "SealedPushAPNsCore", package: "SealedPush"),
+                .product(name: "SealedPushWire", package: "SealedPush"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // The simulated device's networking: AttachmentFetcher and the receipt transport over AsyncHTTPClient.
+        .target(
+            name: "SealedPushDeviceHTTP",
+            dependencies: [
+                .product(name: "SealedPushReceiver", package: "SealedPush"),
+                .product(name: "SealedPushWire", package: "SealedPush"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // The expected-receipts database (SQLite through sqlite-nio, WAL) that `seal --receipts-db` writes
+        // and the collector reads.
+        .target(
+            name: "SealedPushReceiptsDatabase",
+            dependencies: [
+                .product(name: "SealedPushSender", package: "SealedPush"),
+                .product(name: "SealedPushWire", package: "SealedPush"),
+                .product(name: "SealedPushCrypto", package: "SealedPush"),
+                .product(name: "SQLiteNIO", package: "sqlite-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // `sealedpush-server receipts serve`: the receipt collector (Hummingbird).
+        .target(
+            name: "SealedPushReceiptCollector",
+            dependencies: [
+                "SealedPushReceiptsDatabase",
+                .product(name: "SealedPushWire", package: "SealedPush"),
+                .product(name: "SealedPushCrypto", package: "SealedPush"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // `sealedpush-server media serve`: a development HTTP server for encrypted media objects (Hummingbird).
+        .target(
+            name: "SealedPushMediaServer",
+            dependencies: [
+                .product(name: "SealedPushWire", package: "SealedPush"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // `sealedpush-server apns serve`: APNs's checks (LocalAPNsRules) behind an HTTP/2 + TLS server, a Service.
+        .target(
+            name: "SealedPushAPNsServer",
+            dependencies: [
+                "SealedPushAPNs",
+                .product(name: "SealedPushAPNsCore", package: "SealedPush"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // The light CLI's commands (keys, sender, trust, seal, send, device) and what both executables share
+        // (options, argument types, errors in the user's terms, logging). Links no HTTP server.
+        .target(
+            name: "SealedPushCLI",
+            dependencies: [
+                "SealedPushAPNs", "SealedPushDeviceHTTP", "SealedPushReceiptsDatabase",
+                .product(name: "SealedPushCrypto", package: "SealedPush"),
+                .product(name: "SealedPushWire", package: "SealedPush"),
+                .product(name: "SealedPushSender", package: "SealedPush"),
+                .product(name: "SealedPushKeychain", package: "SealedPush"),
+                .product(name: "SealedPushReceiver", package: "SealedPush"),
+                .product(name: "SealedPushDevice", package: "SealedPush"),
+                .product(name: "SealedPushAPNsCore", package: "SealedPush"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // `sealedpush-server`'s commands: the servers as services in a ServiceGroup, and the demo.
+        .target(
+            name: "SealedPushServerCLI",
+            dependencies: [
+                "SealedPushCLI", "SealedPushAPNs", "SealedPushAPNsServer", "SealedPushMediaServer", "SealedPushReceiptCollector",
+                "SealedPushReceiptsDatabase", "SealedPushDeviceHTTP",
+                .product(name: "SealedPushCrypto", package: "SealedPush"),
+                .product(name: "SealedPushWire", package: "SealedPush"),
+                .product(name: "SealedPushSender", package: "SealedPush"),
+                .product(name: "SealedPushKeychain", package: "SealedPush"),
+                .product(name: "SealedPushReceiver", package: "SealedPush"),
+                .product(name: "SealedPushDevice", package: "SealedPush"),
+                .product(name: "SealedPushAPNsCore", package: "SealedPush"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(name: "sealedpush", dependencies: ["SealedPushCLI"], swiftSettings: strict),
+        .executableTarget(name: "sealedpush-server", dependencies: ["SealedPushServerCLI", "SealedPushCLI"], swiftSettings: strict),
+
+        // Runs the built `sealedpush` and `sealedpush-server` binaries.
+        .testTarget(
+            name: "SealedPushCLITests",
+            dependencies: [
+                "sealedpush", "sealedpush-server",
+                .product(name: "SealedPushWire", package: "SealedPush"),
+                .product(name: "SealedPushCrypto", package: "SealedPush"),
+                .product(name: "SealedPushKeychain", package: "SealedPush"),
+                .product(name: "SealedPushReceiver", package: "SealedPush"),
+                .product(name: "SealedPushDevice", package: "SealedPush"),
+                .product(name: "SealedPushTestSupport", package: "SealedPush"),
+            ],
+            swiftSettings: strict
+        ),
+        // The attachment pipeline over real loopback HTTP: media serve and small hostile Hummingbird servers.
+        .testTarget(
+            name: "SealedPushMediaTests",
+            dependencies: [
+                "sealedpush", "sealedpush-server", "SealedPushMediaServer", "SealedPushDeviceHTTP",
+                .product(name: "SealedPushReceiver", package: "SealedPush"),
+                .product(name: "SealedPushSender", package: "SealedPush"),
+                .product(name: "SealedPushWire", package: "SealedPush"),
+                .product(name: "SealedPushCrypto", package: "SealedPush"),
+                .product(name: "SealedPushTestSupport", package: "SealedPush"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ],
+            swiftSettings: strict
+        ),
+        // Receipts over real loopback sockets: the collector, the device's transport, the CLI end to end.
+        .testTarget(
+            name: "SealedPushReceiptTests",
+            dependencies: [
+                "sealedpush", "sealedpush-server", "SealedPushDeviceHTTP", "SealedPushReceiptCollector", "SealedPushReceiptsDatabase",
+                .product(name: "SealedPushReceiver", package: "SealedPush"),
+                .product(name: "SealedPushDevice", package: "SealedPush"),
+                .product(name: "SealedPushKeychain", package: "SealedPush"),
+                .product(name: "SealedPushSender", package: "SealedPush"),
+                .product(name: "SealedPushWire", package: "SealedPush"),
+                .product(name: "SealedPushCrypto", package: "SealedPush"),
+                .product(name: "SealedPushTestSupport", package: "SealedPush"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ],
+            exclude: ["receipt_endpoint.py"],
+            swiftSettings: strict
+        ),
+        // The provider against the local APNs over loopback, the CLI's send and apns serve end to end.
+        .testTarget(
+            name: "SealedPushAPNsTests",
+            dependencies: [
+                "sealedpush", "sealedpush-server", "SealedPushAPNs", "SealedPushAPNsServer",
+                .product(name: "SealedPushAPNsCore", package: "SealedPush"),
+                .product(name: "SealedPushSender", package: "SealedPush"),
+                .product(name: "SealedPushWire", package: "SealedPush"),
+                .product(name: "SealedPushCrypto", package: "SealedPush"),
+                .product(name: "SealedPushTestSupport", package: "SealedPush"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            exclude: ["h2_frames.py"],
+            swiftSettings: strict
+        ),
+    ]
+)

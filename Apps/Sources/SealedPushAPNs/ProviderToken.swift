@@ -1,0 +1,187 @@
+public import Crypto
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
+public import Foundation
+#endif
+import SealedPushWire
+public import SealedPushAPNsCore
+
+/// An APNs token-authentication signing key: the P-256 key of an `AuthKey_<KEY_ID>.p8` file with its
+/// key id and the team that owns it.
+public struct APNsSigningKey: Sendable {
+    /// The 10-character key id Apple shows for the key (the `kid` of every token).
+    public let keyID: String
+    /// The team id (the `iss` of every token).
+    public let teamID: String
+    /// The private key (held by swift-crypto, which clears it when released).
+    public let privateKey: P256.Signing.PrivateKey
+
+    /// A signing key from its parts.
+    public init(keyID: String, teamID: String, privateKey: P256.Signing.PrivateKey) {
+        self.keyID = keyID
+        self.teamID = teamID
+        self.privateKey = privateKey
+    }
+
+    /// Loads `AuthKey_<KEY_ID>.p8` (PKCS#8 PEM, as Apple's developer site gives it).
+    ///
+    /// The file must be readable by its owner only (`chmod 600`), like every other key file SealedPush
+    /// reads. The PEM text and the DER inside it are cleared after parsing.
+    public init(p8File path: String, keyID: String, teamID: String) throws(APNsError) {
+        let attributes: [FileAttributeKey: Any]
+        do { attributes = try FileManager.default.attributesOfItem(atPath: path) } catch {
+            throw .authKey("cannot read the APNs auth key \(path): it does not exist or is not readable; check the path")
+        }
+        if let type = attributes[.type] as? FileAttributeType, type == .typeDirectory {
+            throw .authKey("the APNs auth key \(path) is a directory; pass the AuthKey_KEYID.p8 file")
+        }
+        if let mode = attributes[.posixPermissions] as? Int, mode & 0o077 != 0 {
+            throw .authKey("the APNs auth key \(path) can be read by others (mode \(String(mode & 0o777, radix: 8))); run `chmod 600 \(path)`")
+        }
+        var pem: Data
+        do { pem = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
+            throw .authKey("cannot read the APNs auth key \(path); check its permissions")
+        }
+        defer { pem.resetBytes(in: 0..<pem.count) }
+        try self.init(pem: pem, keyID: keyID, teamID: teamID, source: path)
+    }
+
+    /// A signing key from the bytes of a `.p8` file (`source` names it in errors).
+    public init(pem: Data, keyID: String, teamID: String, source: String = "the APNs auth key") throws(APNsError) {
+        guard APNsSigningKey.isValidID(keyID) else {
+            throw .authKey("the key id must be the 10 letters and digits Apple shows for the key (AuthKey_KEYID.p8); got \(keyID.count) characters")
+        }
+        guard APNsSigningKey.isValidID(teamID) else {
+            throw .authKey("the team id must be the 10 letters and digits of your Apple Developer team; got \(teamID.count) characters")
+        }
+        let begin = Array("-----BEGIN PRIVATE KEY-----".utf8), end = Array("-----END PRIVATE KEY-----".utf8)
+        let bytes = [UInt8](pem)
+        var body: [UInt8] = []
+        defer {
+            for i in body.indices { body[i] = 0 }
+        }
+        guard let start = APNsSigningKey.find(begin, in: bytes, from: 0),
+              let stop = APNsSigningKey.find(end, in: bytes, from: start + begin.count)
+        else {
+            throw .authKey("\(source) is not a PKCS#8 PEM private key (no BEGIN/END PRIVATE KEY lines); use the .p8 file from Apple's developer site")
+        }
+        body.reserveCapacity(stop - start)
+        for byte in bytes[(start + begin.count)..<stop] where byte > 0x20 { body.append(byte) }
+        guard var der = Data(base64Encoded: Data(body)) else {
+            throw .authKey("\(source) holds invalid base64 between its PEM lines; download the key again")
+        }
+        defer { der.resetBytes(in: 0..<der.count) }
+        do {
+            privateKey = try P256.Signing.PrivateKey(derRepresentation: der)
+        } catch {
+            throw .authKey("\(source) is not a P-256 private key; APNs token keys are the .p8 files from Apple's developer site")
+        }
+        self.keyID = keyID
+        self.teamID = teamID
+    }
+
+    /// Key and team ids are 10 ASCII letters and digits.
+    public static func isValidID(_ id: String) -> Bool {
+        id.utf8.count == 10 && id.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) }
+    }
+
+    static func find(_ needle: [UInt8], in haystack: [UInt8], from: Int) -> Int? {
+        guard haystack.count >= needle.count, from <= haystack.count - needle.count else { return nil }
+        for i in from...(haystack.count - needle.count) where haystack[i] == needle[0] {
+            if haystack[i..<(i + needle.count)].elementsEqual(needle) { return i }
+        }
+        return nil
+    }
+}
+
+/// What a provider token says: who signed it and when.
+public struct ProviderTokenClaims: Sendable, Equatable {
+    /// `kid`: the key id.
+    public let keyID: String
+    /// `iss`: the team id.
+    public let teamID: String
+    /// `iat`: issued-at, Unix seconds.
+    public let issuedAt: Int64
+}
+
+/// The APNs provider authentication token: a JWT with header `{"alg":"ES256","kid":KEY_ID}`, claims
+/// `{"iss":TEAM_ID,"iat":SECONDS}`, signed with ES256 (P-256, SHA-256, the 64-byte r‖s signature).
+public enum ProviderToken {
+    /// A token signed by `key`, issued at `issuedAt` (Unix seconds).
+    public static func make(key: APNsSigningKey, issuedAt: Int64) throws(APNsError) -> String {
+        let header = Base64URL.encode(Array(#"{"alg":"ES256","kid":"\#(key.keyID)"}"#.utf8))
+        let claims = Base64URL.encode(Array(#"{"iss":"\#(key.teamID)","iat":\#(issuedAt)}"#.utf8))
+        let signingInput = header + "." + claims
+        let signature: P256.Signing.ECDSASignature
+        do { signature = try key.privateKey.signature(for: Data(signingInput.utf8)) } catch {
+            throw .authKey("signing the provider token failed; the auth key may be damaged")
+        }
+        return signingInput + "." + Base64URL.encode(Array(signature.rawRepresentation))
+    }
+
+    /// Why a token was refused, as the APNs reason it answers with.
+    public enum Failure: Error, Sendable, Equatable {
+        /// The token is malformed, names an unknown key, or its signature does not verify.
+        case invalid
+        /// The token's key id is not one APNs knows for the team.
+        case unrelatedKey
+    }
+
+    /// Reads and verifies `token`: the header must say ES256 with a `kid`, the claims carry `iss` and `iat`,
+    /// and the signature must verify under `publicKey(kid)`; `teamOf(kid)` must match `iss`.
+    public static func verify(_ token: String, publicKey: (String) -> P256.Signing.PublicKey?,
+                              teamOf: (String) -> String?) -> Result<ProviderTokenClaims, Failure> {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3,
+              let headerBytes = Base64URL.decode(parts[0]), let claimBytes = Base64URL.decode(parts[1]),
+              let signatureBytes = Base64URL.decode(parts[2]), signatureBytes.count == 64,
+              case let .object(header)? = try? JSON.parse(headerBytes),
+              case let .object(claims)? = try? JSON.parse(claimBytes),
+              header["alg"]?.stringValue == "ES256",
+              let kid = header["kid"]?.stringValue,
+              let iss = claims["iss"]?.stringValue,
+              case let .int(iat)? = claims["iat"]
+        else { return .failure(.invalid) }
+        guard let key = publicKey(kid) else { return .failure(.invalid) }
+        guard teamOf(kid) == iss else { return .failure(.unrelatedKey) }
+        guard let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureBytes),
+              key.isValidSignature(signature, for: Data((parts[0] + "." + parts[1]).utf8))
+        else { return .failure(.invalid) }
+        return .success(ProviderTokenClaims(keyID: kid, teamID: iss, issuedAt: iat))
+    }
+}
+
+/// Base64url without padding (RFC 4648 §5), as JWTs use it.
+public enum Base64URL {
+    /// Encodes `bytes`.
+    public static func encode(_ bytes: [UInt8]) -> String {
+        var s = Data(bytes).base64EncodedString()
+        while s.last == "=" { s.removeLast() }
+        return String(s.map { $0 == "+" ? "-" : $0 == "/" ? "_" : $0 })
+    }
+
+    /// Decodes `text`, or `nil` when it is not base64url.
+    public static func decode(_ text: some StringProtocol) -> [UInt8]? {
+        guard text.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2D || $0 == 0x5F })
+        else { return nil }
+        var s = String(text.map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })
+        switch s.utf8.count % 4 {
+        case 2: s += "=="
+        case 3: s += "="
+        case 1: return nil
+        default: break
+        }
+        return Data(base64Encoded: s).map { [UInt8]($0) }
+    }
+}
+
+extension APNsSigningKey {
+    /// A new P-256 key as an `AuthKey_<KEY_ID>.p8` would hold it (PKCS#8 PEM), for a local APNs and tests:
+    /// Apple's real keys come from the developer site.
+    public static func generateForDevelopment(keyID: String, teamID: String) throws(APNsError) -> (key: APNsSigningKey, pem: String) {
+        let privateKey = P256.Signing.PrivateKey()
+        let pem = privateKey.pemRepresentation
+        return (try APNsSigningKey(pem: Data(pem.utf8), keyID: keyID, teamID: teamID), pem)
+    }
+}

@@ -1,0 +1,286 @@
+package import ArgumentParser
+#if canImport(FoundationEssentials)
+package import FoundationEssentials
+#else
+package import Foundation
+#endif
+package import Logging
+package import SealedPushKeychain
+package import SealedPushDevice
+package import SealedPushReceiver
+package import SealedPushWire
+import Synchronization
+package import SealedPushDeviceHTTP
+
+/// `sealedpush device`: the simulated iPhone — its lock state, and push delivery to the extension.
+struct DeviceCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "device",
+        abstract: "Simulate the device: deliver payloads to the notification service extension, change its lock state.",
+        subcommands: [Push.self, Reboot.self, Unlock.self, Lock.self, Status.self, Config.self, Flush.self]
+    )
+
+    struct Push: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Deliver an APNs payload file to the service extension, as `xcrun simctl push` does.",
+            discussion: """
+                Applies iOS's rules: payloads that are not a JSON object with an `aps` object, or over 4096 \
+                bytes, are rejected (exit status 1); the extension runs only for `mutable-content: 1` with a \
+                visible alert; it gets --time-limit, then `serviceExtensionTimeWillExpire()`, then the \
+                original content is shown. Prints the notification as shown, or with --json one object:
+
+                  {"outcome": "decrypted|fallback|timeout|original|suppressed|rejected",
+                   "reason": CODE|null,
+                   "notification": {title, subtitle, body, threadIdentifier,
+                                    categoryIdentifier, badge, sound, userInfo}|null}
+
+                (absent text fields are "", absent badge and sound null). An opened message that asks for a \
+                receipt adds "receipt": "sent"|"queued"; a fallback reported to the device's report URL \
+                (`device config --report-url`) adds "report": "sent"|"queued"|"suppressed".
+
+                For an opened message with attachments, each is fetched over HTTP (https, or http to a \
+                loopback address), verified, decrypted and written 0600 into --attachments-dir (default: \
+                $TMPDIR/sealedpush-attachments); --json adds notification.attachments [{identifier, type, \
+                size, file}] and attachmentFailures [{identifier, reason}].
+
+                A fallback's reason is logged on standard error at `notice` for a person reading it; with \
+                --json nothing is logged unless --log-level asks. The output of `seal --headers` (or a \
+                `seal --batch` output line) wraps the payload: it is refused with the member to pass instead.
+
+                Example: sealedpush seal --to device.json --title Hi --body Secret | sealedpush device push -
+                """)
+
+        @OptionGroup var store: KeychainOptions
+        @OptionGroup var output: JSONOutputOptions
+        @Option(name: .customLong("time-limit"), parsing: .unconditional, help: "The extension's time budget.")
+        var timeLimit = DurationArgument(milliseconds: 30_000)
+        @Option(parsing: .unconditional, help: ArgumentHelp("The device clock: ISO 8601 (2026-11-21T12:00:00Z) or Unix seconds.", valueName: "TIME"))
+        var clock: DeviceClock?
+        @Option(name: .customLong("extension-delay"), parsing: .unconditional, help: "The extension stalls this long before it starts work.")
+        var extensionDelay = DurationArgument(milliseconds: 0)
+        @Flag(name: .customLong("extension-crash"), help: "The extension dies without the expiry callback.")
+        var extensionCrash = false
+        @Flag(help: "The app has the notification filtering entitlement (empty content is not shown at all).")
+        var filtering = false
+        @Option(name: .customLong("expiry-grace"), parsing: .unconditional, help: "How long the device waits after the expiry callback.")
+        var expiryGrace = DurationArgument(milliseconds: 1000)
+        @Option(name: .customLong("attachments-dir"), help: ArgumentHelp(
+            "Where the extension writes attachment files (default: $TMPDIR/sealedpush-attachments).", valueName: "DIR"))
+        var attachmentsDir: String?
+        @Option(name: .customLong("log-level"), help: ArgumentHelp(
+            "Log on standard error from this level up; without it $SEALEDPUSH_LOG_LEVEL, else notice (error with --json).",
+            valueName: "LEVEL"))
+        var logLevel: LogLevelArgument?
+        @Argument(help: ArgumentHelp("The APNs payload file, or - for standard input.", valueName: "PAYLOAD_FILE|-"))
+        var payload: String
+
+        func run() async throws {
+            CLILogging.choose(explicit: logLevel?.level, commandDefault: output.json ? .error : .notice)
+            let bytes = try readInput(payload, limit: 16 << 20, what: "the payload")
+            if let wrapper = DeviceRun.sealOutputWrapper(bytes) { throw CLIError(wrapper) }
+            let storeValue = try openStore(store, create: false, clock: clock?.wallClock ?? .system)
+            let media = try DeviceRun.MediaFetching(directory: attachmentsDir)
+            let result = await ReceiptsTransportCLI.with { transport in
+                await DeviceRun.deliver(bytes, store: storeValue, options: .init(
+                    timeLimit: timeLimit.duration, expiryGrace: expiryGrace.duration, extensionCrash: extensionCrash,
+                    filtering: filtering), extensionDelay: extensionDelay.duration, attachments: media.pipeline,
+                    receipts: SimulatedDevice(store: storeValue).receiptCourier(transport: transport))
+            }
+            await media.shutdown()
+            if output.json {
+                print(String(decoding: JSON.serialize(.object(result.jsonObject)), as: UTF8.self))
+            } else {
+                print(Banner.render(result, style: .detect()))
+            }
+            if result.isRejection { throw ExitCode(1) }
+        }
+    }
+
+    struct Reboot: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Restart the device: it is locked and before first unlock (afterFirstUnlock items become unreadable).")
+        @OptionGroup var store: KeychainOptions
+        func run() throws { try DeviceRun.setState(store) { (s: KeychainStore) throws(KeychainError) in try s.reboot() } }
+    }
+
+    struct Unlock: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Unlock the device (every item becomes readable).")
+        @OptionGroup var store: KeychainOptions
+        func run() throws { try DeviceRun.setState(store) { (s: KeychainStore) throws(KeychainError) in try s.unlock() } }
+    }
+
+    struct Lock: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Lock the device (whenUnlocked items become unreadable; afterFirstUnlock items stay readable after a first unlock).")
+        @OptionGroup var store: KeychainOptions
+        func run() throws { try DeviceRun.setState(store) { (s: KeychainStore) throws(KeychainError) in try s.lock() } }
+    }
+
+    struct Status: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print the device's lock state, report URL and receipt outbox.")
+        @OptionGroup var store: KeychainOptions
+        func run() throws {
+            let s = try openStore(store, create: false)
+            print(try keychain { () throws(KeychainError) in try s.deviceLockState() }.rawValue)
+            let outbox = ReceiptOutboxStore(store: s)
+            let url = try keychain { () throws(KeychainError) in try outbox.reportURL() }
+            let waiting = try keychain { () throws(KeychainError) in try outbox.entries() }
+            print("report URL: \(url ?? "none")")
+            print("receipt outbox: \(waiting.entries.count) waiting, \(waiting.dropped) dropped")
+        }
+    }
+
+    struct Config: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Set the device's failure-report URL (receipts v1 section 3), kept in its keychain store.",
+            discussion: """
+                With a report URL, a message that fails a check (except replayed) is reported there: reason, \
+                envelope key id, time and count, at most once per reason and key id every 10 minutes.
+
+                Examples: sealedpush device config --report-url https://push.example.com/reports
+                          sealedpush device config --no-report-url
+                """)
+        @OptionGroup var store: KeychainOptions
+        @Option(name: .customLong("report-url"), help: ArgumentHelp("Where failure reports go (https; http only to localhost/127.0.0.1).", valueName: "URL"))
+        var reportURL: String?
+        @Flag(name: .customLong("no-report-url"), help: "Send no failure reports (the default).")
+        var noReportURL = false
+
+        func validate() throws {
+            guard (reportURL != nil) != noReportURL else { throw ValidationError("Give exactly one of --report-url URL and --no-report-url.") }
+            if let reportURL, let problem = ReceiptRequest.urlProblem(reportURL) {
+                throw ValidationError("--report-url \(problem); give an https URL (http only to localhost or 127.0.0.1).")
+            }
+        }
+
+        func run() throws {
+            let s = try openStore(store, create: false)
+            try keychain { () throws(KeychainError) in try ReceiptOutboxStore(store: s).setReportURL(reportURL) }
+            print("report URL: \(reportURL ?? "none")")
+        }
+    }
+
+    struct Flush: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Send the receipts and failure reports waiting in the device's outbox.",
+            discussion: """
+                Sends oldest first; stops at the first that gets no answer (the server is down: try again later). \
+                Entries answered 2xx are removed, and so are those refused for good (400, 403, 404, 413). \
+                Prints `sent N, rejected N, remaining N` (exit 1 when some remain).
+                """)
+        @OptionGroup var store: KeychainOptions
+        @Option(parsing: .unconditional, help: ArgumentHelp("The device clock: ISO 8601 (2026-11-21T12:00:00Z) or Unix seconds.", valueName: "TIME"))
+        var clock: DeviceClock?
+
+        func run() async throws {
+            let s = try openStore(store, create: false, clock: clock?.wallClock ?? .system)
+            let summary = await ReceiptsTransportCLI.with { transport in
+                await SimulatedDevice(store: s).flushReceipts(transport: transport)
+            }
+            print("sent \(summary.sent), rejected \(summary.rejected), remaining \(summary.remaining)")
+            if summary.remaining > 0 { throw ExitCode(1) }
+        }
+    }
+}
+
+/// The device clock given on the command line.
+struct DeviceClock: ExpressibleByArgument, Sendable {
+    let date: Date
+    /// A wall clock stopped at this instant.
+    var wallClock: WallClock { .fixed(date) }
+    init?(argument: String) {
+        if let seconds = Int64(argument), seconds >= 0, seconds < 253_402_300_800 {
+            date = Date(timeIntervalSince1970: TimeInterval(seconds))
+        } else if let parsed = Timestamp.parse(argument) {
+            date = parsed
+        } else {
+            return nil
+        }
+    }
+    static var defaultValueDescription: String { "ISO 8601 like 2026-11-21T12:00:00Z, or Unix seconds" }
+}
+
+/// The device side, shared by `device push` and the demo.
+package enum DeviceRun {
+    /// What to say when `bytes` is not an APNs payload but the output of `seal --headers` or a line of
+    /// `seal --batch` output (a wrapper around one), which iOS would reject as `invalidPayload`; `nil` otherwise.
+    static func sealOutputWrapper(_ bytes: [UInt8]) -> String? {
+        // Only an object whose first member is one of the wrappers' is parsed here (an APNs payload starts with "aps").
+        let start = bytes.drop { $0 == 0x20 || $0 == 0x09 || $0 == 0x0a || $0 == 0x0d }
+        guard start.first == UInt8(ascii: "{") else { return nil }
+        let member = start.dropFirst().drop { $0 == 0x20 || $0 == 0x09 || $0 == 0x0a || $0 == 0x0d }
+        guard [#""headers""#, #""payload""#, #""line""#].contains(where: { member.starts(with: $0.utf8) }) else { return nil }
+        guard case let .object(o)? = try? JSON.parse(bytes), o["aps"] == nil else { return nil }
+        let keys = Set(o.members.map(\.key))
+        if keys.contains("payload"), keys.contains("headers"), case .object? = o["payload"] {
+            let headers = o.members.first?.key == "headers"
+            return "this is \(headers ? "`seal --headers` output" : "a `seal --batch` output line"), not an APNs payload; "
+                + "pass its `payload`, e.g. `jq -c .payload FILE | sealedpush device push -`"
+                + (headers ? " (or seal without --headers)" : "")
+        }
+        if keys == ["line", "error"] {
+            return "this is a `seal --batch` error line (the message on that input line was not sealed), not an APNs payload: "
+                + "fix the input line its `error` names and seal it again"
+        }
+        return nil
+    }
+
+    static func setState(_ options: KeychainOptions, _ change: (KeychainStore) throws(KeychainError) -> DeviceLockState) throws {
+        let s = try openStore(options, create: false)
+        let state = try keychain { () throws(KeychainError) in try change(s) }
+        print("device is now \(state.rawValue)")
+    }
+
+    /// Delivers `bytes` to the simulated device over `store` (its keys, trust and replay cache).
+    package static func deliver(_ bytes: [UInt8], store: KeychainStore, options: DeviceSimulator.Options, extensionDelay: Duration = .zero,
+                        logger: Logger = Logger(label: "sealedpush.extension"), attachments: AttachmentPipeline? = nil,
+                        receipts: ReceiptCourier? = nil) async -> DeliveryResult {
+        await SimulatedDevice(store: store).deliver(bytes, options: options, extensionDelay: extensionDelay, logger: logger,
+                                                    attachments: attachments, receipts: receipts)
+    }
+
+    /// The attachment pipeline of one `device push`: an HTTP fetcher, made only when a message has
+    /// attachments (so plain deliveries start no HTTP client), and the attachments directory.
+    package struct MediaFetching {
+        package let pipeline: AttachmentPipeline?
+        let fetcher: LazyHTTPFetcher?
+
+        /// Checks `directory`, or makes the default one (`$TMPDIR/sealedpush-attachments`, 0700), and the fetcher.
+        package init(directory: String?) throws {
+            let path = directory ?? FileManager.default.temporaryDirectory.appendingPathComponent("sealedpush-attachments").path
+            var isDirectory = false
+            if directory == nil {
+                try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            } else if !FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) || !isDirectory {
+                throw CLIError("--attachments-dir \(path) does not exist or is not a directory; create it first")
+            }
+            let fetcher = LazyHTTPFetcher()
+            self.fetcher = fetcher
+            pipeline = AttachmentPipeline(fetcher: fetcher, directory: path)
+        }
+
+        /// Closes the fetcher's connections, if it was made.
+        package func shutdown() async {
+            await fetcher?.shutdown()
+        }
+    }
+}
+
+/// An `HTTPAttachmentFetcher` made on the first request.
+final class LazyHTTPFetcher: AttachmentFetcher {
+    private let made = Mutex<HTTPAttachmentFetcher?>(nil)
+
+    func get(_ url: String, maximumBytes: Int) async throws -> AttachmentResponse {
+        let fetcher = made.withLock { made in
+            if let made { return made }
+            let fetcher = HTTPAttachmentFetcher()
+            made = fetcher
+            return fetcher
+        }
+        return try await fetcher.get(url, maximumBytes: maximumBytes)
+    }
+
+    func shutdown() async {
+        if let fetcher = made.withLock({ $0 }) { try? await fetcher.shutdown() }
+    }
+}

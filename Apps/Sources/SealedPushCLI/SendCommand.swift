@@ -1,0 +1,462 @@
+package import ArgumentParser
+#if canImport(FoundationEssentials)
+package import FoundationEssentials
+#else
+package import Foundation
+#endif
+package import Logging
+package import SealedPushAPNs
+package import SealedPushAPNsCore
+package import SealedPushSender
+package import SealedPushWire
+
+/// The APNs token key: `--auth-key`, `--key-id`, `--team-id` (shared by `send` and `apns serve`).
+package struct APNsKeyOptions: ParsableArguments {
+    @Option(name: .customLong("auth-key"), help: ArgumentHelp("The APNs token key (AuthKey_KEYID.p8 from Apple's developer site; mode 0600).", valueName: "FILE"))
+    var authKey: String
+
+    @Option(name: .customLong("key-id"), help: ArgumentHelp("The key's 10-character id (default: read from the AuthKey_KEYID.p8 file name).", valueName: "KEY_ID"))
+    var keyID: String?
+
+    @Option(name: .customLong("team-id"), help: ArgumentHelp("The 10-character Apple Developer team id the key belongs to.", valueName: "TEAM_ID"))
+    var teamID: String
+
+    /// The key id: `--key-id`, else the `KEYID` of an `AuthKey_KEYID.p8` file name.
+    var resolvedKeyID: String? {
+        if let keyID { return keyID }
+        let name = authKey.split(separator: "/").last.map(String.init) ?? authKey
+        guard name.hasPrefix("AuthKey_"), name.hasSuffix(".p8") else { return nil }
+        return String(name.dropFirst("AuthKey_".count).dropLast(".p8".count))
+    }
+
+    package init() {}
+
+    package func validate() throws {
+        guard resolvedKeyID != nil else {
+            throw ValidationError("--key-id is needed: the auth key's file name is not AuthKey_KEYID.p8.")
+        }
+    }
+
+    /// The signing key from the `.p8` file.
+    package func signingKey() throws -> APNsSigningKey {
+        do { return try APNsSigningKey(p8File: authKey, keyID: resolvedKeyID ?? "", teamID: teamID) } catch {
+            throw CLIError(APNsAuthOptions.cliText(error))
+        }
+    }
+}
+
+/// Which APNs `send` talks to and how it trusts it, and the topic.
+struct APNsAuthOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("The apns-topic: the app's bundle id.", valueName: "TOPIC"))
+    var topic: String
+
+    @Option(name: .long, help: ArgumentHelp("production, sandbox, or a base URL (https://127.0.0.1:2197 for `sealedpush apns serve`).", valueName: "ENV"))
+    var environment: String = "production"
+
+    @Option(name: .customLong("ca-cert"), help: ArgumentHelp("Also trust this CA certificate (PEM), e.g. the ca.pem `sealedpush apns serve` writes.", valueName: "FILE"))
+    var caCert: String?
+
+    var resolvedEnvironment: APNsClientConfiguration.Environment? {
+        switch environment {
+        case "production": return .production
+        case "sandbox", "development": return .sandbox
+        default:
+            guard environment.hasPrefix("https://") else { return nil }
+            return .custom(environment)
+        }
+    }
+
+    func validate() throws {
+        guard resolvedEnvironment != nil else {
+            throw ValidationError("--environment must be production, sandbox, or an https:// base URL (like https://127.0.0.1:2197).")
+        }
+        if topic.isEmpty { throw ValidationError("--topic must be the app's bundle id; it was empty.") }
+    }
+
+    /// Reads `--ca-cert`.
+    func trustedCertificates() throws -> [[UInt8]] {
+        guard let caCert else { return [] }
+        return [try readInput(caCert, limit: 1 << 20, what: "the CA certificate (--ca-cert)")]
+    }
+
+    /// Library messages name configuration fields; the CLI's name its flags.
+    static func cliText(_ error: APNsError) -> String {
+        error.description
+            .replacing("the key id must", with: "--key-id must")
+            .replacing("the team id must", with: "--team-id must")
+    }
+}
+
+/// `sealedpush send`: seal and deliver through APNs.
+struct SendCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "send",
+        abstract: "Seal a secret message and deliver it through APNs (HTTP/2, token authentication).",
+        discussion: """
+            Single push: --to DEVICE_KEY.json --device-token HEX with the message options of `seal`. \
+            Batch: --batch IN.jsonl, the JSONL input of `seal --batch` with a "device_token" member per \
+            line; lines are read, sealed and sent as they stream (memory stays flat), up to \
+            --concurrency pushes in flight over one HTTP/2 connection.
+
+            Prints one JSON result per push on stdout, as pushes complete:
+
+              {"line": N, "apns_id": "...", "status": 200, "reason": null,
+               "timestamp": null, "unregistered": false}
+
+            A refusal gives APNs's status and reason ("BadDeviceToken"...); 410 gives "timestamp" \
+            (milliseconds). "unregistered": true means stop sending to this device token (Unregistered, \
+            ExpiredToken, BadDeviceToken, DeviceTokenNotForTopic). A line that could not be sealed or \
+            sent has "status": null and an "error". 429 TooManyRequests, 500, 503, timeouts and \
+            connection failures are retried (--retries) with exponential backoff and jitter; nothing \
+            else is. On a terminal, stderr shows progress (rate, ETA) and a summary at the end. Exit \
+            status 1 when any push failed.
+
+            Messages expire after 7 days unless --expires-in says otherwise (APNs stores the push that \
+            long for an offline device); --deliver-once sends apns-expiration 0.
+
+            Examples:
+              sealedpush send --to device-key.json --device-token $TOKEN --body "Meet at 6" \\
+                  --auth-key AuthKey_ABC123DEFG.p8 --team-id DEF123GHIJ --topic com.example.app
+              sealedpush send --batch messages.jsonl --auth-key AuthKey_ABC123DEFG.p8 \\
+                  --team-id DEF123GHIJ --topic com.example.app --environment https://127.0.0.1:2197 \\
+                  --ca-cert apns-ca.pem
+            """)
+
+    @Option(name: .long, help: ArgumentHelp("The device key record to seal to (JSON file, or - for stdin).", valueName: "DEVICE_KEY.json"))
+    var to: String?
+
+    @Option(name: .customLong("device-token"), help: ArgumentHelp("The device's APNs token (64 hex digits).", valueName: "HEX"))
+    var deviceToken: String?
+
+    @Option(name: .long, help: ArgumentHelp("Send one push per line of this JSONL file (- for stdin); each line has \"device_token\".", valueName: "IN.jsonl"))
+    var batch: String?
+
+    @OptionGroup(title: "APNs") var key: APNsKeyOptions
+    @OptionGroup(title: "APNs") var apns: APNsAuthOptions
+    @OptionGroup(title: "Message") var sealing: SealingOptions
+
+    @Option(name: .long, help: ArgumentHelp("The most pushes in flight at once.", valueName: "N"))
+    var concurrency = 100
+
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("The deadline for one try of one push (500ms, 10s…).", valueName: "DURATION"))
+    var timeout = DurationArgument(milliseconds: 10_000)
+
+    @Option(name: .long, help: ArgumentHelp("Retries after the first try, for 429/500/503/timeouts/connection failures.", valueName: "N"))
+    var retries = 3
+
+    func validate() throws {
+        if let batch {
+            guard !batch.isEmpty else { throw ValidationError("--batch needs a file path, or - for stdin.") }
+            guard to == nil, deviceToken == nil else {
+                throw ValidationError("--to and --device-token cannot be used with --batch: each line names its device in \"to\" and \"device_token\".")
+            }
+            if let option = sealing.perMessageOption {
+                throw ValidationError("\(option) cannot be used with --batch: give it per line in the JSONL input.")
+            }
+        } else {
+            guard let to, !to.isEmpty else { throw ValidationError("Missing --to DEVICE_KEY.json (or use --batch IN.jsonl).") }
+            guard let deviceToken else { throw ValidationError("Missing --device-token HEX: the device's APNs token.") }
+            guard APNsPush.isValidDeviceToken(deviceToken) else {
+                throw ValidationError("--device-token must be 64 hexadecimal digits (the token the app got from APNs); it has \(deviceToken.count) characters.")
+            }
+            try sealing.validateText()
+        }
+        guard (1...10_000).contains(concurrency) else { throw ValidationError("--concurrency must be 1 to 10000; it was \(concurrency).") }
+        guard (0...20).contains(retries) else { throw ValidationError("--retries must be 0 to 20; it was \(retries).") }
+    }
+
+    func run() async throws {
+        let sender = try sealing.sender()
+        let mediaStore = try sealing.mediaStore()
+        var logger = Logger(label: "sealedpush.send")
+        logger.logLevel = .warning
+        let configuration = APNsClientConfiguration(
+            environment: apns.resolvedEnvironment ?? .production, signingKey: try key.signingKey(), topic: apns.topic,
+            trustedCertificatesPEM: try apns.trustedCertificates(), timeout: timeout.duration, maxInFlight: concurrency,
+            retry: .init(maxTries: retries + 1))
+        let client: APNsClient
+        do { client = try APNsClient(configuration: configuration, logger: logger) } catch { throw CLIError(APNsAuthOptions.cliText(error)) }
+        let summary: SendSummary
+        do {
+            if let batch {
+                summary = try await SendBatch(client: client, sealer: JSONLSealer(sender: sender, mediaStore: mediaStore),
+                                              concurrency: concurrency).run(path: batch)
+            } else {
+                summary = try await sendOne(client: client, sender: sender, mediaStore: mediaStore)
+            }
+        } catch {
+            await client.shutdown()
+            throw error
+        }
+        await client.shutdown()
+        if summary.total > 1 || summary.failed > 0 || StandardIO.errorIsTerminal { StandardIO.writeError(summary.text + "\n") }
+        if summary.failed > 0 { throw ExitCode(1) }
+    }
+
+    func sendOne(client: APNsClient, sender: NotificationSender, mediaStore: DirectoryMediaStore?) async throws -> SendSummary {
+        guard let to, let deviceToken else { throw ValidationError("Missing --to and --device-token.") }
+        let record = try readDeviceRecord(to)
+        let message = try sealing.message(topic: nil, mediaStore: mediaStore)
+        let sealed: SealedNotification
+        do { sealed = try sender.seal(message, to: record) } catch { throw CLIError(error.description) }
+        if let receiptsDB = sealing.receiptsDB { try await ReceiptsRecording.record(sealed, database: receiptsDB) }
+        let result = await SendResult.deliver(APNsPush(sealed, deviceToken: deviceToken, topic: apns.topic), line: 1, client: client)
+        var summary = SendSummary()
+        summary.add(result)
+        StandardIO.writeOutput(result.jsonLine)
+        if result.untrustedServer, let error = result.error { throw CLIError(error) }
+        return summary
+    }
+}
+
+/// The result of one push, as `send` prints it.
+struct SendResult: Sendable {
+    let line: Int
+    let apnsID: String?
+    let status: Int?
+    let reason: APNsReason?
+    let timestamp: Int64?
+    /// Why the push was not sent (a line that could not be sealed, a timeout, a connection failure).
+    let error: String?
+    /// An untrusted server certificate: it stops a whole run, since every push would fail the same way.
+    var untrustedServer = false
+
+    var failed: Bool { status != 200 }
+    var unregistered: Bool { reason?.stopSendingToToken ?? false }
+
+    static func deliver(_ push: APNsPush, line: Int, client: APNsClient) async -> SendResult {
+        do {
+            let accepted = try await client.send(push)
+            return SendResult(line: line, apnsID: accepted.apnsID, status: 200, reason: nil, timestamp: nil, error: nil)
+        } catch let .rejected(rejection) {
+            return SendResult(line: line, apnsID: rejection.apnsID ?? push.apnsID, status: rejection.status, reason: rejection.reason,
+                              timestamp: rejection.timestamp, error: nil)
+        } catch {
+            var result = SendResult(line: line, apnsID: push.apnsID, status: nil, reason: nil, timestamp: nil, error: error.description)
+            if case .untrustedServer = error { result.untrustedServer = true }
+            return result
+        }
+    }
+
+    static func failure(line: Int, _ message: String) -> SendResult {
+        SendResult(line: line, apnsID: nil, status: nil, reason: nil, timestamp: nil, error: message)
+    }
+
+    /// `{"line":N,"apns_id":…,"status":…,"reason":…,"timestamp":…,"unregistered":…}` (and `"error"` when not sent), with a newline.
+    var jsonLine: [UInt8] {
+        var members: [(String, JSONValue)] = [
+            ("line", .int(Int64(line))), ("apns_id", apnsID.map { .string($0) } ?? .null),
+            ("status", status.map { .int(Int64($0)) } ?? .null), ("reason", reason.map { .string($0.rawValue) } ?? .null),
+            ("timestamp", timestamp.map { .int($0) } ?? .null), ("unregistered", .bool(unregistered)),
+        ]
+        if let error { members.append(("error", .string(error))) }
+        return JSON.serialize(.object(JSONObject(members))) + [0x0a]
+    }
+}
+
+/// Counts for the end-of-run summary.
+struct SendSummary {
+    var total = 0
+    var failed = 0
+    var unregistered = 0
+    var reasons: [String: Int] = [:]
+
+    mutating func add(_ result: SendResult) {
+        total += 1
+        guard result.failed else { return }
+        failed += 1
+        if result.unregistered { unregistered += 1 }
+        reasons[result.reason?.rawValue ?? "not sent", default: 0] += 1
+    }
+
+    var text: String {
+        var s = "sent \(total - failed) of \(total) push\(total == 1 ? "" : "es")"
+        if failed > 0 {
+            let detail = reasons.sorted { $0.value > $1.value }.map { "\($0.value) \($0.key)" }.joined(separator: ", ")
+            s += "; \(failed) failed (\(detail))"
+        }
+        if unregistered > 0 { s += "; stop sending to \(unregistered) device token\(unregistered == 1 ? "" : "s") (\"unregistered\": true)" }
+        return s
+    }
+}
+
+/// Streams a JSONL batch: reads a line, seals it, sends it, with at most `concurrency` pushes in flight;
+/// results are printed as they complete.
+struct SendBatch {
+    let client: APNsClient
+    let sealer: JSONLSealer
+    let concurrency: Int
+    static let maxLineBytes = 1 << 20
+
+    func run(path: String) async throws -> SendSummary {
+        let input = try InputFile.openBatch(path)
+        let expected = path != "-" && StandardIO.errorIsTerminal ? try SendBatch.countLines(path) : nil
+        defer { input.close() }
+        var progress = Progress(expected: expected)
+        var summary = SendSummary()
+        var lines = LineReader(input: input, maxLineBytes: SendBatch.maxLineBytes)
+        let client = self.client, sealer = self.sealer
+        try await withThrowingTaskGroup(of: SendResult.self) { group in
+            var inFlight = 0
+            func finish(_ result: SendResult) throws {
+                summary.add(result)
+                StandardIO.writeOutput(result.jsonLine)
+                progress.tick()
+                if result.untrustedServer, let error = result.error { throw CLIError(error) }
+            }
+            while let (number, line) = try lines.next() {
+                guard let line else {
+                    try finish(.failure(line: number, "the line is over \(SendBatch.maxLineBytes) bytes"))
+                    continue
+                }
+                if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0d }) { continue }
+                let push: APNsPush
+                switch SendBatch.seal(line, sealer: sealer, topic: client.configuration.topic) {
+                case let .success(p): push = p
+                case let .failure(message):
+                    try finish(.failure(line: number, message))
+                    continue
+                }
+                if inFlight >= concurrency, let result = try await group.next() {
+                    inFlight -= 1
+                    try finish(result)
+                }
+                group.addTask { await SendResult.deliver(push, line: number, client: client) }
+                inFlight += 1
+            }
+            while let result = try await group.next() { try finish(result) }
+        }
+        progress.end()
+        return summary
+    }
+
+    enum Sealed { case success(APNsPush), failure(String) }
+
+    /// One line: `device_token` is taken out, the rest is a `seal --batch` request.
+    static func seal(_ line: [UInt8], sealer: JSONLSealer, topic: String?) -> Sealed {
+        guard case let .object(object)? = try? JSON.parse(line) else { return .failure("the line is not a JSON object") }
+        guard case let .string(token)? = object["device_token"] else {
+            return .failure("the line has no \"device_token\" (the device's APNs token, 64 hex digits)")
+        }
+        guard APNsPush.isValidDeviceToken(token) else {
+            return .failure("\"device_token\" must be 64 hexadecimal digits; it has \(token.count) characters")
+        }
+        let rest = JSONObject(object.members.filter { $0.key != "device_token" }.map { ($0.key, $0.value) })
+        do {
+            var request = try JSONLSealer.request(from: rest)
+            if let mediaStore = sealer.mediaStore {
+                for attachment in try JSONLSealer.attachments(from: rest) { try request.message.attach(attachment, to: mediaStore) }
+            }
+            let sealed = try sealer.sender.seal(request.message, to: request.device)
+            return .success(APNsPush(sealed, deviceToken: token, topic: topic))
+        } catch {
+            return .failure(error.description)
+        }
+    }
+
+    static func countLines(_ path: String) throws -> Int {
+        let input = try InputFile.open(path, what: "the batch file")
+        defer { input.close() }
+        var count = 0, last: UInt8 = 0x0a
+        while true {
+            let chunk = try input.read(upToCount: 1 << 20)
+            if chunk.isEmpty { break }
+            for byte in chunk where byte == 0x0a { count += 1 }
+            last = chunk.last ?? last
+        }
+        return count + (last == 0x0a ? 0 : 1)
+    }
+}
+
+/// Reads lines from an input in large blocks; a line longer than the limit is returned as `nil` once.
+struct LineReader {
+    let input: InputFile
+    let maxLineBytes: Int
+    var buffer: [UInt8] = []
+    var start = 0
+    var number = 0
+    var atEOF = false
+    var skipping = false
+
+    init(input: InputFile, maxLineBytes: Int) {
+        self.input = input
+        self.maxLineBytes = maxLineBytes
+    }
+
+    /// The next line and its number (from 1), `(n, nil)` for an overlong line, `nil` at the end.
+    mutating func next() throws -> (Int, [UInt8]?)? {
+        while true {
+            if let newline = buffer[start...].firstIndex(of: 0x0a) {
+                let line = Array(buffer[start..<newline])
+                start = newline + 1
+                number += 1
+                if skipping {
+                    skipping = false
+                    continue
+                }
+                return (number, line)
+            }
+            if buffer.count - start > maxLineBytes && !skipping {
+                skipping = true
+                buffer.removeAll(keepingCapacity: true)
+                start = 0
+                return (number + 1, nil)
+            }
+            if atEOF {
+                guard start < buffer.count, !skipping else { return nil }
+                let line = Array(buffer[start...])
+                start = buffer.count
+                number += 1
+                return (number, line)
+            }
+            if skipping { buffer.removeAll(keepingCapacity: true); start = 0 }
+            if start > 0 {
+                buffer.removeFirst(start)
+                start = 0
+            }
+            let chunk = try input.read(upToCount: 1 << 16)
+            if chunk.isEmpty { atEOF = true } else { buffer += chunk }
+        }
+    }
+}
+
+/// A one-line progress display on a terminal's stderr: a bar (when the line count is known), count, rate, ETA.
+struct Progress {
+    let expected: Int?
+    let enabled = StandardIO.errorIsTerminal
+    let start = ContinuousClock.now
+    var done = 0
+    var lastDrawn = ContinuousClock.now - .seconds(1)
+
+    init(expected: Int?) { self.expected = expected }
+
+    mutating func tick() {
+        done += 1
+        guard enabled else { return }
+        let now = ContinuousClock.now
+        guard now - lastDrawn >= .milliseconds(200) else { return }
+        lastDrawn = now
+        draw(now)
+    }
+
+    func draw(_ now: ContinuousClock.Instant) {
+        let elapsed = Double((now - start).components.seconds) + Double((now - start).components.attoseconds) / 1e18
+        let rate = elapsed > 0 ? Double(done) / elapsed : 0
+        var line = "\r"
+        if let expected, expected > 0 {
+            let filled = min(24, done * 24 / expected)
+            line += "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: 24 - filled) + "] "
+        }
+        line += "\(done)"
+        if let expected { line += "/\(expected)" }
+        line += " pushes  \(Int(rate))/s"
+        if let expected, rate > 0, expected > done { line += "  ETA \(Int(Double(expected - done) / rate) + 1)s" }
+        StandardIO.writeError(line + "   ")
+    }
+
+    mutating func end() {
+        guard enabled else { return }
+        draw(ContinuousClock.now)
+        StandardIO.writeError("\n")
+    }
+}

@@ -1,0 +1,70 @@
+import SealedPushCLI
+import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import Hummingbird
+import Logging
+import SealedPushMediaServer
+
+/// `sealedpush media`: development tools for encrypted media attachments.
+struct MediaCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "media",
+        abstract: "Development tools for encrypted media attachments.",
+        subcommands: [Serve.self]
+    )
+
+    struct Serve: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Serve a directory of encrypted media objects over HTTP (for development and tests).",
+            discussion: """
+                Serves each file of DIR (as written by `sealedpush seal --attach … --media-dir DIR`) at \
+                /NAME with Content-Length; only the last path component names a file, so --media-url may \
+                carry a path prefix. Names starting with '.', or holding anything but letters, digits, \
+                '-', '_' and '.', are 404: nothing outside DIR is ever served. Requests are logged to \
+                standard error (method, path, status, length), never an object's bytes. Prints \
+                `listening on http://HOST:PORT` once bound (port 0 picks a free port). Runs until \
+                interrupted (SIGINT or SIGTERM).
+
+                Example: sealedpush media serve ./media --listen 127.0.0.1:8080
+                """)
+
+        @Argument(help: ArgumentHelp("The directory of media objects.", valueName: "DIR"))
+        var directory: String
+
+        @Option(name: .long, help: ArgumentHelp("The address to listen on.", valueName: "HOST:PORT"))
+        var listen = "127.0.0.1:8080"
+
+        func validate() throws {
+            guard Self.split(listen) != nil else {
+                throw ValidationError("--listen must be HOST:PORT, like 127.0.0.1:8080 (port 0 picks a free one).")
+            }
+        }
+
+        static func split(_ text: String) -> (host: String, port: Int)? {
+            guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65_535).contains(port) else { return nil }
+            var host = String(text[..<colon])
+            if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+            return host.isEmpty ? nil : (host, port)
+        }
+
+        func run() async throws {
+            var isDirectory = false
+            guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory else {
+                throw CLIError("the media directory \(directory) does not exist or is not a directory")
+            }
+            guard let (host, port) = Self.split(listen) else { throw ValidationError("--listen must be HOST:PORT.") }
+            var logger = Logger(label: "sealedpush.media")
+            logger.logLevel = .info
+            let server = MediaServer(directory: directory, host: host, port: port, logger: logger)
+            let app = server.application { address in
+                // Unbuffered, so a parent reading the pipe sees the line at once.
+                StandardIO.writeOutput(Array("listening on http://\(address)\n".utf8))
+            }
+            try await app.runService()
+        }
+    }
+}

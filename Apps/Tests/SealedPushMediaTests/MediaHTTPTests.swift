@@ -1,0 +1,363 @@
+import Testing
+import Foundation
+import Synchronization
+import Hummingbird
+import Logging
+import SealedPushCrypto
+import SealedPushWire
+import SealedPushReceiver
+import SealedPushDeviceHTTP
+import SealedPushMediaServer
+import SealedPushTestSupport
+
+/// Runs the `sealedpush` binary to completion (output through files, so nothing can block).
+func sealedpush(_ arguments: [String], stdin: [UInt8] = [], timeout: TimeInterval = 60) throws -> (status: Int32, stdout: [UInt8], stderr: String) {
+    TestLogging.quiet()
+    let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("sp-run-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: scratch) }
+    let out = scratch.appendingPathComponent("out"), err = scratch.appendingPathComponent("err"), input = scratch.appendingPathComponent("in")
+    _ = FileManager.default.createFile(atPath: out.path, contents: nil)
+    _ = FileManager.default.createFile(atPath: err.path, contents: nil)
+    _ = FileManager.default.createFile(atPath: input.path, contents: Data(stdin))
+    let process = Process()
+    process.executableURL = ProjectPaths.sealedpushBinary
+    process.arguments = arguments
+    process.standardOutput = try FileHandle(forWritingTo: out)
+    process.standardError = try FileHandle(forWritingTo: err)
+    process.standardInput = try FileHandle(forReadingFrom: input)
+    try process.run()
+    let deadline = Date().addingTimeInterval(timeout)
+    while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.005) }
+    if process.isRunning { process.terminate() }
+    process.waitUntilExit()
+    return (process.terminationStatus, [UInt8](try Data(contentsOf: out)), String(decoding: try Data(contentsOf: err), as: UTF8.self))
+}
+
+/// `sealedpush media serve DIR --listen 127.0.0.1:0` as a child process, and the address it printed.
+final class MediaServeProcess {
+    let process = Process()
+    let address: String
+    let logPath: String
+
+    init(directory: String) throws {
+        logPath = NSTemporaryDirectory() + "sp-serve-\(UUID().uuidString).log"
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        let pipe = Pipe()
+        process.executableURL = ProjectPaths.sealedpushServerBinary
+        process.arguments = ["media", "serve", directory, "--listen", "127.0.0.1:0"]
+        process.standardOutput = pipe
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        try process.run()
+        var line: [UInt8] = []
+        while !line.contains(0x0A) {
+            let data = pipe.fileHandleForReading.availableData
+            if data.isEmpty { break }
+            line += data
+        }
+        let text = String(decoding: line, as: UTF8.self)
+        guard let range = text.range(of: "listening on http://") else { process.terminate(); throw ServeError(text: text) }
+        address = String(text[range.upperBound...].prefix { $0 != "\n" })
+    }
+
+    struct ServeError: Error { let text: String }
+
+    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    deinit {
+        process.terminate()
+        process.waitUntilExit()
+        try? FileManager.default.removeItem(atPath: logPath)
+    }
+}
+
+/// A device keychain, a media directory and an attachments directory.
+struct MediaWorld {
+    let root: String
+    var keychain: String { root + "/device" }
+    var record: String { root + "/device.json" }
+    var media: String { root + "/media" }
+    var attachments: String { root + "/attachments" }
+
+    init() throws {
+        root = NSTemporaryDirectory() + "sp-media-\(UUID().uuidString)"
+        for d in [root, root + "/media", root + "/attachments"] { try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true) }
+        let generated = try sealedpush(["keys", "generate", "--keychain", root + "/device"])
+        try #require(generated.status == 0, "keys generate: \(generated.stderr)")
+        try Data(generated.stdout).write(to: URL(fileURLWithPath: record))
+    }
+
+    func cleanUp() { try? FileManager.default.removeItem(atPath: root) }
+
+    /// Writes a file of `type` and size into the root; returns its path.
+    func file(_ name: String, type: String, size: Int) throws -> (path: String, bytes: [UInt8]) {
+        let magic: [String: [UInt8]] = ["image/png": [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A], "image/jpeg": [0xFF, 0xD8, 0xFF],
+                                         "video/mp4": Array("\0\0\0\u{18}ftyp".utf8)]
+        let bytes = Array((magic[type]! + CryptoLibrary.randomBytes(count: size)).prefix(size))
+        let path = root + "/" + name
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        return (path, bytes)
+    }
+
+    /// `seal --attach` for each file, objects into the media directory, served at `baseURL`.
+    func seal(_ files: [String], baseURL: String) throws -> [UInt8] {
+        let r = try sealedpush(["seal", "--to", record, "--title", "Agent K", "--body", "Photo attached."]
+            + files.flatMap { ["--attach", $0] } + ["--media-dir", media, "--media-url", baseURL])
+        try #require(r.status == 0, "seal: \(r.stderr)")
+        return r.stdout
+    }
+
+    /// `device push --json --attachments-dir`; the parsed result.
+    func push(_ payload: [UInt8], _ extra: [String] = []) throws -> JSONObject {
+        let r = try sealedpush(["device", "push", "--keychain", keychain, "--json", "--attachments-dir", attachments] + extra + ["-"], stdin: payload)
+        guard case let .object(o) = try JSON.parse(r.stdout) else { throw MediaServeProcess.ServeError(text: r.stderr) }
+        return o
+    }
+
+    var attachmentFiles: [String] { (try? FileManager.default.contentsOfDirectory(atPath: attachments)) ?? [] }
+}
+
+func failures(_ o: JSONObject) -> [String] {
+    guard case let .array(list)? = o["attachmentFailures"] else { return ["<absent>"] }
+    return list.compactMap { $0.objectValue?["reason"]?.stringValue }
+}
+
+func shownAttachments(_ o: JSONObject) -> [JSONObject] {
+    guard case let .array(list)? = o["notification"]?.objectValue?["attachments"] else { return [] }
+    return list.compactMap(\.objectValue)
+}
+
+/// A small Hummingbird server on 127.0.0.1:0 for hostile cases; returns its base URL and a task to cancel.
+func hostileServer(_ configure: @escaping @Sendable (Router<BasicRequestContext>) -> Void) async throws -> (url: String, task: Task<Void, any Error>) {
+    let router = Router()
+    configure(router)
+    let (stream, continuation) = AsyncStream<Int>.makeStream()
+    var logger = Logger(label: "hostile")
+    logger.logLevel = .warning
+    let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                          onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) }, logger: logger)
+    let task = Task { try await app.run() }
+    var port = 0
+    for await p in stream { port = p; break }
+    return ("http://127.0.0.1:\(port)", task)
+}
+
+@Suite("Attachments over real loopback HTTP (media serve, device push)", .serialized) struct MediaHTTPTests {
+    @Test("seal --attach, media serve, device push: the photo is fetched, decrypted and written 0600; 404 and tampering fail alone")
+    func endToEnd() throws {
+        let world = try MediaWorld()
+        defer { world.cleanUp() }
+        let server = try MediaServeProcess(directory: world.media)
+        let photo = try world.file("photo.png", type: "image/png", size: 150_000)
+        let clip = try world.file("clip.mp4", type: "video/mp4", size: 70_000)
+        let payload = try world.seal([photo.path, clip.path], baseURL: "http://\(server.address)/media")
+        #expect(payload.count <= 4096)
+
+        let o = try world.push(payload)
+        #expect(o["outcome"]?.stringValue == "decrypted")
+        #expect(failures(o) == [])
+        let shown = shownAttachments(o)
+        #expect(shown.map { $0["identifier"]?.stringValue } == ["a1", "a2"])
+        #expect(shown.map { $0["type"]?.stringValue } == ["image/png", "video/mp4"])
+        #expect(shown.map { $0["size"]?.intValue } == [150_000, 70_000])
+        let file = try #require(shown.first?["file"]?.stringValue)
+        #expect(file.hasPrefix(world.attachments + "/") && file.hasSuffix(".png"))
+        #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: file))) == photo.bytes)
+        #expect((try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? NSNumber)?.intValue == 0o600)
+        #expect(server.log.contains("-> 200"))
+        #expect(!server.log.contains("ENCRYPTED_DATA"))
+
+        // Tampered object: text shown, that attachment corrupt, the other still attached.
+        let objects = try FileManager.default.contentsOfDirectory(atPath: world.media).filter { !$0.hasPrefix(".") }.sorted()
+        #expect(objects.count == 2)
+        let tamperedPayload = try world.seal([photo.path], baseURL: "http://\(server.address)")
+        let newest = try #require(try FileManager.default.contentsOfDirectory(atPath: world.media).first { !objects.contains($0) })
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: world.media + "/" + newest)))
+        bytes[bytes.count / 2] ^= 0x01
+        try Data(bytes).write(to: URL(fileURLWithPath: world.media + "/" + newest))
+        let before = world.attachmentFiles.count
+        let tampered = try world.push(tamperedPayload)
+        #expect(tampered["outcome"]?.stringValue == "decrypted")
+        #expect(tampered["notification"]?.objectValue?["body"]?.stringValue == "Photo attached.")
+        #expect(failures(tampered) == ["attachmentCorrupt"])
+        #expect(shownAttachments(tampered).isEmpty)
+        #expect(world.attachmentFiles.count == before)
+
+        // 404: the object was removed from the server.
+        let gonePayload = try world.seal([photo.path], baseURL: "http://\(server.address)")
+        for name in try FileManager.default.contentsOfDirectory(atPath: world.media) { try FileManager.default.removeItem(atPath: world.media + "/" + name) }
+        let gone = try world.push(gonePayload)
+        #expect(failures(gone) == ["attachmentUnavailable"])
+        #expect(world.attachmentFiles.count == before)
+        #expect(server.log.contains("-> 404"))
+
+        // Without --json the banner names each attachment.
+        let bannerPayload = try world.seal([photo.path], baseURL: "http://\(server.address)")
+        for name in try FileManager.default.contentsOfDirectory(atPath: world.media) { try FileManager.default.removeItem(atPath: world.media + "/" + name) }
+        let banner = try sealedpush(["device", "push", "--keychain", world.keychain, "--attachments-dir", world.attachments, "-"], stdin: bannerPayload)
+        #expect(String(decoding: banner.stdout, as: UTF8.self).contains("attachment a1: not attached (reason: attachmentUnavailable)"))
+    }
+
+    @Test("seal --attach refusals name the file, its size or type, and the limit; a JSONL line's attachments are encrypted")
+    func sealRefusalsAndBatch() throws {
+        let world = try MediaWorld()
+        defer { world.cleanUp() }
+        let media = ["--media-dir", world.media, "--media-url", "https://cdn.example/m"]
+        let seal = ["seal", "--to", world.record, "--body", "hi"]
+        // A sparse file one byte over the image limit.
+        let big = world.root + "/big.png"
+        _ = FileManager.default.createFile(atPath: big, contents: Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]))
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: big))
+        try handle.truncate(atOffset: 10_000_001)
+        try handle.close()
+        let tooBig = try sealedpush(seal + ["--attach", big] + media)
+        #expect(tooBig.status != 0 && tooBig.stderr.contains(big) && tooBig.stderr.contains("10000001") && tooBig.stderr.contains("10000000"))
+        let webp = world.root + "/x.webp"
+        try Data([1, 2, 3]).write(to: URL(fileURLWithPath: webp))
+        let unsupported = try sealedpush(seal + ["--attach", webp] + media)
+        #expect(unsupported.status != 0 && unsupported.stderr.contains("x.webp") && unsupported.stderr.contains("image/jpeg"))
+        let typed = try sealedpush(seal + ["--attach", webp + ":image/webp"] + media)
+        #expect(typed.status != 0 && typed.stderr.contains("image/webp") && typed.stderr.contains("not supported"))
+        let noDir = try sealedpush(seal + ["--attach", webp])
+        #expect(noDir.status != 0 && noDir.stderr.contains("--media-dir"))
+        let insecure = try sealedpush(seal + ["--attach", webp, "--media-dir", world.media, "--media-url", "http://cdn.example/m"])
+        #expect(insecure.status != 0 && insecure.stderr.contains("https"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: world.media).isEmpty)
+
+        // JSONL: one line with an attachment (type given), one with an unknown member in its attachment.
+        let photo = try world.file("p.jpg", type: "image/jpeg", size: 5_000)
+        let record = try String(contentsOfFile: world.record, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let lines = #"{"to":\#(record),"body":"one","attachments":[{"file":"\#(photo.path)","type":"image/jpeg","name":"Photo"}]}"# + "\n"
+            + #"{"to":\#(record),"body":"two","attachments":[{"file":"\#(photo.path)","path":"x"}]}"# + "\n"
+        let batch = try sealedpush(["seal", "--batch", "-"] + media, stdin: Array(lines.utf8))
+        let out = String(decoding: batch.stdout, as: UTF8.self).split(separator: "\n")
+        #expect(batch.status == 1 && out.count == 2)
+        #expect(out.first?.hasPrefix(#"{"payload":"#) == true && out.last?.contains("unknown member 'path'") == true)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: world.media).count == 1)
+    }
+
+    @Test("the fetcher over loopback: media serve answers with Content-Length; traversal is 404")
+    func serverAndFetcher() async throws {
+        let world = try MediaWorld()
+        defer { world.cleanUp() }
+        try Data([1, 2, 3, 4, 5]).write(to: URL(fileURLWithPath: world.media + "/obj_1-x"))
+        try Data([9]).write(to: URL(fileURLWithPath: world.root + "/secret"))
+        let server = try MediaServeProcess(directory: world.media)
+        let fetcher = HTTPAttachmentFetcher()
+        func get(_ path: String) async throws -> (Int, Int?, [UInt8]) {
+            let r = try await fetcher.get("http://\(server.address)\(path)", maximumBytes: 100)
+            var body: [UInt8] = []
+            while let piece = try await r.body.next() { body += piece }
+            return (r.status, r.announcedLength, body)
+        }
+        let ok = try await get("/obj_1-x")
+        #expect(ok.0 == 200 && ok.1 == 5 && ok.2 == [1, 2, 3, 4, 5])
+        #expect(try await get("/any/prefix/obj_1-x").0 == 200)
+        for path in ["/../secret", "/%2E%2E/secret", "/..%2Fsecret", "/.obj", "/", "/missing"] {
+            #expect(try await get(path).0 == 404, "\(path)")
+        }
+        try await fetcher.shutdown()
+        #expect(!server.log.contains("\u{1}\u{2}\u{3}"))
+    }
+
+    @Test("hostile servers: too many bytes, insecure redirect, stall with a sub-second budget, read-only directory")
+    func hostile() async throws {
+        let world = try MediaWorld()
+        defer { world.cleanUp() }
+        let sentBytes = SentCounter()
+        let (base, task) = try await hostileServer { router in
+            router.get("/endless/**") { _, _ -> Response in
+                Response(status: .ok, body: ResponseBody { writer in
+                    let chunk = ByteBuffer(repeating: 0, count: 16_384)
+                    for _ in 0..<1_000 {
+                        try await writer.write(chunk)
+                        sentBytes.add(16_384)
+                    }
+                    try await writer.finish(nil)
+                })
+            }
+            router.get("/redirect/**") { _, _ -> Response in
+                Response(status: .found, headers: [.location: "http://media.example.com/o/photo"])
+            }
+            router.get("/stall/**") { _, _ -> Response in
+                try await Task.sleep(for: .seconds(30))
+                return Response(status: .ok)
+            }
+        }
+        defer { task.cancel() }
+        let photo = try world.file("p.png", type: "image/png", size: 3_000)
+        let bound = MediaObjectFormat.maximumObjectLength(size: 3_000)
+        /// Seals to `base/route/NAME` (the hostile routes answer any NAME) and removes the real object.
+        func seal(_ route: String) throws -> [UInt8] {
+            let p = try world.seal([photo.path], baseURL: base + "/" + route)
+            for name in try FileManager.default.contentsOfDirectory(atPath: world.media) { try FileManager.default.removeItem(atPath: world.media + "/" + name) }
+            return p
+        }
+        let endless = try world.push(try seal("endless"))
+        #expect(endless["outcome"]?.stringValue == "decrypted" && failures(endless) == ["attachmentTooLarge"])
+        let redirect = try world.push(try seal("redirect"))
+        #expect(failures(redirect) == ["attachmentInsecureURL"])
+        let started = Date()
+        let stalled = try world.push(try seal("stall"), ["--time-limit", "300ms"])
+        #expect(stalled["outcome"]?.stringValue == "decrypted" && failures(stalled) == ["attachmentTimeExpired"])
+        #expect(stalled["notification"]?.objectValue?["body"]?.stringValue == "Photo attached.")
+        #expect(Date().timeIntervalSince(started) < 20)
+        #expect(world.attachmentFiles.isEmpty)
+
+        // The byte cap, counted on the client side: no more than the bound (plus the piece that crossed it) is read.
+        let counting = CountingFetcher(HTTPAttachmentFetcher())
+        let descriptor = AttachmentDescriptor(id: "x", url: base + "/endless/obj", key: SecretStream.generateKey(), type: "image/png", size: 3_000)
+        let result = await AttachmentPipeline(fetcher: counting, directory: world.attachments).run(descriptor)
+        if case let .failure(f) = result { #expect(f.reason == .attachmentTooLarge) } else { Issue.record("attached an endless body") }
+        #expect(counting.total.withLock { $0 } - counting.largestPiece.withLock { $0 } <= bound)
+        try await counting.inner.shutdown()
+        #expect(sentBytes.total >= 0)
+
+        // A read-only attachments directory (root ignores permission bits: /sys is mounted read-only).
+        let server = try MediaServeProcess(directory: world.media)
+        let readOnly: String
+        if geteuid() == 0 { readOnly = "/sys" } else {
+            readOnly = world.root + "/readonly"
+            try FileManager.default.createDirectory(atPath: readOnly, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o500])
+        }
+        let payload = try world.seal([photo.path], baseURL: "http://\(server.address)")
+        let r = try sealedpush(["device", "push", "--keychain", world.keychain, "--json", "--attachments-dir", readOnly, "-"], stdin: payload)
+        guard case let .object(o) = try JSON.parse(r.stdout) else { Issue.record("no JSON: \(r.stderr)"); return }
+        #expect(o["outcome"]?.stringValue == "decrypted" && failures(o) == ["attachmentStorageFailed"])
+    }
+}
+
+/// Counts the body bytes a fetcher hands out.
+final class CountingFetcher: AttachmentFetcher {
+    let inner: HTTPAttachmentFetcher
+    let total = Mutex<Int>(0)
+    let largestPiece = Mutex<Int>(0)
+    init(_ inner: HTTPAttachmentFetcher) { self.inner = inner }
+
+    struct Body: AttachmentByteStream {
+        let inner: any AttachmentByteStream
+        let owner: CountingFetcher
+        func next() async throws -> [UInt8]? {
+            let piece = try await inner.next()
+            if let piece {
+                owner.total.withLock { $0 += piece.count }
+                owner.largestPiece.withLock { $0 = max($0, piece.count) }
+            }
+            return piece
+        }
+        func cancel() async { await inner.cancel() }
+    }
+
+    func get(_ url: String, maximumBytes: Int) async throws -> AttachmentResponse {
+        var r = try await inner.get(url, maximumBytes: maximumBytes)
+        r.body = Body(inner: r.body, owner: self)
+        return r
+    }
+}
+
+/// Bytes a hostile server wrote.
+final class SentCounter: Sendable {
+    let value = Mutex<Int>(0)
+    func add(_ n: Int) { value.withLock { $0 += n } }
+    var total: Int { value.withLock { $0 } }
+}

@@ -1,0 +1,133 @@
+import Foundation
+import Testing
+import AsyncHTTPClient
+import NIOCore
+import NIOHTTP1
+import SealedPushCrypto
+import SealedPushWire
+import SealedPushReceiptCollector
+import SealedPushReceiptsDatabase
+import SealedPushTestSupport
+
+/// A collector served over a real loopback socket (port 0) for one test.
+final class RunningCollector: Sendable {
+    let database: ReceiptsDatabase
+    let port: Int
+    let task: Task<Void, any Error>
+
+    private init(database: ReceiptsDatabase, port: Int, task: Task<Void, any Error>) {
+        self.database = database
+        self.port = port
+        self.task = task
+    }
+
+    static func start(path: String, port: Int = 0, maxRate: Int = 50_000,
+                      now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) async throws -> RunningCollector {
+        let database = try await ReceiptsDatabase.open(path: path)
+        let collector = ReceiptCollector(database: database, maxRequestsPerSecond: maxRate, now: now)
+        let (stream, continuation) = AsyncStream<Int>.makeStream()
+        let app = collector.application(host: "127.0.0.1", port: port) { bound in continuation.yield(bound) }
+        let task = Task { try await app.run() }
+        var bound = 0
+        for await p in stream { bound = p; break }
+        return RunningCollector(database: database, port: bound, task: task)
+    }
+
+    var url: String { "http://127.0.0.1:\(port)/r" }
+
+    func stop() async {
+        task.cancel()
+        _ = try? await task.value
+        await database.close()
+    }
+}
+
+/// POSTs `body` and returns the status.
+func post(_ body: [UInt8], to url: String, method: HTTPMethod = .POST) async throws -> Int {
+    var request = HTTPClientRequest(url: url)
+    request.method = method
+    request.headers.add(name: "Content-Type", value: "application/json")
+    request.body = .bytes(ByteBuffer(bytes: body))
+    let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+    _ = try await response.body.collect(upTo: 1 << 16)
+    return Int(response.status.code)
+}
+
+func json(_ o: JSONObject) -> [UInt8] { JSON.serialize(.object(o)) }
+
+@Suite("Receipt collector (receipts v1 §4) over loopback", .serialized)
+struct CollectorTests {
+    let directory: URL
+
+    init() throws {
+        TestLogging.quiet()
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("collector-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    @Test("every §4 answer: 204 (repeats too, counted once), 404, 403, 400, 413, 202; and 405 for GET")
+    func answers() async throws {
+        let collector = try await RunningCollector.start(path: directory.appendingPathComponent("r.sqlite").path)
+        let kid = KeyID(hex: "e2a0cdd02cd5f429")!
+        let token = ReceiptRequest.makeToken()
+        try await collector.database.recordExpected(messageID: "m1", token: token, issuedAt: 1_795_000_000, keyID: kid)
+        let receipt = ReceiptMessage.delivered(id: "m1", token: token, at: 1_795_000_001, attachments: nil).jsonObject()
+        #expect(try await post(json(receipt), to: collector.url) == 204)
+        #expect(try await post(json(receipt), to: collector.url) == 204)
+        #expect(try await post(json(receipt), to: collector.url + "/other-path") == 204)
+        var unknown = receipt
+        unknown["id"] = .string("m2")
+        #expect(try await post(json(unknown), to: collector.url) == 404)
+        var wrong = receipt
+        wrong["token"] = .string(ReceiptRequest.makeToken())
+        #expect(try await post(json(wrong), to: collector.url) == 403)
+        for bad: [UInt8] in [Array("{}".utf8), Array("not json".utf8), json(JSONObject([("v", .int(2)), ("type", .string("delivered"))])),
+                             json({ var r = receipt; r["extra"] = .int(1); return r }()),
+                             json({ var r = receipt; r["token"] = .string("short"); return r }()),
+                             json(ReceiptMessage.failed(reason: .replayed, kid: nil, at: 1, count: 1).jsonObject())] {
+            #expect(try await post(bad, to: collector.url) == 400, "\(String(decoding: bad, as: UTF8.self))")
+        }
+        var padded = receipt
+        padded["id"] = .string(String(repeating: "x", count: 5000))
+        #expect(try await post(json(padded), to: collector.url) == 413)
+        let report = ReceiptMessage.failed(reason: .keychainLocked, kid: kid, at: 1_795_000_002, count: 3).jsonObject(dropped: 2)
+        #expect(try await post(json(report), to: collector.url) == 202)
+        #expect(try await post([], to: collector.url, method: .GET) == 405)
+        let stats = try await collector.database.stats()
+        #expect(stats.sent == 1 && stats.delivered == 1 && stats.pending == 0)
+        #expect(stats.failuresByReason == ["keychainLocked": 3])
+        #expect(stats.failuresByKeyID == ["e2a0cdd02cd5f429": 3])
+        #expect(stats.registeredKeyIDs.contains("e2a0cdd02cd5f429"))
+        #expect(stats.droppedReported == 2)
+        await collector.stop()
+    }
+
+    @Test("over the rate limit: 429")
+    func rateLimit() async throws {
+        // A clock that stands still: the bucket of 2 never refills, however slowly the 4 requests go.
+        let frozen = ContinuousClock.now
+        let collector = try await RunningCollector.start(path: directory.appendingPathComponent("rate.sqlite").path, maxRate: 2,
+                                                         now: { frozen })
+        var statuses: [Int] = []
+        for _ in 0..<4 { statuses.append(try await post(Array("{}".utf8), to: collector.url)) }
+        #expect(statuses.filter { $0 == 429 }.count >= 1)
+        #expect(statuses.filter { $0 == 400 }.count >= 1)
+        await collector.stop()
+    }
+
+    @Test("concurrent repeats of one receipt count the message once")
+    func concurrentRepeats() async throws {
+        let collector = try await RunningCollector.start(path: directory.appendingPathComponent("c.sqlite").path)
+        let token = ReceiptRequest.makeToken()
+        try await collector.database.recordExpected(messageID: "m", token: token, issuedAt: 1, keyID: KeyID(hex: "e2a0cdd02cd5f429")!)
+        let body = json(ReceiptMessage.delivered(id: "m", token: token, at: 2, attachments: nil).jsonObject())
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<16 { group.addTask { try await post(body, to: collector.url) } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(statuses.allSatisfy { $0 == 204 })
+        let stats = try await collector.database.stats()
+        #expect(stats.sent == 1 && stats.delivered == 1)
+        await collector.stop()
+    }
+}
