@@ -36,7 +36,18 @@ public struct APNsSigningKey: Sendable {
         if let type = attributes[.type] as? FileAttributeType, type == .typeDirectory {
             throw .authKey("the APNs auth key \(path) is a directory; pass the AuthKey_KEYID.p8 file")
         }
-        if let mode = attributes[.posixPermissions] as? Int, mode & 0o077 != 0 {
+        // FoundationEssentials gives the mode as UInt (full Foundation as an NSNumber that bridges to Int):
+        // read either, and refuse a key whose mode cannot be read rather than skip the check.
+        let mode: Int? = switch attributes[.posixPermissions] {
+        case let mode as UInt: Int(mode)
+        case let mode as Int: mode
+        case let mode as UInt16: Int(mode)
+        default: nil
+        }
+        guard let mode else {
+            throw .authKey("cannot read the permissions of the APNs auth key \(path); check that it is a regular file you own")
+        }
+        if mode & 0o077 != 0 {
             throw .authKey("the APNs auth key \(path) can be read by others (mode \(String(mode & 0o777, radix: 8))); run `chmod 600 \(path)`")
         }
         var pem: Data

@@ -127,7 +127,7 @@ struct APNsCLITests {
         let ca = directory.appendingPathComponent("frames-ca.pem")
         try apns.server.authority.caPEM.write(to: ca, atomically: true, encoding: .utf8)
         let jwt = try ProviderToken.make(key: apns.key, issuedAt: Int64(Date().timeIntervalSince1970))
-        let script = ProjectPaths.root.appendingPathComponent("Tests/SealedPushAPNsTests/h2_frames.py")
+        let script = ProjectPaths.root.appendingPathComponent("Apps/Tests/SealedPushAPNsTests/h2_frames.py")
         let result = try runChild(Self.python, [script.path, String(apns.port), ca.path, token, jwt, LocalAPNs.topic],
                                   in: directory, timeout: 60)
         await apns.stop()

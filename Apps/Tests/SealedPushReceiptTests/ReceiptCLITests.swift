@@ -43,7 +43,7 @@ struct ReceiptCLITests {
         try #require(FileManager.default.isExecutableFile(atPath: Self.python.path),
                      "no Python at \(Self.python.path): run `make test` (or `make pydeps`), or set SEALEDPUSH_PYTHON")
         let verdicts = directory.appendingPathComponent("verdicts.jsonl")
-        let script = ProjectPaths.root.appendingPathComponent("Tests/SealedPushReceiptTests/receipt_endpoint.py")
+        let script = ProjectPaths.root.appendingPathComponent("Apps/Tests/SealedPushReceiptTests/receipt_endpoint.py")
         let server = try ServerChild(Self.python, [script.path, verdicts.path], in: directory)
         defer { server.stop() }
         let port = try #require(server.firstLine().flatMap { Int($0) })
