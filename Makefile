@@ -78,10 +78,11 @@ BENCH_BIN := $(BENCH)/.build/release
 BENCH_PIN ?= $(shell command -v taskset >/dev/null 2>&1 && echo taskset -c 0)
 bench: deps pydeps release
 	$(SWIFT) build --package-path $(BENCH) $(RELEASE_FLAGS) --build-tests
-	SEALEDPUSH_BENCH_BIN=$(CURDIR)/$(BENCH_BIN)/sealedpush-bench $(SWIFT) test --package-path $(BENCH) -c release --skip-build
-	$(BENCH_PIN) $(BENCH_BIN)/sealedpush-bench --json > $(BENCH)/.build/bench.json
+	SEALEDPUSH_BIN=$(CURDIR)/$(RELEASE_BIN)/sealedpush SEALEDPUSH_BENCH_BIN=$(CURDIR)/$(BENCH_BIN)/sealedpush-bench \
+	  $(SWIFT) test --package-path $(BENCH) -c release --skip-build
+	SEALEDPUSH_BIN=$(CURDIR)/$(RELEASE_BIN)/sealedpush $(BENCH_PIN) $(BENCH_BIN)/sealedpush-bench --json > $(BENCH)/.build/bench.json
 	$(BENCH_PIN) $(PY) $(BENCH)/Scripts/bench_pynacl.py --swift-json $(BENCH)/.build/bench.json
-	$(PY) $(BENCH)/Scripts/bench_rss.py --bin $(RELEASE_BIN)/sealedpush --server-bin $(RELEASE_BIN)/sealedpush-server
+	$(PY) $(BENCH)/Scripts/bench_sizes.py --bin $(RELEASE_BIN)/sealedpush --server-bin $(RELEASE_BIN)/sealedpush-server
 	# Receipts: device push with and without a receipt, and the collector under load (both cores: the load
 	# generator and the collector are separate processes).
 	$(PYTHON) $(BENCH)/Scripts/bench_receipts.py --bin $(RELEASE_BIN)/sealedpush --server-bin $(RELEASE_BIN)/sealedpush-server

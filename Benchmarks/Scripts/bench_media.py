@@ -2,7 +2,7 @@
 """`make bench-media`: encrypted media attachments, each number stated met or NOT met.
 
 - Peak RSS of `sealedpush device push` delivering a message with a 10 MB image, and one with a 50 MB
-  movie, fetched from `sealedpush media serve` on loopback: target <= 24 MB (the extension's limit),
+  movie, fetched from `sealedpush-server media serve` on loopback: target <= 24 MB (the extension's limit),
   read from the kernel (wait4 ru_maxrss) for the device push process alone.
 - Media encrypt and decrypt throughput against raw libsodium secretstream loops: run by
   `sealedpush-media-bench`, whose lines are printed as they are.
@@ -45,6 +45,7 @@ def peak_rss(args, stdin):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True, help="the sealedpush binary")
+    ap.add_argument("--server-bin", required=True, help="the sealedpush-server binary (media serve)")
     ap.add_argument("--media-bench", required=True, help="the sealedpush-media-bench binary")
     a = ap.parse_args()
     root = tempfile.mkdtemp(prefix="sealedpush-bench-media-")
@@ -56,7 +57,7 @@ def main():
         record = run([a.bin, "keys", "generate", "--keychain", keychain])
         record_path = os.path.join(root, "device.json")
         open(record_path, "wb").write(record)
-        server = subprocess.Popen([a.bin, "media", "serve", media, "--listen", "127.0.0.1:0"],
+        server = subprocess.Popen([a.server_bin, "media", "serve", media, "--listen", "127.0.0.1:0"],
                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         line = server.stdout.readline().decode()
         address = line.strip().split("listening on ", 1)[1]

@@ -20,7 +20,7 @@ the raw rows show the fastest raw rounds of the run.
 
 Usage:
   bench_pynacl.py                       run `sealedpush-bench --json` (SEALEDPUSH_BENCH_BIN, else
-                                        .build/bench/release/sealedpush-bench) and print one combined table
+                                        Benchmarks/.build/release/sealedpush-bench) and print one combined table
   bench_pynacl.py --swift-json FILE     combine with a Swift run saved earlier (what `make bench` does)
   bench_pynacl.py --no-swift            PyNaCl figures only
   --quick                               tiny counts (checks that it runs)   --json   print JSON instead
@@ -33,7 +33,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "Tests", "Peer"))
 
 import nacl.public  # noqa: E402
 import nacl.signing  # noqa: E402
@@ -321,7 +321,7 @@ def load_swift(args):
     if args.swift_json:
         with open(args.swift_json, "rb") as f:
             return json.load(f)
-    binary = args.sealedpush or os.environ.get("SEALEDPUSH_BENCH_BIN") or os.path.join(ROOT, ".build", "bench", "release", "sealedpush-bench")
+    binary = args.sealedpush or os.environ.get("SEALEDPUSH_BENCH_BIN") or os.path.join(ROOT, "Benchmarks", ".build", "release", "sealedpush-bench")
     if not os.access(binary, os.X_OK):
         print(f"bench_pynacl: no sealedpush binary at {binary}; build it (make bench) or pass --sealedpush / --no-swift",
               file=sys.stderr)
@@ -389,7 +389,7 @@ def print_table(swift, py, cpu):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--swift-json", help="a saved `sealedpush-bench --json` output to compare with")
-    ap.add_argument("--sealedpush", help="the sealedpush-bench binary to run (default: SEALEDPUSH_BENCH_BIN, else .build/bench/release/sealedpush-bench)")
+    ap.add_argument("--sealedpush", help="the sealedpush-bench binary to run (default: SEALEDPUSH_BENCH_BIN, else Benchmarks/.build/release/sealedpush-bench)")
     ap.add_argument("--no-swift", action="store_true", help="PyNaCl figures only")
     ap.add_argument("--quick", action="store_true", help="tiny counts: checks that everything runs")
     ap.add_argument("--json", action="store_true", help="print {\"swift\": …, \"pynacl\": {\"results\": […]}}")

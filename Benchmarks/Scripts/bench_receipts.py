@@ -7,7 +7,7 @@
    several keep-alive HTTP/1.1 connections, pipelined): receipts per second; target >= 5000, and the count of
    delivered messages in the database equals the receipts acknowledged (204).
 
-Usage: bench_receipts.py SEALEDPUSH_BINARY [--pushes N] [--receipts N]
+Usage: bench_receipts.py --bin SEALEDPUSH --server-bin SEALEDPUSH_SERVER [--pushes N] [--receipts N]
 """
 import argparse, asyncio, base64, hashlib, json, os, socket, sqlite3, statistics, subprocess, sys, tempfile, time
 
@@ -16,8 +16,8 @@ def run(binary, args, cwd):
     return subprocess.run([binary] + args, cwd=cwd, capture_output=True, check=True)
 
 
-def start_collector(binary, cwd, db):
-    proc = subprocess.Popen([binary, "receipts", "serve", "--db", db, "--listen", "127.0.0.1:0", "--max-rate", "1000000"],
+def start_collector(server_binary, cwd, db):
+    proc = subprocess.Popen([server_binary, "receipts", "serve", "--db", db, "--listen", "127.0.0.1:0", "--max-rate", "1000000"],
                             cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     line = proc.stdout.readline().decode().strip()
     port = int(line.rsplit(":", 1)[1])
@@ -107,15 +107,17 @@ def collector_rate(binary, cwd, n):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("binary")
+    ap.add_argument("--bin", required=True, help="the sealedpush binary")
+    ap.add_argument("--server-bin", required=True, help="the sealedpush-server binary (receipts serve)")
     ap.add_argument("--pushes", type=int, default=15)
     ap.add_argument("--receipts", type=int, default=20000)
     a = ap.parse_args()
-    binary = os.path.abspath(a.binary)
+    binary = os.path.abspath(a.bin)
+    server_binary = os.path.abspath(a.server_bin)
     with tempfile.TemporaryDirectory(prefix="sealedpush-bench-receipts-") as cwd:
         with open(os.path.join(cwd, "device.json"), "wb") as f:
             f.write(run(binary, ["keys", "generate", "--keychain", "dev"], cwd).stdout)
-        proc, port = start_collector(binary, cwd, os.path.join(cwd, "r.sqlite"))
+        proc, port = start_collector(server_binary, cwd, os.path.join(cwd, "r.sqlite"))
         try:
             with_r, without = push_ratio(binary, cwd, port, a.pushes)
         finally:
@@ -124,7 +126,7 @@ def main():
         ratio = with_r / without
         print("receipts_device_push: with receipt %.1f ms, without %.1f ms (median of %d), ratio %.2fx (target <= 1.5x): %s"
               % (with_r * 1000, without * 1000, a.pushes, ratio, "met" if ratio <= 1.5 else "NOT met"))
-        acknowledged, other, seconds, counted = collector_rate(binary, cwd, a.receipts)
+        acknowledged, other, seconds, counted = collector_rate(server_binary, cwd, a.receipts)
         rate = acknowledged / seconds
         ok = rate >= 5000 and counted == acknowledged and other == 0
         print("receipts_collector: %d receipts acknowledged in %.2f s = %.0f/s (target >= 5000/s), %d other answers, "

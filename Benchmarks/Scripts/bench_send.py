@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """`make bench` (issue #12): delivery throughput through a local APNs on loopback.
 
-1. `sealedpush send --batch` of N sealed pushes (default 20 000) to `sealedpush apns serve --accept-unknown`
+1. `sealedpush send --batch` of N sealed pushes (default 20 000) to `sealedpush-server apns serve --accept-unknown`
    (no devices), pushes/s, and its ratio to the raw crypto_box_seal loop (`sealedpush-bench --profile raw_seal`)
    measured in the same run. Target >= 0.6x on this 2-core machine with the server sharing it.
-2. The same N pushes from Python: PyNaCl sealing per the spec (Tests/Peer/bench_pynacl.py's Sender) and aioapns
+2. The same N pushes from Python: PyNaCl sealing per the spec (Benchmarks/Scripts/bench_pynacl.py's Sender) and aioapns
    (the APNs client Matrix's Sygnal uses) against the same local APNs. Target: SealedPush >= 3x.
 3. Peak RSS of `send` over N/10 and N lines: flat means streaming (target: the larger run within 25 % + 2 MiB).
 
@@ -22,7 +22,9 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "Peer"))
+PEER = os.path.join(HERE, "..", "..", "Tests", "Peer")  # peer.py, the independent wire v1 implementation
+sys.path.insert(0, HERE)
+sys.path.insert(0, PEER)
 
 
 def run_child(argv, cwd, stdout=subprocess.DEVNULL):
@@ -49,8 +51,8 @@ def write_batch(path, record, n):
 def python_run(pyexe, ca, port, key_pem, record, n, concurrency):
     """PyNaCl + aioapns in a child process (its own interpreter, as a server team would run it)."""
     script = r'''
-import asyncio, json, ssl, sys, time
-sys.path.insert(0, sys.argv[1])
+import asyncio, json, os, ssl, sys, time
+sys.path[:0] = sys.argv[1].split(os.pathsep)
 import bench_pynacl, peer
 from aioapns import APNs, NotificationRequest
 from aioapns import connection as conn
@@ -82,7 +84,7 @@ async def main():
     print(json.dumps({"ok": ok, "seconds": time.perf_counter() - start}))
 asyncio.run(main())
 '''
-    out = subprocess.run([pyexe, "-c", script, os.path.join(HERE, "..", "Peer"), ca, str(port), key_pem, json.dumps(record),
+    out = subprocess.run([pyexe, "-c", script, HERE + os.pathsep + PEER, ca, str(port), key_pem, json.dumps(record),
                           str(n), str(concurrency)], capture_output=True, text=True, timeout=1800)
     if out.returncode != 0:
         raise RuntimeError(out.stderr.strip()[-600:])
@@ -91,7 +93,8 @@ asyncio.run(main())
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
+    ap.add_argument("--bin", required=True, help="the sealedpush binary (send)")
+    ap.add_argument("--server-bin", required=True, help="the sealedpush-server binary (apns serve)")
     ap.add_argument("--bench-bin", required=True)
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("-n", type=int, default=20000)
@@ -100,7 +103,8 @@ def main():
     n = args.n
     work = tempfile.mkdtemp(prefix="sealedpush-bench-send-")
     sp = os.path.abspath(args.bin)
-    subprocess.run([sp, "apns", "generate-key", "--key-id", "BENCH00KEY", "--out", work], check=True, stdout=subprocess.DEVNULL)
+    server_bin = os.path.abspath(args.server_bin)
+    subprocess.run([server_bin, "apns", "generate-key", "--key-id", "BENCH00KEY", "--out", work], check=True, stdout=subprocess.DEVNULL)
     subprocess.run([sp, "keys", "generate", "--keychain", os.path.join(work, "phone")], check=True, stdout=subprocess.DEVNULL)
     record = json.loads(subprocess.run([sp, "keys", "export", "--keychain", os.path.join(work, "phone")], check=True,
                                        capture_output=True, text=True).stdout)
@@ -110,7 +114,7 @@ def main():
     write_batch(os.path.join(work, "batch.jsonl"), record, n)
     write_batch(os.path.join(work, "small.jsonl"), record, max(1, n // 10))
 
-    server = subprocess.Popen([sp, "apns", "serve", "--auth-key", key_path, "--team-id", "BENCHTEAM0", "--topic", "com.example.bench",
+    server = subprocess.Popen([server_bin, "apns", "serve", "--auth-key", key_path, "--team-id", "BENCHTEAM0", "--topic", "com.example.bench",
                                "--accept-unknown", "--listen", "127.0.0.1:0", "--ca-out", os.path.join(work, "ca.pem")],
                               cwd=work, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
