@@ -105,6 +105,7 @@ let package = Package(
                 .product(name: "SealedPushWire", package: "SealedPush"),
                 .product(name: "SealedPushCrypto", package: "SealedPush"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

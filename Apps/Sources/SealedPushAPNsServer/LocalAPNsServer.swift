@@ -5,28 +5,55 @@ import NIOHTTP2
 import NIOPosix
 import NIOSSL
 import SealedPushAPNsCore
+public import ServiceLifecycle
 import Synchronization
+
+/// Why the local APNs could not start.
+public struct LocalAPNsServerError: Error, CustomStringConvertible, Sendable {
+    /// What went wrong and what to do.
+    public let description: String
+
+    init(_ description: String) { self.description = description }
+}
 
 /// A local APNs for development and tests: HTTP/2 over TLS (ALPN `h2`) on swift-nio-http2, with APNs's
 /// checks (`LocalAPNsRules`), its status codes and reasons, and faults on request. Accepted pushes go to
-/// `onAccepted`, which `sealedpush apns serve` wires to simulated devices.
-public final class LocalAPNsServer: Sendable {
+/// `onAccepted`, which `sealedpush-server apns serve` wires to simulated devices.
+///
+/// A swift-service-lifecycle `Service`: `run()` binds (unless `start()` already did) and serves until graceful
+/// shutdown, then stops accepting, sends GOAWAY on every open connection (once with the highest stream id,
+/// then, after the client's PING ack, with the last stream it opened), lets in-flight streams finish for
+/// up to `shutdownGracePeriod`, closes what remains and returns. Cancellation closes everything at once.
+public final class LocalAPNsServer: Service, Sendable {
     /// The rules every request goes through (also: unregister tokens, read counts).
     public let rules: LocalAPNsRules
     /// The TLS identity; clients trust `authority.caPEM`.
     public let authority: LocalCertificateAuthority
+    /// How long in-flight streams may run after a graceful shutdown began before their connections are closed.
+    public let shutdownGracePeriod: Duration
     let onAccepted: @Sendable (AcceptedPush) -> Void
     let logger: Logger
-    let channel = Mutex<(any Channel)?>(nil)
+    let state = Mutex(ServerState())
     let connectionCount = Atomic<Int>(0)
     let load = RequestLoad()
 
+    /// The listening socket, the open connections, and whether the server is shutting down.
+    struct ServerState {
+        var listener: (any Channel)?
+        var port: Int?
+        var connections: [ObjectIdentifier: any Channel] = [:]
+        var stopping = false
+    }
+
     /// A server with `configuration`; `onAccepted` receives every accepted push after it was answered.
+    /// On graceful shutdown, in-flight streams get `shutdownGracePeriod` to finish.
     public init(configuration: LocalAPNsConfiguration, authority: LocalCertificateAuthority,
+                shutdownGracePeriod: Duration = .seconds(10),
                 logger: Logger = Logger(label: "sealedpush.apns-serve"),
                 onAccepted: @escaping @Sendable (AcceptedPush) -> Void = { _ in }) {
         rules = LocalAPNsRules(configuration: configuration)
         self.authority = authority
+        self.shutdownGracePeriod = shutdownGracePeriod
         self.onAccepted = onAccepted
         self.logger = logger
     }
@@ -34,11 +61,18 @@ public final class LocalAPNsServer: Sendable {
     /// How many TLS connections clients have opened so far.
     public var connectionsAccepted: Int { connectionCount.load(ordering: .relaxed) }
 
+    /// How many connections are open now.
+    public var openConnections: Int { state.withLock { $0.connections.count } }
+
     /// The most requests that were being answered at once (from a complete request to its response).
     public var peakConcurrentRequests: Int { load.peak }
 
-    /// Binds and starts serving; returns the port (useful with port 0).
+    /// The bound port once started, else `nil`.
+    public var port: Int? { state.withLock { $0.port } }
+
+    /// Binds and starts serving; returns the port (useful with port 0). Calling it again returns the same port.
     public func start() async throws -> Int {
+        if let port = state.withLock({ $0.port }) { return port }
         let configuration = rules.configuration
         var tls = TLSConfiguration.makeServerConfiguration(
             certificateChain: try NIOSSLCertificate.fromPEMBytes(Array(authority.serverCertificatePEM.utf8)).map { .certificate($0) },
@@ -52,20 +86,25 @@ public final class LocalAPNsServer: Sendable {
         ]
         let connectionConfiguration = settings
         let streamConfiguration = NIOHTTP2Handler.StreamConfiguration()
+        // Graceful close: GOAWAY on ChannelShouldQuiesceEvent, close once the streams are done or the grace ran out.
+        let management = NIOHTTP2ServerConnectionManagementHandler.Configuration(
+            maxIdleTime: nil, maxAge: nil, maxGraceTime: TimeAmount(shutdownGracePeriod), keepalive: nil)
         let rules = self.rules, logger = self.logger, onAccepted = self.onAccepted, load = self.load
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { [self] channel in
+                guard self.track(channel) else { return channel.close() }
                 self.connectionCount.add(1, ordering: .relaxed)
                 let connection = LocalAPNsConnection()
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
+                    let manager = NIOHTTP2ServerConnectionManagementHandler(eventLoop: channel.eventLoop, configuration: management)
                     try sync.addHandler(NIOSSLServerHandler(context: sslContext))
                     _ = try sync.configureHTTP2Pipeline(
                         mode: .server, connectionConfiguration: connectionConfiguration,
-                        streamConfiguration: streamConfiguration
+                        streamConfiguration: streamConfiguration, streamDelegate: manager.http2StreamDelegate
                     ) { stream in
                         stream.eventLoop.makeCompletedFuture {
                             let streamSync = stream.pipeline.syncOperations
@@ -73,21 +112,73 @@ public final class LocalAPNsServer: Sendable {
                                                                         logger: logger, onAccepted: onAccepted))
                         }
                     }
+                    try sync.addHandler(manager)
                     try sync.addHandler(ConnectionErrorHandler(logger: logger))
                 }
             }
         let bound = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
-        channel.withLock { $0 = bound }
-        return bound.localAddress?.port ?? configuration.port
+        let port = bound.localAddress?.port ?? configuration.port
+        let kept = state.withLock { s -> Bool in
+            guard s.listener == nil, s.port == nil, !s.stopping else { return false }
+            s.listener = bound
+            s.port = port
+            return true
+        }
+        guard kept else {
+            try? await bound.close()
+            throw LocalAPNsServerError("this local APNs was already started or stopped; make a new LocalAPNsServer to serve again")
+        }
+        return port
     }
 
-    /// Stops listening and closes the listening socket.
-    public func stop() async {
-        let bound = channel.withLock { c -> (any Channel)? in
-            defer { c = nil }
-            return c
+    /// Registers a new connection (closed when it closes); `false` once the server is shutting down.
+    private func track(_ channel: any Channel) -> Bool {
+        let id = ObjectIdentifier(channel)
+        let admitted = state.withLock { s -> Bool in
+            if s.stopping { return false }
+            s.connections[id] = channel
+            return true
         }
-        try? await bound?.close()
+        if admitted {
+            channel.closeFuture.whenComplete { [self] _ in
+                _ = self.state.withLock { $0.connections.removeValue(forKey: id) }
+            }
+        }
+        return admitted
+    }
+
+    /// Serves until graceful shutdown (binding first unless `start()` did), then quiesces: see the type's summary.
+    public func run() async throws {
+        _ = try await start()
+        try? await gracefulShutdown()
+        await shutdown(gracePeriod: Task.isCancelled ? .zero : shutdownGracePeriod)
+    }
+
+    /// Stops accepting, sends GOAWAY on every open connection, waits up to `gracePeriod` for their streams to
+    /// finish and closes the connections that remain. Returns once every connection is closed.
+    public func shutdown(gracePeriod: Duration) async {
+        let (listener, connections) = state.withLock { s in
+            s.stopping = true
+            defer { s.listener = nil }
+            return (s.listener, Array(s.connections.values))
+        }
+        try? await listener?.close()
+        guard !connections.isEmpty else { return }
+        logger.info("shutting down", metadata: ["connections": "\(connections.count)"])
+        for connection in connections { connection.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent()) }
+        let loop = MultiThreadedEventLoopGroup.singleton.any()
+        let allClosed = EventLoopFuture.andAllComplete(connections.map(\.closeFuture), on: loop)
+        // A backstop for clients that never acknowledge the GOAWAY's PING (the handler's grace timer starts after it).
+        let backstop = loop.scheduleTask(in: TimeAmount(max(gracePeriod, .zero))) {
+            for connection in connections { connection.close(promise: nil) }
+        }
+        try? await allClosed.get()
+        backstop.cancel()
+    }
+
+    /// Stops listening and closes every connection now (in-flight streams are cut).
+    public func stop() async {
+        await shutdown(gracePeriod: .zero)
     }
 }
 

@@ -83,8 +83,10 @@ public struct ReceiptCollector: Sendable {
     }
 
     /// The Hummingbird application answering every path with `answer`, bound to `host:port`; `onRunning`
-    /// gets the bound port (useful with port 0).
-    public func application(host: String, port: Int, onRunning: @escaping @Sendable (Int) async -> Void = { _ in })
+    /// gets the bound port (useful with port 0). Its own log (connections, server errors) goes to `httpLogger`,
+    /// by default one at `warning`.
+    public func application(host: String, port: Int, httpLogger: Logger? = nil,
+                            onRunning: @escaping @Sendable (Int) async -> Void = { _ in })
         -> some ApplicationProtocol
     {
         let collector = self
@@ -102,8 +104,8 @@ public struct ReceiptCollector: Sendable {
             let status = await collector.answer(method: request.method, body: bytes, tooLarge: tooLarge)
             return Response(status: status)
         }
-        var quiet = Logger(label: "sealedpush.receipts.http")
-        quiet.logLevel = .warning
+        var quiet = httpLogger ?? Logger(label: "sealedpush.receipts.http")
+        if httpLogger == nil { quiet.logLevel = .warning }
         return Application(
             responder: responder,
             configuration: ApplicationConfiguration(address: .hostname(host, port: port), serverName: "sealedpush-receipts"),

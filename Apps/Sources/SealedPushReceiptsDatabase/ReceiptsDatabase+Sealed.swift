@@ -7,14 +7,9 @@ extension ReceiptsDatabase {
     /// A sender calls this before the payload leaves it: without the record the receipt could not be checked.
     public static func recordExpected(_ sealed: SealedNotification, path: String) async throws(ReceiptsDatabaseError) {
         guard let receipt = sealed.receipt else { return }
-        let database = try await ReceiptsDatabase.open(path: path)
-        do {
+        try await withOpened(path: path) { database throws(ReceiptsDatabaseError) in
             try await database.recordExpected(messageID: sealed.messageID, token: receipt.token, issuedAt: sealed.issuedAt,
                                               keyID: sealed.keyID)
-        } catch {
-            await database.close()
-            throw error
         }
-        await database.close()
     }
 }

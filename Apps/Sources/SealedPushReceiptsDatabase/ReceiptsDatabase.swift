@@ -85,6 +85,18 @@ public actor ReceiptsDatabase {
         try? await connection.close()
     }
 
+    /// Opens the database at `path`, runs `body` with it and closes it, whether `body` returned or threw.
+    public static func withOpened<R>(path: String, logger: Logger = Logger(label: "sealedpush.receipts.db"),
+                                     _ body: (ReceiptsDatabase) async throws(ReceiptsDatabaseError) -> R)
+        async throws(ReceiptsDatabaseError) -> R
+    {
+        let database = try await open(path: path, logger: logger)
+        let result: Result<R, ReceiptsDatabaseError>
+        do throws(ReceiptsDatabaseError) { result = .success(try await body(database)) } catch { result = .failure(error) }
+        await database.close()
+        return try result.get()
+    }
+
     /// Records that message `messageID`, sealed to `keyID` at `issuedAt`, asked for a receipt with `token`
     /// (only `SHA-256(token)` is kept). A message id already recorded is refused.
     public func recordExpected(messageID: String, token: String, issuedAt: Int64, keyID: KeyID) async throws(ReceiptsDatabaseError) {

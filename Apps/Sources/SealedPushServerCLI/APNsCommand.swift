@@ -13,6 +13,7 @@ import SealedPushDevice
 import SealedPushKeychain
 import SealedPushReceiver
 import SealedPushWire
+import ServiceLifecycle
 import SystemPackage
 
 /// `sealedpush apns`: a local APNs for development and tests.
@@ -46,7 +47,10 @@ struct APNsCommand: AsyncParsableCommand {
                 TooManyRequests past N pushes a second to one token).
 
                 Prints `listening on https://HOST:PORT` once bound (port 0 picks a free one); requests \
-                are logged on stderr (token prefix, status, reason; never payloads). Runs until interrupted.
+                are logged on stderr (token prefix, status, reason; never payloads). Runs until SIGTERM or \
+                SIGINT, then shuts down gracefully: stops accepting, sends GOAWAY on every connection, lets \
+                pushes in flight be answered for up to --shutdown-grace, closes what remains, hands the \
+                devices what was accepted, and exits 0.
 
                 Example:
                   sealedpush apns generate-key --key-id ABC123DEFG --out .
@@ -88,6 +92,10 @@ struct APNsCommand: AsyncParsableCommand {
 
         @Option(name: .customLong("token-rate"), help: ArgumentHelp("Answer 429 TooManyRequests past N pushes a second to one token (0: no limit).", valueName: "N"))
         var tokenRate = 0
+
+        @Option(name: .customLong("shutdown-grace"), parsing: .unconditional,
+                help: ArgumentHelp("On SIGTERM/SIGINT, how long pushes in flight may take before connections are closed.", valueName: "DURATION"))
+        var shutdownGrace = DurationArgument(milliseconds: 10_000)
 
         func validate() throws {
             guard MediaCommand.Serve.split(listen) != nil else {
@@ -141,14 +149,26 @@ struct APNsCommand: AsyncParsableCommand {
             var logger = Logger(label: "sealedpush.apns-serve")
             logger.logLevel = .info
             let deviceLines = lines
-            let server = LocalAPNsServer(configuration: configuration, authority: authority, logger: logger) { push in
+            let server = LocalAPNsServer(configuration: configuration, authority: authority, shutdownGracePeriod: shutdownGrace.duration,
+                                         logger: logger) { push in
                 deviceLines[push.deviceToken]?.enqueue(push)
             }
             for token in unregistered { server.rules.unregister(token) }
-            let bound = try await server.start()
-            StandardIO.writeOutput(Array("listening on https://\(host.contains(":") ? "[\(host)]" : host):\(bound) (clients trust \(caOut))\n".utf8))
-            for line in deviceLines.values { line.start() }
-            while true { try await Task.sleep(for: .seconds(3600)) }
+            let caOut = self.caOut
+            // The devices come first: the group stops the server first, then lets the devices finish what it accepted.
+            let serve = AfterStart(service: server) {
+                let bound = try await server.start()
+                StandardIO.writeOutput(Array("listening on https://\(host.contains(":") ? "[\(host)]" : host):\(bound) (clients trust \(caOut))\n".utf8))
+            }
+            var groupLogger = logger
+            groupLogger.logLevel = .notice
+            var services: [any Service] = Array(deviceLines.values)
+            services.append(serve)
+            do {
+                try await runUntilSignalled(services, logger: groupLogger)
+            } catch {
+                throw CLIError("the local APNs stopped: \(error); check that \(listen) is free and allowed")
+            }
         }
     }
 
@@ -193,8 +213,9 @@ struct APNsCommand: AsyncParsableCommand {
     }
 }
 
-/// One registered device of `apns serve`: pushes are delivered to its simulator one at a time, in order.
-final class DeviceLine: Sendable {
+/// One registered device of `apns serve`, a service: pushes are delivered to its simulator one at a time, in
+/// order; on graceful shutdown (after the server stopped) it delivers what was already accepted and returns.
+final class DeviceLine: Service, Sendable {
     let token: String
     let store: KeychainStore
     let stream: AsyncStream<AcceptedPush>
@@ -208,21 +229,28 @@ final class DeviceLine: Sendable {
 
     func enqueue(_ push: AcceptedPush) { continuation.yield(push) }
 
-    func start() {
-        Task { [self] in
-            let media = try? DeviceRun.MediaFetching(directory: nil)
-            // One receipt transport (an HTTP client) for the phone's whole life, not one per push.
-            await ReceiptsTransportCLI.with { transport in
-                let courier = SimulatedDevice(store: store).receiptCourier(transport: transport)
-                for await push in stream {
-                    let result = await DeviceRun.deliver(push.payload, store: store, options: .init(), attachments: media?.pipeline,
-                                                         receipts: courier)
-                    let line: [(String, JSONValue)] = [
-                        ("device", .string(token)), ("apns_id", .string(push.apnsID)), ("outcome", .string(result.outcome.rawValue)),
-                        ("reason", result.reason.map { .string($0.rawValue) } ?? .null),
-                    ]
-                    StandardIO.writeOutput(JSON.serialize(.object(JSONObject(line))) + [0x0a])
-                }
+    func run() async throws {
+        let continuation = self.continuation
+        await withGracefulShutdownHandler {
+            await self.deliverAll()
+        } onGracefulShutdown: {
+            continuation.finish()
+        }
+    }
+
+    private func deliverAll() async {
+        let media = try? DeviceRun.MediaFetching(directory: nil)
+        // One receipt transport (an HTTP client) for the phone's whole life, not one per push.
+        await ReceiptsTransportCLI.with { transport in
+            let courier = SimulatedDevice(store: store).receiptCourier(transport: transport)
+            for await push in stream {
+                let result = await DeviceRun.deliver(push.payload, store: store, options: .init(), attachments: media?.pipeline,
+                                                     receipts: courier)
+                let line: [(String, JSONValue)] = [
+                    ("device", .string(token)), ("apns_id", .string(push.apnsID)), ("outcome", .string(result.outcome.rawValue)),
+                    ("reason", result.reason.map { .string($0.rawValue) } ?? .null),
+                ]
+                StandardIO.writeOutput(JSON.serialize(.object(JSONObject(line))) + [0x0a])
             }
         }
     }

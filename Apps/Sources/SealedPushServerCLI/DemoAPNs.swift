@@ -15,16 +15,20 @@ import SealedPushAPNsServer
 import SealedPushSender
 import SealedPushWire
 
-/// A local APNs and a client for it: what `sealedpush apns serve` and `sealedpush send` do, in process.
+/// A local APNs and a client for it: what `sealedpush apns serve` and `sealedpush send` do, in process. The
+/// server runs as a service in a background group, stopped gracefully.
 final class DemoAPNs: Sendable {
     static let topic = "com.example.secretmessages"
     let server: LocalAPNsServer
+    let services: BackgroundServices
     let client: APNsClient
     let phoneToken: String
     let received: AsyncStream<AcceptedPush>
 
-    private init(server: LocalAPNsServer, client: APNsClient, phoneToken: String, received: AsyncStream<AcceptedPush>) {
+    private init(server: LocalAPNsServer, services: BackgroundServices, client: APNsClient, phoneToken: String,
+                 received: AsyncStream<AcceptedPush>) {
         self.server = server
+        self.services = services
         self.client = client
         self.phoneToken = phoneToken
         self.received = received
@@ -41,14 +45,15 @@ final class DemoAPNs: Sendable {
         let (received, continuation) = AsyncStream<AcceptedPush>.makeStream()
         let server = LocalAPNsServer(configuration: configuration, authority: authority, logger: logger) { continuation.yield($0) }
         guard let port = try? await server.start() else { return nil }
+        let services = BackgroundServices([server], logger: logger)
         guard let client = try? APNsClient(configuration: APNsClientConfiguration(
             environment: .custom("https://127.0.0.1:\(port)"), signingKey: key, topic: topic,
             trustedCertificatesPEM: [Array(authority.caPEM.utf8)]), logger: logger)
         else {
-            await server.stop()
+            await services.stop()
             return nil
         }
-        return DemoAPNs(server: server, client: client, phoneToken: phoneToken, received: received)
+        return DemoAPNs(server: server, services: services, client: client, phoneToken: phoneToken, received: received)
     }
 
     /// Sends `payload` to the phone's token; returns what the phone received, or APNs's refusal.
@@ -63,9 +68,10 @@ final class DemoAPNs: Sendable {
         return .failure(.shutDown)
     }
 
+    /// Shuts the client down, then the server (gracefully: GOAWAY, in-flight pushes answered).
     func stop() async {
         await client.shutdown()
-        await server.stop()
+        await services.stop()
     }
 }
 

@@ -37,44 +37,51 @@ extension Demo {
 
         let (addresses, continuation) = AsyncStream<String>.makeStream()
         let server = MediaServer(directory: media, host: "127.0.0.1", port: 0, logger: quietLogger)
-        let app = server.application { continuation.yield($0) }
-        let serving = Task { try await app.run() }
-        defer { serving.cancel() }
-        var address = ""
-        for await a in addresses { address = a; break }
-        note("sealedpush media serve \(media) --listen 127.0.0.1:0  →  listening on http://\(address)")
-
-        let mediaStore: DirectoryMediaStore
-        do { mediaStore = try DirectoryMediaStore(directory: media, baseURL: "http://\(address)") } catch { throw CLIError(error.description) }
-        func sealPhoto(_ text: String) throws -> [UInt8] {
-            var message = SecretMessage(title: "Agent K", body: text)
-            do { try message.attach(MediaAttachment(file: photo, name: "photo.png"), to: mediaStore) } catch { throw CLIError(error.description) }
-            return try sealOrFail(sender, message, record)
+        let app = server.application {
+            continuation.yield($0)
+            continuation.finish()
         }
-        let fetcher = HTTPAttachmentFetcher()
-        let pipeline = AttachmentPipeline(fetcher: fetcher, directory: attachmentsDir)
-        let payload = try sealPhoto("Photo of the drop site attached.")
-        note("sealedpush seal … --attach photo.png --media-dir media --media-url http://\(address)")
-        note("The object on the server is ciphertext (\(try objectSizes(media)) bytes for a \(Self.tinyPNG.count)-byte PNG); its key is in the sealed body.")
-        sideBySide(payload, await deliver(payload, store: store, attachments: pipeline))
+        // `media serve` as a service in a background group, shut down gracefully when this step ends.
+        try await BackgroundServices.with([app], logger: quietLogger) {
+            var address = ""
+            for await a in addresses { address = a; break }
+            guard !address.isEmpty else { throw CLIError("demo could not start the media server on 127.0.0.1") }
+            note("sealedpush media serve \(media) --listen 127.0.0.1:0  →  listening on http://\(address)")
 
-        heading("The same with the object tampered with on the server: the text still shows")
-        let before = Set(try FileManager.default.contentsOfDirectory(atPath: media))
-        let second = try sealPhoto("Second photo: this one was tampered with.")
-        if let name = try FileManager.default.contentsOfDirectory(atPath: media).first(where: { !before.contains($0) }) {
-            let path = media + "/" + name
-            var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
-            bytes[bytes.count / 2] ^= 0x01
-            try Data(bytes).write(to: URL(fileURLWithPath: path))
-            note("One byte of the stored object changed.")
+            let mediaStore: DirectoryMediaStore
+            do { mediaStore = try DirectoryMediaStore(directory: media, baseURL: "http://\(address)") } catch { throw CLIError(String(describing: error)) }
+            func sealPhoto(_ text: String) throws -> [UInt8] {
+                var message = SecretMessage(title: "Agent K", body: text)
+                do { try message.attach(MediaAttachment(file: photo, name: "photo.png"), to: mediaStore) } catch { throw CLIError(error.description) }
+                return try sealOrFail(sender, message, record)
+            }
+            let fetcher = HTTPAttachmentFetcher()
+            let pipeline = AttachmentPipeline(fetcher: fetcher, directory: attachmentsDir)
+            let payload = try sealPhoto("Photo of the drop site attached.")
+            note("sealedpush seal … --attach photo.png --media-dir media --media-url http://\(address)")
+            note("The object on the server is ciphertext (\(try objectSizes(media)) bytes for a \(Self.tinyPNG.count)-byte PNG); its key is in the sealed body.")
+            sideBySide(payload, await deliver(payload, store: store, attachments: pipeline))
+
+            heading("The same with the object tampered with on the server: the text still shows")
+            let before = Set(try FileManager.default.contentsOfDirectory(atPath: media))
+            let second = try sealPhoto("Second photo: this one was tampered with.")
+            if let name = try FileManager.default.contentsOfDirectory(atPath: media).first(where: { !before.contains($0) }) {
+                let path = media + "/" + name
+                var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+                bytes[bytes.count / 2] ^= 0x01
+                try Data(bytes).write(to: URL(fileURLWithPath: path))
+                note("One byte of the stored object changed.")
+            }
+            sideBySide(second, await deliver(second, store: store, attachments: pipeline))
+            try? await fetcher.shutdown()
         }
-        sideBySide(second, await deliver(second, store: store, attachments: pipeline))
-        try? await fetcher.shutdown()
     }
 
+    /// The sizes of the objects in `media`, in bytes (each file's length as read: FoundationEssentials's
+    /// attribute dictionary holds no `BinaryInteger` for `.size`).
     private func objectSizes(_ media: String) throws -> String {
-        try FileManager.default.contentsOfDirectory(atPath: media).compactMap { name in
-            (try? FileManager.default.attributesOfItem(atPath: media + "/" + name)[.size]).flatMap { ($0 as? any BinaryInteger).map { String(Int(truncatingIfNeeded: $0)) } }
+        try FileManager.default.contentsOfDirectory(atPath: media).sorted().map { name in
+            String(try Data(contentsOf: URL(fileURLWithPath: media + "/" + name)).count)
         }.joined(separator: ", ")
     }
 }

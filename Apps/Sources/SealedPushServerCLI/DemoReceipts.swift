@@ -11,32 +11,43 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import Logging
 import SealedPushReceiptCollector
 import SealedPushDeviceHTTP
 import SealedPushReceiptsDatabase
 
-/// A receipt collector on 127.0.0.1 (any free port) for the demo, and the device's HTTP transport.
+/// A receipt collector on 127.0.0.1 (any free port) for the demo, and the device's HTTP transport. The
+/// collector and its database run as services in a background group, stopped gracefully.
 final class DemoReceipts: Sendable {
     let database: ReceiptsDatabase
     let port: Int
-    let server: Task<Void, any Error>
+    let services: BackgroundServices
     let transport = HTTPReceiptTransport()
 
-    private init(database: ReceiptsDatabase, port: Int, server: Task<Void, any Error>) {
+    private init(database: ReceiptsDatabase, port: Int, services: BackgroundServices) {
         self.database = database
         self.port = port
-        self.server = server
+        self.services = services
     }
 
     /// Starts the collector over a database in `base` and sets the device's report URL; `nil` if it cannot start.
-    static func start(in base: URL, device: KeychainStore) async -> DemoReceipts? {
-        guard let database = try? await ReceiptsDatabase.open(path: base.appendingPathComponent("receipts.sqlite").path) else { return nil }
+    static func start(in base: URL, device: KeychainStore, logger: Logger) async -> DemoReceipts? {
+        guard let database = try? await ReceiptsDatabase.open(path: base.appendingPathComponent("receipts.sqlite").path, logger: logger)
+        else { return nil }
         let (bound, continuation) = AsyncStream<Int>.makeStream()
-        let app = ReceiptCollector(database: database).application(host: "127.0.0.1", port: 0) { continuation.yield($0) }
-        let server = Task { try await app.run() }
+        let app = ReceiptCollector(database: database, logger: logger).application(host: "127.0.0.1", port: 0, httpLogger: logger) {
+            continuation.yield($0)
+            continuation.finish()
+        }
+        // The database first: the group stops the collector before it closes the database.
+        let services = BackgroundServices([ReceiptsDatabaseService(database: database), app], logger: logger)
         var port = 0
         for await p in bound { port = p; break }
-        let receipts = DemoReceipts(database: database, port: port, server: server)
+        let receipts = DemoReceipts(database: database, port: port, services: services)
+        guard port != 0 else {
+            await receipts.stop()
+            return nil
+        }
         do { try ReceiptOutboxStore(store: device).setReportURL(receipts.reportURL) } catch {
             await receipts.stop()
             return nil
@@ -76,11 +87,10 @@ final class DemoReceipts: Sendable {
         return "\(reason) × \(count)"
     }
 
+    /// Shuts the device's transport down, then the collector and its database (gracefully).
     func stop() async {
         await transport.shutdown()
-        server.cancel()
-        _ = try? await server.value
-        await database.close()
+        await services.stop()
     }
 }
 
@@ -88,7 +98,7 @@ extension Demo {
     /// The receipts part of the demo, called once from `play()`: starts the collector (the server asks for
     /// receipts from here on) and returns it.
     func startReceipts(_ device: KeychainStore) async -> DemoReceipts? {
-        let receipts = await DemoReceipts.start(in: base, device: device)
+        let receipts = await DemoReceipts.start(in: base, device: device, logger: quietLogger)
         if let receipts {
             note("Receipts: the server asks each message for a receipt at \(receipts.receiptURL) (sealedpush receipts serve);")
             note("the device reports failures to \(receipts.reportURL) (sealedpush device config --report-url).")

@@ -27,7 +27,7 @@ struct MediaCommand: AsyncParsableCommand {
                 '-', '_' and '.', are 404: nothing outside DIR is ever served. Requests are logged to \
                 standard error (method, path, status, length), never an object's bytes. Prints \
                 `listening on http://HOST:PORT` once bound (port 0 picks a free port). Runs until \
-                interrupted (SIGINT or SIGTERM).
+                SIGTERM or SIGINT, then stops accepting, lets requests in flight finish and exits 0.
 
                 Example: sealedpush media serve ./media --listen 127.0.0.1:8080
                 """)
@@ -64,7 +64,11 @@ struct MediaCommand: AsyncParsableCommand {
                 // Unbuffered, so a parent reading the pipe sees the line at once.
                 StandardIO.writeOutput(Array("listening on http://\(address)\n".utf8))
             }
-            try await app.runService()
+            var groupLogger = logger
+            groupLogger.logLevel = .notice
+            do { try await runUntilSignalled([app], logger: groupLogger) } catch {
+                throw CLIError("the media server stopped: \(error); check that \(listen) is free and allowed")
+            }
         }
     }
 }

@@ -29,7 +29,8 @@ struct ReceiptsCommand: AsyncParsableCommand {
                 for a wrong token, 400 for a body that is not a receipt or failure report, 413 over 4096 bytes, \
                 202 for a failure report, 429 over --max-rate. Prints `listening on HOST:PORT` once bound \
                 (port 0 picks a free one). The database is in WAL mode, so `seal --receipts-db` records while \
-                this serves. Tokens are never logged or stored (only their SHA-256).
+                this serves. Tokens are never logged or stored (only their SHA-256). Runs until SIGTERM or \
+                SIGINT, then stops accepting, answers the requests in flight, closes the database and exits 0.
 
                 Example: sealedpush receipts serve --db receipts.sqlite --listen 127.0.0.1:8089
                 """)
@@ -59,11 +60,12 @@ struct ReceiptsCommand: AsyncParsableCommand {
             let app = collector.application(host: host, port: port) { bound in
                 StandardIO.writeOutput(Array("listening on \(host):\(bound)\n".utf8))
             }
-            do { try await app.runService() } catch {
-                await database.close()
+            var logger = Logger(label: "sealedpush.receipts")
+            logger.logLevel = .notice
+            // The database first: the group stops the HTTP server before it closes the database.
+            do { try await runUntilSignalled([ReceiptsDatabaseService(database: database), app], logger: logger) } catch {
                 throw CLIError("the collector stopped: \(error); check that \(listen) is free and allowed")
             }
-            await database.close()
         }
     }
 
@@ -88,15 +90,13 @@ struct ReceiptsCommand: AsyncParsableCommand {
             guard FileManager.default.fileExists(atPath: db) else {
                 throw CLIError("the receipts database \(db) does not exist; give the file `seal --receipts-db` and `receipts serve --db` use")
             }
-            let database: ReceiptsDatabase
-            do { database = try await ReceiptsDatabase.open(path: db) } catch { throw CLIError(error.description) }
             let from = since.map { Int64(Date().timeIntervalSince1970) - $0.milliseconds / 1000 } ?? 0
             let stats: ReceiptStats
-            do { stats = try await database.stats(since: from) } catch {
-                await database.close()
-                throw CLIError(error.description)
-            }
-            await database.close()
+            do {
+                stats = try await ReceiptsDatabase.withOpened(path: db) { database throws(ReceiptsDatabaseError) in
+                    try await database.stats(since: from)
+                }
+            } catch { throw CLIError(error.description) }
             if output.json {
                 print(String(decoding: JSON.serialize(.object(stats.jsonObject)), as: UTF8.self))
                 return

@@ -1,0 +1,140 @@
+import Foundation
+import SealedPushAPNs
+import SealedPushAPNsCore
+import SealedPushAPNsServer
+import SealedPushTestSupport
+import ServiceLifecycle
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A local APNs in a ServiceGroup, a client with an open HTTP/2 connection, a push in flight.
+private struct ShutdownRig {
+    static let topic = "com.example.shutdown"
+    let server: LocalAPNsServer
+    let client: APNsClient
+    let group: ServiceGroup
+    let running: Task<Void, any Error>
+
+    init(latency: Duration, grace: Duration) async throws {
+        TestLogging.quiet()
+        let key = try APNsSigningKey.generateForDevelopment(keyID: "SHUT000001", teamID: "TEAM000001").key
+        var configuration = LocalAPNsConfiguration(
+            port: 0, keys: [.init(keyID: key.keyID, teamID: key.teamID, publicKey: key.privateKey.publicKey, topics: [Self.topic])])
+        configuration.acceptUnknownTokens = true
+        configuration.latency = latency
+        server = LocalAPNsServer(configuration: configuration, authority: try LocalCertificateAuthority.make(), shutdownGracePeriod: grace)
+        let port = try await server.start()
+        client = try APNsClient(configuration: APNsClientConfiguration(
+            environment: .custom("https://127.0.0.1:\(port)"), signingKey: key, topic: Self.topic,
+            trustedCertificatesPEM: [Array(server.authority.caPEM.utf8)], timeout: .seconds(60),
+            retry: .init(maxTries: 1, baseDelay: .milliseconds(10), maxDelay: .milliseconds(10))))
+        let group = ServiceGroup(services: [server])
+        self.group = group
+        running = Task { try await group.run() }
+    }
+
+    func push(_ n: Int) -> APNsPush {
+        APNsPush(deviceToken: String(format: "%064x", n), payload: Array(#"{"aps":{"alert":"x"}}"#.utf8), topic: Self.topic, expiration: 0)
+    }
+
+    func send(_ n: Int) async -> Result<APNsAcceptance, APNsError> {
+        do { return .success(try await client.send(push(n))) } catch { return .failure(error) }
+    }
+
+    /// Polls `condition` every 10 ms until it holds or `timeout` passed; whether it held.
+    static func eventually(within timeout: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while !condition() {
+            if ContinuousClock.now >= deadline { return false }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return true
+    }
+}
+
+@Suite("The local APNs as a Service: graceful shutdown", .serialized, .timeLimit(.minutes(2)))
+struct GracefulShutdownTests {
+    @Test func inFlightPushIsAnsweredThenTheGroupReturnsAndNewPushesFail() async throws {
+        let rig = try await ShutdownRig(latency: .milliseconds(1500), grace: .seconds(10))
+        let inFlight = Task { await rig.send(1) }
+        #expect(await ShutdownRig.eventually { rig.server.peakConcurrentRequests >= 1 }, "the push never reached the server")
+        #expect(rig.server.openConnections == 1)
+
+        let started = ContinuousClock.now
+        await rig.group.triggerGracefulShutdown()
+        let answered = await inFlight.value
+        #expect((try? answered.get()) != nil, "the push in flight must be answered 200, got \(answered)")
+        try await rig.running.value
+        let elapsed = ContinuousClock.now - started
+        #expect(elapsed < .seconds(8), "the group took \(elapsed) to return")
+        #expect(rig.server.openConnections == 0)
+
+        let after = await rig.send(2)
+        #expect((try? after.get()) == nil, "a push after shutdown must fail, got \(after)")
+        await rig.client.shutdown()
+    }
+
+    @Test func streamsStillRunningWhenTheGraceEndsAreCut() async throws {
+        let rig = try await ShutdownRig(latency: .seconds(60), grace: .milliseconds(500))
+        let inFlight = Task { await rig.send(1) }
+        #expect(await ShutdownRig.eventually { rig.server.peakConcurrentRequests >= 1 }, "the push never reached the server")
+
+        let started = ContinuousClock.now
+        await rig.group.triggerGracefulShutdown()
+        try await rig.running.value
+        let elapsed = ContinuousClock.now - started
+        #expect(elapsed < .seconds(8), "the group took \(elapsed) to return with a 0.5 s grace")
+        #expect(rig.server.openConnections == 0)
+        let cut = await inFlight.value
+        #expect((try? cut.get()) == nil, "a push longer than the grace is cut, got \(cut)")
+        await rig.client.shutdown()
+    }
+
+    @Test func cancellingTheGroupClosesAtOnce() async throws {
+        let rig = try await ShutdownRig(latency: .seconds(60), grace: .seconds(30))
+        let inFlight = Task { await rig.send(1) }
+        #expect(await ShutdownRig.eventually { rig.server.peakConcurrentRequests >= 1 }, "the push never reached the server")
+        let started = ContinuousClock.now
+        rig.running.cancel()
+        _ = try? await rig.running.value
+        #expect(ContinuousClock.now - started < .seconds(8))
+        #expect(rig.server.openConnections == 0)
+        _ = await inFlight.value
+        await rig.client.shutdown()
+    }
+}
+
+/// Sends SIGTERM to `child` and waits up to `timeout` for it to exit: its exit status, or `nil` when it was
+/// still running (then it is killed) or died of a signal.
+private func terminateAndWait(_ child: ServerChild, within timeout: Duration = .seconds(15)) -> Int32? {
+    kill(child.process.processIdentifier, SIGTERM)
+    let deadline = ContinuousClock.now + timeout
+    while child.process.isRunning, ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.02) }
+    guard !child.process.isRunning else {
+        child.stop()
+        return nil
+    }
+    return child.process.terminationReason == .exit ? child.process.terminationStatus : nil
+}
+
+@Suite("sealedpush-server apns serve stops on SIGTERM", .serialized, .timeLimit(.minutes(2)))
+struct APNsServeShutdownTests {
+    @Test func sigtermExitsZero() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-term-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let key = try sealedpushServer(["apns", "generate-key", "--key-id", "TERM000001"], in: directory)
+        try #require(key.status == 0, "\(key.err)")
+        let server = try ServerChild(ProjectPaths.sealedpushServerBinary,
+                                     ["apns", "serve", "--listen", "127.0.0.1:0", "--ca-out", "ca.pem", "--auth-key", "AuthKey_TERM000001.p8",
+                                      "--team-id", "TEAM123456", "--topic", "com.example.app", "--accept-unknown"],
+                                     in: directory, stderr: directory.appendingPathComponent("serve.log"))
+        let first = try #require(server.firstLine(), "apns serve printed nothing")
+        #expect(first.hasPrefix("listening on https://127.0.0.1:"))
+        let status = terminateAndWait(server)
+        let log = (try? String(contentsOf: directory.appendingPathComponent("serve.log"), encoding: .utf8)) ?? ""
+        #expect(status == 0, "apns serve must exit 0 on SIGTERM within 15 s; stderr: \(log)")
+    }
+}
