@@ -21,7 +21,7 @@ public struct APNsClientConfiguration: Sendable {
         case production
         /// `https://api.sandbox.push.apple.com` (port 443): apps built for development.
         case sandbox
-        /// A base URL of your own, e.g. `https://127.0.0.1:2197` for `sealedpush apns serve`.
+        /// A base URL of your own, e.g. `https://127.0.0.1:2197` for `sealedpush-server apns serve`.
         case custom(String)
 
         /// The base URL requests go to (no trailing slash).
@@ -66,7 +66,7 @@ public struct APNsClientConfiguration: Sendable {
     public var signingKey: APNsSigningKey
     /// The `apns-topic` used when a push does not name one (the app's bundle id).
     public var topic: String?
-    /// Extra CA certificates (PEM) to trust besides the system's, e.g. the one `sealedpush apns serve` writes.
+    /// Extra CA certificates (PEM) to trust besides the system's, e.g. the one `sealedpush-server apns serve` writes.
     public var trustedCertificatesPEM: [[UInt8]]
     /// The deadline for one try of one push, from sending to the complete answer.
     public var timeout: Duration
@@ -128,7 +128,7 @@ public final class APNsClient: Sendable {
             var certificates: [NIOSSLCertificate] = []
             for pem in configuration.trustedCertificatesPEM {
                 do { certificates += try NIOSSLCertificate.fromPEMBytes(pem) } catch {
-                    throw .invalidRequest("a trusted CA certificate is not PEM; pass the ca.pem that `sealedpush apns serve` wrote")
+                    throw .invalidRequest("a trusted CA certificate is not PEM; pass the ca.pem that `sealedpush-server apns serve` wrote")
                 }
             }
             tls.additionalTrustRoots = [.certificates(certificates)]
@@ -258,7 +258,7 @@ public final class APNsClient: Sendable {
         let text = String(describing: error)
         if text.contains("CERTIFICATE_VERIFY_FAILED") || text.contains("certificate verify failed")
             || text.contains("handshakeFailed") && text.contains("CERTIFICATE") {
-            return .untrustedServer("the APNs server's TLS certificate is not trusted; for a local APNs pass its CA certificate (--ca-cert FILE, the ca.pem that `sealedpush apns serve` writes)")
+            return .untrustedServer("the APNs server's TLS certificate is not trusted; for a local APNs pass its CA certificate (--ca-cert FILE, the ca.pem that `sealedpush-server apns serve` writes)")
         }
         if text.contains("connectionRefused") || text.contains("Connection refused") {
             return .connection("the connection was refused; check that the server is running and the URL (--environment)", tries: 1)

@@ -62,7 +62,7 @@ struct SealCommand: AsyncParsableCommand {
 
             Attachments: --attach FILE[:TYPE] (repeatable, at most 4) encrypts each file under a fresh \
             key into --media-dir DIR, as an object with a random name that --media-url BASE_URL serves \
-            (https, or http to localhost / 127.0.0.0/8 / [::1] for development; `sealedpush media serve \
+            (https, or http to localhost / 127.0.0.0/8 / [::1] for development; `sealedpush-server media serve \
             DIR` serves a directory). The sealed body carries each object's URL, key, type and size \
             (about 200 bytes each). TYPE defaults to the one the file's extension names; supported: \
             image/jpeg, image/png, image/gif (up to 10 MB), audio/mpeg, audio/wav, audio/aiff, audio/mp4 \

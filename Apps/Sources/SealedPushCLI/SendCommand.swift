@@ -50,10 +50,10 @@ struct APNsAuthOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("The apns-topic: the app's bundle id.", valueName: "TOPIC"))
     var topic: String
 
-    @Option(name: .long, help: ArgumentHelp("production, sandbox, or a base URL (https://127.0.0.1:2197 for `sealedpush apns serve`).", valueName: "ENV"))
+    @Option(name: .long, help: ArgumentHelp("production, sandbox, or a base URL (https://127.0.0.1:2197 for `sealedpush-server apns serve`).", valueName: "ENV"))
     var environment: String = "production"
 
-    @Option(name: .customLong("ca-cert"), help: ArgumentHelp("Also trust this CA certificate (PEM), e.g. the ca.pem `sealedpush apns serve` writes.", valueName: "FILE"))
+    @Option(name: .customLong("ca-cert"), help: ArgumentHelp("Also trust this CA certificate (PEM), e.g. the ca.pem `sealedpush-server apns serve` writes.", valueName: "FILE"))
     var caCert: String?
 
     var resolvedEnvironment: APNsClientConfiguration.Environment? {

@@ -11,7 +11,7 @@ import Glibc
 import Darwin
 #endif
 
-/// A development HTTP server for encrypted media objects (`sealedpush media serve DIR`).
+/// A development HTTP server for encrypted media objects (`sealedpush-server media serve DIR`).
 ///
 /// Serves each file of one directory at `/NAME` (or `/any/prefix/NAME`: only the last path component names
 /// the file) with `Content-Length`, as `application/octet-stream`. Names are what `DirectoryMediaStore` makes

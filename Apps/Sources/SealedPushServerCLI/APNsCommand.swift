@@ -16,7 +16,7 @@ import SealedPushWire
 import ServiceLifecycle
 import SystemPackage
 
-/// `sealedpush apns`: a local APNs for development and tests.
+/// `sealedpush-server apns`: a local APNs for development and tests.
 struct APNsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "apns",
@@ -53,8 +53,8 @@ struct APNsCommand: AsyncParsableCommand {
                 devices what was accepted, and exits 0.
 
                 Example:
-                  sealedpush apns generate-key --key-id ABC123DEFG --out .
-                  sealedpush apns serve --auth-key AuthKey_ABC123DEFG.p8 --team-id DEF123GHIJ \\
+                  sealedpush-server apns generate-key --key-id ABC123DEFG --out .
+                  sealedpush-server apns serve --auth-key AuthKey_ABC123DEFG.p8 --team-id DEF123GHIJ \\
                       --topic com.example.app --device $TOKEN=./phone --ca-out apns-ca.pem
                 """)
 

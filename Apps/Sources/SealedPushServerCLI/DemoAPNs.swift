@@ -15,7 +15,7 @@ import SealedPushAPNsServer
 import SealedPushSender
 import SealedPushWire
 
-/// A local APNs and a client for it: what `sealedpush apns serve` and `sealedpush send` do, in process. The
+/// A local APNs and a client for it: what `sealedpush-server apns serve` and `sealedpush send` do, in process. The
 /// server runs as a service in a background group, stopped gracefully.
 final class DemoAPNs: Sendable {
     static let topic = "com.example.secretmessages"

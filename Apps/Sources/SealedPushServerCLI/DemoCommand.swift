@@ -13,7 +13,7 @@ import SealedPushReceiver
 import SealedPushSender
 import SealedPushWire
 
-/// `sealedpush demo`: the whole story with the real components, in a throwaway directory.
+/// `sealedpush-server demo`: the whole story with the real components, in a throwaway directory.
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
@@ -102,7 +102,7 @@ struct Demo {
         apns = await DemoAPNs.start(logger: quietLogger)
         heading("The server seals three secret messages and sends them through APNs to the phone")
         if apns != nil {
-            note("sealedpush apns serve (a local APNs: HTTP/2, TLS, token auth) with the phone's token; sealedpush send …")
+            note("sealedpush-server apns serve (a local APNs: HTTP/2, TLS, token auth) with the phone's token; sealedpush send …")
         }
         let messages = [
             SecretMessage(title: "Agent K", subtitle: "Field report", body: "The eagle lands at noon.", threadID: "ops-7", expiry: .after(seconds: 3600)),

@@ -46,7 +46,7 @@ extension Demo {
             var address = ""
             for await a in addresses { address = a; break }
             guard !address.isEmpty else { throw CLIError("demo could not start the media server on 127.0.0.1") }
-            note("sealedpush media serve \(media) --listen 127.0.0.1:0  →  listening on http://\(address)")
+            note("sealedpush-server media serve \(media) --listen 127.0.0.1:0  →  listening on http://\(address)")
 
             let mediaStore: DirectoryMediaStore
             do { mediaStore = try DirectoryMediaStore(directory: media, baseURL: "http://\(address)") } catch { throw CLIError(String(describing: error)) }

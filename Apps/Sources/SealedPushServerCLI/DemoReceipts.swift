@@ -100,7 +100,7 @@ extension Demo {
     func startReceipts(_ device: KeychainStore) async -> DemoReceipts? {
         let receipts = await DemoReceipts.start(in: base, device: device, logger: quietLogger)
         if let receipts {
-            note("Receipts: the server asks each message for a receipt at \(receipts.receiptURL) (sealedpush receipts serve);")
+            note("Receipts: the server asks each message for a receipt at \(receipts.receiptURL) (sealedpush-server receipts serve);")
             note("the device reports failures to \(receipts.reportURL) (sealedpush device config --report-url).")
         }
         return receipts

@@ -9,7 +9,7 @@ import Hummingbird
 import Logging
 import SealedPushMediaServer
 
-/// `sealedpush media`: development tools for encrypted media attachments.
+/// `sealedpush-server media`: development tools for encrypted media attachments.
 struct MediaCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "media",
@@ -29,7 +29,7 @@ struct MediaCommand: AsyncParsableCommand {
                 `listening on http://HOST:PORT` once bound (port 0 picks a free port). Runs until \
                 SIGTERM or SIGINT, then stops accepting, lets requests in flight finish and exits 0.
 
-                Example: sealedpush media serve ./media --listen 127.0.0.1:8080
+                Example: sealedpush-server media serve ./media --listen 127.0.0.1:8080
                 """)
 
         @Argument(help: ArgumentHelp("The directory of media objects.", valueName: "DIR"))

@@ -13,7 +13,7 @@ import SealedPushReceiptsDatabase
 import SealedPushSender
 import SealedPushWire
 
-/// `sealedpush receipts`: the receipt collector and its figures (receipts v1 §4).
+/// `sealedpush-server receipts`: the receipt collector and its figures (receipts v1 §4).
 struct ReceiptsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "receipts",
@@ -32,7 +32,7 @@ struct ReceiptsCommand: AsyncParsableCommand {
                 this serves. Tokens are never logged or stored (only their SHA-256). Runs until SIGTERM or \
                 SIGINT, then stops accepting, answers the requests in flight, closes the database and exits 0.
 
-                Example: sealedpush receipts serve --db receipts.sqlite --listen 127.0.0.1:8089
+                Example: sealedpush-server receipts serve --db receipts.sqlite --listen 127.0.0.1:8089
                 """)
         @Option(help: ArgumentHelp("The SQLite database (created if missing).", valueName: "FILE"))
         var db: String
@@ -78,7 +78,7 @@ struct ReceiptsCommand: AsyncParsableCommand {
                 seconds); attachment failures by reason; failure reports by reason and by envelope key id \
                 (marked registered when messages were sealed to that key: that device's key record is stale).
 
-                Example: sealedpush receipts stats --db receipts.sqlite --since 1d --json
+                Example: sealedpush-server receipts stats --db receipts.sqlite --since 1d --json
                 """)
         @Option(help: ArgumentHelp("The SQLite database.", valueName: "FILE"))
         var db: String

@@ -34,7 +34,7 @@ func sealedpush(_ arguments: [String], stdin: [UInt8] = [], timeout: TimeInterva
     return (process.terminationStatus, [UInt8](try Data(contentsOf: out)), String(decoding: try Data(contentsOf: err), as: UTF8.self))
 }
 
-/// `sealedpush media serve DIR --listen 127.0.0.1:0` as a child process, and the address it printed.
+/// `sealedpush-server media serve DIR --listen 127.0.0.1:0` as a child process, and the address it printed.
 final class MediaServeProcess {
     let process = Process()
     let address: String
