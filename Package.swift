@@ -125,7 +125,7 @@ let package = Package(
         // Reads the object code of the extension's modules for API newer than the declared platforms.
         .testTarget(
             name: "SealedPushPlatformTests",
-            dependencies: ["SealedPushCrypto", "SealedPushWire", "SealedPushReceiver"],
+            dependencies: ["SealedPushCrypto", "SealedPushWire", "SealedPushReceiver", "SealedPushTestSupport"],
             exclude: ["extract_post_platform_api.py", "post-platform-api.txt"],
             swiftSettings: strict
         ),

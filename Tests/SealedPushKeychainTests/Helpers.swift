@@ -82,120 +82,14 @@ enum Torture {
         return candidate
     }
 
-    /// Starts the helper with `args`, capturing its output.
-    static func start(_ args: [String]) throws -> (Process, Pipe, Pipe) {
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = args
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        return (process, out, err)
+    /// Starts the helper with `args`; with `readLines`, its standard output is read line by line while it runs.
+    static func start(_ args: [String], readLines: Bool = false) throws -> ChildProcess {
+        try ChildProcess(launching: binary, args, readLines: readLines)
     }
 
-    /// Waits for a started helper; returns its status, stdout and stderr.
-    static func finish(_ started: (Process, Pipe, Pipe)) -> (status: Int32, out: String, err: String) {
-        let (process, out, err) = started
-        // Drain the pipes before waiting so a chatty child cannot block on a full pipe.
-        let outData = out.fileHandleForReading.readDataToEndOfFile()
-        let errData = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
-    }
-
-    /// Runs the helper to completion.
-    static func run(_ args: [String]) throws -> (status: Int32, out: String, err: String) { finish(try start(args)) }
-}
-
-/// A running `keychain-torture` child whose stdout the test reads line by line while it runs, each
-/// wait bounded by a deadline, so a test can time a SIGKILL from the child's own progress lines.
-///
-/// Used from one test function at a time (not shared across tasks), so it needs no locking.
-final class TortureChild {
-    let process: Process
-    private let out: Pipe
-    private let err: Pipe
-    private var pending: [UInt8] = []
-    private var atEnd = false
-    /// Every stdout line read so far, in order.
-    private(set) var lines: [String] = []
-    private var reaped: (status: Int32, err: String)?
-
-    init(_ args: [String]) throws {
-        (process, out, err) = try Torture.start(args)
-    }
-
-    /// The next stdout line, waiting at most `timeout`; `nil` at end of output or when the time is up.
-    func nextLine(within timeout: Duration) -> String? {
-        let clock = ContinuousClock()
-        let deadline = clock.now + timeout
-        let fd = out.fileHandleForReading.fileDescriptor
-        while true {
-            if let nl = pending.firstIndex(of: UInt8(ascii: "\n")) {
-                let line = String(decoding: pending[..<nl], as: UTF8.self)
-                pending.removeSubrange(...nl)
-                lines.append(line)
-                return line
-            }
-            if atEnd { return nil }
-            let left = deadline - clock.now
-            guard left > .zero else { return nil }
-            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let ms = Int32(min(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1, 60_000))
-            let ready = poll(&pfd, 1, ms)
-            if ready < 0 && errno == EINTR { continue }
-            guard ready > 0 else { continue }  // timed out this poll: the loop re-checks the deadline
-            var chunk = [UInt8](repeating: 0, count: 4096)
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { atEnd = true } else { pending += chunk[0..<n] }
-        }
-    }
-
-    /// Reads lines until one starts with `prefix` (returning it), or `nil` at end of output or after `timeout`.
-    func waitForLine(startingWith prefix: String, within timeout: Duration) -> String? {
-        let clock = ContinuousClock()
-        let deadline = clock.now + timeout
-        while let line = nextLine(within: deadline - clock.now) {
-            if line.hasPrefix(prefix) { return line }
-        }
-        return nil
-    }
-
-    /// SIGKILLs the child (if it still runs), reaps it and reads the rest of its output into `lines`.
-    /// Returns whether the kill is what ended it.
-    @discardableResult
-    func killAndReap() -> Bool {
-        if reaped == nil { kill(process.processIdentifier, SIGKILL) }
-        _ = finish()
-        return process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL
-    }
-
-    /// Waits for the child to exit; reads all its remaining output. Idempotent.
-    @discardableResult
-    func finish() -> (status: Int32, err: String) {
-        if let reaped { return reaped }
-        while nextLine(within: .seconds(60)) != nil {}
-        if !pending.isEmpty {
-            lines.append(String(decoding: pending, as: UTF8.self))
-            pending = []
-        }
-        let errData = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let result = (process.terminationStatus, String(decoding: errData, as: UTF8.self))
-        reaped = result
-        return result
-    }
-
-    /// What the child wrote to stderr (after `finish`/`killAndReap`).
-    var stderrText: String { reaped?.err ?? "" }
-
-    deinit {
-        // A test that stopped early (a failed #require) must not leave a child running.
-        if reaped == nil {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
+    /// Runs the helper to completion (killed, and a thrown error, after `timeout` seconds). Its output goes
+    /// through pipes: `fault --file-size-limit` lowers RLIMIT_FSIZE, which would cut output files short too.
+    static func run(_ args: [String], timeout: TimeInterval = 120) throws -> ChildProcess.Result {
+        try ChildProcess.run(binary, args, timeout: timeout, outputThroughPipes: true)
     }
 }

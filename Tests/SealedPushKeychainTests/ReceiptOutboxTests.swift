@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import SealedPushCrypto
+import SealedPushTestSupport
 import SealedPushWire
 @testable import SealedPushKeychain
 #if canImport(Glibc)
@@ -8,7 +9,7 @@ import Glibc
 #endif
 
 /// The receipt outbox and failure-report window in the store (receipts v1 §2, §3).
-@Suite("Receipt outbox", .serialized)
+@Suite("Receipt outbox", .serialized, .timeLimit(.minutes(20)))
 struct ReceiptOutboxTests {
     let token = Base64.encodeURLSafeNoPadding([UInt8](repeating: 1, count: 16))
 
@@ -88,20 +89,20 @@ struct ReceiptOutboxTests {
     func killWhileQueueing() throws {
         let dir = try TempDirectory()
         _ = try KeychainStore(url: dir.store)
-        var rng = SystemRandomNumberGenerator()
+        var rng = SeededGenerator.forTest()
         var acknowledged = 0
         var roundsWithEntries = 0
         for round in 0..<30 {
-            let child = try TortureChild(["outbox", dir.store.path])
+            let child = try Torture.start(["outbox", dir.store.path], readLines: true)
             guard child.waitForLine(startingWith: "ready", within: .seconds(30)) != nil else {
-                _ = child.killAndReap()
+                child.kill()
                 Issue.record("round \(round): the outbox writer stalled: \(child.stderrText)")
                 return
             }
             // 0–3 acknowledged entries, then a random pause of up to about one write.
             for _ in 0..<Int.random(in: 0...3, using: &rng) { _ = child.waitForLine(startingWith: "queued", within: .seconds(30)) }
             usleep(useconds_t(Int.random(in: 0...6_000, using: &rng)))
-            #expect(child.killAndReap(), "round \(round): the writer exited on its own: \(child.stderrText)")
+            #expect(child.kill().killed(by: SIGKILL), "round \(round): the writer exited on its own: \(child.stderrText)")
             let reported = Set(child.lines.filter { $0.hasPrefix("queued ") }.map { "m" + $0.dropFirst("queued ".count) })
             acknowledged += reported.count
             let store = try KeychainStore(url: dir.store)
