@@ -235,7 +235,8 @@ public final class ChildProcess: Sendable {
     @discardableResult
     public func terminate(grace: Duration = .seconds(10)) -> Result {
         if let done = result { return done }
-        Glibc.kill(process.processIdentifier, SIGTERM)
+        // Only while it runs: once Foundation has reaped the child, its pid may belong to another process.
+        if process.isRunning { Glibc.kill(process.processIdentifier, SIGTERM) }
         if !waitUntilExited(by: ContinuousClock.now + grace) { Glibc.kill(process.processIdentifier, SIGKILL) }
         return reap()
     }
@@ -244,7 +245,7 @@ public final class ChildProcess: Sendable {
     @discardableResult
     public func kill() -> Result {
         if let done = result { return done }
-        Glibc.kill(process.processIdentifier, SIGKILL)
+        if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
         return reap()
     }
 

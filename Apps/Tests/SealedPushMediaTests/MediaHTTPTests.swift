@@ -34,6 +34,16 @@ final class MediaServeProcess: Sendable {
     /// What the server has logged so far (its standard error).
     var log: String { child.stderrText }
 
+    /// Whether the log comes to contain `text` within `timeout` (a request's log line may follow its response).
+    func logEventually(contains text: String, within timeout: Duration = .seconds(30)) -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while !log.contains(text) {
+            guard ContinuousClock.now < deadline else { return false }
+            Thread.sleep(forTimeInterval: 0.005)
+        }
+        return true
+    }
+
     deinit { child.terminate() }
 }
 
@@ -133,7 +143,7 @@ func hostileServer(_ configure: @escaping @Sendable (Router<BasicRequestContext>
         #expect(file.hasPrefix(world.attachments + "/") && file.hasSuffix(".png"))
         #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: file))) == photo.bytes)
         #expect((try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? NSNumber)?.intValue == 0o600)
-        #expect(server.log.contains("-> 200"))
+        #expect(server.logEventually(contains: "-> 200"), "\(server.log)")
         #expect(!server.log.contains("ENCRYPTED_DATA"))
 
         // Tampered object: text shown, that attachment corrupt, the other still attached.
@@ -158,7 +168,7 @@ func hostileServer(_ configure: @escaping @Sendable (Router<BasicRequestContext>
         let gone = try world.push(gonePayload)
         #expect(failures(gone) == ["attachmentUnavailable"])
         #expect(world.attachmentFiles.count == before)
-        #expect(server.log.contains("-> 404"))
+        #expect(server.logEventually(contains: "-> 404"), "\(server.log)")
 
         // Without --json the banner names each attachment.
         let bannerPayload = try world.seal([photo.path], baseURL: "http://\(server.address)")
