@@ -17,7 +17,10 @@ struct BenchCLITests {
 
     @Test("bench --json --quick prints results with name, ops_per_second and ratio_to_raw")
     func quickJSONShape() throws {
-        let r = try ChildProcess.run(Self.bench, ["--json", "--quick"], timeout: 300)
+        // The device-push memory child is `sealedpush`, which this package does not build: name the Apps
+        // package's (ProjectPaths: $SEALEDPUSH_BIN, else beside this bundle, else Apps/.build).
+        let r = try ChildProcess.run(Self.bench, ["--json", "--quick"], environment: ["SEALEDPUSH_BIN": ProjectPaths.sealedpushBinary.path],
+                                     timeout: 300)
         try #require(r.status == 0, "bench failed: \(r.stderr)")
         guard case let .object(root) = try JSON.parse(r.stdout) else {
             Issue.record("the output is not a JSON object: \(r.stdoutText.prefix(300))")
