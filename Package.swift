@@ -113,6 +113,13 @@ let package = Package(
         ),
         .testTarget(
             name: "SealedPushKeychainTests",
+            dependencies: ["SealedPushKeychain", "SealedPushWire", "SealedPushCrypto", "SealedPushTestSupport"],
+            swiftSettings: strict
+        ),
+        // Integration: the keychain across process boundaries (`keychain-torture` children SIGKILLed
+        // mid-write, concurrent writers, lowered file-size limits).
+        .testTarget(
+            name: "SealedPushKeychainProcessTests",
             dependencies: ["SealedPushKeychain", "SealedPushWire", "SealedPushCrypto", "SealedPushTestSupport", "keychain-torture"],
             swiftSettings: strict
         ),

@@ -65,31 +65,3 @@ func sealMessage(to record: DeviceKeyRecord, id: String, now: Int64, signer: Sig
                            sender: signer?.keyID)
     return try MessageSealer.seal(body: body, to: record.publicKey, signer: signer, padding: .bucket, payloadOverhead: 200).base64
 }
-
-/// Runs the built `keychain-torture` helper.
-enum Torture {
-    static var binary: URL {
-        if let env = ProcessInfo.processInfo.environment["KEYCHAIN_TORTURE_BIN"], !env.isEmpty { return URL(fileURLWithPath: env) }
-        // Test bundles live in <scratch>/<triple>/<config>/; the executable sits beside them.
-        let candidate = Bundle.main.bundleURL.appendingPathComponent("keychain-torture")
-        if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
-        for scratch in ["kc", "."] {
-            for config in ["debug", "release"] {
-                let url = ProjectPaths.root.appendingPathComponent(".build/\(scratch)/\(config)/keychain-torture")
-                if FileManager.default.isExecutableFile(atPath: url.path) { return url }
-            }
-        }
-        return candidate
-    }
-
-    /// Starts the helper with `args`; with `readLines`, its standard output is read line by line while it runs.
-    static func start(_ args: [String], readLines: Bool = false) throws -> ChildProcess {
-        try ChildProcess(launching: binary, args, readLines: readLines)
-    }
-
-    /// Runs the helper to completion (killed, and a thrown error, after `timeout` seconds). Its output goes
-    /// through pipes: `fault --file-size-limit` lowers RLIMIT_FSIZE, which would cut output files short too.
-    static func run(_ args: [String], timeout: TimeInterval = 120) throws -> ChildProcess.Result {
-        try ChildProcess.run(binary, args, timeout: timeout, outputThroughPipes: true)
-    }
-}
