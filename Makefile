@@ -64,7 +64,8 @@ install: release
 	install -m 755 $(RELEASE_BIN)/sealedpush $(RELEASE_BIN)/sealedpush-server $(DESTDIR)$(PREFIX)/bin/
 
 # The libraries' suites (unit, vectors, keychain processes), then the apps' (the CLI binaries, the servers
-# over loopback). SWIFT_TEST_FLAGS is passed to both (e.g. --sanitize=address).
+# over loopback). SWIFT_TEST_FLAGS is passed to both (e.g. --sanitize=address). Randomized tests print
+# `seed: N`; SEALEDPUSH_TEST_SEED=N replays one.
 test: deps pydeps
 	$(SWIFT) build --build-tests $(SWIFT_TEST_FLAGS)
 	SEALEDPUSH_PYTHON=$(CURDIR)/$(PY) $(SWIFT) test --skip-build $(SWIFT_TEST_FLAGS)

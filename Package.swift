@@ -113,6 +113,13 @@ let package = Package(
         ),
         .testTarget(
             name: "SealedPushKeychainTests",
+            dependencies: ["SealedPushKeychain", "SealedPushWire", "SealedPushCrypto", "SealedPushTestSupport"],
+            swiftSettings: strict
+        ),
+        // Integration: the keychain across process boundaries (`keychain-torture` children SIGKILLed
+        // mid-write, concurrent writers, lowered file-size limits).
+        .testTarget(
+            name: "SealedPushKeychainProcessTests",
             dependencies: ["SealedPushKeychain", "SealedPushWire", "SealedPushCrypto", "SealedPushTestSupport", "keychain-torture"],
             swiftSettings: strict
         ),
@@ -125,7 +132,7 @@ let package = Package(
         // Reads the object code of the extension's modules for API newer than the declared platforms.
         .testTarget(
             name: "SealedPushPlatformTests",
-            dependencies: ["SealedPushCrypto", "SealedPushWire", "SealedPushReceiver"],
+            dependencies: ["SealedPushCrypto", "SealedPushWire", "SealedPushReceiver", "SealedPushTestSupport"],
             exclude: ["extract_post_platform_api.py", "post-platform-api.txt"],
             swiftSettings: strict
         ),

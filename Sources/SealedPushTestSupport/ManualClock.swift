@@ -78,11 +78,12 @@ public final class ManualClock: Clock, Sendable {
         for sleeper in due { sleeper.continuation.resume() }
     }
 
-    /// Waits (yielding, with short real pauses) until at least `count` tasks sleep on this clock.
-    public func waitForSleepers(_ count: Int) async {
-        while sleeperCount < count {
-            await Task.yield()
-            try? await Task.sleep(for: .milliseconds(1))
+    /// Waits (yielding, with short real pauses) until at least `count` tasks sleep on this clock; throws
+    /// `WaitTimedOut` if they do not within `timeout` of real time (the code under test never slept).
+    public func waitForSleepers(_ count: Int, within timeout: Duration = .seconds(30)) async throws {
+        let have = sleeperCount
+        try await waitUntil("\(count) sleeper(s) on the manual clock (\(have) when the wait began)", within: timeout) {
+            sleeperCount >= count
         }
     }
 }

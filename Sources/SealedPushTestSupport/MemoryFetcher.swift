@@ -21,6 +21,7 @@ public final class MemoryFetcher: AttachmentFetcher {
 
     let routes: [String: Route]
     let sent = Atomic<Int>(0)
+    let stalls = Atomic<Int>(0)
     let requests = Mutex<[String]>([])
 
     /// A fetcher answering `routes`; any other URL is a 404.
@@ -28,6 +29,8 @@ public final class MemoryFetcher: AttachmentFetcher {
 
     /// The body bytes handed out so far, over all requests.
     public var bytesSent: Int { sent.load(ordering: .relaxed) }
+    /// How many reads of a `.stall` body have begun (a test waits for one before it cancels).
+    public var stalledReads: Int { stalls.load(ordering: .relaxed) }
     /// Every URL requested, in order.
     public var requested: [String] { requests.withLock { $0 } }
 
@@ -47,7 +50,7 @@ public final class MemoryFetcher: AttachmentFetcher {
         case let .endless(length):
             return AttachmentResponse(status: 200, announcedLength: length, location: nil, body: Stream(pieces: nil, fetcher: self))
         case .stall:
-            return AttachmentResponse(status: 200, announcedLength: nil, location: nil, body: Stalled())
+            return AttachmentResponse(status: 200, announcedLength: nil, location: nil, body: Stalled(fetcher: self))
         }
     }
 
@@ -72,7 +75,9 @@ public final class MemoryFetcher: AttachmentFetcher {
     }
 
     struct Stalled: AttachmentByteStream {
+        let fetcher: MemoryFetcher
         func next() async throws -> [UInt8]? {
+            fetcher.stalls.add(1, ordering: .relaxed)
             while !Task.isCancelled { try? await Task.sleep(for: .milliseconds(5)) }
             throw CancellationError()
         }

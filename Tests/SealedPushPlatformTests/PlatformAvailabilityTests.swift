@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import SealedPushTestSupport
 
 /// The modules an iOS notification service extension links must build for the platforms
 /// `Package.swift` declares (iOS 18, macOS 15). Linux does not enforce availability, so this suite
@@ -7,7 +8,7 @@ import Testing
 /// references, and looks each up in `post-platform-api.txt`: the declarations the toolchain's own
 /// interfaces (Swift, _Concurrency, Synchronization) mark newer than those platforms, extracted by
 /// `extract_post_platform_api.py` (run it again after a toolchain update).
-@Suite("Platform availability of the extension's modules")
+@Suite("Platform availability of the extension's modules", .timeLimit(.minutes(10)))
 struct PlatformAvailabilityTests {
     static let extensionModules = ["SealedPushCrypto", "SealedPushWire", "SealedPushReceiver"]
 
@@ -152,22 +153,8 @@ struct PlatformAvailabilityTests {
     }
 
     static func run(_ tool: String, _ arguments: [String], input: String? = nil) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = arguments
-        let output = Pipe()
-        let stdin = Pipe()
-        process.standardOutput = output
-        process.standardInput = stdin
-        try process.run()
-        let writer = Thread {
-            if let input { stdin.fileHandleForWriting.write(Data(input.utf8)) }
-            try? stdin.fileHandleForWriting.close()
-        }
-        writer.start()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        try #require(process.terminationStatus == 0, "\(arguments.first ?? tool) failed")
-        return String(decoding: data, as: UTF8.self)
+        let r = try ChildProcess.run(URL(fileURLWithPath: tool), arguments, stdin: input.map { Array($0.utf8) }, timeout: 300)
+        try #require(r.status == 0, "\(arguments.first ?? tool) failed: \(r.stderr)")
+        return r.stdoutText
     }
 }

@@ -39,7 +39,7 @@ func fileDigest(_ path: String) throws -> String {
     Hex.encode(SHA256Hasher.hash([UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))))
 }
 
-@Suite("Attachment pipeline (§4) over an in-memory fetcher") struct AttachmentPipelineTests {
+@Suite("Attachment pipeline (§4) over an in-memory fetcher", .timeLimit(.minutes(10))) struct AttachmentPipelineTests {
     static let vectors = try! AttachmentVectors.load()
 
     @Test("every media object vector: the file's SHA-256 or the exact reason; nothing left on failure",
@@ -139,9 +139,12 @@ func fileDigest(_ path: String) throws -> String {
         let dir = try attachmentsDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let (_, d) = try mediaObject(mediaFile(MediaType.named("image/png")!, size: 3_000), type: "image/png")
-        let pipeline = AttachmentPipeline(fetcher: MemoryFetcher([d.url: .stall]), directory: dir)
+        let fetcher = MemoryFetcher([d.url: .stall])
+        let pipeline = AttachmentPipeline(fetcher: fetcher, directory: dir)
         let task = Task { await pipeline.run([d]) }
-        try await Task.sleep(for: .milliseconds(50))
+        // Cancel mid-download: once the body is being read (not before the request, not after a result).
+        // Generous: the synchronous process tests of this run can hold the cooperative threads for minutes.
+        try await waitUntil("the download to reach the stalled body", within: .seconds(300)) { fetcher.stalledReads > 0 }
         task.cancel()
         let results = await task.value
         #expect(results.first?.failureReason == .attachmentTimeExpired)
@@ -195,7 +198,7 @@ extension Result where Failure == AttachmentFailure {
     }
 }
 
-@Suite("The extension with attachments (best attempt, §5)") struct ExtensionAttachmentTests {
+@Suite("The extension with attachments (best attempt, §5)", .timeLimit(.minutes(10))) struct ExtensionAttachmentTests {
     static let now: Int64 = 1_800_000_000
 
     func deliver(_ descriptors: [AttachmentDescriptor], routes: [String: MemoryFetcher.Route], dir: String,
@@ -241,7 +244,10 @@ extension Result where Failure == AttachmentFailure {
         #expect(result.outcome == .decrypted && result.notification?.body == "Photo attached.")
         #expect(result.notification?.attachments.map(\.identifier) == ["fast"])
         #expect(result.attachmentFailures?.map(\.reason) == [.attachmentTimeExpired])
-        try await Task.sleep(for: .milliseconds(100))  // the cancelled download cleans up
+        // The cancelled download removes its partial file after the result is shown: wait for that, bounded.
+        try await waitUntil("the cancelled download to remove its partial file", within: .seconds(300)) {
+            (try FileManager.default.contentsOfDirectory(atPath: dir).count) <= 1
+        }
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir).count == 1)
     }
 }

@@ -44,7 +44,7 @@ final class RecordingTransport: ReceiptTransport {
 }
 
 /// The extension's receipts and failure reports (receipts v1 §2, §3) over the device's real outbox.
-@Suite("Receipts in the extension")
+@Suite("Receipts in the extension", .timeLimit(.minutes(10)))
 struct ReceiptExtensionTests {
     let store: KeychainStore
     let directory: URL

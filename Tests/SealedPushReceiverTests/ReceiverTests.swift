@@ -45,7 +45,7 @@ final class Shown: Sendable {
     var all: [NotificationContent] { items.withLock { $0 } }
 }
 
-@Suite("Receiver") struct ReceiverTests {
+@Suite("Receiver", .timeLimit(.minutes(10))) struct ReceiverTests {
     @Suite("Content handler") struct HandlerTests {
         @Test func takesEffectOnceUnderConcurrentCalls() async {
             let count = Mutex(0)
@@ -230,7 +230,7 @@ final class Shown: Sendable {
             let simulator = device.simulator(.init(timeLimit: .seconds(30), expiryGrace: .seconds(1)), clock: clock)
             let payload = try device.payload()
             let delivery = Task { await simulator.deliver(payload: payload) }
-            await clock.waitForSleepers(1)
+            try await clock.waitForSleepers(1)
             return (clock, delivery)
         }
 
@@ -325,9 +325,9 @@ final class Shown: Sendable {
             let simulator = DeviceSimulator(options: .init(timeLimit: .seconds(30), expiryGrace: .seconds(1)), clock: clock) { HungExtension() }
             let payload = try device.payload()
             let delivery = Task { await simulator.deliver(payload: payload) }
-            await clock.waitForSleepers(1)
+            try await clock.waitForSleepers(1)
             clock.advance(by: .seconds(30))  // the time limit: the expiry callback, then the grace
-            await clock.waitForSleepers(1)
+            try await clock.waitForSleepers(1)
             clock.advance(by: .seconds(1))
             let result = await delivery.value
             #expect(result.outcome == .original)

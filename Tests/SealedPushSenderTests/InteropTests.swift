@@ -19,28 +19,13 @@ enum Peer {
     static func run(_ command: String, _ request: JSONObject) throws -> JSONObject {
         try #require(FileManager.default.isExecutableFile(atPath: python.path),
                      "no Python with PyNaCl at \(python.path): run `make test` (or `make pydeps`), or set SEALEDPUSH_PYTHON")
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sealedpush-peer-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let inURL = dir.appendingPathComponent("in"), outURL = dir.appendingPathComponent("out"), errURL = dir.appendingPathComponent("err")
-        try Data(JSON.serialize(.object(request))).write(to: inURL)
-        _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
-        let process = Process()
-        process.executableURL = python
-        process.arguments = [script.path, command]
-        process.standardInput = try FileHandle(forReadingFrom: inURL)
-        process.standardOutput = try FileHandle(forWritingTo: outURL)
-        process.standardError = try FileHandle(forWritingTo: errURL)
-        try process.run()
-        process.waitUntilExit()
-        let stderr = String(decoding: try Data(contentsOf: errURL), as: UTF8.self)
-        try #require(process.terminationStatus == 0, "peer.py \(command) failed: \(stderr)")
-        return try #require(try JSON.parse([UInt8](try Data(contentsOf: outURL))).objectValue, "peer.py printed no JSON object")
+        let r = try ChildProcess.run(python, [script.path, command], stdin: JSON.serialize(.object(request)), timeout: 120)
+        try #require(r.status == 0, "peer.py \(command) failed: \(r.stderr)")
+        return try #require(try JSON.parse(r.stdout).objectValue, "peer.py printed no JSON object")
     }
 }
 
-@Suite("Interop with the Python peer (PyNaCl)", .serialized)
+@Suite("Interop with the Python peer (PyNaCl)", .serialized, .timeLimit(.minutes(10)))
 struct InteropTests {
     static let now: Int64 = 1_795_000_000
 

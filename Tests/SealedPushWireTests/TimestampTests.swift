@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import SealedPushWire
+import SealedPushTestSupport
 
 @Suite("Timestamps: the fixed-format parser and formatter agree with Foundation's ISO 8601")
 struct TimestampTests {
@@ -11,7 +12,7 @@ struct TimestampTests {
     /// proleptic Gregorian, so the comparison starts in 1583.
     @Test("20 000 random instants from 1583 to 9999 format as Foundation does and parse back")
     func randomInstants() throws {
-        var rng = SystemRandomNumberGenerator()
+        var rng = SeededGenerator.forTest()
         for _ in 0..<20_000 {
             let seconds = Int64.random(in: -12_212_553_600...253_402_300_799, using: &rng)
             let date = Date(timeIntervalSince1970: TimeInterval(seconds))

@@ -13,7 +13,7 @@ func jsonLines(_ text: String) throws -> [JSONObject] {
     }
 }
 
-@Suite("sealedpush send and apns serve, end to end", .serialized)
+@Suite("sealedpush send and apns serve, end to end", .serialized, .timeLimit(.minutes(10)))
 struct APNsCLITests {
     let directory: URL
     let phoneToken = String(repeating: "ab", count: 32)
@@ -23,20 +23,20 @@ struct APNsCLITests {
     init() throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-cli-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let key = try sealedpushServer(["apns", "generate-key", "--key-id", "ABC123DEFG"], in: directory)
-        try #require(key.status == 0, "\(key.err)")
+        let key = try ChildProcess.sealedpushServer(["apns", "generate-key", "--key-id", "ABC123DEFG"], in: directory)
+        try #require(key.status == 0, "\(key.stderr)")
         let attributes = try FileManager.default.attributesOfItem(atPath: directory.appendingPathComponent("AuthKey_ABC123DEFG.p8").path)
         #expect((attributes[.posixPermissions] as? Int) == 0o600)
-        try #require(try sealedpush(["keys", "generate", "--keychain", "phone"], in: directory).status == 0)
-        let export = try sealedpush(["keys", "export", "--keychain", "phone"], in: directory)
-        try export.out.write(to: directory.appendingPathComponent("device.json"), atomically: true, encoding: .utf8)
+        try #require(try ChildProcess.sealedpush(["keys", "generate", "--keychain", "phone"], in: directory).status == 0)
+        let export = try ChildProcess.sealedpush(["keys", "export", "--keychain", "phone"], in: directory)
+        try export.stdoutText.write(to: directory.appendingPathComponent("device.json"), atomically: true, encoding: .utf8)
     }
 
-    func serve(_ extra: [String]) throws -> (ServerChild, String) {
-        let server = try ServerChild(ProjectPaths.sealedpushServerBinary,
-                                     ["apns", "serve", "--listen", "127.0.0.1:0", "--ca-out", "ca.pem"] + auth + extra, in: directory,
-                                     stderr: directory.appendingPathComponent("serve.log"))
-        let first = try #require(server.firstLine(), "apns serve printed nothing")
+    func serve(_ extra: [String]) throws -> (ChildProcess, String) {
+        let server = try ChildProcess(launching: ProjectPaths.sealedpushServerBinary,
+                                      ["apns", "serve", "--listen", "127.0.0.1:0", "--ca-out", "ca.pem"] + auth + extra, in: directory,
+                                      readLines: true)
+        let first = try #require(server.nextLine(within: .seconds(60)), "apns serve printed nothing: \(server.stderrText)")
         let url = try #require(first.split(separator: " ").dropFirst(2).first.map(String.init), "\(first)")
         #expect(first.hasPrefix("listening on https://127.0.0.1:"))
         return (server, url)
@@ -44,29 +44,29 @@ struct APNsCLITests {
 
     @Test func sendDeliversToTheSimulatedPhoneAndReportsUnregisteredTokens() throws {
         let (server, url) = try serve(["--device", "\(phoneToken)=phone", "--unregistered", goneToken])
-        defer { server.stop() }
-        let sent = try sealedpush(["send", "--to", "device.json", "--device-token", phoneToken, "--title", "Agent K",
+        defer { server.terminate() }
+        let sent = try ChildProcess.sealedpush(["send", "--to", "device.json", "--device-token", phoneToken, "--title", "Agent K",
                                    "--body", "The eagle lands at noon.", "--environment", url, "--ca-cert", "ca.pem"] + auth, in: directory)
-        #expect(sent.status == 0, "\(sent.err)")
-        let result = try #require(try jsonLines(sent.out).first)
+        #expect(sent.status == 0, "\(sent.stderr)")
+        let result = try #require(try jsonLines(sent.stdoutText).first)
         #expect(result["status"] == .int(200))
         #expect(result["unregistered"] == .bool(false))
         let apnsID = try #require(result["apns_id"]?.stringValue)
-        let outcome = try #require(try server.nextLine().map { try jsonLines($0)[0] }, "the phone reported nothing")
+        let outcome = try #require(try server.nextLine(within: .seconds(60)).map { try jsonLines($0)[0] }, "the phone reported nothing")
         #expect(outcome["device"] == .string(phoneToken))
         #expect(outcome["apns_id"] == .string(apnsID))
         #expect(outcome["outcome"] == .string("decrypted"))
 
-        let gone = try sealedpush(["send", "--to", "device.json", "--device-token", goneToken, "--body", "x",
+        let gone = try ChildProcess.sealedpush(["send", "--to", "device.json", "--device-token", goneToken, "--body", "x",
                                    "--environment", url, "--ca-cert", "ca.pem"] + auth, in: directory)
         #expect(gone.status == 1)
-        let refusal = try #require(try jsonLines(gone.out).first)
+        let refusal = try #require(try jsonLines(gone.stdoutText).first)
         #expect(refusal["status"] == .int(410))
         #expect(refusal["reason"] == .string("Unregistered"))
         #expect(refusal["unregistered"] == .bool(true))
         #expect(refusal["timestamp"]?.intValue ?? 0 > 1_700_000_000_000, "milliseconds")
-        #expect(gone.err.contains("stop sending to 1 device token"))
-        let log = try String(contentsOf: directory.appendingPathComponent("serve.log"), encoding: .utf8)
+        #expect(gone.stderr.contains("stop sending to 1 device token"))
+        let log = server.stderrText
         #expect(!log.contains("eagle") && !log.contains(phoneToken), "the log holds no payload and no whole token")
     }
 
@@ -74,7 +74,7 @@ struct APNsCLITests {
     /// on the next connection. With 8 retries every push is accepted (4 tries lost about 1 % here).
     @Test func batchThroughGoawaysEndsEveryPushWithADefiniteResult() throws {
         let (server, url) = try serve(["--accept-unknown", "--goaway-after", "40", "--unregistered", goneToken])
-        defer { server.stop() }
+        defer { server.terminate() }
         let record = try String(contentsOf: directory.appendingPathComponent("device.json"), encoding: .utf8)
         var lines: [String] = []
         for n in 0..<300 {
@@ -83,39 +83,39 @@ struct APNsCLITests {
         }
         lines.insert(#"{"body":"no device"}"#, at: 10)
         try (lines.joined(separator: "\n") + "\n").write(to: directory.appendingPathComponent("batch.jsonl"), atomically: true, encoding: .utf8)
-        let sent = try sealedpush(["send", "--batch", "batch.jsonl", "--environment", url, "--ca-cert", "ca.pem", "--concurrency", "50",
+        let sent = try ChildProcess.sealedpush(["send", "--batch", "batch.jsonl", "--environment", url, "--ca-cert", "ca.pem", "--concurrency", "50",
                                    "--retries", "8"] + auth,
                                   in: directory)
         #expect(sent.status == 1, "one line is unregistered, one has no device token")
-        let results = try jsonLines(sent.out)
+        let results = try jsonLines(sent.stdoutText)
         #expect(results.count == 301)
         #expect(Set(results.compactMap { $0["line"]?.intValue }) == Set(1...301))
         let ok = results.filter { $0["status"] == .int(200) }
         #expect(ok.count == 299)
         #expect(results.first { $0["line"] == .int(11) }?["error"]?.stringValue?.contains("device_token") == true)
         #expect(results.first { $0["reason"] == .string("Unregistered") }?["unregistered"] == .bool(true))
-        #expect(sent.err.contains("sent 299 of 301 pushes"))
+        #expect(sent.stderr.contains("sent 299 of 301 pushes"))
     }
 
     @Test func untrustedLocalAPNsIsRefusedNamingCACert() throws {
         let (server, url) = try serve(["--accept-unknown"])
-        defer { server.stop() }
-        let sent = try sealedpush(["send", "--to", "device.json", "--device-token", phoneToken, "--body", "x", "--environment", url,
+        defer { server.terminate() }
+        let sent = try ChildProcess.sealedpush(["send", "--to", "device.json", "--device-token", phoneToken, "--body", "x", "--environment", url,
                                    "--retries", "0"] + auth, in: directory)
         #expect(sent.status == 1)
-        #expect(sent.err.contains("--ca-cert"))
+        #expect(sent.stderr.contains("--ca-cert"))
     }
 
     @Test func authKeyReadableByOthersIsRefused() throws {
         try FileManager.default.setAttributes([.posixPermissions: 0o644],
                                               ofItemAtPath: directory.appendingPathComponent("AuthKey_ABC123DEFG.p8").path)
-        let sent = try sealedpush(["send", "--to", "device.json", "--device-token", phoneToken, "--body", "x",
+        let sent = try ChildProcess.sealedpush(["send", "--to", "device.json", "--device-token", phoneToken, "--body", "x",
                                    "--environment", "https://127.0.0.1:9"] + auth, in: directory)
         #expect(sent.status != 0)
-        #expect(sent.err.contains("chmod 600 AuthKey_ABC123DEFG.p8"))
-        let badToken = try sealedpush(["send", "--to", "device.json", "--device-token", "abc", "--body", "x"] + auth, in: directory)
+        #expect(sent.stderr.contains("chmod 600 AuthKey_ABC123DEFG.p8"))
+        let badToken = try ChildProcess.sealedpush(["send", "--to", "device.json", "--device-token", "abc", "--body", "x"] + auth, in: directory)
         #expect(badToken.status != 0)
-        #expect(badToken.err.contains("--device-token must be 64 hexadecimal digits"))
+        #expect(badToken.stderr.contains("--device-token must be 64 hexadecimal digits"))
     }
 
     /// The local APNs frame by frame, read by python-hyper's h2 (what aioapns is built on): a request with
@@ -127,12 +127,12 @@ struct APNsCLITests {
         let ca = directory.appendingPathComponent("frames-ca.pem")
         try apns.server.authority.caPEM.write(to: ca, atomically: true, encoding: .utf8)
         let jwt = try ProviderToken.make(key: apns.key, issuedAt: Int64(Date().timeIntervalSince1970))
-        let script = ProjectPaths.root.appendingPathComponent("Apps/Tests/SealedPushAPNsTests/h2_frames.py")
-        let result = try runChild(Self.python, [script.path, String(apns.port), ca.path, token, jwt, LocalAPNs.topic],
-                                  in: directory, timeout: 60)
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("h2_frames.py")  // beside this file
+        let result = try ChildProcess.run(Self.python, [script.path, String(apns.port), ca.path, token, jwt, LocalAPNs.topic],
+                                          in: directory, timeout: 60)
         await apns.stop()
-        #expect(result.status == 0, "\(result.err)")
-        let streams = try #require(try JSON.parse(Array(result.out.utf8)).objectValue, "\(result.out) \(result.err)")
+        #expect(result.status == 0, "\(result.stderr)")
+        let streams = try #require(try JSON.parse(Array(result.stdoutText.utf8)).objectValue, "\(result.stdoutText) \(result.stderr)")
         let accepted = try #require(streams["accepted"]?.objectValue)
         #expect(accepted["status"] == .string("200"))
         #expect(accepted["headers_ended_stream"] == .bool(true), "a 200 is a single HEADERS frame with END_STREAM")
@@ -175,16 +175,9 @@ struct APNsCLITests {
         let python = Self.python
         try #require(FileManager.default.isExecutableFile(atPath: python.path),
                      "no Python at \(python.path): run `make test` (or `make pydeps`), or set SEALEDPUSH_PYTHON")
-        let process = Process()
-        let pipe = Pipe()
-        process.executableURL = python
-        process.arguments = ["-c", script, jwt, publicPEM]
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        process.waitUntilExit()
-        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(process.terminationStatus == 0, "\(output)")
+        let result = try ChildProcess.run(python, ["-c", script, jwt, publicPEM], timeout: 60)
+        let output = result.stdoutText + result.stderr
+        #expect(result.status == 0, "\(output)")
         #expect(output.contains("verified"))
     }
 }

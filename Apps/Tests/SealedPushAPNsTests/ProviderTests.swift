@@ -80,7 +80,7 @@ func push(_ n: Int, payload: [UInt8] = Array(#"{"aps":{"alert":"x"}}"#.utf8)) ->
     APNsPush(deviceToken: token(n), payload: payload, topic: LocalAPNs.topic, expiration: 0)
 }
 
-@Suite("APNs provider against the local APNs on loopback", .serialized)
+@Suite("APNs provider against the local APNs on loopback", .serialized, .timeLimit(.minutes(10)))
 struct ProviderTests {
     @Test func acceptedPushEchoesItsIDAndReusesOneConnection() async throws {
         let apns = try await LocalAPNs.start { $0.acceptUnknownTokens = true }

@@ -12,7 +12,7 @@ import Testing
 
 /// Every reason the local APNs can give, produced by a raw HTTP/2 request over loopback and read back
 /// through the provider's response mapping.
-@Suite("Local APNs: each check answers APNs's status and reason", .serialized)
+@Suite("Local APNs: each check answers APNs's status and reason", .serialized, .timeLimit(.minutes(10)))
 struct ReasonCatalogTests {
     struct Case: Sendable, CustomTestStringConvertible {
         let name: String

@@ -12,13 +12,13 @@ struct CLIDevice {
     var recordPath: String { dir.appendingPathComponent("device.json").path }
 
     init() throws {
-        dir = try CLIRunner.temporaryDirectory("device")
-        let generated = try CLIRunner.run(["keys", "generate", "--keychain", device])
+        dir = try makeScratchDirectory("device")
+        let generated = try ChildProcess.sealedpush(["keys", "generate", "--keychain", device])
         try #require(generated.status == 0, "keys generate failed: \(generated.stderr)")
         try Data(generated.stdout).write(to: URL(fileURLWithPath: recordPath))
     }
 
-    func run(_ args: [String], stdin: [UInt8]? = nil) throws -> CLIResult { try CLIRunner.run(args, stdin: stdin) }
+    func run(_ args: [String], stdin: [UInt8]? = nil) throws -> ChildProcess.Result { try ChildProcess.sealedpush(args, stdin: stdin) }
 
     func seal(_ extra: [String] = [], to record: String? = nil) throws -> [UInt8] {
         let r = try run(["seal", "--to", record ?? recordPath, "--title", "Agent K", "--body", "The eagle lands at noon."] + extra)
@@ -26,9 +26,9 @@ struct CLIDevice {
         return r.stdout
     }
 
-    func push(_ payload: [UInt8], _ extra: [String] = []) throws -> (result: CLIResult, json: JSONObject) {
+    func push(_ payload: [UInt8], _ extra: [String] = []) throws -> (result: ChildProcess.Result, json: JSONObject) {
         let r = try run(["device", "push", "--keychain", device, "--json"] + extra + ["-"], stdin: payload)
-        guard case let .object(o) = try JSON.parse(r.stdout) else { throw CLIRunnerError.missingBinary("push printed no JSON object: \(r.stdoutText) \(r.stderr)") }
+        guard case let .object(o) = try JSON.parse(r.stdout) else { throw NotAJSONObject(output: r.stdoutText + r.stderr) }
         return (r, o)
     }
 }
@@ -37,7 +37,13 @@ private func outcome(_ o: JSONObject) -> String? { o["outcome"]?.stringValue }
 private func reason(_ o: JSONObject) -> String? { o["reason"]?.stringValue }
 private func shown(_ o: JSONObject, _ field: String) -> String? { o["notification"]?.objectValue?[field]?.stringValue }
 
-@Suite("CLI: device, keys and trust", .serialized) struct DeviceCLITests {
+/// `device push --json` printed something other than a JSON object.
+struct NotAJSONObject: Error, CustomStringConvertible {
+    let output: String
+    var description: String { "push printed no JSON object: \(output)" }
+}
+
+@Suite("CLI: device, keys and trust", .serialized, .timeLimit(.minutes(10))) struct DeviceCLITests {
     @Test func sealThenPushDecrypts() throws {
         let d = try CLIDevice()
         let (r, o) = try d.push(try d.seal(["--subtitle", "Field report", "--thread-id", "ops-7", "--badge", "3"]))
@@ -195,14 +201,14 @@ private func shown(_ o: JSONObject, _ field: String) -> String? { o["notificatio
     }
 
     @Test func missingStoreIsAClearError() throws {
-        let dir = try CLIRunner.temporaryDirectory("nostore")
-        let r = try CLIRunner.run(["keys", "list", "--keychain", dir.appendingPathComponent("absent").path])
+        let dir = try makeScratchDirectory("nostore")
+        let r = try ChildProcess.sealedpush(["keys", "list", "--keychain", dir.appendingPathComponent("absent").path])
         #expect(r.status != 0)
         #expect(r.stderr.contains("--keychain") || r.stderr.contains("keys generate"))
     }
 
     @Test func demoRunsAndTellsTheStory() throws {
-        let r = try CLIRunner.run(["demo"], executable: CLIRunner.serverBinary)
+        let r = try ChildProcess.sealedpushServer(["demo"])
         #expect(r.status == 0, "demo failed: \(r.stderr)")
         let text = r.stdoutText
         for expected in ["outcome: decrypted", "reason: decryptionFailed", "reason: keychainLocked", "reason: timeExpired",

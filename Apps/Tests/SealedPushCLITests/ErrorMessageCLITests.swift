@@ -3,13 +3,13 @@ import Testing
 import SealedPushTestSupport
 
 /// Errors a newcomer meets, in the CLI's terms: the exact message, the command that fixes it.
-@Suite("CLI: errors in the user's terms")
+@Suite("CLI: errors in the user's terms", .timeLimit(.minutes(10)))
 struct ErrorMessageCLITests {
     /// A scratch directory with a device store (`dev`) and its record (`dev.json`).
     static func scratch() throws -> (dir: URL, device: String, record: String) {
-        let dir = try CLIRunner.temporaryDirectory("errors")
+        let dir = try makeScratchDirectory("errors")
         let device = dir.appendingPathComponent("dev").path
-        let generated = try CLIRunner.run(["keys", "generate", "--keychain", device])
+        let generated = try ChildProcess.sealedpush(["keys", "generate", "--keychain", device])
         try #require(generated.status == 0, "keys generate failed: \(generated.stderr)")
         let record = dir.appendingPathComponent("dev.json")
         try Data(generated.stdout).write(to: record)
@@ -17,7 +17,7 @@ struct ErrorMessageCLITests {
     }
 
     static func failure(_ arguments: [String]) throws -> String {
-        let r = try CLIRunner.run(arguments)
+        let r = try ChildProcess.sealedpush(arguments)
         #expect(r.status != 0, Comment(rawValue: "\(arguments) succeeded"))
         return r.stderr
     }
@@ -53,7 +53,7 @@ struct ErrorMessageCLITests {
     @Test("destroying or retiring the active key names rotate, and --force")
     func activeKeyRefusals() throws {
         let (_, device, _) = try Self.scratch()
-        let list = try CLIRunner.run(["keys", "list", "--json", "--keychain", device])
+        let list = try ChildProcess.sealedpush(["keys", "list", "--json", "--keychain", device])
         let keyID = try #require(((try JSONSerialization.jsonObject(with: Data(list.stdout))) as? [[String: Any]])?.first?["key_id"] as? String)
         let destroy = try Self.failure(["keys", "destroy", keyID, "--keychain", device])
         #expect(destroy.contains("run `sealedpush keys rotate --keychain \(device)` first, or pass --force"), Comment(rawValue: destroy))
@@ -80,26 +80,26 @@ struct ErrorMessageCLITests {
     @Test("device push names seal --headers output and batch lines instead of answering invalidPayload")
     func sealOutputWrappers() throws {
         let (dir, device, record) = try Self.scratch()
-        let headers = try CLIRunner.run(["seal", "--to", record, "--body", "x", "--headers"])
+        let headers = try ChildProcess.sealedpush(["seal", "--to", record, "--body", "x", "--headers"])
         let headersFile = dir.appendingPathComponent("headers.json")
         try Data(headers.stdout).write(to: headersFile)
-        let r = try CLIRunner.run(["device", "push", "--keychain", device, headersFile.path])
+        let r = try ChildProcess.sealedpush(["device", "push", "--keychain", device, headersFile.path])
         #expect(r.status == 1 && r.stdout.isEmpty)
         #expect(r.stderr == "Error: this is `seal --headers` output, not an APNs payload; pass its `payload`, e.g. "
                 + "`jq -c .payload FILE | sealedpush device push -` (or seal without --headers)\n")
 
         let recordText = try String(contentsOfFile: record, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
-        let batch = try CLIRunner.run(["seal", "--batch", "-"], stdin: Array("{\"to\":\(recordText),\"body\":\"x\"}\n".utf8))
-        let line = try CLIRunner.run(["device", "push", "--keychain", device, "--json", "-"], stdin: batch.stdout)
+        let batch = try ChildProcess.sealedpush(["seal", "--batch", "-"], stdin: Array("{\"to\":\(recordText),\"body\":\"x\"}\n".utf8))
+        let line = try ChildProcess.sealedpush(["device", "push", "--keychain", device, "--json", "-"], stdin: batch.stdout)
         #expect(line.status == 1)
         #expect(line.stderr == "Error: this is a `seal --batch` output line, not an APNs payload; pass its `payload`, e.g. "
                 + "`jq -c .payload FILE | sealedpush device push -`\n")
-        let errorLine = try CLIRunner.run(["device", "push", "--keychain", device, "-"], stdin: Array(#"{"line":3,"error":"x"}"#.utf8))
+        let errorLine = try ChildProcess.sealedpush(["device", "push", "--keychain", device, "-"], stdin: Array(#"{"line":3,"error":"x"}"#.utf8))
         #expect(errorLine.stderr.hasPrefix("Error: this is a `seal --batch` error line"), Comment(rawValue: errorLine.stderr))
         // The payload itself still goes through (and an unrelated JSON object is still iOS's invalidPayload).
-        let payload = try CLIRunner.run(["seal", "--to", record, "--body", "x"])
-        #expect(try CLIRunner.run(["device", "push", "--keychain", device, "-"], stdin: payload.stdout).status == 0)
-        let other = try CLIRunner.run(["device", "push", "--keychain", device, "--json", "-"], stdin: Array(#"{"payload":1}"#.utf8))
+        let payload = try ChildProcess.sealedpush(["seal", "--to", record, "--body", "x"])
+        #expect(try ChildProcess.sealedpush(["device", "push", "--keychain", device, "-"], stdin: payload.stdout).status == 0)
+        let other = try ChildProcess.sealedpush(["device", "push", "--keychain", device, "--json", "-"], stdin: Array(#"{"payload":1}"#.utf8))
         #expect(other.stdoutText.contains(#""reason":"invalidPayload""#), Comment(rawValue: other.stdoutText))
     }
 
@@ -109,7 +109,7 @@ struct ErrorMessageCLITests {
         let recordText = try String(contentsOfFile: record, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         let lines = ["thread-id", "threadId", "expires-in", "collapseId"].map { "{\"to\":\(recordText),\"body\":\"x\",\"\($0)\":\"v\"}" }
             + ["{\"to\":\(recordText),\"body\":\"x\",\"thread_id\":\"ops\",\"expires_in\":\"1h\",\"collapse_id\":\"c\"}"]
-        let r = try CLIRunner.run(["seal", "--batch", "-"], stdin: Array(lines.joined(separator: "\n").utf8))
+        let r = try ChildProcess.sealedpush(["seal", "--batch", "-"], stdin: Array(lines.joined(separator: "\n").utf8))
         #expect(r.status == 1)
         let out = r.stdoutLines
         try #require(out.count == 5)
@@ -118,7 +118,7 @@ struct ErrorMessageCLITests {
         #expect(out[2] == #"{"line":3,"error":"the request is invalid: member 'expires-in' is spelled 'expires_in' (batch members are snake_case)"}"#)
         #expect(out[3] == #"{"line":4,"error":"the request is invalid: member 'collapseId' is spelled 'collapse_id' (batch members are snake_case)"}"#)
         #expect(out[4].hasPrefix(#"{"payload":"#) && out[4].contains(#""apns-collapse-id":"c""#), Comment(rawValue: out[4]))
-        let help = try CLIRunner.run(["seal", "--help"], environment: ["COLUMNS": "200"]).stdoutText
+        let help = try ChildProcess.sealedpush(["seal", "--help"], environment: ["COLUMNS": "200"]).stdoutText
         #expect(help.contains(#""thread_id": "...""#) && !help.contains(#""thread-id": "...""#))
     }
 
@@ -126,17 +126,17 @@ struct ErrorMessageCLITests {
     func fallbackLogging() throws {
         let (dir, _, record) = try Self.scratch()
         let other = dir.appendingPathComponent("other").path
-        #expect(try CLIRunner.run(["keys", "generate", "--keychain", other]).status == 0)
-        let payload = try CLIRunner.run(["seal", "--to", record, "--body", "x"]).stdout
+        #expect(try ChildProcess.sealedpush(["keys", "generate", "--keychain", other]).status == 0)
+        let payload = try ChildProcess.sealedpush(["seal", "--to", record, "--body", "x"]).stdout
         let unset = ["SEALEDPUSH_LOG_LEVEL": ""]
-        let human = try CLIRunner.run(["device", "push", "--keychain", other, "-"], stdin: payload, environment: unset)
+        let human = try ChildProcess.sealedpush(["device", "push", "--keychain", other, "-"], stdin: payload, environment: unset)
         #expect(human.stderr.contains("notice sealedpush.extension: reason=unknownKey"), Comment(rawValue: human.stderr))
-        let json = try CLIRunner.run(["device", "push", "--json", "--keychain", other, "-"], stdin: payload, environment: unset)
+        let json = try ChildProcess.sealedpush(["device", "push", "--json", "--keychain", other, "-"], stdin: payload, environment: unset)
         #expect(json.status == 0 && json.stderr.isEmpty, Comment(rawValue: json.stderr))
         #expect(json.stdoutText.contains(#""reason":"unknownKey""#))
-        let asked = try CLIRunner.run(["device", "push", "--json", "--log-level", "notice", "--keychain", other, "-"], stdin: payload, environment: unset)
+        let asked = try ChildProcess.sealedpush(["device", "push", "--json", "--log-level", "notice", "--keychain", other, "-"], stdin: payload, environment: unset)
         #expect(asked.stderr.contains("reason=unknownKey"), Comment(rawValue: asked.stderr))
-        let bad = try CLIRunner.run(["device", "push", "--log-level", "loud", "--keychain", other, "-"], stdin: payload)
+        let bad = try ChildProcess.sealedpush(["device", "push", "--log-level", "loud", "--keychain", other, "-"], stdin: payload)
         #expect(bad.status != 0 && bad.stderr.contains("--log-level"), Comment(rawValue: bad.stderr))
     }
 
@@ -150,7 +150,7 @@ struct ErrorMessageCLITests {
             #expect(stderr == "Error: insecurePermissions: \(path) has mode 644, which lets group or others at it; the store refuses "
                     + "to use it. Fix it with: chmod 600 '\(path)'\n")
             #expect(chmod(path, 0o600) == 0)
-            #expect(try CLIRunner.run(["keys", "list", "--keychain", device]).status == 0)
+            #expect(try ChildProcess.sealedpush(["keys", "list", "--keychain", device]).status == 0)
         }
     }
 }

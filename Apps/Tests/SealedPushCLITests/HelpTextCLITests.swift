@@ -4,7 +4,7 @@ import SealedPushTestSupport
 
 /// Help text is wrapped once, by ArgumentParser (issue #15 item 8): source strings hold no hard line
 /// breaks inside a paragraph, so help reads evenly at any terminal width.
-@Suite("CLI: help text wrapping")
+@Suite("CLI: help text wrapping", .timeLimit(.minutes(10)))
 struct HelpTextCLITests {
     static let commands: [[String]] = [
         [], ["seal"], ["keys"], ["keys", "generate"], ["keys", "rotate"], ["keys", "list"], ["keys", "export"], ["keys", "retire"],
@@ -40,12 +40,12 @@ struct HelpTextCLITests {
     func helpIsWrappedOnce(width: Int) throws {
         var ragged: [String] = []
         for command in Self.commands {
-            let r = try CLIRunner.run(command + ["--help"], environment: ["COLUMNS": String(width)])
+            let r = try ChildProcess.sealedpush(command + ["--help"], environment: ["COLUMNS": String(width)])
             #expect(r.status == 0, Comment(rawValue: "\(command): \(r.stderr)"))
             ragged += Self.raggedBreaks(r.stdoutText, width: width).map { "sealedpush \(command.joined(separator: " ")):\n\($0)" }
         }
         for command in Self.serverCommands {
-            let r = try CLIRunner.run(command + ["--help"], environment: ["COLUMNS": String(width)], executable: CLIRunner.serverBinary)
+            let r = try ChildProcess.sealedpushServer(command + ["--help"], environment: ["COLUMNS": String(width)])
             #expect(r.status == 0, Comment(rawValue: "\(command): \(r.stderr)"))
             ragged += Self.raggedBreaks(r.stdoutText, width: width).map { "sealedpush-server \(command.joined(separator: " ")):\n\($0)" }
         }

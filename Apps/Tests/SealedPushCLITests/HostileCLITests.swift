@@ -1,4 +1,5 @@
 import Foundation
+import SealedPushTestSupport
 import SealedPushWire
 import Testing
 
@@ -6,7 +7,7 @@ import Testing
 /// arguments, each with its exact outcome. Every case must exit normally (no signal), within the
 /// runner's timeout, with the expected status, a clear phrase on stderr, no partial output on
 /// stdout for an error, and no plaintext anywhere unless the message was really decrypted.
-@Suite("CLI: hostile inputs", .serialized)
+@Suite("CLI: hostile inputs", .serialized, .timeLimit(.minutes(10)))
 struct HostileCLITests {
     /// The secret text sealed by the fixture; it may appear only in a decrypted notification.
     static let secretTitle = "HOSTILE-TITLE-7f3a"
@@ -24,17 +25,17 @@ struct HostileCLITests {
         let plainFile: String
 
         init() throws {
-            dir = try CLIRunner.temporaryDirectory("hostile")
+            dir = try makeScratchDirectory("hostile")
             device = dir.appendingPathComponent("device").path
             record = dir.appendingPathComponent("device.json").path
             sender = dir.appendingPathComponent("sender").path
             senderRecord = dir.appendingPathComponent("sender.json").path
             plainFile = dir.appendingPathComponent("plain.txt").path
-            let generated = try CLIRunner.run(["keys", "generate", "--keychain", device])
+            let generated = try ChildProcess.sealedpush(["keys", "generate", "--keychain", device])
             guard generated.status == 0 else { throw CLIError("keys generate failed: \(generated.stderr)") }
             recordBytes = generated.stdout
             try Data(recordBytes).write(to: URL(fileURLWithPath: record))
-            let senderGenerated = try CLIRunner.run(["sender", "generate", "--keychain", sender])
+            let senderGenerated = try ChildProcess.sealedpush(["sender", "generate", "--keychain", sender])
             guard senderGenerated.status == 0 else { throw CLIError("sender generate failed: \(senderGenerated.stderr)") }
             try Data(senderGenerated.stdout).write(to: URL(fileURLWithPath: senderRecord))
             try Data("just a file\n".utf8).write(to: URL(fileURLWithPath: plainFile))
@@ -42,7 +43,7 @@ struct HostileCLITests {
 
         /// A fresh payload sealed to the fixture's device with the secret title and body.
         func sealed(_ extra: [String] = []) throws -> [UInt8] {
-            let r = try CLIRunner.run(["seal", "--to", record, "--title", HostileCLITests.secretTitle,
+            let r = try ChildProcess.sealedpush(["seal", "--to", record, "--title", HostileCLITests.secretTitle,
                                        "--body", HostileCLITests.secretBody] + extra)
             guard r.status == 0 else { throw CLIError("seal failed: \(r.stderr)") }
             return r.stdout
@@ -314,7 +315,7 @@ struct HostileCLITests {
 
     @Test(arguments: cases) func hostileInput(_ c: Case) throws {
         let f = try Self.fixture()
-        let scratch = try CLIRunner.temporaryDirectory("hostile-case")
+        let scratch = try makeScratchDirectory("hostile-case")
         defer { try? FileManager.default.removeItem(at: scratch) }
         let input = scratch.appendingPathComponent("input")
         if let make = c.file { try Data(try make(f)).write(to: input) }
@@ -323,11 +324,11 @@ struct HostileCLITests {
         let arguments = c.arguments.map { substitutions[$0] ?? $0 }
         let stdin = try c.stdin.map { try $0(f) }
         let started = Date()
-        let r: CLIResult
+        let r: ChildProcess.Result
         if let script = c.script {
-            r = try CLIRunner.run(["-c", script, CLIRunner.binary.path, f.record], executable: URL(fileURLWithPath: "/bin/sh"), timeout: 30)
+            r = try ChildProcess.run(URL(fileURLWithPath: "/bin/sh"), ["-c", script, ProjectPaths.sealedpushBinary.path, f.record], timeout: 30)
         } else {
-            r = try CLIRunner.run(arguments, stdin: stdin, timeout: 30)
+            r = try ChildProcess.sealedpush(arguments, stdin: stdin, timeout: 30)
         }
         let elapsed = Date().timeIntervalSince(started)
 
@@ -365,7 +366,7 @@ struct HostileCLITests {
             let payload = try #require(try JSON.parse(r.stdout).objectValue, "stdout is not a payload: \(r.stdoutText)")
             #expect(payload["ENCRYPTED_DATA"]?.stringValue != nil)
             if let title { #expect(!r.stdoutText.contains(title), "the title is visible in the payload") }
-            let pushed = try CLIRunner.run(["device", "push", "--keychain", f.device, "--json", "-"], stdin: r.stdout, timeout: 30)
+            let pushed = try ChildProcess.sealedpush(["device", "push", "--keychain", f.device, "--json", "-"], stdin: r.stdout, timeout: 30)
             let o = try #require(try JSON.parse(pushed.stdout).objectValue, "device push printed: \(pushed.stdoutText) \(pushed.stderr)")
             #expect(o["outcome"]?.stringValue == "decrypted", "\(pushed.stdoutText)")
             let shown = o["notification"]?.objectValue
@@ -401,7 +402,7 @@ struct HostileCLITests {
         let f = try Self.fixture()
         for _ in 0..<3 {
             for limit in [["0s"], ["0s", "--extension-delay", "300ms"], ["2ms"], ["4ms"], ["6ms"], ["10ms"]] {
-                let r = try CLIRunner.run(["device", "push", "--keychain", f.device, "--json", "--time-limit"] + limit + ["-"],
+                let r = try ChildProcess.sealedpush(["device", "push", "--keychain", f.device, "--json", "--time-limit"] + limit + ["-"],
                                           stdin: try f.sealed(), timeout: 30)
                 let o = try #require(try JSON.parse(r.stdout).objectValue, "\(r.stdoutText) \(r.stderr)")
                 let shown = o["notification"]?.objectValue

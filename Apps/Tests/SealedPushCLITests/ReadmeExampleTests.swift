@@ -7,11 +7,11 @@ import SealedPushTestSupport
 import SealedPushWire
 
 /// The README's "Using the receiver inside an iOS extension" wiring, as written there, run for real.
-@Suite("README: the receiver wiring")
+@Suite("README: the receiver wiring", .timeLimit(.minutes(10)))
 struct ReadmeExampleTests {
     @Test("wired as the README shows, the extension decrypts a sealed payload and answers a replay with the fallback")
     func receiverWiring() async throws {
-        let scratch = try CLIRunner.temporaryDirectory("readme")
+        let scratch = try makeScratchDirectory("readme")
         defer { try? FileManager.default.removeItem(at: scratch) }
         let keychainDirectory = scratch.appendingPathComponent("keys")  // created 0700 by the store
         let record = try DeviceKeyring(root: keychainDirectory).generate()

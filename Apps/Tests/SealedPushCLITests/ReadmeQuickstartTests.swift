@@ -3,7 +3,7 @@ import Testing
 import SealedPushTestSupport
 
 /// The README as a newcomer meets it (issue #15 items 7 and 13), and the demo's box drawing.
-@Suite("README quickstart, links, command table; demo box", .serialized)
+@Suite("README quickstart, links, command table; demo box", .serialized, .timeLimit(.minutes(10)))
 struct ReadmeQuickstartTests {
     static var readme: String { get throws { try String(contentsOf: ProjectPaths.root.appendingPathComponent("README.md"), encoding: .utf8) } }
 
@@ -20,15 +20,15 @@ struct ReadmeQuickstartTests {
 
     @Test("the quickstart, run line by line in a fresh directory, shows nothing alarming")
     func quickstartRunsClean() throws {
-        let dir = try CLIRunner.temporaryDirectory("quickstart")
+        let dir = try makeScratchDirectory("quickstart")
         defer { try? FileManager.default.removeItem(at: dir) }
         let lines = try Self.quickstart()
         #expect(lines.count >= 7)
-        let path = CLIRunner.binary.deletingLastPathComponent().path + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")
+        let path = ProjectPaths.sealedpushBinary.deletingLastPathComponent().path + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")
         var outcomes: [String] = []
         for line in lines {
-            let r = try CLIRunner.run(["-c", line], environment: ["PATH": path, "SEALEDPUSH_LOG_LEVEL": ""], directory: dir,
-                                      executable: URL(fileURLWithPath: "/bin/sh"))
+            let r = try ChildProcess.run(URL(fileURLWithPath: "/bin/sh"), ["-c", line], environment: ["PATH": path, "SEALEDPUSH_LOG_LEVEL": ""],
+                                         in: dir)
             #expect(r.status == 0, Comment(rawValue: "\(line)\n\(r.stderr)"))
             let shown = r.stdoutText + r.stderr
             for alarming in ["replayed", "Error", "error", "fallback", "warning", "untrusted"] {
@@ -40,7 +40,7 @@ struct ReadmeQuickstartTests {
         #expect(outcomes.first?.contains("outcome: decrypted") == true)
         #expect(outcomes.last?.contains(#""outcome":"decrypted""#) == true)
         // What the line under the block explains: the same payload twice is replayed.
-        let again = try CLIRunner.run(["device", "push", "--keychain", dir.appendingPathComponent("dev").path, "--json",
+        let again = try ChildProcess.sealedpush(["device", "push", "--keychain", dir.appendingPathComponent("dev").path, "--json",
                                        dir.appendingPathComponent("payload.json").path])
         #expect(again.stdoutText.contains(#""reason":"replayed""#))
         #expect(try Self.readme.contains("answers `fallback` with reason `replayed`"))
@@ -68,7 +68,7 @@ struct ReadmeQuickstartTests {
 
     @Test("the README's device push row names every option device push --help lists")
     func commandTableIsComplete() throws {
-        let help = try CLIRunner.run(["device", "push", "--help"], environment: ["COLUMNS": "300"]).stdoutText
+        let help = try ChildProcess.sealedpush(["device", "push", "--help"], environment: ["COLUMNS": "300"]).stdoutText
         let section = try #require(help.range(of: "OPTIONS:"))
         let declared = help[section.upperBound...].split(separator: "\n").compactMap { line in
             line.firstMatch(of: /^\s+(?:-[a-z], )?(--[a-z][a-z-]+)/).map { String($0.output.1) }
@@ -87,7 +87,7 @@ struct ReadmeQuickstartTests {
 
     @Test("the demo's boxes are aligned by display width (the 🎉 line too)")
     func demoBoxesAlign() throws {
-        let r = try CLIRunner.run(["demo"], executable: CLIRunner.serverBinary)
+        let r = try ChildProcess.sealedpushServer(["demo"])
         #expect(r.status == 0, Comment(rawValue: r.stderr))
         let boxLines = r.stdoutText.split(separator: "\n").filter { $0.contains("│") || $0.contains("┌") || $0.contains("└") }
         #expect(boxLines.contains { $0.contains("🎉") })

@@ -5,7 +5,7 @@ import SealedPushWire
 import Testing
 
 /// `sealedpush seal`, run as a separate process.
-@Suite("CLI: seal", .serialized)
+@Suite("CLI: seal", .serialized, .timeLimit(.minutes(10)))
 struct SealCLITests {
     /// A device key pair and its record written to a temporary file.
     struct Device {
@@ -28,10 +28,10 @@ struct SealCLITests {
     }
 
     @Test func sealSinglePrintsExactlyThePayload() throws {
-        let dir = try CLIRunner.temporaryDirectory("seal")
+        let dir = try makeScratchDirectory("seal")
         defer { try? FileManager.default.removeItem(at: dir) }
         let device = try Self.makeDevice(in: dir)
-        let result = try CLIRunner.run(["seal", "--to", device.recordFile.path, "--title", "Agent K", "--body", "The eagle lands at noon.",
+        let result = try ChildProcess.sealedpush(["seal", "--to", device.recordFile.path, "--title", "Agent K", "--body", "The eagle lands at noon.",
                                         "--subtitle", "Report", "--thread-id", "ops-7", "--badge", "4", "--sound", "default"])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stderr.isEmpty)
@@ -53,11 +53,11 @@ struct SealCLITests {
     }
 
     @Test func sealWithHeadersAndOptions() throws {
-        let dir = try CLIRunner.temporaryDirectory("seal")
+        let dir = try makeScratchDirectory("seal")
         defer { try? FileManager.default.removeItem(at: dir) }
         let device = try Self.makeDevice(in: dir)
         let before = Int64(Date().timeIntervalSince1970)
-        let result = try CLIRunner.run(["seal", "--to", device.recordFile.path, "--body", "Meet at six", "--headers",
+        let result = try ChildProcess.sealedpush(["seal", "--to", device.recordFile.path, "--body", "Meet at six", "--headers",
                                         "--expires-in", "2h", "--collapse-id", "meet", "--topic", "com.example.secret",
                                         "--padding", "max", "--placeholder-title", "New message"])
         #expect(result.status == 0, "\(result.stderr)")
@@ -79,15 +79,15 @@ struct SealCLITests {
         // --padding max fills the payload to within one base64 quantum of the limit.
         #expect(JSON.serialize(.object(payload)).count > 4092)
 
-        let plain = try CLIRunner.run(["seal", "--to", device.recordFile.path, "--body", "x", "--headers"])
+        let plain = try ChildProcess.sealedpush(["seal", "--to", device.recordFile.path, "--body", "x", "--headers"])
         let plainHeaders = try #require(try JSON.parse(plain.stdout).objectValue?["headers"]?.objectValue)
         #expect(plainHeaders.members.map(\.key) == ["apns-push-type", "apns-priority", "apns-expiration"])
         let defaultExpiration = try #require(plainHeaders["apns-expiration"]?.stringValue.flatMap { Int64($0) })
         #expect(defaultExpiration >= before + 7 * 86_400 && defaultExpiration <= before + 7 * 86_400 + 5, "the 7-day default")
 
-        let once = try CLIRunner.run(["seal", "--to", device.recordFile.path, "--body", "x", "--headers", "--deliver-once"])
+        let once = try ChildProcess.sealedpush(["seal", "--to", device.recordFile.path, "--body", "x", "--headers", "--deliver-once"])
         #expect(try JSON.parse(once.stdout).objectValue?["headers"]?.objectValue?["apns-expiration"] == .string("0"))
-        let both = try CLIRunner.run(["seal", "--to", device.recordFile.path, "--body", "x", "--deliver-once", "--expires-in", "2h"])
+        let both = try ChildProcess.sealedpush(["seal", "--to", device.recordFile.path, "--body", "x", "--deliver-once", "--expires-in", "2h"])
         #expect(both.status != 0)
         #expect(both.stderr.contains("--deliver-once and --expires-in contradict each other"))
     }
@@ -95,18 +95,18 @@ struct SealCLITests {
     @Test func recordFromStandardInput() throws {
         let device = BoxKeyPair.generate()
         let record = DeviceKeyRecord(publicKey: device.publicKey, createdAt: nil)
-        let result = try CLIRunner.run(["seal", "--to", "-", "--body", "via stdin"], stdin: record.jsonBytes)
+        let result = try ChildProcess.sealedpush(["seal", "--to", "-", "--body", "via stdin"], stdin: record.jsonBytes)
         #expect(result.status == 0, "\(result.stderr)")
         let payload = try #require(try JSON.parse(result.stdout).objectValue)
         #expect(try Self.open(payload, with: device).body.alert.body == "via stdin")
     }
 
     @Test func errors() throws {
-        let dir = try CLIRunner.temporaryDirectory("seal")
+        let dir = try makeScratchDirectory("seal")
         defer { try? FileManager.default.removeItem(at: dir) }
         let device = try Self.makeDevice(in: dir)
 
-        let missing = try CLIRunner.run(["seal", "--to", dir.appendingPathComponent("nope.json").path, "--body", "x"])
+        let missing = try ChildProcess.sealedpush(["seal", "--to", dir.appendingPathComponent("nope.json").path, "--body", "x"])
         #expect(missing.status != 0)
         #expect(missing.stdout.isEmpty)
         #expect(missing.stderr.contains("does not exist"))
@@ -116,7 +116,7 @@ struct SealCLITests {
         tampered["key_id"] = .string("0123456789abcdef")
         let tamperedFile = dir.appendingPathComponent("tampered.json")
         try Data(JSON.serialize(.object(tampered))).write(to: tamperedFile)
-        let refused = try CLIRunner.run(["seal", "--to", tamperedFile.path, "--body", "x"])
+        let refused = try ChildProcess.sealedpush(["seal", "--to", tamperedFile.path, "--body", "x"])
         #expect(refused.status != 0)
         #expect(refused.stdout.isEmpty)
         #expect(refused.stderr.contains("key_id 0123456789abcdef"))
@@ -124,7 +124,7 @@ struct SealCLITests {
 
         // An oversized message names its size and the limit, and never echoes the text.
         let big = "classified " + String(repeating: "x", count: 4000)
-        let oversized = try CLIRunner.run(["seal", "--to", device.recordFile.path, "--body", big])
+        let oversized = try ChildProcess.sealedpush(["seal", "--to", device.recordFile.path, "--body", big])
         #expect(oversized.status != 0)
         #expect(oversized.stdout.isEmpty)
         #expect(oversized.stderr.contains("4096 bytes"))
@@ -136,17 +136,17 @@ struct SealCLITests {
                           ["seal", "--to", device.recordFile.path, "--body", "x", "--expires-in", "soon"],
                           ["seal", "--to", device.recordFile.path, "--body", "x", "--padding", "huge"],
                           ["seal", "--batch", "in.jsonl", "--title", "x"]] {
-            let usage = try CLIRunner.run(arguments)
+            let usage = try ChildProcess.sealedpush(arguments)
             #expect(usage.status == 64, "\(arguments)")
             #expect(usage.stdout.isEmpty)
         }
-        let help = try CLIRunner.run(["seal", "--help"])
+        let help = try ChildProcess.sealedpush(["seal", "--help"])
         #expect(help.status == 0)
         #expect(help.stdoutText.contains("--batch") && help.stdoutText.contains("Examples:") && help.stdoutText.contains("apns-expiration"))
     }
 
     @Test func batchWithGoodAndBadLines() throws {
-        let dir = try CLIRunner.temporaryDirectory("batch")
+        let dir = try makeScratchDirectory("batch")
         defer { try? FileManager.default.removeItem(at: dir) }
         let a = try Self.makeDevice(in: dir, name: "a.json"), b = try Self.makeDevice(in: dir, name: "b.json")
         let recordA = String(decoding: a.record.jsonBytes, as: UTF8.self), recordB = String(decoding: b.record.jsonBytes, as: UTF8.self)
@@ -164,7 +164,7 @@ struct SealCLITests {
         ]
         let file = dir.appendingPathComponent("in.jsonl")
         try Data(lines.joined(separator: "\n").utf8).write(to: file)
-        let result = try CLIRunner.run(["seal", "--batch", file.path])
+        let result = try ChildProcess.sealedpush(["seal", "--batch", file.path])
         #expect(result.status == 1)
         #expect(result.stderr.contains("4 of 7"))
         let out = result.stdoutLines
@@ -189,22 +189,22 @@ struct SealCLITests {
 
         // The same input on stdin; and an all-good batch exits 0.
         let good = [lines[0], lines[1], lines[7]].joined(separator: "\n") + "\n"
-        let ok = try CLIRunner.run(["seal", "--batch", "-"], stdin: Array(good.utf8))
+        let ok = try ChildProcess.sealedpush(["seal", "--batch", "-"], stdin: Array(good.utf8))
         #expect(ok.status == 0, "\(ok.stderr)")
         #expect(ok.stdoutLines.count == 3)
     }
 
     /// Issue #15 item 3: which key signed is visible in --headers output and in every batch output line.
     @Test func signWithNamesTheKeyThatSigned() throws {
-        let dir = try CLIRunner.temporaryDirectory("signedby")
+        let dir = try makeScratchDirectory("signedby")
         defer { try? FileManager.default.removeItem(at: dir) }
         let device = try Self.makeDevice(in: dir)
         let srv = dir.appendingPathComponent("srv").path
-        let generated = try CLIRunner.run(["sender", "generate", "--keychain", srv])
+        let generated = try ChildProcess.sealedpush(["sender", "generate", "--keychain", srv])
         try #require(generated.status == 0, Comment(rawValue: generated.stderr))
         let senderID = try #require(try JSON.parse(generated.stdout).objectValue?["key_id"]?.stringValue)
 
-        let headers = try CLIRunner.run(["seal", "--to", device.recordFile.path, "--body", "x", "--sign-with", srv, "--headers"])
+        let headers = try ChildProcess.sealedpush(["seal", "--to", device.recordFile.path, "--body", "x", "--sign-with", srv, "--headers"])
         try #require(headers.status == 0, Comment(rawValue: headers.stderr))
         let object = try #require(try JSON.parse(headers.stdout).objectValue)
         #expect(object.members.map(\.key) == ["headers", "payload", "signed_by"])
@@ -215,11 +215,11 @@ struct SealCLITests {
         let opener = MessageOpener(keys: InMemoryKeys([device.pair]), policy: ReceiverPolicy(trustedSenders: [senderKey], requireSignature: true))
         #expect(try opener.open(encryptedData: data, now: Int64(Date().timeIntervalSince1970)).signedBy?.hex == senderID)
         // Unsigned output is unchanged: no signed_by member.
-        let unsigned = try CLIRunner.run(["seal", "--to", device.recordFile.path, "--body", "x", "--headers"])
+        let unsigned = try ChildProcess.sealedpush(["seal", "--to", device.recordFile.path, "--body", "x", "--headers"])
         #expect(try JSON.parse(unsigned.stdout).objectValue?.members.map(\.key) == ["headers", "payload"])
 
         let record = String(decoding: device.record.jsonBytes, as: UTF8.self)
-        let batch = try CLIRunner.run(["seal", "--batch", "-", "--sign-with", srv],
+        let batch = try ChildProcess.sealedpush(["seal", "--batch", "-", "--sign-with", srv],
                                       stdin: Array((#"{"to":\#(record),"body":"one"}"# + "\n" + #"{"to":\#(record),"body":"two"}"# + "\n").utf8))
         try #require(batch.status == 0, Comment(rawValue: batch.stderr))
         #expect(batch.stdoutLines.count == 2)
@@ -230,17 +230,17 @@ struct SealCLITests {
         }
 
         // After a staged rotation the new key id shows up.
-        let staged = try CLIRunner.run(["sender", "rotate", "--stage", "--json", "--keychain", srv])
+        let staged = try ChildProcess.sealedpush(["sender", "rotate", "--stage", "--json", "--keychain", srv])
         guard case let .array(stagedKeys) = try JSON.parse(staged.stdout) else { Issue.record("not a JSON array: \(staged.stdoutText)"); return }
         let nextID = try #require(stagedKeys.first?.objectValue?["key_id"]?.stringValue)
-        #expect(try CLIRunner.run(["sender", "export", "--key-id", nextID, "--keychain", srv]).status == 0)
-        #expect(try CLIRunner.run(["sender", "activate", nextID, "--keychain", srv]).status == 0)
-        let after = try CLIRunner.run(["seal", "--to", device.recordFile.path, "--body", "x", "--sign-with", srv, "--headers"])
+        #expect(try ChildProcess.sealedpush(["sender", "export", "--key-id", nextID, "--keychain", srv]).status == 0)
+        #expect(try ChildProcess.sealedpush(["sender", "activate", nextID, "--keychain", srv]).status == 0)
+        let after = try ChildProcess.sealedpush(["seal", "--to", device.recordFile.path, "--body", "x", "--sign-with", srv, "--headers"])
         #expect(try JSON.parse(after.stdout).objectValue?["signed_by"] == .string(nextID))
     }
 
     @Test func largeBatchKeepsOrder() throws {
-        let dir = try CLIRunner.temporaryDirectory("batch")
+        let dir = try makeScratchDirectory("batch")
         defer { try? FileManager.default.removeItem(at: dir) }
         let device = try Self.makeDevice(in: dir)
         let record = String(decoding: device.record.jsonBytes, as: UTF8.self)
@@ -249,7 +249,7 @@ struct SealCLITests {
         for i in 1...count {
             input += i % 500 == 0 ? "{\"to\":\(record)}\n" : "{\"to\":\(record),\"body\":\"message \(i)\",\"id\":\"m\(i)\"}\n"
         }
-        let result = try CLIRunner.run(["seal", "--batch", "-"], stdin: Array(input.utf8))
+        let result = try ChildProcess.sealedpush(["seal", "--batch", "-"], stdin: Array(input.utf8))
         #expect(result.status == 1)
         let out = result.stdoutLines
         #expect(out.count == count)

@@ -1,4 +1,5 @@
 import Foundation
+import SealedPushTestSupport
 import SealedPushCrypto
 import SealedPushKeychain
 import SealedPushWire
@@ -8,7 +9,7 @@ import Testing
 /// (`SEALEDPUSH_LOG_LEVEL=trace`), succeeding and failing flows never put the plaintext or a key's
 /// secret bytes in the logs (stderr), failing flows never put them on stdout either, and every file
 /// the stores write is 0600 in 0700 directories.
-@Suite("CLI: secret hygiene", .serialized)
+@Suite("CLI: secret hygiene", .serialized, .timeLimit(.minutes(10)))
 struct SecretHygieneTests {
     static let title = "HYGIENE-TITLE-5d1e"
     static let subtitle = "HYGIENE-SUBTITLE-c07b"
@@ -59,7 +60,7 @@ struct SecretHygieneTests {
     /// One CLI run of the flows and what it may show.
     struct Run {
         let label: String
-        let result: CLIResult
+        let result: ChildProcess.Result
         /// Only a push that really decrypted may show the plaintext, and only on stdout.
         let mayShowPlaintext: Bool
     }
@@ -88,16 +89,16 @@ struct SecretHygieneTests {
     }
 
     @Test func logsNeverCarrySecretsOrPlaintext() throws {
-        let stores = Stores(dir: try CLIRunner.temporaryDirectory("hygiene"))
+        let stores = Stores(dir: try makeScratchDirectory("hygiene"))
         defer { try? FileManager.default.removeItem(at: stores.dir) }
         var runs: [Run] = []
-        func run(_ label: String, _ args: [String], stdin: [UInt8]? = nil, mayShowPlaintext: Bool = false) throws -> CLIResult {
-            let r = try CLIRunner.run(args, stdin: stdin, environment: Self.verbose, timeout: 60)
+        func run(_ label: String, _ args: [String], stdin: [UInt8]? = nil, mayShowPlaintext: Bool = false) throws -> ChildProcess.Result {
+            let r = try ChildProcess.sealedpush(args, stdin: stdin, environment: Self.verbose, timeout: 60)
             #expect(r.exitedNormally, "\(label): killed by a signal")
             runs.append(Run(label: label, result: r, mayShowPlaintext: mayShowPlaintext))
             return r
         }
-        func succeed(_ label: String, _ args: [String], stdin: [UInt8]? = nil, mayShowPlaintext: Bool = false) throws -> CLIResult {
+        func succeed(_ label: String, _ args: [String], stdin: [UInt8]? = nil, mayShowPlaintext: Bool = false) throws -> ChildProcess.Result {
             let r = try run(label, args, stdin: stdin, mayShowPlaintext: mayShowPlaintext)
             try #require(r.status == 0, "\(label) failed: \(r.stderr)")
             return r

@@ -3,16 +3,16 @@ import Testing
 import SealedPushTestSupport
 
 /// Staged sender rotation (issue #15 item 1), through the CLI with signed messages in flight.
-@Suite("CLI: staged sender rotation")
+@Suite("CLI: staged sender rotation", .timeLimit(.minutes(10)))
 struct StagedRotationCLITests {
     let dir: URL
-    init() throws { dir = try CLIRunner.temporaryDirectory("staged") }
+    init() throws { dir = try makeScratchDirectory("staged") }
 
     func path(_ name: String) -> String { dir.appendingPathComponent(name).path }
 
     @discardableResult
-    func ok(_ arguments: [String]) throws -> CLIResult {
-        let r = try CLIRunner.run(arguments)
+    func ok(_ arguments: [String]) throws -> ChildProcess.Result {
+        let r = try ChildProcess.sealedpush(arguments)
         try #require(r.status == 0, Comment(rawValue: "\(arguments) failed: \(r.stderr)"))
         return r
     }
@@ -37,7 +37,7 @@ struct StagedRotationCLITests {
 
     /// `device push --json` of `payload` on device `name`: (outcome, reason).
     func push(_ payload: String, on name: String) throws -> (outcome: String, reason: String?) {
-        let r = try CLIRunner.run(["device", "push", "--json", "--keychain", path(name), payload])
+        let r = try ChildProcess.sealedpush(["device", "push", "--json", "--keychain", path(name), payload])
         let object = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout)) as? [String: Any], Comment(rawValue: r.stderr))
         return (object["outcome"] as? String ?? "?", object["reason"] as? String)
     }
@@ -70,14 +70,14 @@ struct StagedRotationCLITests {
         inFlight += try devices.map { (try seal("staged, not yet distributed", to: records[$0]!), $0) }
 
         // Activating a key whose record never left the server is refused, with the commands that fix it.
-        let early = try CLIRunner.run(["sender", "activate", nextID, "--keychain", srv])
+        let early = try ChildProcess.sealedpush(["sender", "activate", nextID, "--keychain", srv])
         #expect(early.status == 1)
         #expect(early.stderr == "Error: next signing key \(nextID) was never exported, so no device trusts it yet: run "
                 + "`sealedpush sender export --key-id \(nextID) --keychain \(srv) > sender-next.json`, have every device run "
                 + "`sealedpush trust add sender-next.json`, then activate it; --force activates it anyway "
                 + "(devices that do not trust it answer untrustedSender)\n")
         // A plain rotate would bypass the staged key: refused too.
-        let plain = try CLIRunner.run(["sender", "rotate", "--keychain", srv])
+        let plain = try ChildProcess.sealedpush(["sender", "rotate", "--keychain", srv])
         #expect(plain.status == 1 && plain.stderr.contains("signing key \(nextID) is already staged as the next key"), Comment(rawValue: plain.stderr))
         #expect(try states() == [oldID: "active", nextID: "next"])
 
@@ -118,7 +118,7 @@ struct StagedRotationCLITests {
         let nextID = try #require((try JSONSerialization.jsonObject(with: Data(staged.stdout)) as? [[String: Any]])?.first?["key_id"] as? String)
         try ok(["sender", "activate", nextID, "--force", "--keychain", srv])
         #expect(try push(try seal("forced", to: record), on: "phone") == ("fallback", "untrustedSender"))
-        let again = try CLIRunner.run(["sender", "activate", nextID, "--keychain", srv])
+        let again = try ChildProcess.sealedpush(["sender", "activate", nextID, "--keychain", srv])
         #expect(again.stderr == "Error: key \(nextID) is already the active signing key: nothing to activate "
                 + "(`sealedpush sender rotate --stage --keychain \(srv)` stages a new one)\n")
     }
@@ -132,7 +132,7 @@ struct StagedRotationCLITests {
             let nextID = try #require((try JSONSerialization.jsonObject(with: Data(staged.stdout)) as? [[String: Any]])?.first?["key_id"] as? String)
             try ok(["sender"] + drop + [nextID, "--keychain", srv])
             #expect(try states()[nextID] == (drop == ["retire"] ? "retired" : "destroyed"))
-            let refused = try CLIRunner.run(["sender", "activate", nextID, "--keychain", srv])
+            let refused = try ChildProcess.sealedpush(["sender", "activate", nextID, "--keychain", srv])
             #expect(refused.status == 1 && refused.stderr.contains("not the staged next key"), Comment(rawValue: refused.stderr))
         }
         try ok(["sender", "rotate", "--keychain", srv])  // nothing staged any more: a plain rotation works

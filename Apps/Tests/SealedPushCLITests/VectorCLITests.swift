@@ -6,13 +6,13 @@ import SealedPushWire
 import SealedPushTestSupport
 
 /// Every shared vector delivered by `sealedpush device push` to a keychain holding the vectors' keys.
-@Suite("CLI: shared vectors through the device simulator") struct VectorCLITests {
+@Suite("CLI: shared vectors through the device simulator", .timeLimit(.minutes(10))) struct VectorCLITests {
     static let file = SharedVectors.required
 
     /// A test keychain with the vectors' retired key (imported first) and active key (rotated to),
     /// their trusted sender, at the vectors' clock. The keys are read from ../shared at test time.
     static let keychain: URL = {
-        let dir = try! CLIRunner.temporaryDirectory("vectors").appendingPathComponent("device")
+        let dir = try! makeScratchDirectory("vectors").appendingPathComponent("device")
         let now = Date(timeIntervalSince1970: TimeInterval(file.now - 3600))
         let store = try! KeychainStore(url: dir, clock: WallClock { now })
         let ring = DeviceKeyring(store: store)
@@ -27,7 +27,7 @@ import SealedPushTestSupport
     @Test(arguments: VectorCLITests.file.vectors.map(\.name))
     func vector(name: String) throws {
         let vector = try #require(Self.file.vectors.first { $0.name == name })
-        let r = try CLIRunner.run(["device", "push", "--json", "--keychain", Self.keychain.path, "--clock", String(Self.file.now), "-"],
+        let r = try ChildProcess.sealedpush(["device", "push", "--json", "--keychain", Self.keychain.path, "--clock", String(Self.file.now), "-"],
                                   stdin: TestPayloads.wrap(encryptedData: vector.encryptedData))
         #expect(r.status == 0, "\(r.stderr)")
         guard case let .object(o) = try JSON.parse(r.stdout) else { Issue.record("no JSON object"); return }

@@ -10,65 +10,41 @@ import SealedPushDeviceHTTP
 import SealedPushMediaServer
 import SealedPushTestSupport
 
-/// Runs the `sealedpush` binary to completion (output through files, so nothing can block).
-func sealedpush(_ arguments: [String], stdin: [UInt8] = [], timeout: TimeInterval = 60) throws -> (status: Int32, stdout: [UInt8], stderr: String) {
-    TestLogging.quiet()
-    let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("sp-run-\(UUID().uuidString)")
-    try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(at: scratch) }
-    let out = scratch.appendingPathComponent("out"), err = scratch.appendingPathComponent("err"), input = scratch.appendingPathComponent("in")
-    _ = FileManager.default.createFile(atPath: out.path, contents: nil)
-    _ = FileManager.default.createFile(atPath: err.path, contents: nil)
-    _ = FileManager.default.createFile(atPath: input.path, contents: Data(stdin))
-    let process = Process()
-    process.executableURL = ProjectPaths.sealedpushBinary
-    process.arguments = arguments
-    process.standardOutput = try FileHandle(forWritingTo: out)
-    process.standardError = try FileHandle(forWritingTo: err)
-    process.standardInput = try FileHandle(forReadingFrom: input)
-    try process.run()
-    let deadline = Date().addingTimeInterval(timeout)
-    while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.005) }
-    if process.isRunning { process.terminate() }
-    process.waitUntilExit()
-    return (process.terminationStatus, [UInt8](try Data(contentsOf: out)), String(decoding: try Data(contentsOf: err), as: UTF8.self))
-}
-
 /// `sealedpush-server media serve DIR --listen 127.0.0.1:0` as a child process, and the address it printed.
-final class MediaServeProcess {
-    let process = Process()
+final class MediaServeProcess: Sendable {
+    let child: ChildProcess
     let address: String
-    let logPath: String
 
     init(directory: String) throws {
-        logPath = NSTemporaryDirectory() + "sp-serve-\(UUID().uuidString).log"
-        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        let pipe = Pipe()
-        process.executableURL = ProjectPaths.sealedpushServerBinary
-        process.arguments = ["media", "serve", directory, "--listen", "127.0.0.1:0"]
-        process.standardOutput = pipe
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-        try process.run()
-        var line: [UInt8] = []
-        while !line.contains(0x0A) {
-            let data = pipe.fileHandleForReading.availableData
-            if data.isEmpty { break }
-            line += data
+        child = try ChildProcess(launching: ProjectPaths.sealedpushServerBinary, ["media", "serve", directory, "--listen", "127.0.0.1:0"],
+                                 readLines: true)
+        let line = child.nextLine(within: .seconds(60))
+        guard let line, let range = line.range(of: "listening on http://") else {
+            let ended = child.kill()
+            throw ServeError(text: "media serve printed \(line.map { "\"\($0)\"" } ?? "no line within 60 s"): \(ended.stderr)")
         }
-        let text = String(decoding: line, as: UTF8.self)
-        guard let range = text.range(of: "listening on http://") else { process.terminate(); throw ServeError(text: text) }
-        address = String(text[range.upperBound...].prefix { $0 != "\n" })
+        address = String(line[range.upperBound...])
     }
 
-    struct ServeError: Error { let text: String }
-
-    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
-
-    deinit {
-        process.terminate()
-        process.waitUntilExit()
-        try? FileManager.default.removeItem(atPath: logPath)
+    struct ServeError: Error, CustomStringConvertible {
+        let text: String
+        var description: String { text }
     }
+
+    /// What the server has logged so far (its standard error).
+    var log: String { child.stderrText }
+
+    /// Whether the log comes to contain `text` within `timeout` (a request's log line may follow its response).
+    func logEventually(contains text: String, within timeout: Duration = .seconds(30)) -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while !log.contains(text) {
+            guard ContinuousClock.now < deadline else { return false }
+            Thread.sleep(forTimeInterval: 0.005)
+        }
+        return true
+    }
+
+    deinit { child.terminate() }
 }
 
 /// A device keychain, a media directory and an attachments directory.
@@ -82,7 +58,7 @@ struct MediaWorld {
     init() throws {
         root = NSTemporaryDirectory() + "sp-media-\(UUID().uuidString)"
         for d in [root, root + "/media", root + "/attachments"] { try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true) }
-        let generated = try sealedpush(["keys", "generate", "--keychain", root + "/device"])
+        let generated = try ChildProcess.sealedpush(["keys", "generate", "--keychain", root + "/device"])
         try #require(generated.status == 0, "keys generate: \(generated.stderr)")
         try Data(generated.stdout).write(to: URL(fileURLWithPath: record))
     }
@@ -101,7 +77,7 @@ struct MediaWorld {
 
     /// `seal --attach` for each file, objects into the media directory, served at `baseURL`.
     func seal(_ files: [String], baseURL: String) throws -> [UInt8] {
-        let r = try sealedpush(["seal", "--to", record, "--title", "Agent K", "--body", "Photo attached."]
+        let r = try ChildProcess.sealedpush(["seal", "--to", record, "--title", "Agent K", "--body", "Photo attached."]
             + files.flatMap { ["--attach", $0] } + ["--media-dir", media, "--media-url", baseURL])
         try #require(r.status == 0, "seal: \(r.stderr)")
         return r.stdout
@@ -109,7 +85,7 @@ struct MediaWorld {
 
     /// `device push --json --attachments-dir`; the parsed result.
     func push(_ payload: [UInt8], _ extra: [String] = []) throws -> JSONObject {
-        let r = try sealedpush(["device", "push", "--keychain", keychain, "--json", "--attachments-dir", attachments] + extra + ["-"], stdin: payload)
+        let r = try ChildProcess.sealedpush(["device", "push", "--keychain", keychain, "--json", "--attachments-dir", attachments] + extra + ["-"], stdin: payload)
         guard case let .object(o) = try JSON.parse(r.stdout) else { throw MediaServeProcess.ServeError(text: r.stderr) }
         return o
     }
@@ -136,13 +112,16 @@ func hostileServer(_ configure: @escaping @Sendable (Router<BasicRequestContext>
     logger.logLevel = .warning
     let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
                           onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) }, logger: logger)
-    let task = Task { try await app.run() }
-    var port = 0
-    for await p in stream { port = p; break }
+    // The stream ends with the server, so a failed bind ends the wait at once (boundPort).
+    let task = Task {
+        defer { continuation.finish() }
+        try await app.run()
+    }
+    let port = try await boundPort(stream, of: task)
     return ("http://127.0.0.1:\(port)", task)
 }
 
-@Suite("Attachments over real loopback HTTP (media serve, device push)", .serialized) struct MediaHTTPTests {
+@Suite("Attachments over real loopback HTTP (media serve, device push)", .serialized, .timeLimit(.minutes(10))) struct MediaHTTPTests {
     @Test("seal --attach, media serve, device push: the photo is fetched, decrypted and written 0600; 404 and tampering fail alone")
     func endToEnd() throws {
         let world = try MediaWorld()
@@ -164,7 +143,7 @@ func hostileServer(_ configure: @escaping @Sendable (Router<BasicRequestContext>
         #expect(file.hasPrefix(world.attachments + "/") && file.hasSuffix(".png"))
         #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: file))) == photo.bytes)
         #expect((try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? NSNumber)?.intValue == 0o600)
-        #expect(server.log.contains("-> 200"))
+        #expect(server.logEventually(contains: "-> 200"), "\(server.log)")
         #expect(!server.log.contains("ENCRYPTED_DATA"))
 
         // Tampered object: text shown, that attachment corrupt, the other still attached.
@@ -189,12 +168,12 @@ func hostileServer(_ configure: @escaping @Sendable (Router<BasicRequestContext>
         let gone = try world.push(gonePayload)
         #expect(failures(gone) == ["attachmentUnavailable"])
         #expect(world.attachmentFiles.count == before)
-        #expect(server.log.contains("-> 404"))
+        #expect(server.logEventually(contains: "-> 404"), "\(server.log)")
 
         // Without --json the banner names each attachment.
         let bannerPayload = try world.seal([photo.path], baseURL: "http://\(server.address)")
         for name in try FileManager.default.contentsOfDirectory(atPath: world.media) { try FileManager.default.removeItem(atPath: world.media + "/" + name) }
-        let banner = try sealedpush(["device", "push", "--keychain", world.keychain, "--attachments-dir", world.attachments, "-"], stdin: bannerPayload)
+        let banner = try ChildProcess.sealedpush(["device", "push", "--keychain", world.keychain, "--attachments-dir", world.attachments, "-"], stdin: bannerPayload)
         #expect(String(decoding: banner.stdout, as: UTF8.self).contains("attachment a1: not attached (reason: attachmentUnavailable)"))
     }
 
@@ -210,17 +189,17 @@ func hostileServer(_ configure: @escaping @Sendable (Router<BasicRequestContext>
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: big))
         try handle.truncate(atOffset: 10_000_001)
         try handle.close()
-        let tooBig = try sealedpush(seal + ["--attach", big] + media)
+        let tooBig = try ChildProcess.sealedpush(seal + ["--attach", big] + media)
         #expect(tooBig.status != 0 && tooBig.stderr.contains(big) && tooBig.stderr.contains("10000001") && tooBig.stderr.contains("10000000"))
         let webp = world.root + "/x.webp"
         try Data([1, 2, 3]).write(to: URL(fileURLWithPath: webp))
-        let unsupported = try sealedpush(seal + ["--attach", webp] + media)
+        let unsupported = try ChildProcess.sealedpush(seal + ["--attach", webp] + media)
         #expect(unsupported.status != 0 && unsupported.stderr.contains("x.webp") && unsupported.stderr.contains("image/jpeg"))
-        let typed = try sealedpush(seal + ["--attach", webp + ":image/webp"] + media)
+        let typed = try ChildProcess.sealedpush(seal + ["--attach", webp + ":image/webp"] + media)
         #expect(typed.status != 0 && typed.stderr.contains("image/webp") && typed.stderr.contains("not supported"))
-        let noDir = try sealedpush(seal + ["--attach", webp])
+        let noDir = try ChildProcess.sealedpush(seal + ["--attach", webp])
         #expect(noDir.status != 0 && noDir.stderr.contains("--media-dir"))
-        let insecure = try sealedpush(seal + ["--attach", webp, "--media-dir", world.media, "--media-url", "http://cdn.example/m"])
+        let insecure = try ChildProcess.sealedpush(seal + ["--attach", webp, "--media-dir", world.media, "--media-url", "http://cdn.example/m"])
         #expect(insecure.status != 0 && insecure.stderr.contains("https"))
         #expect(try FileManager.default.contentsOfDirectory(atPath: world.media).isEmpty)
 
@@ -229,7 +208,7 @@ func hostileServer(_ configure: @escaping @Sendable (Router<BasicRequestContext>
         let record = try String(contentsOfFile: world.record, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         let lines = #"{"to":\#(record),"body":"one","attachments":[{"file":"\#(photo.path)","type":"image/jpeg","name":"Photo"}]}"# + "\n"
             + #"{"to":\#(record),"body":"two","attachments":[{"file":"\#(photo.path)","path":"x"}]}"# + "\n"
-        let batch = try sealedpush(["seal", "--batch", "-"] + media, stdin: Array(lines.utf8))
+        let batch = try ChildProcess.sealedpush(["seal", "--batch", "-"] + media, stdin: Array(lines.utf8))
         let out = String(decoding: batch.stdout, as: UTF8.self).split(separator: "\n")
         #expect(batch.status == 1 && out.count == 2)
         #expect(out.first?.hasPrefix(#"{"payload":"#) == true && out.last?.contains("unknown member 'path'") == true)
@@ -321,7 +300,7 @@ func hostileServer(_ configure: @escaping @Sendable (Router<BasicRequestContext>
             try FileManager.default.createDirectory(atPath: readOnly, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o500])
         }
         let payload = try world.seal([photo.path], baseURL: "http://\(server.address)")
-        let r = try sealedpush(["device", "push", "--keychain", world.keychain, "--json", "--attachments-dir", readOnly, "-"], stdin: payload)
+        let r = try ChildProcess.sealedpush(["device", "push", "--keychain", world.keychain, "--json", "--attachments-dir", readOnly, "-"], stdin: payload)
         guard case let .object(o) = try JSON.parse(r.stdout) else { Issue.record("no JSON: \(r.stderr)"); return }
         #expect(o["outcome"]?.stringValue == "decrypted" && failures(o) == ["attachmentStorageFailed"])
     }

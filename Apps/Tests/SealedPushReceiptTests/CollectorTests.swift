@@ -27,9 +27,16 @@ final class RunningCollector: Sendable {
         let collector = ReceiptCollector(database: database, maxRequestsPerSecond: maxRate, now: now)
         let (stream, continuation) = AsyncStream<Int>.makeStream()
         let app = collector.application(host: "127.0.0.1", port: port) { bound in continuation.yield(bound) }
-        let task = Task { try await app.run() }
-        var bound = 0
-        for await p in stream { bound = p; break }
+        // The stream ends with the server, so a failed bind ends the wait at once (boundPort).
+        let task = Task {
+            defer { continuation.finish() }
+            try await app.run()
+        }
+        let bound: Int
+        do { bound = try await boundPort(stream, of: task) } catch {
+            await database.close()
+            throw error
+        }
         return RunningCollector(database: database, port: bound, task: task)
     }
 
@@ -48,14 +55,16 @@ func post(_ body: [UInt8], to url: String, method: HTTPMethod = .POST) async thr
     request.method = method
     request.headers.add(name: "Content-Type", value: "application/json")
     request.body = .bytes(ByteBuffer(bytes: body))
-    let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+    // Generous: the collector answers on the cooperative threads, which this run's synchronous process
+    // tests can hold for tens of seconds on a 2-core machine; a wrong answer fails at once anyway.
+    let response = try await HTTPClient.shared.execute(request, timeout: .seconds(120))
     _ = try await response.body.collect(upTo: 1 << 16)
     return Int(response.status.code)
 }
 
 func json(_ o: JSONObject) -> [UInt8] { JSON.serialize(.object(o)) }
 
-@Suite("Receipt collector (receipts v1 §4) over loopback", .serialized)
+@Suite("Receipt collector (receipts v1 §4) over loopback", .serialized, .timeLimit(.minutes(10)))
 struct CollectorTests {
     let directory: URL
 

@@ -7,7 +7,7 @@ import Glibc
 #endif
 
 
-@Suite("Receipts end to end: seal, device push, collector, flush, stats", .serialized)
+@Suite("Receipts end to end: seal, device push, collector, flush, stats", .serialized, .timeLimit(.minutes(10)))
 struct ReceiptCLITests {
     let directory: URL
 
@@ -15,9 +15,9 @@ struct ReceiptCLITests {
         TestLogging.quiet()
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("receipts-cli-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let keys = try sealedpush(["keys", "generate", "--keychain", "dev"], in: directory)
-        try #require(keys.status == 0, "\(keys.err)")
-        try keys.out.write(to: directory.appendingPathComponent("device.json"), atomically: true, encoding: .utf8)
+        let keys = try ChildProcess.sealedpush(["keys", "generate", "--keychain", "dev"], in: directory)
+        try #require(keys.status == 0, "\(keys.stderr)")
+        try keys.stdoutText.write(to: directory.appendingPathComponent("device.json"), atomically: true, encoding: .utf8)
     }
 
     static var python: URL {
@@ -26,16 +26,16 @@ struct ReceiptCLITests {
     }
 
     func push(_ payload: String) throws -> JSONObject {
-        let result = try sealedpush(["device", "push", "--keychain", "dev", "--json", payload], in: directory)
-        guard case let .object(o) = try JSON.parse(Array(result.out.utf8)) else { throw CLITestError("not an object: \(result.out)") }
+        let result = try ChildProcess.sealedpush(["device", "push", "--keychain", "dev", "--json", payload], in: directory)
+        guard case let .object(o) = try JSON.parse(Array(result.stdoutText.utf8)) else { throw CLITestError("not an object: \(result.stdoutText)") }
         return o
     }
 
     func seal(_ url: String, body: String, to file: String) throws {
-        let sealed = try sealedpush(["seal", "--to", "device.json", "--title", "Agent K", "--body", body, "--receipt-url", url,
+        let sealed = try ChildProcess.sealedpush(["seal", "--to", "device.json", "--title", "Agent K", "--body", body, "--receipt-url", url,
                                      "--receipts-db", "r.sqlite"], in: directory)
-        try #require(sealed.status == 0, "\(sealed.err)")
-        try sealed.out.write(to: directory.appendingPathComponent(file), atomically: true, encoding: .utf8)
+        try #require(sealed.status == 0, "\(sealed.stderr)")
+        try sealed.stdoutText.write(to: directory.appendingPathComponent(file), atomically: true, encoding: .utf8)
     }
 
     @Test("the receipt as an independent reader (Python http.server) sees it: exactly the §2 members, the recorded id and token")
@@ -43,10 +43,10 @@ struct ReceiptCLITests {
         try #require(FileManager.default.isExecutableFile(atPath: Self.python.path),
                      "no Python at \(Self.python.path): run `make test` (or `make pydeps`), or set SEALEDPUSH_PYTHON")
         let verdicts = directory.appendingPathComponent("verdicts.jsonl")
-        let script = ProjectPaths.root.appendingPathComponent("Apps/Tests/SealedPushReceiptTests/receipt_endpoint.py")
-        let server = try ServerChild(Self.python, [script.path, verdicts.path], in: directory)
-        defer { server.stop() }
-        let port = try #require(server.firstLine().flatMap { Int($0) })
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("receipt_endpoint.py")  // beside this file
+        let server = try ChildProcess(launching: Self.python, [script.path, verdicts.path], in: directory, readLines: true)
+        defer { server.kill() }  // SIGKILL: a Python child may inherit SIGTERM blocked from the test runner
+        let port = try #require(server.nextLine(within: .seconds(60)).flatMap { Int($0) }, "the Python endpoint printed no port: \(server.stderrText)")
         try seal("http://127.0.0.1:\(port)/receipt", body: "The eagle lands at noon.", to: "p.json")
         let before = Int64(Date().timeIntervalSince1970)
         let shown = try push("p.json")
@@ -75,16 +75,17 @@ struct ReceiptCLITests {
         try seal("http://127.0.0.1:\(port)/r", body: "first", to: "p1.json")
         let first = try push("p1.json")
         #expect(first["outcome"] == .string("decrypted") && first["receipt"] == .string("queued"))
-        #expect(try sealedpush(["device", "status", "--keychain", "dev"], in: directory).out.contains("receipt outbox: 1 waiting"))
-        let down = try sealedpush(["device", "flush", "--keychain", "dev"], in: directory)
-        #expect(down.status != 0 && down.out.contains("sent 0, rejected 0, remaining 1"))
+        #expect(try ChildProcess.sealedpush(["device", "status", "--keychain", "dev"], in: directory).stdoutText.contains("receipt outbox: 1 waiting"))
+        let down = try ChildProcess.sealedpush(["device", "flush", "--keychain", "dev"], in: directory)
+        #expect(down.status != 0 && down.stdoutText.contains("sent 0, rejected 0, remaining 1"))
 
-        let server = try ServerChild(ProjectPaths.sealedpushServerBinary, ["receipts", "serve", "--db", db, "--listen", "127.0.0.1:\(port)"], in: directory)
-        defer { server.stop() }
-        #expect(server.firstLine() == "listening on 127.0.0.1:\(port)")
-        let flushed = try sealedpush(["device", "flush", "--keychain", "dev"], in: directory)
-        #expect(flushed.status == 0 && flushed.out.contains("sent 1, rejected 0, remaining 0"), "\(flushed.out)\(flushed.err)")
-        #expect(try sealedpush(["device", "flush", "--keychain", "dev"], in: directory).out.contains("sent 0, rejected 0, remaining 0"))
+        let server = try ChildProcess(launching: ProjectPaths.sealedpushServerBinary,
+                                      ["receipts", "serve", "--db", db, "--listen", "127.0.0.1:\(port)"], in: directory, readLines: true)
+        defer { server.terminate() }
+        try #require(server.nextLine(within: .seconds(60)) == "listening on 127.0.0.1:\(port)", "receipts serve did not start: \(server.stderrText)")
+        let flushed = try ChildProcess.sealedpush(["device", "flush", "--keychain", "dev"], in: directory)
+        #expect(flushed.status == 0 && flushed.stdoutText.contains("sent 1, rejected 0, remaining 0"), "\(flushed.stdoutText)\(flushed.stderr)")
+        #expect(try ChildProcess.sealedpush(["device", "flush", "--keychain", "dev"], in: directory).stdoutText.contains("sent 0, rejected 0, remaining 0"))
 
         // A second message is sent at once; its replay sends nothing.
         try seal("http://127.0.0.1:\(port)/r", body: "second", to: "p2.json")
@@ -93,28 +94,28 @@ struct ReceiptCLITests {
         #expect(replay["reason"] == .string("replayed") && replay["receipt"] == nil && replay["report"] == nil)
 
         // A locked device with a report URL: keychainLocked, reported once, then suppressed.
-        #expect(try sealedpush(["device", "config", "--keychain", "dev", "--report-url", "http://127.0.0.1:\(port)/reports"], in: directory).status == 0)
+        #expect(try ChildProcess.sealedpush(["device", "config", "--keychain", "dev", "--report-url", "http://127.0.0.1:\(port)/reports"], in: directory).status == 0)
         try seal("http://127.0.0.1:\(port)/r", body: "third", to: "p3.json")
-        _ = try sealedpush(["device", "reboot", "--keychain", "dev"], in: directory)
+        _ = try ChildProcess.sealedpush(["device", "reboot", "--keychain", "dev"], in: directory)
         let locked = try push("p3.json")
         #expect(locked["reason"] == .string("keychainLocked") && locked["report"] == .string("sent") && locked["receipt"] == nil)
         #expect(try push("p3.json")["report"] == .string("suppressed"))
 
-        let stats = try sealedpushServer(["receipts", "stats", "--db", db, "--json"], in: directory)
-        guard case let .object(o) = try JSON.parse(Array(stats.out.utf8)) else { Issue.record("stats: \(stats.out)"); return }
+        let stats = try ChildProcess.sealedpushServer(["receipts", "stats", "--db", db, "--json"], in: directory)
+        guard case let .object(o) = try JSON.parse(Array(stats.stdoutText.utf8)) else { Issue.record("stats: \(stats.stdoutText)"); return }
         #expect(o["sent"] == .int(3) && o["delivered"] == .int(2) && o["pending"] == .int(1))
         #expect(o["failureReportsByReason"] == .object(JSONObject([("keychainLocked", .int(1))])))
-        let human = try sealedpushServer(["receipts", "stats", "--db", db], in: directory)
-        #expect(human.out.contains("3 sent, 2 delivered, 1 pending"))
+        let human = try ChildProcess.sealedpushServer(["receipts", "stats", "--db", db], in: directory)
+        #expect(human.stdoutText.contains("3 sent, 2 delivered, 1 pending"))
     }
 
     @Test("seal refuses a receipt URL it may not use, and --receipt-url without --receipts-db")
     func sealRefusals() throws {
-        let plainHTTP = try sealedpush(["seal", "--to", "device.json", "--body", "x", "--receipt-url", "http://example.com/r",
+        let plainHTTP = try ChildProcess.sealedpush(["seal", "--to", "device.json", "--body", "x", "--receipt-url", "http://example.com/r",
                                         "--receipts-db", "r.sqlite"], in: directory)
-        #expect(plainHTTP.status != 0 && plainHTTP.err.contains("--receipt-url"))
-        let noDB = try sealedpush(["seal", "--to", "device.json", "--body", "x", "--receipt-url", "https://example.com/r"], in: directory)
-        #expect(noDB.status != 0 && noDB.err.contains("--receipts-db"))
+        #expect(plainHTTP.status != 0 && plainHTTP.stderr.contains("--receipt-url"))
+        let noDB = try ChildProcess.sealedpush(["seal", "--to", "device.json", "--body", "x", "--receipt-url", "https://example.com/r"], in: directory)
+        #expect(noDB.status != 0 && noDB.stderr.contains("--receipts-db"))
     }
 }
 

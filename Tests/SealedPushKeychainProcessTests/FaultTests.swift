@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import SealedPushCrypto
+import SealedPushTestSupport
 import SealedPushWire
 @testable import SealedPushKeychain
 #if canImport(Glibc)
@@ -42,13 +43,13 @@ struct FaultFixture {
     /// Runs `keychain-torture fault` on the store; returns each operation's line by name, and stderr.
     func runChild(_ options: [String], _ ops: [String]) throws -> (results: [String: String], out: String, err: String) {
         let r = try Torture.run(["fault", root.path] + options + ops)
-        #expect(r.status == 0, "the fault child failed: \(r.out) \(r.err)")
+        #expect(r.status == 0, "the fault child failed: \(r.stdoutText) \(r.stderr)")
         var results: [String: String] = [:]
-        for line in r.out.split(separator: "\n") {
+        for line in r.stdoutText.split(separator: "\n") {
             guard let colon = line.firstIndex(of: ":") else { continue }
             results[String(line[..<colon])] = String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
         }
-        return (results, r.out, r.err)
+        return (results, r.stdoutText, r.stderr)
     }
 
     /// The child's output names no secret: no item value, no store-key bytes in any encoding.
@@ -141,7 +142,7 @@ func treeEntries(_ url: URL) -> (directories: [String], files: [String]) {
     return (dirs, files)
 }
 
-@Suite("Faults: read-only and full keychain directory", .serialized)
+@Suite("Faults: read-only and full keychain directory", .serialized, .timeLimit(.minutes(10)))
 struct FaultTests {
     /// The unprivileged uid (`nobody`) the child becomes when the tests run as root, which ignores mode bits.
     static let unprivileged: uid_t = 65534

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import SealedPushCrypto
+import SealedPushTestSupport
 import SealedPushWire
 @testable import SealedPushKeychain
 #if canImport(Glibc)
@@ -8,7 +9,7 @@ import Glibc
 #endif
 
 /// Several `keychain-torture` processes on one store: concurrency and crashes across process boundaries.
-@Suite("Multi-process and crash safety", .serialized)
+@Suite("Multi-process and crash safety", .serialized, .timeLimit(.minutes(20)))
 struct ProcessTests {
     func number(_ item: KeychainItem) -> Int { Int(text(item.data) ?? "") ?? -1 }
 
@@ -23,11 +24,11 @@ struct ProcessTests {
         let writers = try (0..<3).map { _ in try Torture.start(["counter", dir.store.path, "shared", "\(perWriter)"]) }
         let reader = try Torture.start(["reader", dir.store.path, "shared", "150"])
         for w in writers {
-            let r = Torture.finish(w)
-            #expect(r.status == 0, "writer failed: \(r.err)")
+            let r = try w.waitForExit(within: .seconds(120))
+            #expect(r.status == 0, "writer failed: \(r.stderr)")
         }
-        let r = Torture.finish(reader)
-        #expect(r.status == 0, "reader failed: \(r.err)")
+        let r = try reader.waitForExit(within: .seconds(120))
+        #expect(r.status == 0, "reader failed: \(r.stderr)")
         let store = try KeychainStore(url: dir.store)
         #expect(number(try store.read(itemClass: .genericPassword, service: "torture", account: "shared")) == 3 * perWriter)
         #expect(try store.copyMatching(KeychainQuery(service: "torture-own", limit: .all)).count == 3 * perWriter)
@@ -41,7 +42,7 @@ struct ProcessTests {
     /// Waits for a child's `ready` line, then for `steps` of its progress lines (`prefix`), each
     /// within `childWait`; folds the gaps between lines into `period` (the child's time per step in
     /// this build, so the kill window scales with a slow sanitizer build). `nil` if the child stalls.
-    func advance(_ child: TortureChild, steps: Int, progress prefix: String, period: inout Duration) -> String? {
+    func advance(_ child: ChildProcess, steps: Int, progress prefix: String, period: inout Duration) -> String? {
         let clock = ContinuousClock()
         guard let ready = child.waitForLine(startingWith: "ready", within: Self.childWait) else { return nil }
         var last = clock.now
@@ -55,7 +56,7 @@ struct ProcessTests {
     }
 
     /// A random pause of 0 to 1.25 × `period`, so the kill lands at any point of the child's next step.
-    func randomPause(within period: Duration, using rng: inout SystemRandomNumberGenerator) {
+    func randomPause(within period: Duration, using rng: inout SeededGenerator) {
         let maxMicroseconds = Int(period.components.seconds) * 1_250_000 + Int(period.components.attoseconds / 800_000_000_000)
         let us = Int.random(in: 0...max(maxMicroseconds, 1), using: &rng)
         usleep(useconds_t(us))
@@ -67,23 +68,23 @@ struct ProcessTests {
         _ = try KeychainStore(url: dir.store)
         let items = 4
         var last = [Int](repeating: 0, count: items)
-        var rng = SystemRandomNumberGenerator()
+        var rng = SeededGenerator.forTest()
         var generationsCommitted = 0
         var roundsThatWrote = 0
         var period: Duration = .milliseconds(30)  // one generation; measured from the child as it runs
         for round in 0..<25 {
-            let writer = try TortureChild(["writer", dir.store.path, "\(items)"])
+            let writer = try Torture.start(["writer", dir.store.path, "\(items)"], readLines: true)
             // Time the kill from the child's progress, not from its start (a sanitizer build starts
             // several times slower): `ready` (store open), 0–2 complete generations, then a random
             // pause of up to about one generation, so the kill lands anywhere in a write.
             guard let ready = advance(writer, steps: Int.random(in: 0...2, using: &rng), progress: "gen", period: &period),
                   let start = Int(ready.dropFirst("ready ".count)) else {
-                writer.killAndReap()
+                writer.kill()
                 Issue.record("round \(round): the writer stalled before its kill point: \(writer.lines) \(writer.stderrText)")
                 return
             }
             randomPause(within: period, using: &rng)
-            #expect(writer.killAndReap(), "round \(round): the writer exited on its own: \(writer.stderrText)")
+            #expect(writer.kill().killed(by: SIGKILL), "round \(round): the writer exited on its own: \(writer.stderrText)")
             // Every generation the writer reported complete before it died.
             let reported = writer.lines.filter { $0.hasPrefix("gen ") }.compactMap { Int($0.dropFirst(4)) }
             generationsCommitted += reported.count
@@ -123,17 +124,17 @@ struct ProcessTests {
     func rotateWhileDecrypting() throws {
         let dir = try TempDirectory()
         try DeviceKeyring(root: dir.store).generate()
-        let rotator = try TortureChild(["rotate", dir.store.path, "0"])
+        let rotator = try Torture.start(["rotate", dir.store.path, "0"], readLines: true)
         // Start decrypting once the rotator is rotating, however slow its start-up (sanitizer builds).
         let ready = rotator.waitForLine(startingWith: "ready", within: Self.childWait)
         #expect(ready != nil, "the rotator never became ready: \(rotator.lines)")
         let started = try Torture.start(["decrypt", dir.store.path, "200"])
         // Keep reading the rotator's progress lines meanwhile, so it never blocks on a full pipe.
-        while started.0.isRunning { _ = rotator.nextLine(within: .milliseconds(20)) }
-        let decryptor = Torture.finish(started)
-        rotator.killAndReap()  // crash-safe by design, and SIGKILL cannot be blocked
-        #expect(decryptor.status == 0, "decryptor: \(decryptor.out) \(decryptor.err)")
-        #expect(decryptor.out.contains("failures=0"))
+        while started.isRunning { _ = rotator.nextLine(within: .milliseconds(20)) }
+        let decryptor = try started.waitForExit(within: .seconds(120))
+        rotator.kill()  // crash-safe by design, and SIGKILL cannot be blocked
+        #expect(decryptor.status == 0, "decryptor: \(decryptor.stdoutText) \(decryptor.stderr)")
+        #expect(decryptor.stdoutText.contains("failures=0"))
         let list = try DeviceKeyring(root: dir.store).list()
         #expect(list.count > 3, "the rotator made only \(list.count - 1) rotations during the run")
         #expect(list.filter { $0.state == .active }.count == 1)
@@ -144,23 +145,23 @@ struct ProcessTests {
         let dir = try TempDirectory()
         let first = try DeviceKeyring(root: dir.store).generate()
         var known: Set<KeyID> = [first.keyID]
-        var rng = SystemRandomNumberGenerator()
+        var rng = SeededGenerator.forTest()
         var committed = 0  // rotations that survived their kill
         var halfDone = 0   // rounds whose kill left a rotation between its first write and its commit
         let rounds = 20
         var period: Duration = .milliseconds(60)  // one rotation; measured from the child as it runs
         for round in 0..<rounds {
-            let rotator = try TortureChild(["rotate", dir.store.path, "0"])
+            let rotator = try Torture.start(["rotate", dir.store.path, "0"], readLines: true)
             // `ready` (store open, key present), then 0–2 committed rotations, then a random pause of
             // up to about one rotation: the kill lands anywhere in a rotation, or in the recovery of
             // the previous round's, whatever the build's speed.
             guard advance(rotator, steps: Int.random(in: 0...2, using: &rng), progress: "rotated", period: &period) != nil else {
-                rotator.killAndReap()
+                rotator.kill()
                 Issue.record("round \(round): the rotator stalled before its kill point: \(rotator.lines) \(rotator.stderrText)")
                 return
             }
             randomPause(within: period, using: &rng)
-            #expect(rotator.killAndReap(), "round \(round): the rotator exited on its own: \(rotator.stderrText)")
+            #expect(rotator.kill().killed(by: SIGKILL), "round \(round): the rotator exited on its own: \(rotator.stderrText)")
             let reported = rotator.lines.filter { $0.hasPrefix("rotated ") }.compactMap { KeyID(hex: String($0.dropFirst(8))) }
 
             let store = try KeychainStore(url: dir.store)
