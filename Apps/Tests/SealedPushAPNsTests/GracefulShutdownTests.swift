@@ -106,35 +106,22 @@ struct GracefulShutdownTests {
     }
 }
 
-/// Sends SIGTERM to `child` and waits up to `timeout` for it to exit: its exit status, or `nil` when it was
-/// still running (then it is killed) or died of a signal.
-private func terminateAndWait(_ child: ServerChild, within timeout: Duration = .seconds(15)) -> Int32? {
-    kill(child.process.processIdentifier, SIGTERM)
-    let deadline = ContinuousClock.now + timeout
-    while child.process.isRunning, ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.02) }
-    guard !child.process.isRunning else {
-        child.stop()
-        return nil
-    }
-    return child.process.terminationReason == .exit ? child.process.terminationStatus : nil
-}
-
 @Suite("sealedpush-server apns serve stops on SIGTERM", .serialized, .timeLimit(.minutes(2)))
 struct APNsServeShutdownTests {
     @Test func sigtermExitsZero() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-term-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        let key = try sealedpushServer(["apns", "generate-key", "--key-id", "TERM000001"], in: directory)
-        try #require(key.status == 0, "\(key.err)")
-        let server = try ServerChild(ProjectPaths.sealedpushServerBinary,
-                                     ["apns", "serve", "--listen", "127.0.0.1:0", "--ca-out", "ca.pem", "--auth-key", "AuthKey_TERM000001.p8",
-                                      "--team-id", "TEAM123456", "--topic", "com.example.app", "--accept-unknown"],
-                                     in: directory, stderr: directory.appendingPathComponent("serve.log"))
-        let first = try #require(server.firstLine(), "apns serve printed nothing")
+        let key = try ChildProcess.sealedpushServer(["apns", "generate-key", "--key-id", "TERM000001"], in: directory)
+        try #require(key.status == 0, "\(key.stderr)")
+        let server = try ChildProcess(launching: ProjectPaths.sealedpushServerBinary,
+                                      ["apns", "serve", "--listen", "127.0.0.1:0", "--ca-out", "ca.pem", "--auth-key", "AuthKey_TERM000001.p8",
+                                       "--team-id", "TEAM123456", "--topic", "com.example.app", "--accept-unknown"],
+                                      in: directory, readLines: true)
+        let first = try #require(server.nextLine(within: .seconds(60)), "apns serve printed nothing: \(server.stderrText)")
         #expect(first.hasPrefix("listening on https://127.0.0.1:"))
-        let status = terminateAndWait(server)
-        let log = (try? String(contentsOf: directory.appendingPathComponent("serve.log"), encoding: .utf8)) ?? ""
-        #expect(status == 0, "apns serve must exit 0 on SIGTERM within 15 s; stderr: \(log)")
+        // SIGTERM, then up to 15 s before SIGKILL: a clean exit 0, not a kill.
+        let result = server.terminate(grace: .seconds(15))
+        #expect(result.exitedNormally && result.status == 0, "apns serve must exit 0 on SIGTERM within 15 s; stderr: \(result.stderr)")
     }
 }

@@ -7,34 +7,21 @@ import Glibc
 
 @Suite("sealedpush-server receipts serve stops on SIGTERM", .serialized, .timeLimit(.minutes(2)))
 struct ReceiptsServeShutdownTests {
-    /// Sends SIGTERM and waits up to `timeout` for the exit: its status, or `nil` if it still ran (then killed).
-    func terminateAndWait(_ child: ServerChild, within timeout: Duration = .seconds(15)) -> Int32? {
-        kill(child.process.processIdentifier, SIGTERM)
-        let deadline = ContinuousClock.now + timeout
-        while child.process.isRunning, ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.02) }
-        guard !child.process.isRunning else {
-            child.stop()
-            return nil
-        }
-        return child.process.terminationReason == .exit ? child.process.terminationStatus : nil
-    }
-
     @Test func sigtermExitsZeroAndClosesTheDatabase() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("receipts-term-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        let server = try ServerChild(ProjectPaths.sealedpushServerBinary,
-                                     ["receipts", "serve", "--db", "receipts.sqlite", "--listen", "127.0.0.1:0"], in: directory,
-                                     stderr: directory.appendingPathComponent("serve.log"))
-        let first = try #require(server.firstLine(), "receipts serve printed nothing")
+        let server = try ChildProcess(launching: ProjectPaths.sealedpushServerBinary,
+                                      ["receipts", "serve", "--db", "receipts.sqlite", "--listen", "127.0.0.1:0"], in: directory,
+                                      readLines: true)
+        let first = try #require(server.nextLine(within: .seconds(60)), "receipts serve printed nothing: \(server.stderrText)")
         #expect(first.hasPrefix("listening on 127.0.0.1:"))
-        let status = terminateAndWait(server)
-        let log = (try? String(contentsOf: directory.appendingPathComponent("serve.log"), encoding: .utf8)) ?? ""
-        #expect(status == 0, "receipts serve must exit 0 on SIGTERM within 15 s; stderr: \(log)")
+        let result = server.terminate(grace: .seconds(15))
+        #expect(result.exitedNormally && result.status == 0, "receipts serve must exit 0 on SIGTERM within 15 s; stderr: \(result.stderr)")
         // SQLite removes the WAL file when its last connection closes: the database was closed, not abandoned.
         #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("receipts.sqlite-wal").path))
-        let stats = try sealedpushServer(["receipts", "stats", "--db", "receipts.sqlite"], in: directory, timeout: 60)
-        #expect(stats.status == 0, "\(stats.err)")
-        #expect(stats.out.hasPrefix("0 sent, 0 delivered, 0 pending"))
+        let stats = try ChildProcess.sealedpushServer(["receipts", "stats", "--db", "receipts.sqlite"], in: directory, timeout: 60)
+        #expect(stats.status == 0, "\(stats.stderr)")
+        #expect(stats.stdoutText.hasPrefix("0 sent, 0 delivered, 0 pending"))
     }
 }
