@@ -72,7 +72,9 @@ public final class LocalAPNsServer: Service, Sendable {
 
     /// Binds and starts serving; returns the port (useful with port 0). Calling it again returns the same port.
     public func start() async throws -> Int {
-        if let port = state.withLock({ $0.port }) { return port }
+        let (started, stopping) = state.withLock { ($0.port, $0.stopping) }
+        if stopping { throw LocalAPNsServerError("this local APNs was stopped; make a new LocalAPNsServer to serve again") }
+        if let started { return started }
         let configuration = rules.configuration
         var tls = TLSConfiguration.makeServerConfiguration(
             certificateChain: try NIOSSLCertificate.fromPEMBytes(Array(authority.serverCertificatePEM.utf8)).map { .certificate($0) },

@@ -80,9 +80,11 @@ public actor ReceiptsDatabase {
         _ = try await connection.query("CREATE INDEX IF NOT EXISTS expected_issued ON expected(issued_at)")
     }
 
-    /// Closes the connection.
+    /// Closes the connection, even from a cancelled task.
     public func close() async {
-        try? await connection.close()
+        // The future-based close, not the async one: that one runs on NIO's thread pool only if the task is not
+        // cancelled, and a service group cancelled by a failing server would leave the connection open.
+        try? await connection.close().get()
     }
 
     /// Opens the database at `path`, runs `body` with it and closes it, whether `body` returned or threw.

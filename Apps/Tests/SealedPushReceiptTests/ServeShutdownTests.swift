@@ -24,4 +24,21 @@ struct ReceiptsServeShutdownTests {
         #expect(stats.status == 0, "\(stats.stderr)")
         #expect(stats.stdoutText.hasPrefix("0 sent, 0 delivered, 0 pending"))
     }
+
+    /// A server that cannot bind fails the group: the database service is cancelled and still closes the database.
+    @Test func aBusyPortExitsOneNamingItAndClosesTheDatabase() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("receipts-busy-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let first = try ServerChild(ProjectPaths.sealedpushServerBinary,
+                                    ["receipts", "serve", "--db", "first.sqlite", "--listen", "127.0.0.1:0"], in: directory)
+        defer { first.stop() }
+        let line = try #require(first.firstLine(), "receipts serve printed nothing")
+        let address = try #require(line.split(separator: " ").last.map(String.init))
+        let second = try sealedpushServer(["receipts", "serve", "--db", "second.sqlite", "--listen", address], in: directory, timeout: 60)
+        #expect(second.status == 1, "\(second.err)")
+        #expect(second.err.contains("check that \(address) is free"), "\(second.err)")
+        #expect(!second.err.contains("Assertion failed"), "\(second.err)")
+        #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("second.sqlite-wal").path))
+    }
 }
