@@ -30,15 +30,16 @@ struct ReceiptsServeShutdownTests {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("receipts-busy-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        let first = try ServerChild(ProjectPaths.sealedpushServerBinary,
-                                    ["receipts", "serve", "--db", "first.sqlite", "--listen", "127.0.0.1:0"], in: directory)
-        defer { first.stop() }
-        let line = try #require(first.firstLine(), "receipts serve printed nothing")
+        let first = try ChildProcess(launching: ProjectPaths.sealedpushServerBinary,
+                                     ["receipts", "serve", "--db", "first.sqlite", "--listen", "127.0.0.1:0"], in: directory, readLines: true)
+        defer { first.kill() }
+        let line = try #require(first.nextLine(within: .seconds(60)), "receipts serve printed nothing: \(first.stderrText)")
         let address = try #require(line.split(separator: " ").last.map(String.init))
-        let second = try sealedpushServer(["receipts", "serve", "--db", "second.sqlite", "--listen", address], in: directory, timeout: 60)
-        #expect(second.status == 1, "\(second.err)")
-        #expect(second.err.contains("check that \(address) is free"), "\(second.err)")
-        #expect(!second.err.contains("Assertion failed"), "\(second.err)")
+        let second = try ChildProcess.sealedpushServer(["receipts", "serve", "--db", "second.sqlite", "--listen", address], in: directory,
+                                                       timeout: 60)
+        #expect(second.status == 1, "\(second.stderr)")
+        #expect(second.stderr.contains("check that \(address) is free"), "\(second.stderr)")
+        #expect(!second.stderr.contains("Assertion failed"), "\(second.stderr)")
         #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("second.sqlite-wal").path))
     }
 }
