@@ -79,16 +79,14 @@ public struct APNsPush: Sendable, Equatable {
         if !APNsPush.isValidDeviceToken(deviceToken) {
             return "the device token must be 64 hexadecimal digits (the token the app got from APNs); got \(deviceToken.utf8.count) characters"
         }
-        if topic.isEmpty { return "the topic (the app's bundle id) is empty" }
+        if let problem = APNsHeaderRules.topicProblem(topic) { return "the topic (the app's bundle id) \(problem)" }
         if payload.isEmpty { return "the payload is empty" }
         if payload.count > APNsPush.maximumPayloadSize {
             return "the payload is \(payload.count) bytes, over APNs's limit of \(APNsPush.maximumPayloadSize)"
         }
         if ![1, 5, 10].contains(priority) { return "the priority must be 10, 5 or 1; it was \(priority)" }
         if expiration < 0 { return "the expiration must be 0 or Unix seconds; it was \(expiration)" }
-        if let collapseID, collapseID.utf8.count > 64 || collapseID.isEmpty {
-            return "the collapse id must be 1 to 64 bytes; it is \(collapseID.utf8.count)"
-        }
+        if let collapseID, let problem = APNsHeaderRules.collapseIDProblem(collapseID) { return "the collapse id \(problem)" }
         if !APNsPush.isValidAPNsID(apnsID) { return "the apns-id must be a UUID (8-4-4-4-12 hexadecimal digits)" }
         return nil
     }

@@ -1,4 +1,5 @@
 public import SealedPushWire
+import SealedPushAPNsCore
 #if canImport(FoundationEssentials)
 public import FoundationEssentials
 #else
@@ -175,11 +176,12 @@ public struct APNsHeaders: Sendable, Equatable {
     /// Headers from their values.
     /// Checks an `apns-collapse-id`: 1 to 64 bytes of text without control characters (APNs' rule).
     public static func validateCollapseID(_ collapseID: String) throws(SenderError) {
-        guard !collapseID.isEmpty else { throw .invalidCollapseID("is empty") }
-        guard collapseID.utf8.count <= 64 else { throw .invalidCollapseID("is \(collapseID.utf8.count) bytes, over the APNs limit of 64") }
-        guard !collapseID.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-            throw .invalidCollapseID("holds control characters")
-        }
+        if let problem = APNsHeaderRules.collapseIDProblem(collapseID) { throw .invalidCollapseID(problem.description) }
+    }
+
+    /// Checks an `apns-topic` (the app's bundle id) by `APNsHeaderRules`.
+    public static func validateTopic(_ topic: String) throws(SenderError) {
+        if let problem = APNsHeaderRules.topicProblem(topic) { throw .invalidTopic(problem.description) }
     }
 
     public init(expiration: Int64, collapseID: String? = nil, topic: String? = nil) {

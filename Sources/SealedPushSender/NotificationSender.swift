@@ -187,10 +187,7 @@ public struct NotificationSender: Sendable {
     func validateHeaders(_ message: SecretMessage) throws(SenderError) {
         if let collapseID = message.collapseID { try APNsHeaders.validateCollapseID(collapseID) }
         if let topic = message.topic {
-            guard !topic.isEmpty else { throw .invalidTopic("is empty") }
-            guard topic.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 0x20 && $0.value < 0x7f }) else {
-                throw .invalidTopic("holds whitespace, control or non-ASCII characters")
-            }
+            try APNsHeaders.validateTopic(topic)
         }
     }
 

@@ -252,7 +252,7 @@ public final class LocalAPNsRules: Sendable {
             expiration = value
         }
         let collapseID = header("apns-collapse-id")
-        if let collapseID, collapseID.utf8.count > 64 { return reject(.badCollapseID) }
+        if let collapseID, APNsHeaderRules.collapseIDProblem(collapseID) != nil { return reject(.badCollapseID) }
         // 6. The payload.
         guard !request.body.isEmpty else { return reject(.payloadEmpty) }
         guard request.body.count <= APNsPush.maximumPayloadSize else { return reject(.payloadTooLarge) }
