@@ -7,6 +7,9 @@ import NIOSSL
 public import SealedPushAPNsCore
 import SealedPushWire
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 #if canImport(FoundationEssentials)
 public import FoundationEssentials
 #else
@@ -106,11 +109,18 @@ public struct APNsClientConfiguration: Sendable {
     }
 }
 
+/// Something that delivers pushes to APNs: `APNsClient`, or a stand-in in tests (and the gateway's workers
+/// take any).
+public protocol APNsSending: Sendable {
+    /// Sends `push`, retrying as the implementation's policy allows; the acceptance, or a typed error.
+    func send(_ push: APNsPush) async throws(APNsError) -> APNsAcceptance
+}
+
 /// An APNs provider client: HTTP/2 over TLS (AsyncHTTPClient), token authentication, retries, a bound on
 /// pushes in flight. Connections are pooled and reused: HTTP/2 multiplexes every push over one connection.
 ///
 /// Create one per process (or per auth key) and share it; call `shutdown()` when done.
-public final class APNsClient: Sendable {
+public final class APNsClient: APNsSending {
     /// The configuration the client was made with.
     public let configuration: APNsClientConfiguration
     let http: HTTPClient
@@ -164,7 +174,7 @@ public final class APNsClient: Sendable {
     /// the provider token once on ExpiredProviderToken, and never retries any other refusal.
     public func send(_ push: APNsPush) async throws(APNsError) -> APNsAcceptance {
         if let problem = push.problem { throw .invalidRequest(problem) }
-        await limiter.acquire()
+        do { try await limiter.acquire() } catch { throw .shutDown }  // cancelled while waiting for a slot
         defer { limiter.release() }
         var tries = 0
         var renewedToken = false
@@ -198,7 +208,7 @@ public final class APNsClient: Sendable {
         }
         switch lastError {
         case .timedOut: throw .timedOut(tries: tries)
-        case let .connection(message, _): throw .connection(message, tries: tries)
+        case let .connection(failure, _): throw .connection(failure, tries: tries)
         default: throw lastError
         }
     }
@@ -250,20 +260,47 @@ public final class APNsClient: Sendable {
         return APNsRejection(status: status, reason: reason, apnsID: apnsID, timestamp: timestamp)
     }
 
-    /// Maps a transport error to a typed one, naming what to do.
+    /// Maps a transport error to a typed one by its type: AsyncHTTPClient's timeouts and closed
+    /// connections, NIO's connection errors (the `errno` of each address tried), NIOSSL's handshake and
+    /// hostname failures.
     static func classify(_ error: any Error) -> APNsError {
-        if let error = error as? HTTPClientError, error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
-            return .timedOut(tries: 1)
+        switch error {
+        case let error as HTTPClientError:
+            if error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout { return .timedOut(tries: 1) }
+            if error == .remoteConnectionClosed || error == .cancelled { return .connection(.closed, tries: 1) }
+            if error == .alreadyShutdown { return .shutDown }
+            return .connection(.other("HTTPClientError"), tries: 1)
+        case let error as NIOConnectionError:
+            // Every address tried failed: refused when each was refused, else unreachable.
+            let refused = !error.connectionErrors.isEmpty && error.connectionErrors.allSatisfy { failure in
+                (failure.error as? IOError)?.errnoCode == ECONNREFUSED
+            }
+            return .connection(refused ? .refused : .unreachable, tries: 1)
+        case let error as IOError:
+            switch error.errnoCode {
+            case ECONNREFUSED: return .connection(.refused, tries: 1)
+            case ECONNRESET, EPIPE: return .connection(.closed, tries: 1)
+            case EHOSTUNREACH, ENETUNREACH, ETIMEDOUT: return .connection(.unreachable, tries: 1)
+            default: return .connection(.other("IOError \(error.errnoCode)"), tries: 1)
+            }
+        case is NIOSSLExtraError:
+            return .untrustedServer  // the certificate does not name the host
+        case let error as NIOSSLError:
+            if case let .handshakeFailed(reason) = error, isCertificateRejection(reason) { return .untrustedServer }
+            return .connection(.tlsHandshake, tries: 1)
+        case is ChannelError:
+            return .connection(.closed, tries: 1)
+        default:
+            return .connection(.other(String(describing: type(of: error))), tries: 1)
         }
-        let text = String(describing: error)
-        if text.contains("CERTIFICATE_VERIFY_FAILED") || text.contains("certificate verify failed")
-            || text.contains("handshakeFailed") && text.contains("CERTIFICATE") {
-            return .untrustedServer("the APNs server's TLS certificate is not trusted; for a local APNs pass its CA certificate (--ca-cert FILE, the ca.pem that `sealedpush-server apns serve` writes)")
-        }
-        if text.contains("connectionRefused") || text.contains("Connection refused") {
-            return .connection("the connection was refused; check that the server is running and the URL (--environment)", tries: 1)
-        }
-        return .connection(text.count > 200 ? String(text.prefix(200)) + "…" : text, tries: 1)
+    }
+
+    /// Whether a failed handshake is the server's certificate being refused. NIOSSL carries BoringSSL's
+    /// reason only in its errors' text (`BoringSSLInternalError` keeps the code private), so this one
+    /// check reads `CERTIFICATE_VERIFY_FAILED` there; every other classification is by type.
+    static func isCertificateRejection(_ reason: BoringSSLError) -> Bool {
+        guard case let .sslError(errors) = reason else { return false }
+        return errors.contains { "\($0)".contains("CERTIFICATE_VERIFY_FAILED") }
     }
 }
 
@@ -318,11 +355,17 @@ final class ProviderTokenCache: Sendable {
     }
 }
 
-/// A counting semaphore for async code: at most `limit` holders at once, waiters served in order.
+/// A counting semaphore for async code: at most `limit` holders at once, waiters served in order. A
+/// waiter whose task is cancelled leaves the queue and throws `CancellationError` without taking a slot.
 final class AsyncLimiter: Sendable {
     struct State {
         var held = 0
-        var waiters: [CheckedContinuation<Void, Never>] = []
+        var nextID = 0
+        var waiters: [(id: Int, continuation: CheckedContinuation<Void, any Error>)] = []
+        /// Acquisitions between taking their id and being queued or given a slot.
+        var undecided: Set<Int> = []
+        /// Those of them cancelled meanwhile.
+        var cancelledEarly: Set<Int> = []
     }
 
     let limit: Int
@@ -330,30 +373,56 @@ final class AsyncLimiter: Sendable {
 
     init(limit: Int) { self.limit = limit }
 
-    /// Takes a slot, waiting for one when all are held.
-    func acquire() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let now = state.withLock { s -> Bool in
-                if s.held < limit {
-                    s.held += 1
-                    return true
+    /// Takes a slot, waiting for one when all are held; throws `CancellationError` if the task is
+    /// cancelled first (no slot is then held).
+    func acquire() async throws {
+        try Task.checkCancellation()
+        let id = state.withLock { s -> Int in
+            defer { s.nextID += 1 }
+            s.undecided.insert(s.nextID)
+            return s.nextID
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                enum Decision { case take, wait, cancelled }
+                let decision = state.withLock { s -> Decision in
+                    s.undecided.remove(id)
+                    if s.cancelledEarly.remove(id) != nil { return .cancelled }
+                    if s.held < limit {
+                        s.held += 1
+                        return .take
+                    }
+                    s.waiters.append((id, continuation))
+                    return .wait
                 }
-                s.waiters.append(continuation)
-                return false
+                switch decision {
+                case .take: continuation.resume()
+                case .cancelled: continuation.resume(throwing: CancellationError())
+                case .wait: break
+                }
             }
-            if now { continuation.resume() }
+        } onCancel: {
+            let waiter = state.withLock { s -> CheckedContinuation<Void, any Error>? in
+                if let index = s.waiters.firstIndex(where: { $0.id == id }) { return s.waiters.remove(at: index).continuation }
+                if s.undecided.contains(id) { s.cancelledEarly.insert(id) }  // not queued yet: refused when it comes
+                return nil  // already holds a slot: the caller releases it as usual
+            }
+            waiter?.resume(throwing: CancellationError())
         }
     }
 
     /// Gives a slot back; it passes straight to the first waiter, if any.
     func release() {
-        let next = state.withLock { s -> CheckedContinuation<Void, Never>? in
+        let next = state.withLock { s -> CheckedContinuation<Void, any Error>? in
             if s.waiters.isEmpty {
                 s.held -= 1
                 return nil
             }
-            return s.waiters.removeFirst()
+            return s.waiters.removeFirst().continuation
         }
         next?.resume()
     }
+
+    /// Slots held now (for tests).
+    var held: Int { state.withLock { $0.held } }
 }

@@ -31,10 +31,10 @@ public struct APNsSigningKey: Sendable {
     public init(p8File path: String, keyID: String, teamID: String) throws(APNsError) {
         let attributes: [FileAttributeKey: Any]
         do { attributes = try FileManager.default.attributesOfItem(atPath: path) } catch {
-            throw .authKey("cannot read the APNs auth key \(path): it does not exist or is not readable; check the path")
+            throw .authKey(.unreadable(path: path))
         }
         if let type = attributes[.type] as? FileAttributeType, type == .typeDirectory {
-            throw .authKey("the APNs auth key \(path) is a directory; pass the AuthKey_KEYID.p8 file")
+            throw .authKey(.directory(path: path))
         }
         // FoundationEssentials gives the mode as UInt (full Foundation as an NSNumber that bridges to Int):
         // read either, and refuse a key whose mode cannot be read rather than skip the check.
@@ -44,15 +44,11 @@ public struct APNsSigningKey: Sendable {
         case let mode as UInt16: Int(mode)
         default: nil
         }
-        guard let mode else {
-            throw .authKey("cannot read the permissions of the APNs auth key \(path); check that it is a regular file you own")
-        }
-        if mode & 0o077 != 0 {
-            throw .authKey("the APNs auth key \(path) can be read by others (mode \(String(mode & 0o777, radix: 8))); run `chmod 600 \(path)`")
-        }
+        guard let mode else { throw .authKey(.unknownMode(path: path)) }
+        if mode & 0o077 != 0 { throw .authKey(.readableByOthers(path: path, mode: mode)) }
         var pem: Data
         do { pem = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
-            throw .authKey("cannot read the APNs auth key \(path); check its permissions")
+            throw .authKey(.unreadable(path: path))
         }
         defer { pem.resetBytes(in: 0..<pem.count) }
         try self.init(pem: pem, keyID: keyID, teamID: teamID, source: path)
@@ -61,10 +57,10 @@ public struct APNsSigningKey: Sendable {
     /// A signing key from the bytes of a `.p8` file (`source` names it in errors).
     public init(pem: Data, keyID: String, teamID: String, source: String = "the APNs auth key") throws(APNsError) {
         guard APNsSigningKey.isValidID(keyID) else {
-            throw .authKey("the key id must be the 10 letters and digits Apple shows for the key (AuthKey_KEYID.p8); got \(keyID.count) characters")
+            throw .authKey(.invalidKeyID(length: keyID.count))
         }
         guard APNsSigningKey.isValidID(teamID) else {
-            throw .authKey("the team id must be the 10 letters and digits of your Apple Developer team; got \(teamID.count) characters")
+            throw .authKey(.invalidTeamID(length: teamID.count))
         }
         let begin = Array("-----BEGIN PRIVATE KEY-----".utf8), end = Array("-----END PRIVATE KEY-----".utf8)
         let bytes = [UInt8](pem)
@@ -75,18 +71,18 @@ public struct APNsSigningKey: Sendable {
         guard let start = APNsSigningKey.find(begin, in: bytes, from: 0),
               let stop = APNsSigningKey.find(end, in: bytes, from: start + begin.count)
         else {
-            throw .authKey("\(source) is not a PKCS#8 PEM private key (no BEGIN/END PRIVATE KEY lines); use the .p8 file from Apple's developer site")
+            throw .authKey(.notPEM(source: source))
         }
         body.reserveCapacity(stop - start)
         for byte in bytes[(start + begin.count)..<stop] where byte > 0x20 { body.append(byte) }
         guard var der = Data(base64Encoded: Data(body)) else {
-            throw .authKey("\(source) holds invalid base64 between its PEM lines; download the key again")
+            throw .authKey(.invalidBase64(source: source))
         }
         defer { der.resetBytes(in: 0..<der.count) }
         do {
             privateKey = try P256.Signing.PrivateKey(derRepresentation: der)
         } catch {
-            throw .authKey("\(source) is not a P-256 private key; APNs token keys are the .p8 files from Apple's developer site")
+            throw .authKey(.notP256(source: source))
         }
         self.keyID = keyID
         self.teamID = teamID
@@ -126,7 +122,7 @@ public enum ProviderToken {
         let signingInput = header + "." + claims
         let signature: P256.Signing.ECDSASignature
         do { signature = try key.privateKey.signature(for: Data(signingInput.utf8)) } catch {
-            throw .authKey("signing the provider token failed; the auth key may be damaged")
+            throw .authKey(.signingFailed)
         }
         return signingInput + "." + Base64URL.encode(Array(signature.rawRepresentation))
     }

@@ -271,6 +271,6 @@ func keychain<R>(_ options: KeychainOptions, role: StoreRole = .device, _ body: 
 
 /// Runs a keychain operation, turning its typed error into a CLI error (message already says what to do).
 func keychain<R>(_ body: () throws(KeychainError) -> R) throws -> R {
-    do { return try body() } catch { throw CLIError(error.description) }
+    try body()
 }
 

@@ -127,7 +127,7 @@ struct SealCommand: AsyncParsableCommand {
         let record = try readDeviceRecord(to)
         let message = try sealing.message(topic: topic, mediaStore: mediaStore)
         let sealed: SealedNotification
-        do { sealed = try sender.seal(message, to: record) } catch { throw CLIError(error.description) }
+        sealed = try sender.seal(message, to: record)
         if let receiptsDB = sealing.receiptsDB { try await ReceiptsRecording.record(sealed, database: receiptsDB) }
         var out: [UInt8] = []
         if headers {

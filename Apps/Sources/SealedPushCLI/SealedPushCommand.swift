@@ -47,10 +47,10 @@ package enum CommandMain {
             return handler
         }
         let command: any ParsableCommand
-        do { command = try Root.parseAsRoot() } catch { Root.exit(withError: error) }
+        do { command = try Root.parseAsRoot() } catch { Root.exit(withError: CLIErrors.userFacing(error)) }
         guard let asyncCommand = command as? any AsyncParsableCommand else {
             var syncCommand = command
-            do { try syncCommand.run() } catch { Root.exit(withError: error) }
+            do { try syncCommand.run() } catch { Root.exit(withError: CLIErrors.userFacing(error)) }
             return
         }
         let run = CommandRun(asyncCommand)
@@ -60,7 +60,7 @@ package enum CommandMain {
             done.signal()
         }
         done.wait()
-        if let error = run.error { Root.exit(withError: error) }
+        if let error = run.error { Root.exit(withError: CLIErrors.userFacing(error)) }
     }
 }
 

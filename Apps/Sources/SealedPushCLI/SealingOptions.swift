@@ -132,17 +132,13 @@ struct SealingOptions: ParsableArguments {
     /// The sender: placeholder, padding and the `--sign-with` key.
     func sender() throws -> NotificationSender {
         let signer = try signingKey()
-        do {
-            return try NotificationSender(placeholder: Placeholder(title: placeholderTitle), padding: padding, signer: signer)
-        } catch {
-            throw CLIError(error.description)
-        }
+        return try NotificationSender(placeholder: Placeholder(title: placeholderTitle), padding: padding, signer: signer)
     }
 
     /// The media store of `--media-dir`/`--media-url`, or `nil`.
     func mediaStore() throws -> DirectoryMediaStore? {
         guard let mediaDir, let mediaURL else { return nil }
-        do { return try DirectoryMediaStore(directory: mediaDir, baseURL: mediaURL) } catch { throw CLIError(error.description) }
+        return try DirectoryMediaStore(directory: mediaDir, baseURL: mediaURL)
     }
 
     /// The single message the options describe, its attachments encrypted into `mediaStore`.
@@ -153,7 +149,7 @@ struct SealingOptions: ParsableArguments {
             collapseID: collapseID, topic: topic)
         if let mediaStore {
             for argument in attach {
-                do { try message.attach(SealCommand.attachment(argument), to: mediaStore) } catch { throw CLIError(error.description) }
+                try message.attach(SealCommand.attachment(argument), to: mediaStore)
             }
         }
         message.receiptURL = receiptURL

@@ -39,9 +39,7 @@ package struct APNsKeyOptions: ParsableArguments {
 
     /// The signing key from the `.p8` file.
     package func signingKey() throws -> APNsSigningKey {
-        do { return try APNsSigningKey(p8File: authKey, keyID: resolvedKeyID ?? "", teamID: teamID) } catch {
-            throw CLIError(APNsAuthOptions.cliText(error))
-        }
+        try APNsSigningKey(p8File: authKey, keyID: resolvedKeyID ?? "", teamID: teamID)
     }
 }
 
@@ -79,12 +77,6 @@ struct APNsAuthOptions: ParsableArguments {
         return [try readInput(caCert, limit: 1 << 20, what: "the CA certificate (--ca-cert)")]
     }
 
-    /// Library messages name configuration fields; the CLI's name its flags.
-    static func cliText(_ error: APNsError) -> String {
-        error.description
-            .replacing("the key id must", with: "--key-id must")
-            .replacing("the team id must", with: "--team-id must")
-    }
 }
 
 /// `sealedpush send`: seal and deliver through APNs.
@@ -175,7 +167,7 @@ struct SendCommand: AsyncParsableCommand {
             trustedCertificatesPEM: try apns.trustedCertificates(), timeout: timeout.duration, maxInFlight: concurrency,
             retry: .init(maxTries: retries + 1))
         let client: APNsClient
-        do { client = try APNsClient(configuration: configuration, logger: logger) } catch { throw CLIError(APNsAuthOptions.cliText(error)) }
+        client = try APNsClient(configuration: configuration, logger: logger)
         let summary: SendSummary
         do {
             if let batch {
@@ -198,7 +190,7 @@ struct SendCommand: AsyncParsableCommand {
         let record = try readDeviceRecord(to)
         let message = try sealing.message(topic: nil, mediaStore: mediaStore)
         let sealed: SealedNotification
-        do { sealed = try sender.seal(message, to: record) } catch { throw CLIError(error.description) }
+        sealed = try sender.seal(message, to: record)
         if let receiptsDB = sealing.receiptsDB { try await ReceiptsRecording.record(sealed, database: receiptsDB) }
         let result = await SendResult.deliver(APNsPush(sealed, deviceToken: deviceToken, topic: apns.topic), line: 1, client: client)
         var summary = SendSummary()
@@ -232,7 +224,8 @@ struct SendResult: Sendable {
             return SendResult(line: line, apnsID: rejection.apnsID ?? push.apnsID, status: rejection.status, reason: rejection.reason,
                               timestamp: rejection.timestamp, error: nil)
         } catch {
-            var result = SendResult(line: line, apnsID: push.apnsID, status: nil, reason: nil, timestamp: nil, error: error.description)
+            var result = SendResult(line: line, apnsID: push.apnsID, status: nil, reason: nil, timestamp: nil,
+                                    error: CLIErrors.message(error))
             if case .untrustedServer = error { result.untrustedServer = true }
             return result
         }

@@ -5,10 +5,23 @@ import NIOCore
 public import Logging
 
 /// Why the receipts database could not be used; says what to do, never holds a token.
-public struct ReceiptsDatabaseError: Error, CustomStringConvertible, Sendable {
+public enum ReceiptsDatabaseError: Error, CustomStringConvertible, Sendable, Equatable {
+    /// The database at `path` could not be opened or set up (`detail` is SQLite's message).
+    case cannotOpen(path: String, detail: String)
+    /// Recording an expected receipt failed.
+    case cannotRecord(path: String, detail: String)
+    /// Reading the figures failed.
+    case cannotRead(path: String, detail: String)
+
     /// What happened and what to do.
-    public let description: String
-    init(_ description: String) { self.description = description }
+    public var description: String {
+        switch self {
+        case let .cannotOpen(path, detail):
+            "cannot open the receipts database \(path): \(detail); check that the directory exists and is writable"
+        case let .cannotRecord(path, detail): "cannot record the expected receipt in \(path): \(detail)"
+        case let .cannotRead(path, detail): "cannot read \(path): \(detail)"
+        }
+    }
 }
 
 /// The collector's SQLite database (WAL mode, so `seal --receipts-db` can record while `receipts serve` runs).
@@ -46,7 +59,7 @@ public actor ReceiptsDatabase {
         } catch let error as ReceiptsDatabaseError {
             throw error
         } catch {
-            throw ReceiptsDatabaseError("cannot open the receipts database \(path): \(error); check that the directory exists and is writable")
+            throw .cannotOpen(path: path, detail: "\(error)")
         }
     }
 
@@ -108,7 +121,7 @@ public actor ReceiptsDatabase {
                 "INSERT INTO expected (message_id, token_sha256, issued_at, key_id) VALUES (?, ?, ?, ?)",
                 [.text(messageID), .blob(ByteBuffer(bytes: hash)), .integer(Int(issuedAt)), .text(keyID.hex)])
         } catch {
-            throw ReceiptsDatabaseError("cannot record the expected receipt in \(path): \(error)")
+            throw .cannotRecord(path: path, detail: "\(error)")
         }
     }
 
@@ -171,7 +184,7 @@ public actor ReceiptsDatabase {
             stats.registeredKeyIDs = Set(known.compactMap { $0.column("key_id")?.string })
             return stats
         } catch {
-            throw ReceiptsDatabaseError("cannot read \(path): \(error)")
+            throw .cannotRead(path: path, detail: "\(error)")
         }
     }
 }

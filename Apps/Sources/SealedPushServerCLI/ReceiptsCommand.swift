@@ -54,8 +54,7 @@ struct ReceiptsCommand: AsyncParsableCommand {
 
         func run() async throws {
             let (host, port) = Self.split(listen)!
-            let database: ReceiptsDatabase
-            do { database = try await ReceiptsDatabase.open(path: db) } catch { throw CLIError(error.description) }
+            let database = try await ReceiptsDatabase.open(path: db)
             let collector = ReceiptCollector(database: database, maxRequestsPerSecond: maxRate)
             let app = collector.application(host: host, port: port) { bound in
                 StandardIO.writeOutput(Array("listening on \(host):\(bound)\n".utf8))
@@ -91,12 +90,9 @@ struct ReceiptsCommand: AsyncParsableCommand {
                 throw CLIError("the receipts database \(db) does not exist; give the file `seal --receipts-db` and `receipts serve --db` use")
             }
             let from = since.map { Int64(Date().timeIntervalSince1970) - $0.milliseconds / 1000 } ?? 0
-            let stats: ReceiptStats
-            do {
-                stats = try await ReceiptsDatabase.withOpened(path: db) { database throws(ReceiptsDatabaseError) in
-                    try await database.stats(since: from)
-                }
-            } catch { throw CLIError(error.description) }
+            let stats = try await ReceiptsDatabase.withOpened(path: db) { database throws(ReceiptsDatabaseError) in
+                try await database.stats(since: from)
+            }
             if output.json {
                 print(String(decoding: JSON.serialize(.object(stats.jsonObject)), as: UTF8.self))
                 return
