@@ -182,6 +182,17 @@ let package = Package(
         .executableTarget(name: "sealedpush", dependencies: ["SealedPushCLI"], swiftSettings: strict),
         .executableTarget(name: "sealedpush-server", dependencies: ["SealedPushServerCLI", "SealedPushCLI"], swiftSettings: strict),
 
+        // Unit tests of the CLI library: argument types and the error mapping (no processes).
+        .testTarget(
+            name: "SealedPushCLIUnitTests",
+            dependencies: [
+                "SealedPushCLI", "SealedPushAPNs", "SealedPushReceiptsDatabase",
+                .product(name: "SealedPushAPNsCore", package: "SealedPush"),
+                .product(name: "SealedPushSender", package: "SealedPush"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
         // Runs the built `sealedpush` and `sealedpush-server` binaries.
         .testTarget(
             name: "SealedPushCLITests",

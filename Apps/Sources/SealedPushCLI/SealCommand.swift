@@ -153,20 +153,6 @@ func readDeviceRecord(_ path: String) throws -> DeviceKeyRecord {
     }
 }
 
-extension SealCommand {
-    /// Reads `--attach FILE[:TYPE]`: the text after the last `:` is a type when it reads as `kind/subtype`
-    /// and the whole argument is not an existing file.
-    static func attachment(_ argument: String) -> MediaAttachment {
-        if let colon = argument.lastIndex(of: ":"), !FileManager.default.fileExists(atPath: argument) {
-            let type = String(argument[argument.index(after: colon)...])
-            let parts = type.split(separator: "/", omittingEmptySubsequences: false)
-            if parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty, parts[0].allSatisfy({ $0.isLetter }) {
-                return MediaAttachment(file: String(argument[..<colon]), type: type)
-            }
-        }
-        return MediaAttachment(file: argument)
-    }
-}
 
 /// Streams a JSONL batch: reads large blocks, seals complete lines on every core, writes results in order.
 struct BatchRunner {

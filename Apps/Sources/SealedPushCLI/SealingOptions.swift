@@ -53,7 +53,7 @@ struct SealingOptions: ParsableArguments {
     @Option(name: .long, parsing: .singleValue, help: ArgumentHelp(
         "Attach an encrypted media file (repeatable, at most 4); TYPE defaults to the one its extension names.",
         valueName: "FILE[:TYPE]"))
-    var attach: [String] = []
+    var attach: [AttachmentArgument] = []
 
     @Option(name: .customLong("media-dir"), help: ArgumentHelp("Write encrypted media objects into this directory.", valueName: "DIR"))
     var mediaDir: String?
@@ -149,7 +149,7 @@ struct SealingOptions: ParsableArguments {
             collapseID: collapseID, topic: topic)
         if let mediaStore {
             for argument in attach {
-                try message.attach(SealCommand.attachment(argument), to: mediaStore)
+                try message.attach(argument.attachment, to: mediaStore)
             }
         }
         message.receiptURL = receiptURL

@@ -49,25 +49,13 @@ struct APNsAuthOptions: ParsableArguments {
     var topic: String
 
     @Option(name: .long, help: ArgumentHelp("production, sandbox, or a base URL (https://127.0.0.1:2197 for `sealedpush-server apns serve`).", valueName: "ENV"))
-    var environment: String = "production"
+    var environment = APNsEnvironmentArgument(argument: "production")!
 
     @Option(name: .customLong("ca-cert"), help: ArgumentHelp("Also trust this CA certificate (PEM), e.g. the ca.pem `sealedpush-server apns serve` writes.", valueName: "FILE"))
     var caCert: String?
 
-    var resolvedEnvironment: APNsClientConfiguration.Environment? {
-        switch environment {
-        case "production": return .production
-        case "sandbox", "development": return .sandbox
-        default:
-            guard environment.hasPrefix("https://") else { return nil }
-            return .custom(environment)
-        }
-    }
 
     func validate() throws {
-        guard resolvedEnvironment != nil else {
-            throw ValidationError("--environment must be production, sandbox, or an https:// base URL (like https://127.0.0.1:2197).")
-        }
         if topic.isEmpty { throw ValidationError("--topic must be the app's bundle id; it was empty.") }
     }
 
@@ -163,7 +151,7 @@ struct SendCommand: AsyncParsableCommand {
         var logger = Logger(label: "sealedpush.send")
         logger.logLevel = .warning
         let configuration = APNsClientConfiguration(
-            environment: apns.resolvedEnvironment ?? .production, signingKey: try key.signingKey(), topic: apns.topic,
+            environment: apns.environment.environment, signingKey: try key.signingKey(), topic: apns.topic,
             trustedCertificatesPEM: try apns.trustedCertificates(), timeout: timeout.duration, maxInFlight: concurrency,
             retry: .init(maxTries: retries + 1))
         let client: APNsClient

@@ -59,7 +59,7 @@ struct APNsCommand: AsyncParsableCommand {
                 """)
 
         @Option(name: .long, help: ArgumentHelp("The address to listen on.", valueName: "HOST:PORT"))
-        var listen = "127.0.0.1:2197"
+        var listen = HostPort(host: "127.0.0.1", port: 2197)
 
         @Option(name: .customLong("ca-out"), help: ArgumentHelp("Where to write the CA certificate clients must trust.", valueName: "FILE"))
         var caOut = "apns-ca.pem"
@@ -70,7 +70,7 @@ struct APNsCommand: AsyncParsableCommand {
         var topic: [String] = []
 
         @Option(name: .long, help: ArgumentHelp("A device: its token and keychain store (repeatable).", valueName: "TOKEN=KEYCHAIN_DIR"))
-        var device: [String] = []
+        var device: [DeviceBinding] = []
 
         @Option(name: .long, help: ArgumentHelp("A token to answer 410 Unregistered (repeatable).", valueName: "TOKEN"))
         var unregistered: [String] = []
@@ -98,40 +98,25 @@ struct APNsCommand: AsyncParsableCommand {
         var shutdownGrace = DurationArgument(milliseconds: 10_000)
 
         func validate() throws {
-            guard MediaCommand.Serve.split(listen) != nil else {
-                throw ValidationError("--listen must be HOST:PORT, like 127.0.0.1:2197 (port 0 picks a free one).")
-            }
             guard !topic.isEmpty else { throw ValidationError("Give at least one --topic (the app's bundle id) the key may push to.") }
             guard (0...1).contains(failRate) else { throw ValidationError("--fail-rate must be between 0 and 1; it was \(failRate).") }
             if let goawayAfter, goawayAfter < 1 { throw ValidationError("--goaway-after must be 1 or more.") }
             guard (1...100_000).contains(maxStreams) else { throw ValidationError("--max-streams must be 1 to 100000.") }
             guard tokenRate >= 0 else { throw ValidationError("--token-rate must be 0 (no limit) or more.") }
-            for entry in device {
-                guard let (token, dir) = Self.splitDevice(entry) else {
-                    throw ValidationError("--device must be TOKEN=KEYCHAIN_DIR (64 hex digits, =, the device's store); got '\(entry)'.")
-                }
-                _ = (token, dir)
-            }
             for token in unregistered where !APNsPush.isValidDeviceToken(token) {
                 throw ValidationError("--unregistered must be a device token of 64 hex digits; got \(token.count) characters.")
             }
         }
 
-        static func splitDevice(_ entry: String) -> (token: String, directory: String)? {
-            guard let eq = entry.firstIndex(of: "=") else { return nil }
-            let token = String(entry[..<eq]).lowercased(), dir = String(entry[entry.index(after: eq)...])
-            guard APNsPush.isValidDeviceToken(token), !dir.isEmpty else { return nil }
-            return (token, dir)
-        }
 
         func run() async throws {
-            guard let (host, port) = MediaCommand.Serve.split(listen) else { throw ValidationError("--listen must be HOST:PORT.") }
+            let (host, port) = (listen.host, listen.port)
             let key = try self.key.signingKey()
             var devices: [String: String] = [:]
             var lines: [String: DeviceLine] = [:]
-            for entry in device {
-                guard let (token, dir) = Self.splitDevice(entry) else { continue }
-                let store = try openStore(KeychainOptions(directory: dir), create: false)
+            for binding in device {
+                let token = binding.token
+                let store = try openStore(KeychainOptions(directory: binding.directory), create: false)
                 devices[token] = topic[0]
                 lines[token] = DeviceLine(token: token, store: store)
             }

@@ -36,27 +36,15 @@ struct MediaCommand: AsyncParsableCommand {
         var directory: String
 
         @Option(name: .long, help: ArgumentHelp("The address to listen on.", valueName: "HOST:PORT"))
-        var listen = "127.0.0.1:8080"
+        var listen = HostPort(host: "127.0.0.1", port: 8080)
 
-        func validate() throws {
-            guard Self.split(listen) != nil else {
-                throw ValidationError("--listen must be HOST:PORT, like 127.0.0.1:8080 (port 0 picks a free one).")
-            }
-        }
-
-        static func split(_ text: String) -> (host: String, port: Int)? {
-            guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65_535).contains(port) else { return nil }
-            var host = String(text[..<colon])
-            if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-            return host.isEmpty ? nil : (host, port)
-        }
 
         func run() async throws {
             var isDirectory = false
             guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory else {
                 throw CLIError("the media directory \(directory) does not exist or is not a directory")
             }
-            guard let (host, port) = Self.split(listen) else { throw ValidationError("--listen must be HOST:PORT.") }
+            let (host, port) = (listen.host, listen.port)
             var logger = Logger(label: "sealedpush.media")
             logger.logLevel = .info
             let server = MediaServer(directory: directory, host: host, port: port, logger: logger)

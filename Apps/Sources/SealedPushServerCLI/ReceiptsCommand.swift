@@ -37,27 +37,21 @@ struct ReceiptsCommand: AsyncParsableCommand {
         @Option(help: ArgumentHelp("The SQLite database (created if missing).", valueName: "FILE"))
         var db: String
         @Option(help: ArgumentHelp("The address to listen on.", valueName: "HOST:PORT"))
-        var listen = "127.0.0.1:8089"
+        var listen = HostPort(host: "127.0.0.1", port: 8089)
         @Option(name: .customLong("max-rate"), help: ArgumentHelp("The most requests answered per second (429 above).", valueName: "N"))
         var maxRate = 50_000
 
         func validate() throws {
-            guard Self.split(listen) != nil else { throw ValidationError("--listen must be HOST:PORT, like 127.0.0.1:8089 (port 0: any free port).") }
             guard maxRate >= 1 else { throw ValidationError("--max-rate must be at least 1.") }
         }
 
-        static func split(_ text: String) -> (host: String, port: Int)? {
-            guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else { return nil }
-            let host = String(text[..<colon])
-            return host.isEmpty ? nil : (host, port)
-        }
 
         func run() async throws {
-            let (host, port) = Self.split(listen)!
+            let (host, port) = (listen.host, listen.port)
             let database = try await ReceiptsDatabase.open(path: db)
             let collector = ReceiptCollector(database: database, maxRequestsPerSecond: maxRate)
             let app = collector.application(host: host, port: port) { bound in
-                StandardIO.writeOutput(Array("listening on \(host):\(bound)\n".utf8))
+                StandardIO.writeOutput(Array("listening on \(listen.with(port: bound))\n".utf8))
             }
             var logger = Logger(label: "sealedpush.receipts")
             logger.logLevel = .notice
