@@ -22,15 +22,32 @@ enum CLILogging {
     }
 }
 
+/// `--log-level LEVEL`, shared by every command that logs: the level of this run is `--log-level`, else
+/// `$SEALEDPUSH_LOG_LEVEL`, else the command's own default. Logs go to standard error, never stdout.
+package struct LoggingOptions: ParsableArguments {
+    @Option(name: .customLong("log-level"), help: ArgumentHelp(
+        "Log on standard error from this level up (trace, debug, info, notice, warning, error, critical); "
+            + "without it $SEALEDPUSH_LOG_LEVEL, else the command's default.", valueName: "LEVEL"))
+    package var logLevel: LogLevelArgument?
+
+    package init() {}
+
+    /// Chooses this run's level before anything logs; `commandDefault` applies when neither `--log-level`
+    /// nor `$SEALEDPUSH_LOG_LEVEL` is given.
+    package func apply(default commandDefault: Logger.Level) {
+        CLILogging.choose(explicit: logLevel?.level, commandDefault: commandDefault)
+    }
+}
+
 /// `--log-level trace|debug|info|notice|warning|error|critical`.
-struct LogLevelArgument: ExpressibleByArgument {
+package struct LogLevelArgument: ExpressibleByArgument, Sendable {
     /// The level.
-    let level: Logger.Level
+    package let level: Logger.Level
     /// Parses a level name as swift-log spells it.
-    init?(argument: String) {
+    package init?(argument: String) {
         guard let level = Logger.Level(rawValue: argument) else { return nil }
         self.level = level
     }
     /// The level names, for `--help`.
-    static var allValueStrings: [String] { Logger.Level.allCases.map(\.rawValue) }
+    package static var allValueStrings: [String] { Logger.Level.allCases.map(\.rawValue) }
 }

@@ -67,15 +67,12 @@ struct DeviceCommand: AsyncParsableCommand {
         @Option(name: .customLong("attachments-dir"), help: ArgumentHelp(
             "Where the extension writes attachment files (default: $TMPDIR/sealedpush-attachments).", valueName: "DIR"))
         var attachmentsDir: String?
-        @Option(name: .customLong("log-level"), help: ArgumentHelp(
-            "Log on standard error from this level up; without it $SEALEDPUSH_LOG_LEVEL, else notice (error with --json).",
-            valueName: "LEVEL"))
-        var logLevel: LogLevelArgument?
+        @OptionGroup var logging: LoggingOptions
         @Argument(help: ArgumentHelp("The APNs payload file, or - for standard input.", valueName: "PAYLOAD_FILE|-"))
         var payload: String
 
         func run() async throws {
-            CLILogging.choose(explicit: logLevel?.level, commandDefault: output.json ? .error : .notice)
+            logging.apply(default: output.json ? .error : .notice)
             let bytes = try readInput(payload, limit: 16 << 20, what: "the payload")
             if let wrapper = DeviceRun.sealOutputWrapper(bytes) { throw CLIError(wrapper) }
             let storeValue = try openStore(store, create: false, clock: clock?.wallClock ?? .system)
@@ -171,8 +168,10 @@ struct DeviceCommand: AsyncParsableCommand {
         @OptionGroup var store: KeychainOptions
         @Option(parsing: .unconditional, help: ArgumentHelp("The device clock: ISO 8601 (2026-11-21T12:00:00Z) or Unix seconds.", valueName: "TIME"))
         var clock: DeviceClock?
+        @OptionGroup var logging: LoggingOptions
 
         func run() async throws {
+            logging.apply(default: .notice)
             let s = try openStore(store, create: false, clock: clock?.wallClock ?? .system)
             let summary = await ReceiptsTransportCLI.with { transport in
                 await SimulatedDevice(store: s).flushReceipts(transport: transport)

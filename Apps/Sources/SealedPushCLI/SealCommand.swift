@@ -99,6 +99,7 @@ struct SealCommand: AsyncParsableCommand {
     var headers = false
 
     @OptionGroup(title: "Message") var sealing: SealingOptions
+    @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
         if let batch {
@@ -117,6 +118,7 @@ struct SealCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        logging.apply(default: .notice)
         let sender = try sealing.sender()
         let mediaStore = try sealing.mediaStore()
         if let batch {

@@ -114,6 +114,7 @@ struct SendCommand: AsyncParsableCommand {
     @OptionGroup(title: "APNs") var key: APNsKeyOptions
     @OptionGroup(title: "APNs") var apns: APNsAuthOptions
     @OptionGroup(title: "Message") var sealing: SealingOptions
+    @OptionGroup var logging: LoggingOptions
 
     @Option(name: .long, help: ArgumentHelp("The most pushes in flight at once.", valueName: "N"))
     var concurrency = 100
@@ -146,10 +147,10 @@ struct SendCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        logging.apply(default: .warning)
         let sender = try sealing.sender()
         let mediaStore = try sealing.mediaStore()
-        var logger = Logger(label: "sealedpush.send")
-        logger.logLevel = .warning
+        let logger = Logger(label: "sealedpush.send")
         let configuration = APNsClientConfiguration(
             environment: apns.environment.environment, signingKey: try key.signingKey(), topic: apns.topic,
             trustedCertificatesPEM: try apns.trustedCertificates(), timeout: timeout.duration, maxInFlight: concurrency,

@@ -61,6 +61,8 @@ struct APNsCommand: AsyncParsableCommand {
         @Option(name: .long, help: ArgumentHelp("The address to listen on.", valueName: "HOST:PORT"))
         var listen = HostPort(host: "127.0.0.1", port: 2197)
 
+        @OptionGroup var logging: LoggingOptions
+
         @Option(name: .customLong("ca-out"), help: ArgumentHelp("Where to write the CA certificate clients must trust.", valueName: "FILE"))
         var caOut = "apns-ca.pem"
 
@@ -110,6 +112,7 @@ struct APNsCommand: AsyncParsableCommand {
 
 
         func run() async throws {
+            logging.apply(default: .info)  // one line per request (token prefix, status, reason)
             let (host, port) = (listen.host, listen.port)
             let key = try self.key.signingKey()
             var devices: [String: String] = [:]
@@ -131,8 +134,7 @@ struct APNsCommand: AsyncParsableCommand {
             } catch {
                 throw CLIError("cannot write the CA certificate to \(caOut) (--ca-out); check that its directory exists and is writable")
             }
-            var logger = Logger(label: "sealedpush.apns-serve")
-            logger.logLevel = .info
+            let logger = Logger(label: "sealedpush.apns-serve")
             let deviceLines = lines
             let server = LocalAPNsServer(configuration: configuration, authority: authority, shutdownGracePeriod: shutdownGrace.duration,
                                          logger: logger) { push in
@@ -145,8 +147,7 @@ struct APNsCommand: AsyncParsableCommand {
                 let bound = try await server.start()
                 StandardIO.writeOutput(Array("listening on https://\(host.contains(":") ? "[\(host)]" : host):\(bound) (clients trust \(caOut))\n".utf8))
             }
-            var groupLogger = logger
-            groupLogger.logLevel = .notice
+            let groupLogger = Logger(label: "sealedpush.apns-serve.services")
             var services: [any Service] = Array(deviceLines.values)
             services.append(serve)
             do {

@@ -38,6 +38,8 @@ struct MediaCommand: AsyncParsableCommand {
         @Option(name: .long, help: ArgumentHelp("The address to listen on.", valueName: "HOST:PORT"))
         var listen = HostPort(host: "127.0.0.1", port: 8080)
 
+        @OptionGroup var logging: LoggingOptions
+
 
         func run() async throws {
             var isDirectory = false
@@ -45,15 +47,14 @@ struct MediaCommand: AsyncParsableCommand {
                 throw CLIError("the media directory \(directory) does not exist or is not a directory")
             }
             let (host, port) = (listen.host, listen.port)
-            var logger = Logger(label: "sealedpush.media")
-            logger.logLevel = .info
+            logging.apply(default: .info)  // one line per request (path, status)
+            let logger = Logger(label: "sealedpush.media")
             let server = MediaServer(directory: directory, host: host, port: port, logger: logger)
             let app = server.application { address in
                 // Unbuffered, so a parent reading the pipe sees the line at once.
                 StandardIO.writeOutput(Array("listening on http://\(address)\n".utf8))
             }
-            var groupLogger = logger
-            groupLogger.logLevel = .notice
+            let groupLogger = Logger(label: "sealedpush.media.services")
             do { try await runUntilSignalled([app], logger: groupLogger) } catch {
                 throw CLIError("the media server stopped: \(error); check that \(listen) is free and allowed")
             }

@@ -38,6 +38,7 @@ struct ReceiptsCommand: AsyncParsableCommand {
         var db: String
         @Option(help: ArgumentHelp("The address to listen on.", valueName: "HOST:PORT"))
         var listen = HostPort(host: "127.0.0.1", port: 8089)
+        @OptionGroup var logging: LoggingOptions
         @Option(name: .customLong("max-rate"), help: ArgumentHelp("The most requests answered per second (429 above).", valueName: "N"))
         var maxRate = 50_000
 
@@ -47,14 +48,14 @@ struct ReceiptsCommand: AsyncParsableCommand {
 
 
         func run() async throws {
+            logging.apply(default: .notice)
             let (host, port) = (listen.host, listen.port)
             let database = try await ReceiptsDatabase.open(path: db)
             let collector = ReceiptCollector(database: database, maxRequestsPerSecond: maxRate)
             let app = collector.application(host: host, port: port) { bound in
                 StandardIO.writeOutput(Array("listening on \(listen.with(port: bound))\n".utf8))
             }
-            var logger = Logger(label: "sealedpush.receipts")
-            logger.logLevel = .notice
+            let logger = Logger(label: "sealedpush.receipts")
             // The database first: the group stops the HTTP server before it closes the database.
             do { try await runUntilSignalled([ReceiptsDatabaseService(database: database), app], logger: logger) } catch {
                 throw CLIError("the collector stopped: \(error); check that \(listen) is free and allowed")
