@@ -157,15 +157,7 @@ public struct JSONLSealer: Sendable {
             let value: JSONValue
             do { value = try JSON.parse(line) } catch { throw .invalidRequest("the line is not valid JSON (\(error.description))") }
             guard case let .object(o) = value else { throw .invalidRequest("the line is not a JSON object") }
-            var request = try JSONLSealer.request(from: o)
-            let media = try JSONLSealer.attachments(from: o)
-            if !media.isEmpty {
-                guard let mediaStore else {
-                    throw .invalidRequest("member 'attachments' needs a media directory and URL (--media-dir DIR --media-url BASE_URL)")
-                }
-                for attachment in media { try request.message.attach(attachment, to: mediaStore) }
-            }
-            let sealed = try sender.seal(request.message, to: request.device)
+            let sealed = try seal(o)
             JSONLSealer.writeResult(sealed, into: &out)
             return .sealed
         } catch {

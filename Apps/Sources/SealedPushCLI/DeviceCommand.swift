@@ -9,6 +9,7 @@ package import SealedPushKeychain
 package import SealedPushDevice
 package import SealedPushReceiver
 package import SealedPushWire
+import SealedPushSender
 import Synchronization
 package import SealedPushDeviceHTTP
 
@@ -201,27 +202,21 @@ struct DeviceClock: ExpressibleByArgument, Sendable {
 
 /// The device side, shared by `device push` and the demo.
 package enum DeviceRun {
-    /// What to say when `bytes` is not an APNs payload but the output of `seal --headers` or a line of
-    /// `seal --batch` output (a wrapper around one), which iOS would reject as `invalidPayload`; `nil` otherwise.
+    /// What to say when `bytes` is not an APNs payload but `seal` output around one (the sender
+    /// library recognises it); `nil` otherwise.
     static func sealOutputWrapper(_ bytes: [UInt8]) -> String? {
-        // Only an object whose first member is one of the wrappers' is parsed here (an APNs payload starts with "aps").
-        let start = bytes.drop { $0 == 0x20 || $0 == 0x09 || $0 == 0x0a || $0 == 0x0d }
-        guard start.first == UInt8(ascii: "{") else { return nil }
-        let member = start.dropFirst().drop { $0 == 0x20 || $0 == 0x09 || $0 == 0x0a || $0 == 0x0d }
-        guard [#""headers""#, #""payload""#, #""line""#].contains(where: { member.starts(with: $0.utf8) }) else { return nil }
-        guard case let .object(o)? = try? JSON.parse(bytes), o["aps"] == nil else { return nil }
-        let keys = Set(o.members.map(\.key))
-        if keys.contains("payload"), keys.contains("headers"), case .object? = o["payload"] {
-            let headers = o.members.first?.key == "headers"
-            return "this is \(headers ? "`seal --headers` output" : "a `seal --batch` output line"), not an APNs payload; "
-                + "pass its `payload`, e.g. `jq -c .payload FILE | sealedpush device push -`"
-                + (headers ? " (or seal without --headers)" : "")
-        }
-        if keys == ["line", "error"] {
-            return "this is a `seal --batch` error line (the message on that input line was not sealed), not an APNs payload: "
+        switch SealOutputWrapper.detect(bytes) {
+        case .headersOutput?:
+            "this is `seal --headers` output, not an APNs payload; pass its `payload`, e.g. "
+                + "`jq -c .payload FILE | sealedpush device push -` (or seal without --headers)"
+        case .batchLine?:
+            "this is a `seal --batch` output line, not an APNs payload; pass its `payload`, e.g. "
+                + "`jq -c .payload FILE | sealedpush device push -`"
+        case .batchError?:
+            "this is a `seal --batch` error line (the message on that input line was not sealed), not an APNs payload: "
                 + "fix the input line its `error` names and seal it again"
+        case nil: nil
         }
-        return nil
     }
 
     static func setState(_ options: KeychainOptions, _ change: (KeychainStore) throws(KeychainError) -> DeviceLockState) throws {

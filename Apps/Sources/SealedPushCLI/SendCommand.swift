@@ -293,10 +293,8 @@ struct SendBatch {
                 }
                 if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0d }) { continue }
                 let push: APNsPush
-                switch SendBatch.seal(line, sealer: sealer, topic: client.configuration.topic) {
-                case let .success(p): push = p
-                case let .failure(message):
-                    try finish(.failure(line: number, message))
+                do throws(SenderError) { push = try sealer.sealPush(line: line.span, topic: client.configuration.topic) } catch {
+                    try finish(.failure(line: number, error.description))
                     continue
                 }
                 if inFlight >= concurrency, let result = try await group.next() {
@@ -310,30 +308,6 @@ struct SendBatch {
         }
         progress.end()
         return summary
-    }
-
-    enum Sealed { case success(APNsPush), failure(String) }
-
-    /// One line: `device_token` is taken out, the rest is a `seal --batch` request.
-    static func seal(_ line: [UInt8], sealer: JSONLSealer, topic: String?) -> Sealed {
-        guard case let .object(object)? = try? JSON.parse(line) else { return .failure("the line is not a JSON object") }
-        guard case let .string(token)? = object["device_token"] else {
-            return .failure("the line has no \"device_token\" (the device's APNs token, 64 hex digits)")
-        }
-        guard APNsPush.isValidDeviceToken(token) else {
-            return .failure("\"device_token\" must be 64 hexadecimal digits; it has \(token.count) characters")
-        }
-        let rest = JSONObject(object.members.filter { $0.key != "device_token" }.map { ($0.key, $0.value) })
-        do {
-            var request = try JSONLSealer.request(from: rest)
-            if let mediaStore = sealer.mediaStore {
-                for attachment in try JSONLSealer.attachments(from: rest) { try request.message.attach(attachment, to: mediaStore) }
-            }
-            let sealed = try sealer.sender.seal(request.message, to: request.device)
-            return .success(APNsPush(sealed, deviceToken: token, topic: topic))
-        } catch {
-            return .failure(error.description)
-        }
     }
 
     static func countLines(_ path: String) throws -> Int {
