@@ -1,4 +1,4 @@
-package import ArgumentParser
+import ArgumentParser
 package import SealedPushAPNs
 import SealedPushAPNsCore
 package import SealedPushSender

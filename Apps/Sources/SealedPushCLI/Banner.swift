@@ -1,10 +1,10 @@
 #if canImport(FoundationEssentials)
-package import FoundationEssentials
+import FoundationEssentials
 #else
-package import Foundation
+import Foundation
 #endif
 package import SealedPushDevice
-package import SealedPushReceiver
+import SealedPushReceiver
 
 /// Renders a delivered notification the way a person sees it: a banner-like box and an outcome line.
 package enum Banner {

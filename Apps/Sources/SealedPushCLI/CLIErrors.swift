@@ -1,4 +1,4 @@
-package import ArgumentParser
+import ArgumentParser
 package import SealedPushAPNsCore
 import SealedPushKeychain
 import SealedPushReceiptsDatabase

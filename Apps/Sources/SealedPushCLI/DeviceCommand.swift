@@ -1,17 +1,17 @@
-package import ArgumentParser
+import ArgumentParser
 #if canImport(FoundationEssentials)
-package import FoundationEssentials
+import FoundationEssentials
 #else
-package import Foundation
+import Foundation
 #endif
 package import Logging
 package import SealedPushKeychain
 package import SealedPushDevice
 package import SealedPushReceiver
-package import SealedPushWire
+import SealedPushWire
 import SealedPushSender
 import Synchronization
-package import SealedPushDeviceHTTP
+import SealedPushDeviceHTTP
 
 /// `sealedpush device`: the simulated iPhone — its lock state, and push delivery to the extension.
 struct DeviceCommand: AsyncParsableCommand {

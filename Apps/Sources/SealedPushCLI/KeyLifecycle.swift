@@ -1,10 +1,10 @@
-package import ArgumentParser
+import ArgumentParser
 #if canImport(FoundationEssentials)
-package import FoundationEssentials
+import FoundationEssentials
 #else
-package import Foundation
+import Foundation
 #endif
-package import SealedPushCrypto
+import SealedPushCrypto
 package import SealedPushKeychain
 package import SealedPushWire
 

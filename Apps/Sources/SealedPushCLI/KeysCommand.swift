@@ -1,6 +1,6 @@
-package import ArgumentParser
-package import SealedPushCrypto
-package import SealedPushKeychain
+import ArgumentParser
+import SealedPushCrypto
+import SealedPushKeychain
 
 /// `sealedpush keys`: the device's X25519 keys and their lifecycle.
 struct KeysCommand: AsyncParsableCommand {

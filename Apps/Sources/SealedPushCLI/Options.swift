@@ -1,5 +1,5 @@
-package import ArgumentParser
-package import SealedPushWire
+import ArgumentParser
+import SealedPushWire
 #if canImport(FoundationEssentials)
 package import FoundationEssentials
 #else

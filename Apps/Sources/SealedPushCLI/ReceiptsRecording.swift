@@ -1,5 +1,5 @@
-package import SealedPushReceiptsDatabase
-package import SealedPushSender
+import SealedPushReceiptsDatabase
+import SealedPushSender
 
 /// `seal --receipts-db` and `send --receipts-db`: records the expected receipt (SHA-256 of the token,
 /// message id, issued-at, device key id) before the payload is printed or sent.

@@ -1,5 +1,5 @@
 // The device's receipt transport: HTTP over AsyncHTTPClient, shut down after each command.
-package import SealedPushDeviceHTTP
+import SealedPushDeviceHTTP
 package import SealedPushReceiver
 
 package enum ReceiptsTransportCLI {

@@ -1,12 +1,12 @@
 public import ArgumentParser
 #if canImport(FoundationEssentials)
-package import FoundationEssentials
+import FoundationEssentials
 #else
-package import Foundation
+import Foundation
 #endif
-package import SealedPushCrypto
-package import SealedPushKeychain
-package import SealedPushSender
+import SealedPushCrypto
+import SealedPushKeychain
+import SealedPushSender
 package import SealedPushWire
 
 /// `sealedpush seal`: seal a secret message into an APNs payload (one message, or a JSONL batch).
@@ -166,9 +166,10 @@ struct BatchRunner {
     /// The longest line accepted.
     static let maxLineBytes = 1 << 20
 
-    /// One worker's share of a block: lines (ranges into the block) and its reused output buffer.
+    /// One worker's share of a block: lines (ranges into the block; `nil` for a line too long to hold)
+    /// and its reused output buffer.
     struct Work: Sendable {
-        var lines: [(number: Int, range: Range<Int>)] = []
+        var lines: [(number: Int, range: Range<Int>?)] = []
         var output: [UInt8] = []
         var failures = 0
         var nonBlank = 0
@@ -180,39 +181,26 @@ struct BatchRunner {
 
         let workers = max(1, min(ProcessInfo.processInfo.activeProcessorCount, 8))
         var works = [Work](repeating: Work(), count: workers)
-        var pending: [UInt8] = []       // bytes of the current block, starting at an unprocessed line
+        // One line rule for both batch paths (JSONLLineSplitter): a line over maxLineBytes is reported once.
+        var splitter = JSONLLineSplitter(maxLineBytes: BatchRunner.maxLineBytes)
         var output: [UInt8] = []
         output.reserveCapacity(BatchRunner.flushSize + 64 * 1024)
-        var lineNumber = 0
         var total = 0
         var failures = 0
-        var skippingLongLine = false
         var atEOF = false
 
         while !atEOF {
             let chunk = try input.read(upToCount: BatchRunner.readSize)
-            if chunk.isEmpty {
-                atEOF = true
-                if !pending.isEmpty && !skippingLongLine { pending.append(0x0a) }  // last line without a newline
-            } else {
-                pending.append(contentsOf: chunk)
-            }
-            // Split the complete lines of `pending` among the workers.
-            var lines: [(number: Int, range: Range<Int>)] = []
-            var start = 0
-            var index = pending.startIndex
-            while let newline = pending[index...].firstIndex(of: 0x0a) {
-                lineNumber += 1
-                if skippingLongLine {
-                    skippingLongLine = false  // the tail of a line already reported as too long
-                } else {
-                    lines.append((lineNumber, start..<newline))
+            atEOF = chunk.isEmpty
+            let lines: [(number: Int, range: Range<Int>?)] = splitter.feed(chunk).map { item in
+                switch item {
+                case let .line(number, range): (number, range)
+                case let .tooLong(number): (number, nil)
                 }
-                start = newline + 1
-                index = start
             }
             if !lines.isEmpty {
-                let block = pending
+                let block = splitter.buffer
+                // Workers take contiguous shares, so their outputs joined in order keep the input's order.
                 let per = (lines.count + workers - 1) / workers
                 for w in 0..<workers {
                     works[w].lines.removeAll(keepingCapacity: true)
@@ -245,18 +233,6 @@ struct BatchRunner {
                     total += works[w].nonBlank
                 }
             }
-            if skippingLongLine {
-                start = pending.count
-            } else if pending.count - start > BatchRunner.maxLineBytes {
-                // A line too long to hold: report it once and drop its bytes up to its newline, where the
-                // line counter catches up.
-                JSONLSealer.writeError(.invalidRequest("the line is over \(BatchRunner.maxLineBytes) bytes"), line: lineNumber + 1, into: &output)
-                failures += 1
-                total += 1
-                skippingLongLine = true
-                start = pending.count
-            }
-            pending.removeSubrange(0..<start)
             if output.count >= BatchRunner.flushSize || atEOF {
                 if !output.isEmpty { StandardIO.writeOutput(output) }
                 output.removeAll(keepingCapacity: true)
@@ -270,6 +246,12 @@ struct BatchRunner {
 
     static func process(_ work: inout Work, block: [UInt8], sealer: JSONLSealer) {
         for (number, range) in work.lines {
+            guard let range else {
+                JSONLSealer.writeError(.invalidRequest("the line is over \(BatchRunner.maxLineBytes) bytes"), line: number, into: &work.output)
+                work.failures += 1
+                work.nonBlank += 1
+                continue
+            }
             let outcome = sealer.process(line: block.span.extracting(range), number: number, into: &work.output)
             if outcome == .failed { work.failures += 1 }
             if outcome != .blank { work.nonBlank += 1 }
@@ -278,4 +260,4 @@ struct BatchRunner {
 }
 
 /// `--padding bucket|none|max`: the wire module's policy itself is the option's value.
-extension PaddingPolicy: ExpressibleByArgument {}
+extension PaddingPolicy: @retroactive ExpressibleByArgument {}

@@ -1,11 +1,11 @@
 package import ArgumentParser
 import Dispatch
 #if canImport(FoundationEssentials)
-package import FoundationEssentials
+import FoundationEssentials
 #else
-package import Foundation
+import Foundation
 #endif
-package import Logging
+import Logging
 
 /// The `sealedpush` command: end-to-end encrypted push notifications, sender and device side.
 package struct SealedPushCommand: AsyncParsableCommand {

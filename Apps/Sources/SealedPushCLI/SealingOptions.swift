@@ -1,13 +1,13 @@
-package import ArgumentParser
+import ArgumentParser
 #if canImport(FoundationEssentials)
-package import FoundationEssentials
+import FoundationEssentials
 #else
-package import Foundation
+import Foundation
 #endif
-package import SealedPushCrypto
-package import SealedPushKeychain
-package import SealedPushSender
-package import SealedPushWire
+import SealedPushCrypto
+import SealedPushKeychain
+import SealedPushSender
+import SealedPushWire
 
 /// The message and sealing options `seal` and `send` share: the secret content, expiry, padding,
 /// placeholder, attachments, signing and receipts.

@@ -1,14 +1,14 @@
-package import ArgumentParser
+import ArgumentParser
 #if canImport(FoundationEssentials)
-package import FoundationEssentials
+import FoundationEssentials
 #else
-package import Foundation
+import Foundation
 #endif
-package import Logging
+import Logging
 package import SealedPushAPNs
-package import SealedPushAPNsCore
-package import SealedPushSender
-package import SealedPushWire
+import SealedPushAPNsCore
+import SealedPushSender
+import SealedPushWire
 
 /// The APNs token key: `--auth-key`, `--key-id`, `--team-id` (shared by `send` and `apns serve`).
 package struct APNsKeyOptions: ParsableArguments {
@@ -324,54 +324,33 @@ struct SendBatch {
     }
 }
 
-/// Reads lines from an input in large blocks; a line longer than the limit is returned as `nil` once.
+/// The lines of a `send --batch` input, one at a time, by the same rule as `seal --batch`
+/// (`JSONLLineSplitter`): a line longer than the limit is returned once as `nil`.
 struct LineReader {
     let input: InputFile
-    let maxLineBytes: Int
-    var buffer: [UInt8] = []
-    var start = 0
-    var number = 0
+    var splitter: JSONLLineSplitter
+    var pending: [JSONLLineSplitter.Item] = []
+    var index = 0
     var atEOF = false
-    var skipping = false
 
     init(input: InputFile, maxLineBytes: Int) {
         self.input = input
-        self.maxLineBytes = maxLineBytes
+        splitter = JSONLLineSplitter(maxLineBytes: maxLineBytes)
     }
 
     /// The next line and its number (from 1), `(n, nil)` for an overlong line, `nil` at the end.
     mutating func next() throws -> (Int, [UInt8]?)? {
-        while true {
-            if let newline = buffer[start...].firstIndex(of: 0x0a) {
-                let line = Array(buffer[start..<newline])
-                start = newline + 1
-                number += 1
-                if skipping {
-                    skipping = false
-                    continue
-                }
-                return (number, line)
-            }
-            if buffer.count - start > maxLineBytes && !skipping {
-                skipping = true
-                buffer.removeAll(keepingCapacity: true)
-                start = 0
-                return (number + 1, nil)
-            }
-            if atEOF {
-                guard start < buffer.count, !skipping else { return nil }
-                let line = Array(buffer[start...])
-                start = buffer.count
-                number += 1
-                return (number, line)
-            }
-            if skipping { buffer.removeAll(keepingCapacity: true); start = 0 }
-            if start > 0 {
-                buffer.removeFirst(start)
-                start = 0
-            }
+        while index >= pending.count {
+            if atEOF { return nil }
             let chunk = try input.read(upToCount: 1 << 16)
-            if chunk.isEmpty { atEOF = true } else { buffer += chunk }
+            atEOF = chunk.isEmpty
+            pending = splitter.feed(chunk)
+            index = 0
+        }
+        defer { index += 1 }
+        switch pending[index] {
+        case let .line(number, range): return (number, Array(splitter.buffer[range]))
+        case let .tooLong(number): return (number, nil)
         }
     }
 }

@@ -1,6 +1,6 @@
-package import ArgumentParser
-package import SealedPushCrypto
-package import SealedPushKeychain
+import ArgumentParser
+import SealedPushCrypto
+import SealedPushKeychain
 
 /// `sealedpush sender`: the server's Ed25519 signing keys and their lifecycle.
 struct SenderCommand: AsyncParsableCommand {

@@ -1,8 +1,8 @@
 import SystemPackage
 #if canImport(FoundationEssentials)
-package import FoundationEssentials
+import FoundationEssentials
 #else
-package import Foundation
+import Foundation
 #endif
 #if canImport(Glibc)
 import Glibc

@@ -1,12 +1,12 @@
-package import ArgumentParser
+import ArgumentParser
 #if canImport(FoundationEssentials)
-package import FoundationEssentials
+import FoundationEssentials
 #else
-package import Foundation
+import Foundation
 #endif
-package import SealedPushCrypto
-package import SealedPushKeychain
-package import SealedPushWire
+import SealedPushCrypto
+import SealedPushKeychain
+import SealedPushWire
 
 /// `sealedpush trust`: which sender keys the device accepts signatures from, and whether it requires them.
 struct TrustCommand: AsyncParsableCommand {
