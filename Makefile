@@ -122,7 +122,8 @@ fuzz-smoke: deps
 # Both packages' suites under AddressSanitizer, then ThreadSanitizer, each in its own scratch path
 # (.build/asan, Apps/.build/asan, .build/tsan, Apps/.build/tsan). Both always run; the target fails if
 # either does. Logs: .build/<san>-root.log and .build/<san>-apps.log. Leaks inside the toolchain's own
-# libraries are suppressed (Fuzz/lsan-suppressions.txt). Linked with the toolchain's lld: ld.gold prints
+# libraries are suppressed (Fuzz/lsan-suppressions.txt), and so are ThreadSanitizer's reports on values
+# it cannot see Synchronization.Mutex guard (Fuzz/tsan-suppressions.txt). Linked with the toolchain's lld: ld.gold prints
 # a warning per sanitizer runtime symbol it cannot export. `make sanitize SANITIZERS=address` runs one.
 SANITIZERS ?= address thread
 sanitize: deps pydeps
@@ -136,6 +137,7 @@ sanitize: deps pydeps
 	    if $(SWIFT) build --package-path $$where --build-tests --scratch-path $$dir --sanitize=$$san -Xswiftc -use-ld=lld; then \
 	      SWIFT_BACKTRACE=enable=no SEALEDPUSH_PYTHON=$(CURDIR)/$(PY) \
 	        LSAN_OPTIONS=suppressions=$(CURDIR)/Fuzz/lsan-suppressions.txt:print_suppressions=0 \
+	        TSAN_OPTIONS=suppressions=$(CURDIR)/Fuzz/tsan-suppressions.txt \
 	        $(SWIFT) test --package-path $$where --skip-build --scratch-path $$dir --sanitize=$$san >$$log 2>&1; rc=$$?; \
 	      grep -E "(Test run with|Executed [0-9]+ tests|SUMMARY: [A-Za-z]+Sanitizer)" $$log | tail -n 6; \
 	      if [ $$rc -eq 0 ] && ! grep -qE "^(==[0-9]+==ERROR|WARNING: ThreadSanitizer)" $$log; then \
