@@ -60,6 +60,7 @@ let package = Package(
         .target(
             name: "SealedPushAPNs",
             dependencies: [
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "SealedPushAPNsCore", package: "SealedPush"),
                 .product(name: "SealedPushWire", package: "SealedPush"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -76,6 +77,7 @@ let package = Package(
         .target(
             name: "SealedPushDeviceHTTP",
             dependencies: [
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "SealedPushReceiver", package: "SealedPush"),
                 .product(name: "SealedPushWire", package: "SealedPush"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -101,6 +103,7 @@ let package = Package(
         .target(
             name: "SealedPushReceiptCollector",
             dependencies: [
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 "SealedPushReceiptsDatabase",
                 .product(name: "SealedPushWire", package: "SealedPush"),
                 .product(name: "SealedPushCrypto", package: "SealedPush"),
@@ -124,6 +127,7 @@ let package = Package(
         .target(
             name: "SealedPushAPNsServer",
             dependencies: [
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 "SealedPushAPNs",
                 .product(name: "SealedPushAPNsCore", package: "SealedPush"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -144,6 +148,7 @@ let package = Package(
         .target(
             name: "SealedPushCLI",
             dependencies: [
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 "SealedPushAPNs", "SealedPushDeviceHTTP", "SealedPushReceiptsDatabase",
                 .product(name: "SealedPushCrypto", package: "SealedPush"),
                 .product(name: "SealedPushWire", package: "SealedPush"),
@@ -211,6 +216,7 @@ let package = Package(
         .testTarget(
             name: "SealedPushMediaTests",
             dependencies: [
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 "sealedpush", "sealedpush-server", "SealedPushMediaServer", "SealedPushDeviceHTTP",
                 .product(name: "SealedPushReceiver", package: "SealedPush"),
                 .product(name: "SealedPushSender", package: "SealedPush"),
@@ -245,6 +251,7 @@ let package = Package(
         .testTarget(
             name: "SealedPushAPNsTests",
             dependencies: [
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 "sealedpush", "sealedpush-server", "SealedPushAPNs", "SealedPushAPNsServer",
                 .product(name: "SealedPushAPNsCore", package: "SealedPush"),
                 .product(name: "SealedPushSender", package: "SealedPush"),

@@ -6,7 +6,7 @@ import NIOPosix
 import NIOSSL
 public import SealedPushAPNsCore
 import SealedPushWire
-import Synchronization
+import NIOConcurrencyHelpers
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -127,7 +127,7 @@ public final class APNsClient: APNsSending {
     let tokens: ProviderTokenCache
     let limiter: AsyncLimiter
     let logger: Logger
-    let isShutDown = Mutex(false)
+    let isShutDown = NIOLockedValueBox(false)
 
     /// A client; fails when a trusted certificate is not PEM.
     public init(configuration: APNsClientConfiguration, logger: Logger = Logger(label: "sealedpush.apns")) throws(APNsError) {
@@ -154,14 +154,14 @@ public final class APNsClient: APNsSending {
 
     /// Closes the connections; pushes still in flight fail.
     public func shutdown() async {
-        guard isShutDown.withLock({ done in defer { done = true }; return !done }) else { return }
+        guard isShutDown.withLockedValue({ done in defer { done = true }; return !done }) else { return }
         try? await http.shutdown()
     }
 
     /// A client released without `shutdown()` closes its connections in the background (AsyncHTTPClient
     /// would otherwise stop the process).
     deinit {
-        if !isShutDown.withLock({ $0 }) {
+        if !isShutDown.withLockedValue({ $0 }) {
             _ = http.shutdown()
         }
     }
@@ -317,7 +317,7 @@ final class ProviderTokenCache: Sendable {
     let key: APNsSigningKey
     let lifetime: Int64
     let now: @Sendable () -> Int64
-    let state = Mutex(State())
+    let state = NIOLockedValueBox(State())
 
     init(key: APNsSigningKey, lifetime: Duration, now: @escaping @Sendable () -> Int64) {
         self.key = key
@@ -325,11 +325,11 @@ final class ProviderTokenCache: Sendable {
         self.now = now
     }
 
-    var issued: Int { state.withLock { $0.issued } }
+    var issued: Int { state.withLockedValue { $0.issued } }
 
     /// The current token and its generation, signing a new one when there is none or it reached `lifetime`.
     func current() -> (String, Int) {
-        state.withLock { s in
+        state.withLockedValue { s in
             let t = now()
             if let token = s.token, t - s.issuedAt < lifetime, t >= s.issuedAt { return (token, s.generation) }
             sign(&s, at: t)
@@ -339,7 +339,7 @@ final class ProviderTokenCache: Sendable {
 
     /// Renews the token after APNs called generation `generation` expired, unless another caller already did.
     func renew(ifGeneration generation: Int) {
-        state.withLock { s in
+        state.withLockedValue { s in
             guard s.generation == generation else { return }
             sign(&s, at: now())
         }
@@ -369,7 +369,7 @@ final class AsyncLimiter: Sendable {
     }
 
     let limit: Int
-    let state = Mutex(State())
+    let state = NIOLockedValueBox(State())
 
     init(limit: Int) { self.limit = limit }
 
@@ -377,7 +377,7 @@ final class AsyncLimiter: Sendable {
     /// cancelled first (no slot is then held).
     func acquire() async throws {
         try Task.checkCancellation()
-        let id = state.withLock { s -> Int in
+        let id = state.withLockedValue { s -> Int in
             defer { s.nextID += 1 }
             s.undecided.insert(s.nextID)
             return s.nextID
@@ -385,7 +385,7 @@ final class AsyncLimiter: Sendable {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 enum Decision { case take, wait, cancelled }
-                let decision = state.withLock { s -> Decision in
+                let decision = state.withLockedValue { s -> Decision in
                     s.undecided.remove(id)
                     if s.cancelledEarly.remove(id) != nil { return .cancelled }
                     if s.held < limit {
@@ -402,7 +402,7 @@ final class AsyncLimiter: Sendable {
                 }
             }
         } onCancel: {
-            let waiter = state.withLock { s -> CheckedContinuation<Void, any Error>? in
+            let waiter = state.withLockedValue { s -> CheckedContinuation<Void, any Error>? in
                 if let index = s.waiters.firstIndex(where: { $0.id == id }) { return s.waiters.remove(at: index).continuation }
                 if s.undecided.contains(id) { s.cancelledEarly.insert(id) }  // not queued yet: refused when it comes
                 return nil  // already holds a slot: the caller releases it as usual
@@ -413,7 +413,7 @@ final class AsyncLimiter: Sendable {
 
     /// Gives a slot back; it passes straight to the first waiter, if any.
     func release() {
-        let next = state.withLock { s -> CheckedContinuation<Void, any Error>? in
+        let next = state.withLockedValue { s -> CheckedContinuation<Void, any Error>? in
             if s.waiters.isEmpty {
                 s.held -= 1
                 return nil
@@ -424,5 +424,5 @@ final class AsyncLimiter: Sendable {
     }
 
     /// Slots held now (for tests).
-    var held: Int { state.withLock { $0.held } }
+    var held: Int { state.withLockedValue { $0.held } }
 }

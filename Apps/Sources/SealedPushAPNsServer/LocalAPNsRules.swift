@@ -1,7 +1,7 @@
 public import Crypto
 public import SealedPushAPNsCore
 import SealedPushAPNs
-import Synchronization
+import NIOConcurrencyHelpers
 #if canImport(FoundationEssentials)
 public import FoundationEssentials
 #else
@@ -135,7 +135,7 @@ public final class LocalAPNsConnection: Sendable {
         var goawaySent = false
     }
 
-    let state = Mutex(State())
+    let state = NIOLockedValueBox(State())
 
     /// A new connection's state.
     public init() {}
@@ -159,7 +159,7 @@ public final class LocalAPNsRules: Sendable {
         var rejected: [String: Int] = [:]
     }
 
-    let shared = Mutex(Shared())
+    let shared = NIOLockedValueBox(Shared())
 
     /// Rules for `configuration`.
     public init(configuration: LocalAPNsConfiguration) {
@@ -171,19 +171,19 @@ public final class LocalAPNsRules: Sendable {
     /// answer 410 Unregistered with this time.
     public func unregister(_ token: String, at milliseconds: Int64? = nil) {
         let t = milliseconds ?? configuration.nowMilliseconds()
-        shared.withLock { $0.unregistered[token.lowercased()] = t }
+        shared.withLockedValue { $0.unregistered[token.lowercased()] = t }
     }
 
     /// How many pushes were accepted, and how many refused per reason.
     public var counts: (accepted: Int, rejected: [String: Int]) {
-        shared.withLock { ($0.accepted, $0.rejected) }
+        shared.withLockedValue { ($0.accepted, $0.rejected) }
     }
 
     /// Applies APNs's checks to `request` arriving on `connection`.
     public func answer(_ request: LocalAPNsRequest, on connection: LocalAPNsConnection,
                        random: () -> Double = { Double.random(in: 0..<1) }) -> LocalAPNsAnswer {
         let answer = evaluate(request, on: connection, random: random)
-        shared.withLock { s in
+        shared.withLockedValue { s in
             switch answer {
             case .accepted: s.accepted += 1
             case let .rejected(reason, _, _): s.rejected[reason.rawValue, default: 0] += 1
@@ -219,7 +219,7 @@ public final class LocalAPNsRules: Sendable {
         // The connection's current token was verified when it arrived: its signature is not checked again
         // (an ES256 verification per push would be most of the server's work), its age is.
         let claims: ProviderTokenClaims
-        if let known = connection.state.withLock({ $0.token == jwt ? $0.claims : nil }) {
+        if let known = connection.state.withLockedValue({ $0.token == jwt ? $0.claims : nil }) {
             claims = known
         } else {
             switch ProviderToken.verify(jwt, publicKey: { keys[$0]?.publicKey }, teamOf: { keys[$0]?.teamID }) {
@@ -232,7 +232,7 @@ public final class LocalAPNsRules: Sendable {
         let nowSeconds = now / 1000
         if nowSeconds - claims.issuedAt > configuration.tokenMaxAge { return reject(.expiredProviderToken) }
         if claims.issuedAt - nowSeconds > 300 { return reject(.invalidProviderToken) }  // issued in the future
-        let tooManyUpdates: Bool = connection.state.withLock { c in
+        let tooManyUpdates: Bool = connection.state.withLockedValue { c in
             guard c.token != jwt else { return false }
             if c.token != nil && nowSeconds - c.tokenChangedAt < configuration.tokenUpdateInterval { return true }
             c.token = jwt
@@ -258,13 +258,13 @@ public final class LocalAPNsRules: Sendable {
         guard request.body.count <= APNsPush.maximumPayloadSize else { return reject(.payloadTooLarge) }
         // 7. The device token's state.
         let lowerToken = token.lowercased()
-        if let since = shared.withLock({ $0.unregistered[lowerToken] }) { return reject(.unregistered, timestamp: since) }
+        if let since = shared.withLockedValue({ $0.unregistered[lowerToken] }) { return reject(.unregistered, timestamp: since) }
         let deviceTopic = configuration.devices[lowerToken]
         if deviceTopic == nil && !configuration.acceptUnknownTokens { return reject(.badDeviceToken) }
         if let deviceTopic, deviceTopic != topic { return reject(.deviceTokenNotForTopic) }
         // 8. Rate per token, then injected failures.
         if configuration.maxPushesPerTokenPerSecond > 0 {
-            let limited: Bool = shared.withLock { s in
+            let limited: Bool = shared.withLockedValue { s in
                 var entry = s.recent[lowerToken] ?? (second: nowSeconds, count: 0)
                 if entry.second != nowSeconds { entry = (nowSeconds, 0) }
                 entry.count += 1

@@ -6,6 +6,7 @@ import NIOPosix
 import NIOSSL
 import SealedPushAPNsCore
 public import ServiceLifecycle
+import NIOConcurrencyHelpers
 import Synchronization
 
 /// Why the local APNs could not start.
@@ -33,7 +34,7 @@ public final class LocalAPNsServer: Service, Sendable {
     public let shutdownGracePeriod: Duration
     let onAccepted: @Sendable (AcceptedPush) -> Void
     let logger: Logger
-    let state = Mutex(ServerState())
+    let state = NIOLockedValueBox(ServerState())
     let connectionCount = Atomic<Int>(0)
     let load = RequestLoad()
 
@@ -62,17 +63,17 @@ public final class LocalAPNsServer: Service, Sendable {
     public var connectionsAccepted: Int { connectionCount.load(ordering: .relaxed) }
 
     /// How many connections are open now.
-    public var openConnections: Int { state.withLock { $0.connections.count } }
+    public var openConnections: Int { state.withLockedValue { $0.connections.count } }
 
     /// The most requests that were being answered at once (from a complete request to its response).
     public var peakConcurrentRequests: Int { load.peak }
 
     /// The bound port once started, else `nil`.
-    public var port: Int? { state.withLock { $0.port } }
+    public var port: Int? { state.withLockedValue { $0.port } }
 
     /// Binds and starts serving; returns the port (useful with port 0). Calling it again returns the same port.
     public func start() async throws -> Int {
-        let (started, stopping) = state.withLock { ($0.port, $0.stopping) }
+        let (started, stopping) = state.withLockedValue { ($0.port, $0.stopping) }
         if stopping { throw LocalAPNsServerError("this local APNs was stopped; make a new LocalAPNsServer to serve again") }
         if let started { return started }
         let configuration = rules.configuration
@@ -120,7 +121,7 @@ public final class LocalAPNsServer: Service, Sendable {
             }
         let bound = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
         let port = bound.localAddress?.port ?? configuration.port
-        let kept = state.withLock { s -> Bool in
+        let kept = state.withLockedValue { s -> Bool in
             guard s.listener == nil, s.port == nil, !s.stopping else { return false }
             s.listener = bound
             s.port = port
@@ -136,14 +137,14 @@ public final class LocalAPNsServer: Service, Sendable {
     /// Registers a new connection (closed when it closes); `false` once the server is shutting down.
     private func track(_ channel: any Channel) -> Bool {
         let id = ObjectIdentifier(channel)
-        let admitted = state.withLock { s -> Bool in
+        let admitted = state.withLockedValue { s -> Bool in
             if s.stopping { return false }
             s.connections[id] = channel
             return true
         }
         if admitted {
             channel.closeFuture.whenComplete { [self] _ in
-                _ = self.state.withLock { $0.connections.removeValue(forKey: id) }
+                _ = self.state.withLockedValue { $0.connections.removeValue(forKey: id) }
             }
         }
         return admitted
@@ -159,7 +160,7 @@ public final class LocalAPNsServer: Service, Sendable {
     /// Stops accepting, sends GOAWAY on every open connection, waits up to `gracePeriod` for their streams to
     /// finish and closes the connections that remain. Returns once every connection is closed.
     public func shutdown(gracePeriod: Duration) async {
-        let (listener, connections) = state.withLock { s in
+        let (listener, connections) = state.withLockedValue { s in
             s.stopping = true
             defer { s.listener = nil }
             return (s.listener, Array(s.connections.values))
@@ -186,18 +187,18 @@ public final class LocalAPNsServer: Service, Sendable {
 
 /// Requests being answered now, and the most at once.
 final class RequestLoad: Sendable {
-    let state = Mutex((current: 0, peak: 0))
+    let state = NIOLockedValueBox((current: 0, peak: 0))
 
-    var peak: Int { state.withLock { $0.peak } }
+    var peak: Int { state.withLockedValue { $0.peak } }
 
     func begin() {
-        state.withLock { s in
+        state.withLockedValue { s in
             s.current += 1
             s.peak = max(s.peak, s.current)
         }
     }
 
-    func end() { state.withLock { $0.current -= 1 } }
+    func end() { state.withLockedValue { $0.current -= 1 } }
 }
 
 /// Closes a connection on errors (bad TLS, HTTP/2 protocol errors), logging the error's kind (NIO's
@@ -274,7 +275,7 @@ final class APNsStreamHandler: ChannelInboundHandler {
     func respond(context: ChannelHandlerContext, headers requestHeaders: HPACKHeaders) {
         let configuration = rules.configuration
         // After GOAWAY the connection takes no new work: the stream is reset unanswered (the push was not taken).
-        let (refuse, goaway): (Bool, Bool) = connection.state.withLock { c in
+        let (refuse, goaway): (Bool, Bool) = connection.state.withLockedValue { c in
             if c.goawaySent { return (true, false) }
             c.requests += 1
             if let limit = configuration.goawayAfter, c.requests >= limit {

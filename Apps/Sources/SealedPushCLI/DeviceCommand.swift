@@ -10,7 +10,7 @@ package import SealedPushDevice
 package import SealedPushReceiver
 import SealedPushWire
 import SealedPushSender
-import Synchronization
+import NIOConcurrencyHelpers
 import SealedPushDeviceHTTP
 
 /// `sealedpush device`: the simulated iPhone — its lock state, and push delivery to the extension.
@@ -262,10 +262,10 @@ package enum DeviceRun {
 
 /// An `HTTPAttachmentFetcher` made on the first request.
 final class LazyHTTPFetcher: AttachmentFetcher {
-    private let made = Mutex<HTTPAttachmentFetcher?>(nil)
+    private let made = NIOLockedValueBox<HTTPAttachmentFetcher?>(nil)
 
     func get(_ url: String, maximumBytes: Int) async throws -> AttachmentResponse {
-        let fetcher = made.withLock { made in
+        let fetcher = made.withLockedValue { made in
             if let made { return made }
             let fetcher = HTTPAttachmentFetcher()
             made = fetcher
@@ -275,6 +275,6 @@ final class LazyHTTPFetcher: AttachmentFetcher {
     }
 
     func shutdown() async {
-        if let fetcher = made.withLock({ $0 }) { try? await fetcher.shutdown() }
+        if let fetcher = made.withLockedValue({ $0 }) { try? await fetcher.shutdown() }
     }
 }

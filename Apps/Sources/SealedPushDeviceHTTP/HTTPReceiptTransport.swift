@@ -2,7 +2,7 @@ public import SealedPushReceiver
 import AsyncHTTPClient
 import NIOCore
 import NIOHTTP1
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// Posts receipts and failure reports over HTTP(S) with AsyncHTTPClient: the simulated device's
 /// `ReceiptTransport` (an iOS app would use `URLSession`).
@@ -11,13 +11,13 @@ import Synchronization
 /// past 4 KiB, and nothing it logs holds the body.
 public final class HTTPReceiptTransport: ReceiptTransport {
     /// The client, made on the first POST: a delivery that sends nothing starts no event loop.
-    private let made = Mutex<HTTPClient?>(nil)
+    private let made = NIOLockedValueBox<HTTPClient?>(nil)
 
     /// A transport; its client (on the shared event loop group) is made when first needed.
     public init() {}
 
     private var client: HTTPClient {
-        made.withLock { made in
+        made.withLockedValue { made in
             if let client = made { return client }
             var configuration = HTTPClient.Configuration()
             configuration.redirectConfiguration = .disallow
@@ -31,7 +31,7 @@ public final class HTTPReceiptTransport: ReceiptTransport {
 
     /// Shuts the client down, if one was made (call once, when done with the transport).
     public func shutdown() async {
-        let client = made.withLock { made -> HTTPClient? in
+        let client = made.withLockedValue { made -> HTTPClient? in
             defer { made = nil }
             return made
         }

@@ -3,7 +3,7 @@ public import Logging
 import SealedPushWire
 public import SealedPushReceiptsDatabase
 import NIOCore
-import Synchronization
+import NIOConcurrencyHelpers
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -38,7 +38,7 @@ public struct ReceiptCollector: Sendable {
 
     private func admit() -> Bool {
         let rate = Double(maxRequestsPerSecond)
-        return bucket.state.withLock { b in
+        return bucket.state.withLockedValue { b in
             let now = self.now()
             let elapsed = b.last.duration(to: now)
             let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
@@ -116,6 +116,6 @@ public struct ReceiptCollector: Sendable {
 
 /// The rate limiter's token bucket, shared by every request of one collector.
 final class RateBucket: Sendable {
-    let state: Mutex<(tokens: Double, last: ContinuousClock.Instant)>
-    init(_ tokens: Double, at start: ContinuousClock.Instant) { state = Mutex((tokens, start)) }
+    let state: NIOLockedValueBox<(tokens: Double, last: ContinuousClock.Instant)>
+    init(_ tokens: Double, at start: ContinuousClock.Instant) { state = NIOLockedValueBox((tokens, start)) }
 }

@@ -18,10 +18,10 @@ struct AsyncLimiterTests {
         let limiter = AsyncLimiter(limit: 1)
         try await limiter.acquire()
         let waiter = Task { try await limiter.acquire() }
-        #expect(await Self.eventually { limiter.state.withLock { !$0.waiters.isEmpty } }, "the second acquire never queued")
+        #expect(await Self.eventually { limiter.state.withLockedValue { !$0.waiters.isEmpty } }, "the second acquire never queued")
         waiter.cancel()
         await #expect(throws: CancellationError.self) { try await waiter.value }
-        #expect(limiter.state.withLock { $0.waiters.isEmpty })
+        #expect(limiter.state.withLockedValue { $0.waiters.isEmpty })
         #expect(limiter.held == 1)
         limiter.release()
         #expect(limiter.held == 0)
@@ -53,7 +53,7 @@ struct AsyncLimiterTests {
                 limiter.release()
             })
             // Each waiter queues before the next starts, so the queue order is 0…4.
-            #expect(await Self.eventually { limiter.state.withLock { $0.waiters.count == n + 1 } })
+            #expect(await Self.eventually { limiter.state.withLockedValue { $0.waiters.count == n + 1 } })
         }
         limiter.release()
         for task in tasks { try await task.value }
@@ -62,11 +62,11 @@ struct AsyncLimiterTests {
     }
 }
 
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// The order waiters got their slot in.
 final class Order: Sendable {
-    private let state = Mutex<[Int]>([])
-    func append(_ n: Int) { state.withLock { $0.append(n) } }
-    var values: [Int] { state.withLock { $0 } }
+    private let state = NIOLockedValueBox<[Int]>([])
+    func append(_ n: Int) { state.withLockedValue { $0.append(n) } }
+    var values: [Int] { state.withLockedValue { $0 } }
 }

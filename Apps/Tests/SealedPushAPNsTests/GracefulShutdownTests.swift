@@ -54,13 +54,13 @@ private struct ShutdownRig {
     }
 }
 
-@Suite("The local APNs as a Service: graceful shutdown", .serialized, .timeLimit(.minutes(2)))
+@Suite("The local APNs as a Service: graceful shutdown", .serialized, .timeLimit(.minutes(10)))
 struct GracefulShutdownTests {
     @Test func inFlightPushIsAnsweredThenTheGroupReturnsAndNewPushesFail() async throws {
         // A grace far longer than the latency: the group returning well before it means it waited for the
-        // stream to finish, not for the grace to run out (the bounds are loose: CI runs this under
-        // ThreadSanitizer on a loaded 2-core machine).
-        let rig = try await ShutdownRig(latency: .milliseconds(1500), grace: .seconds(60))
+        // stream to finish, not for the grace to run out (the bounds are loose: under ThreadSanitizer on
+        // CI's 2 cores this took 38 s).
+        let rig = try await ShutdownRig(latency: .milliseconds(1500), grace: .seconds(300))
         let inFlight = Task { await rig.send(1) }
         #expect(await ShutdownRig.eventually(within: .seconds(60)) { rig.server.peakConcurrentRequests >= 1 },
                 "the push never reached the server")
@@ -72,7 +72,7 @@ struct GracefulShutdownTests {
         #expect((try? answered.get()) != nil, "the push in flight must be answered 200, got \(answered)")
         try await rig.running.value
         let elapsed = ContinuousClock.now - started
-        #expect(elapsed < .seconds(30), "the group took \(elapsed) to return (the grace is 60 s)")
+        #expect(elapsed < .seconds(240), "the group took \(elapsed) to return (the grace is 300 s)")
         #expect(rig.server.openConnections == 0)
 
         let after = await rig.send(2)
@@ -81,7 +81,7 @@ struct GracefulShutdownTests {
     }
 
     @Test func streamsStillRunningWhenTheGraceEndsAreCut() async throws {
-        let rig = try await ShutdownRig(latency: .seconds(60), grace: .milliseconds(500))
+        let rig = try await ShutdownRig(latency: .seconds(300), grace: .milliseconds(500))
         let inFlight = Task { await rig.send(1) }
         #expect(await ShutdownRig.eventually(within: .seconds(60)) { rig.server.peakConcurrentRequests >= 1 },
                 "the push never reached the server")
@@ -90,7 +90,7 @@ struct GracefulShutdownTests {
         await rig.group.triggerGracefulShutdown()
         try await rig.running.value
         let elapsed = ContinuousClock.now - started
-        #expect(elapsed < .seconds(25), "the group took \(elapsed) to return with a 0.5 s grace (the push waits 60 s)")
+        #expect(elapsed < .seconds(200), "the group took \(elapsed) to return with a 0.5 s grace (the push waits 300 s)")
         #expect(rig.server.openConnections == 0)
         let cut = await inFlight.value
         #expect((try? cut.get()) == nil, "a push longer than the grace is cut, got \(cut)")
@@ -98,21 +98,22 @@ struct GracefulShutdownTests {
     }
 
     @Test func cancellingTheGroupClosesAtOnce() async throws {
-        let rig = try await ShutdownRig(latency: .seconds(60), grace: .seconds(30))
+        let rig = try await ShutdownRig(latency: .seconds(300), grace: .seconds(300))
         let inFlight = Task { await rig.send(1) }
         #expect(await ShutdownRig.eventually(within: .seconds(60)) { rig.server.peakConcurrentRequests >= 1 },
                 "the push never reached the server")
         let started = ContinuousClock.now
         rig.running.cancel()
         _ = try? await rig.running.value
-        #expect(ContinuousClock.now - started < .seconds(8))
+        // Well before the grace or the push's latency (300 s each): cancelling does not wait for either.
+        #expect(ContinuousClock.now - started < .seconds(200))
         #expect(rig.server.openConnections == 0)
         _ = await inFlight.value
         await rig.client.shutdown()
     }
 }
 
-@Suite("sealedpush-server apns serve stops on SIGTERM", .serialized, .timeLimit(.minutes(2)))
+@Suite("sealedpush-server apns serve stops on SIGTERM", .serialized, .timeLimit(.minutes(10)))
 struct APNsServeShutdownTests {
     @Test func sigtermExitsZero() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-term-\(UUID().uuidString)")
@@ -127,7 +128,7 @@ struct APNsServeShutdownTests {
         let first = try #require(server.nextLine(within: .seconds(60)), "apns serve printed nothing: \(server.stderrText)")
         #expect(first.hasPrefix("listening on https://127.0.0.1:"))
         // SIGTERM, then up to 15 s before SIGKILL: a clean exit 0, not a kill.
-        let result = server.terminate(grace: .seconds(15))
-        #expect(result.exitedNormally && result.status == 0, "apns serve must exit 0 on SIGTERM within 15 s; stderr: \(result.stderr)")
+        let result = server.terminate(grace: .seconds(60))
+        #expect(result.exitedNormally && result.status == 0, "apns serve must exit 0 on SIGTERM within 60 s; stderr: \(result.stderr)")
     }
 }

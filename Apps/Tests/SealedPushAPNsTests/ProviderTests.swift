@@ -7,25 +7,25 @@ import SealedPushAPNs
 import SealedPushAPNsCore
 import SealedPushAPNsServer
 import SealedPushTestSupport
-import Synchronization
+import NIOConcurrencyHelpers
 import Testing
 
 /// A wall clock tests move by hand (Unix seconds).
 final class TestWallClock: Sendable {
-    let seconds: Mutex<Int64>
-    init(_ start: Int64 = Int64(Date().timeIntervalSince1970)) { seconds = Mutex(start) }
-    func advance(minutes: Int64) { seconds.withLock { $0 += minutes * 60 } }
-    var now: Int64 { seconds.withLock { $0 } }
+    let seconds: NIOLockedValueBox<Int64>
+    init(_ start: Int64 = Int64(Date().timeIntervalSince1970)) { seconds = NIOLockedValueBox(start) }
+    func advance(minutes: Int64) { seconds.withLockedValue { $0 += minutes * 60 } }
+    var now: Int64 { seconds.withLockedValue { $0 } }
 }
 
 /// A clock whose sleeps return at once, counting them: backoff is checked without waiting for it.
 final class CountingClock: Clock, Sendable {
     typealias Instant = ContinuousClock.Instant
-    let sleeps = Mutex<[Duration]>([])
+    let sleeps = NIOLockedValueBox<[Duration]>([])
     var now: Instant { ContinuousClock.now }
     var minimumResolution: Duration { .nanoseconds(1) }
     func sleep(until deadline: Instant, tolerance: Duration?) async throws {
-        sleeps.withLock { $0.append(deadline - ContinuousClock.now) }
+        sleeps.withLockedValue { $0.append(deadline - ContinuousClock.now) }
     }
 }
 
@@ -105,8 +105,8 @@ struct ProviderTests {
     @Test func stopSendingReasonsSurfaceAsUnregisteredWithTheirTimestamp() async throws {
         let apns = try await LocalAPNs.start(devices: [token(1): "com.other.app"])
         apns.server.rules.unregister(token(2), at: 1_700_000_000_123)
-        let stopped = Mutex<[String: APNsReason]>([:])
-        let client = try apns.client { token, rejection in stopped.withLock { $0[token] = rejection.reason } }
+        let stopped = NIOLockedValueBox<[String: APNsReason]>([:])
+        let client = try apns.client { token, rejection in stopped.withLockedValue { $0[token] = rejection.reason } }
         for (n, reason, status) in [(1, APNsReason.deviceTokenNotForTopic, 400), (2, .unregistered, 410), (3, .badDeviceToken, 400)] {
             guard case let .failure(.rejected(rejection)) = await attempt(client, push(n)) else {
                 Issue.record("push \(n) was not refused")
@@ -117,7 +117,7 @@ struct ProviderTests {
             #expect(rejection.stopSendingToToken)
             if reason == .unregistered { #expect(rejection.timestamp == 1_700_000_000_123) }
         }
-        #expect(stopped.withLock { $0 } == [token(1): .deviceTokenNotForTopic, token(2): .unregistered, token(3): .badDeviceToken])
+        #expect(stopped.withLockedValue { $0 } == [token(1): .deviceTokenNotForTopic, token(2): .unregistered, token(3): .badDeviceToken])
         #expect(apns.server.rules.counts.rejected.values.reduce(0, +) == 3, "no refusal is retried")
         await client.shutdown()
         await apns.stop()
@@ -133,7 +133,7 @@ struct ProviderTests {
         }
         #expect([500, 503].contains(failure.status))
         #expect(apns.server.rules.counts.rejected.values.reduce(0, +) == 4, "4 tries")
-        let delays = sleeps.sleeps.withLock { $0 }
+        let delays = sleeps.sleeps.withLockedValue { $0 }
         #expect(delays.count == 3)
         // Equal jitter: each delay in [half, all] of min(cap, base·2^(n-1)) with base 10 ms, cap 80 ms.
         for (i, delay) in delays.enumerated() {

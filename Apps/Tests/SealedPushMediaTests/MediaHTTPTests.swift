@@ -1,6 +1,6 @@
 import Testing
 import Foundation
-import Synchronization
+import NIOConcurrencyHelpers
 import Hummingbird
 import Logging
 import SealedPushCrypto
@@ -288,7 +288,7 @@ func hostileServer(_ configure: @escaping @Sendable (Router<BasicRequestContext>
         let descriptor = AttachmentDescriptor(id: "x", url: base + "/endless/obj", key: SecretStream.generateKey(), type: "image/png", size: 3_000)
         let result = await AttachmentPipeline(fetcher: counting, directory: world.attachments).run(descriptor)
         if case let .failure(f) = result { #expect(f.reason == .attachmentTooLarge) } else { Issue.record("attached an endless body") }
-        #expect(counting.total.withLock { $0 } - counting.largestPiece.withLock { $0 } <= bound)
+        #expect(counting.total.withLockedValue { $0 } - counting.largestPiece.withLockedValue { $0 } <= bound)
         try await counting.inner.shutdown()
         #expect(sentBytes.total >= 0)
 
@@ -309,8 +309,8 @@ func hostileServer(_ configure: @escaping @Sendable (Router<BasicRequestContext>
 /// Counts the body bytes a fetcher hands out.
 final class CountingFetcher: AttachmentFetcher {
     let inner: HTTPAttachmentFetcher
-    let total = Mutex<Int>(0)
-    let largestPiece = Mutex<Int>(0)
+    let total = NIOLockedValueBox<Int>(0)
+    let largestPiece = NIOLockedValueBox<Int>(0)
     init(_ inner: HTTPAttachmentFetcher) { self.inner = inner }
 
     struct Body: AttachmentByteStream {
@@ -319,8 +319,8 @@ final class CountingFetcher: AttachmentFetcher {
         func next() async throws -> [UInt8]? {
             let piece = try await inner.next()
             if let piece {
-                owner.total.withLock { $0 += piece.count }
-                owner.largestPiece.withLock { $0 = max($0, piece.count) }
+                owner.total.withLockedValue { $0 += piece.count }
+                owner.largestPiece.withLockedValue { $0 = max($0, piece.count) }
             }
             return piece
         }
@@ -336,7 +336,7 @@ final class CountingFetcher: AttachmentFetcher {
 
 /// Bytes a hostile server wrote.
 final class SentCounter: Sendable {
-    let value = Mutex<Int>(0)
-    func add(_ n: Int) { value.withLock { $0 += n } }
-    var total: Int { value.withLock { $0 } }
+    let value = NIOLockedValueBox<Int>(0)
+    func add(_ n: Int) { value.withLockedValue { $0 += n } }
+    var total: Int { value.withLockedValue { $0 } }
 }
