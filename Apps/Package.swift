@@ -34,6 +34,8 @@ let package = Package(
         .library(name: "SealedPushReceiptCollector", targets: ["SealedPushReceiptCollector"]),
         /// The development media server.
         .library(name: "SealedPushMediaServer", targets: ["SealedPushMediaServer"]),
+        /// The push gateway (gateway v1): registry, durable queue, delivery, receipts, its HTTP API.
+        .library(name: "SealedPushGateway", targets: ["SealedPushGateway"]),
         /// The commands of both executables, as libraries (tests and the benchmarks call them in-process).
         .library(name: "SealedPushCLI", targets: ["SealedPushCLI"]),
     ],
@@ -52,6 +54,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/vapor/sqlite-nio", from: "1.13.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // The provider client: APNsClient over AsyncHTTPClient (HTTP/2), ES256 provider tokens (swift-crypto),
@@ -143,6 +148,33 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // `sealedpush-server gateway`: the push gateway (gateway v1): the store (SQLite through sqlite-nio),
+        // the HTTP API (Hummingbird), the delivery worker over the provider client, metrics (swift-metrics
+        // into swift-prometheus).
+        .target(
+            name: "SealedPushGateway",
+            dependencies: [
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                "SealedPushAPNs",
+                .product(name: "SealedPushAPNsCore", package: "SealedPush"),
+                .product(name: "SealedPushSender", package: "SealedPush"),
+                .product(name: "SealedPushKeychain", package: "SealedPush"),
+                .product(name: "SealedPushWire", package: "SealedPush"),
+                .product(name: "SealedPushCrypto", package: "SealedPush"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "SQLiteNIO", package: "sqlite-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            exclude: ["openapi.json", "generate-openapi-swift.py"],
+            swiftSettings: strict
+        ),
         // The light CLI's commands (keys, sender, trust, seal, send, device) and what both executables share
         // (options, argument types, errors in the user's terms, logging). Links no HTTP server.
         .target(
@@ -168,7 +200,7 @@ let package = Package(
             name: "SealedPushServerCLI",
             dependencies: [
                 "SealedPushCLI", "SealedPushAPNs", "SealedPushAPNsServer", "SealedPushMediaServer", "SealedPushReceiptCollector",
-                "SealedPushReceiptsDatabase", "SealedPushDeviceHTTP",
+                "SealedPushReceiptsDatabase", "SealedPushDeviceHTTP", "SealedPushGateway",
                 .product(name: "SealedPushCrypto", package: "SealedPush"),
                 .product(name: "SealedPushWire", package: "SealedPush"),
                 .product(name: "SealedPushSender", package: "SealedPush"),
@@ -245,6 +277,27 @@ let package = Package(
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
             exclude: ["receipt_endpoint.py"],
+            swiftSettings: strict
+        ),
+        // The gateway over real loopback sockets: against the local APNs with simulated phones, as a process.
+        .testTarget(
+            name: "SealedPushGatewayTests",
+            dependencies: [
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                "sealedpush-server", "SealedPushGateway", "SealedPushAPNs", "SealedPushAPNsServer", "SealedPushDeviceHTTP",
+                .product(name: "SealedPushAPNsCore", package: "SealedPush"),
+                .product(name: "SealedPushDevice", package: "SealedPush"),
+                .product(name: "SealedPushKeychain", package: "SealedPush"),
+                .product(name: "SealedPushWire", package: "SealedPush"),
+                .product(name: "SealedPushCrypto", package: "SealedPush"),
+                .product(name: "SealedPushTestSupport", package: "SealedPush"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            exclude: ["run_schemathesis.py"],
             swiftSettings: strict
         ),
         // The provider against the local APNs over loopback, the CLI's send and apns serve end to end.

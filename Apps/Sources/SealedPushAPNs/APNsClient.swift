@@ -357,7 +357,7 @@ final class ProviderTokenCache: Sendable {
 
 /// A counting semaphore for async code: at most `limit` holders at once, waiters served in order. A
 /// waiter whose task is cancelled leaves the queue and throws `CancellationError` without taking a slot.
-final class AsyncLimiter: Sendable {
+package final class AsyncLimiter: Sendable {
     struct State {
         var held = 0
         var nextID = 0
@@ -371,11 +371,11 @@ final class AsyncLimiter: Sendable {
     let limit: Int
     let state = NIOLockedValueBox(State())
 
-    init(limit: Int) { self.limit = limit }
+    package init(limit: Int) { self.limit = limit }
 
     /// Takes a slot, waiting for one when all are held; throws `CancellationError` if the task is
     /// cancelled first (no slot is then held).
-    func acquire() async throws {
+    package func acquire() async throws {
         try Task.checkCancellation()
         let id = state.withLockedValue { s -> Int in
             defer { s.nextID += 1 }
@@ -412,7 +412,7 @@ final class AsyncLimiter: Sendable {
     }
 
     /// Gives a slot back; it passes straight to the first waiter, if any.
-    func release() {
+    package func release() {
         let next = state.withLockedValue { s -> CheckedContinuation<Void, any Error>? in
             if s.waiters.isEmpty {
                 s.held -= 1
@@ -424,5 +424,5 @@ final class AsyncLimiter: Sendable {
     }
 
     /// Slots held now (for tests).
-    var held: Int { state.withLockedValue { $0.held } }
+    package var held: Int { state.withLockedValue { $0.held } }
 }

@@ -13,7 +13,7 @@ package struct SealedPushServerCommand: AsyncParsableCommand {
             plays the device.
             """,
         version: "0.1.0",
-        subcommands: [APNsCommand.self, MediaCommand.self, ReceiptsCommand.self, DemoCommand.self]
+        subcommands: [APNsCommand.self, MediaCommand.self, ReceiptsCommand.self, GatewayCommand.self, DemoCommand.self]
     )
 
     package init() {}

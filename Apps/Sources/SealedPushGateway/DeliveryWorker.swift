@@ -1,0 +1,239 @@
+public import ServiceLifecycle
+import SealedPushAPNs
+import SealedPushAPNsCore
+import Logging
+
+/// The gateway's delivery worker (gateway v1 §6), a service: per app, claims due deliveries in batches under
+/// a lease, sends each through the app's APNs client (at most `max_in_flight` at once), and writes each
+/// attempt's outcome under the claim's lease generation. On graceful shutdown it stops taking messages
+/// (the API answers `503`), finishes the attempts in flight within `drainTimeout`, hands back the rest, and
+/// returns.
+public struct DeliveryWorker: Service {
+    let gateway: Gateway
+
+    /// A worker for `gateway`.
+    public init(gateway: Gateway) { self.gateway = gateway }
+
+    /// Runs until graceful shutdown.
+    public func run() async throws {
+        await withGracefulShutdownHandler {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await self.monitorQueue() }
+                group.addTask { await self.deliverAll() }
+                await group.next()
+                group.cancelAll()
+            }
+        } onGracefulShutdown: {
+            gateway.beginDraining()
+        }
+    }
+
+    var isDraining: Bool { gateway.draining.withLockedValue { $0 } }
+
+    /// Runs one loop per app; after a reload, the loops of the new apps.
+    func deliverAll() async {
+        while !isDraining, !Task.isCancelled {
+            let generation = gateway.appsGeneration.withLockedValue { $0 }
+            let apps = gateway.apps
+            await withTaskGroup(of: Void.self) { group in
+                for app in apps.values { group.addTask { await self.deliver(app, generation: generation) } }
+            }
+            if apps.isEmpty { try? await Task.sleep(for: .milliseconds(200)) }
+        }
+    }
+
+    /// Counts the queue each second: each app's `queued` (for `max_queue`) and the queue gauges.
+    func monitorQueue() async {
+        while !Task.isCancelled {
+            if let depths = try? await gateway.store.queueDepths() {
+                let now = gateway.now
+                for app in gateway.apps.values {
+                    let depth = depths[app.config.id] ?? QueueDepth(queued: 0, oldestCreatedAt: nil)
+                    app.queued.withLockedValue { $0 = depth.queued }
+                    gateway.metrics.queue(app: app.config.id, depth: depth.queued,
+                                          oldestSeconds: depth.oldestCreatedAt.map { Double(max(0, now - $0)) / 1000 } ?? 0)
+                }
+            }
+            try? await Task.sleep(for: .seconds(1))
+        }
+    }
+
+    /// One app's loop: claim what is due and fits in the free slots, send each in a child task, wait for a
+    /// wake-up (a new message, a finished attempt) or the next due time.
+    func deliver(_ app: AppRuntime, generation: Int) async {
+        let options = gateway.options
+        await withDiscardingTaskGroup { group in
+            while !isDraining, !Task.isCancelled, gateway.appsGeneration.withLockedValue({ $0 }) == generation {
+                if app.pausedReason.withLockedValue({ $0 }) != nil {
+                    await app.wake.wait(upTo: .seconds(1))
+                    continue
+                }
+                let free = app.config.maxInFlight - app.inFlight.held
+                guard free > 0 else {
+                    await app.wake.wait(upTo: .seconds(1))
+                    continue
+                }
+                let now = gateway.now
+                let claims: [ClaimedDelivery]
+                do {
+                    claims = try await gateway.store.claimDue(app: app.config.id, now: now, leaseUntil: now + options.lease.milliseconds,
+                                                             limit: min(free, options.claimBatch))
+                } catch {
+                    gateway.logger.error("cannot claim deliveries; retrying in 1 s",
+                                         metadata: ["app": "\(app.config.id)", "error": "\(String(describing: type(of: error)))"])
+                    await app.wake.wait(upTo: .seconds(1))
+                    continue
+                }
+                if claims.isEmpty {
+                    let next = try? await gateway.store.nextDue(app: app.config.id)
+                    let wait = next.map { max(1, min(1000, $0 - gateway.now)) } ?? 1000
+                    await app.wake.wait(upTo: .milliseconds(wait))
+                    continue
+                }
+                for claim in claims {
+                    do { try await app.inFlight.acquire() } catch {
+                        _ = try? await gateway.store.complete(claim, outcome: .handBack, unregisteredAt: nil, now: gateway.now)
+                        continue
+                    }
+                    group.addTask {
+                        await self.attempt(claim, app: app)
+                        app.inFlight.release()
+                        app.wake.notify()
+                    }
+                }
+            }
+            // Draining: attempts in flight get `drainTimeout` to finish, then are cancelled and handed back.
+            if isDraining {
+                let deadline = ContinuousClock.now + options.drainTimeout
+                while app.inFlight.held > 0, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
+                if app.inFlight.held > 0 {
+                    gateway.logger.warning("attempts still in flight at the drain deadline are handed back",
+                                           metadata: ["app": "\(app.config.id)", "count": "\(app.inFlight.held)"])
+                    group.cancelAll()
+                }
+            }
+        }
+    }
+
+    /// Sends one claimed delivery and writes what came of it.
+    func attempt(_ claim: ClaimedDelivery, app: AppRuntime) async {
+        let now = gateway.now
+        let deliverOnce = claim.apnsExpiration == 0
+        if (deliverOnce && claim.attempts > 0) || (!deliverOnce && now >= claim.expiresAt) {
+            await write(claim, app: app, .final(.expired, status: nil, reason: "ttl_expired", attempted: false))
+            return
+        }
+        guard let client = app.clients[claim.environment] else {
+            await write(claim, app: app, .handBack)
+            return
+        }
+        let push = APNsPush(deviceToken: claim.apnsToken, payload: claim.payload, pushType: .alert, priority: claim.priority,
+                            topic: app.config.topic, expiration: claim.apnsExpiration, collapseID: claim.collapseID, apnsID: claim.apnsID)
+        let start = ContinuousClock.now
+        let outcome: AttemptOutcome
+        var unregisteredAt: Int64?
+        do {
+            _ = try await client.send(push)
+            gateway.metrics.apnsRequest(app: app.config.id, status: "200", reason: "", duration: start.duration(to: .now))
+            outcome = .accepted(status: 200)
+        } catch {
+            let (status, reason) = Self.describe(error)
+            gateway.metrics.apnsRequest(app: app.config.id, status: status.map(String.init) ?? "none", reason: reason, duration: start.duration(to: .now))
+            if case let .rejected(rejection) = error, rejection.status == 410 { unregisteredAt = rejection.timestamp }
+            outcome = classify(error, claim: claim, cancelled: Task.isCancelled && isDraining)
+            if case let .paused(_, why) = outcome { pause(app, why) }
+        }
+        await write(claim, app: app, outcome, unregisteredAt: unregisteredAt)
+    }
+
+    func write(_ claim: ClaimedDelivery, app: AppRuntime, _ outcome: AttemptOutcome, unregisteredAt: Int64? = nil) async {
+        do {
+            let changed = try await gateway.store.complete(claim, outcome: outcome, unregisteredAt: unregisteredAt, now: gateway.now)
+            guard changed else { return }
+            switch outcome {
+            case .accepted: gateway.metrics.delivery(app: app.config.id, state: .accepted)
+            case let .final(state, _, _, _): gateway.metrics.delivery(app: app.config.id, state: state)
+            case .retry, .paused, .handBack: break
+            }
+        } catch {
+            // The lease lapses and the delivery is tried again: at least once.
+            gateway.logger.error("cannot record an attempt's outcome; the delivery will be tried again when its lease lapses",
+                                 metadata: ["app": "\(app.config.id)", "error": "\(String(describing: type(of: error)))"])
+        }
+    }
+
+    func pause(_ app: AppRuntime, _ reason: String) {
+        let first = app.pausedReason.withLockedValue { r -> Bool in
+            defer { r = reason }
+            return r == nil
+        }
+        gateway.metrics.paused(app: app.config.id, true)
+        if first {
+            gateway.logger.error("APNs refused this app's credentials; its deliveries stay queued until the key, topic or certificate is fixed and the configuration reloaded (SIGHUP)",
+                                 metadata: ["app": "\(app.config.id)", "reason": "\(reason)"])
+        }
+    }
+
+    /// The status and reason an error is counted under.
+    static func describe(_ error: APNsError) -> (Int?, String) {
+        switch error {
+        case let .rejected(r): (r.status, "\(r.reason)")
+        case .timedOut: (nil, "timeout")
+        case .connection: (nil, "connection")
+        case .untrustedServer: (nil, "untrusted_server")
+        case .authKey: (nil, "auth_key")
+        case .invalidRequest: (nil, "invalid_request")
+        case .shutDown: (nil, "shutdown")
+        }
+    }
+
+    /// What an APNs error means for the delivery (gateway v1 §6).
+    func classify(_ error: APNsError, claim: ClaimedDelivery, cancelled: Bool) -> AttemptOutcome {
+        let (status, reason) = Self.describe(error)
+        switch error {
+        case .shutDown:
+            return .handBack
+        case .timedOut, .connection:
+            return cancelled ? .handBack : retry(claim, status: nil, reason: reason)
+        case .untrustedServer, .authKey:
+            return .paused(status: nil, reason: reason)
+        case .invalidRequest:
+            return .final(.rejected, status: nil, reason: reason, attempted: false)
+        case let .rejected(r):
+            switch r.reason {
+            case .unregistered, .expiredToken, .badDeviceToken, .deviceTokenNotForTopic:
+                return .final(.unregistered, status: status, reason: reason, attempted: true)
+            case .invalidProviderToken, .badCertificate, .badCertificateEnvironment, .forbidden, .topicDisallowed,
+                 .missingProviderToken, .unrelatedKeyIDInToken, .badEnvironmentKeyIDInToken:
+                return .paused(status: status, reason: reason)
+            case .expiredProviderToken, .tooManyRequests, .tooManyProviderTokenUpdates, .internalServerError, .serviceUnavailable, .shutdown:
+                return retry(claim, status: status, reason: reason)
+            default:
+                if r.status == 410 { return .final(.unregistered, status: status, reason: reason, attempted: true) }
+                if [429, 500, 503].contains(r.status) { return retry(claim, status: status, reason: reason) }
+                return .final(.rejected, status: status, reason: reason, attempted: true)
+            }
+        }
+    }
+
+    /// The next attempt after exponential backoff with equal jitter, or `expired` when that would be past
+    /// `expires_at` (or the message was `ttl: 0`).
+    func retry(_ claim: ClaimedDelivery, status: Int?, reason: String) -> AttemptOutcome {
+        let options = gateway.options
+        let base = max(1, options.baseRetryDelay.milliseconds)
+        let cap = max(base, options.maxRetryDelay.milliseconds)
+        let exponent = min(claim.attempts, 30)
+        let full = min(cap, base << Int64(exponent))
+        let delay = full / 2 + Int64.random(in: 0...(full - full / 2))
+        let at = gateway.now + delay
+        if claim.apnsExpiration == 0 || at >= claim.expiresAt {
+            return .final(.expired, status: status, reason: "ttl_expired", attempted: true)
+        }
+        return .retry(at: at, status: status, reason: reason)
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds.
+    var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
+}

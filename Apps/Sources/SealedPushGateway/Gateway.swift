@@ -1,0 +1,368 @@
+public import Logging
+import SealedPushAPNs
+import SealedPushAPNsCore
+import SealedPushSender
+import SealedPushWire
+import SealedPushCrypto
+import NIOConcurrencyHelpers
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// How the gateway retries, leases and limits; the defaults suit production, tests shorten them.
+public struct GatewayOptions: Sendable {
+    /// The wall clock.
+    public var clock: GatewayClock = .system
+    /// The delay before the second attempt; each further attempt doubles it (equal jitter), up to `maxRetryDelay`.
+    public var baseRetryDelay: Duration = .seconds(1)
+    /// The longest delay between attempts.
+    public var maxRetryDelay: Duration = .seconds(300)
+    /// How long a claimed attempt is leased (longer than the APNs request timeout).
+    public var lease: Duration = .seconds(60)
+    /// How long shutdown waits for attempts in flight before handing them back.
+    public var drainTimeout: Duration = .seconds(10)
+    /// The most devices a user holds per app (gateway v1 §4).
+    public var maxDevicesPerUser = 100
+    /// Requests per second per source address on the device endpoints.
+    public var deviceRateLimit = 50
+    /// Makes each app's APNs clients.
+    public var makeAPNsClient: APNsSenderFactory = AppRuntime.makeAPNsClient
+    /// Deliveries claimed per query.
+    public var claimBatch = 256
+
+    /// The defaults.
+    public init() {}
+}
+
+/// The push gateway (gateway v1): the registry, the queue, delivery and receipts over a `GatewayStore`, with
+/// its HTTP API (`GatewayHTTP`) and its worker (`DeliveryWorker`) as services.
+public final class Gateway: Sendable {
+    /// The configuration it was started (or last reloaded) with.
+    public var configuration: GatewayConfiguration { state.withLockedValue { $0.configuration } }
+    /// Where state lives.
+    public let store: any GatewayStore
+    /// The metrics `/metrics` prints.
+    public let metrics = GatewayMetrics()
+    let options: GatewayOptions
+    let logger: Logger
+    let idempotencyKey: [UInt8]
+    let state: NIOLockedValueBox<(configuration: GatewayConfiguration, apps: [String: AppRuntime])>
+    /// Set on SIGTERM: new messages get 503.
+    let draining = NIOLockedValueBox(false)
+    /// Idempotency keys being handled now (app + key).
+    let keysInFlight = NIOLockedValueBox<Set<String>>([])
+    let sourceLimiter: SourceRateLimiter
+    /// Bumped on reload so the worker restarts its per-app loops.
+    let appsGeneration = NIOLockedValueBox(0)
+
+    /// A gateway over `store` for `configuration`.
+    public init(configuration: GatewayConfiguration, store: any GatewayStore, options: GatewayOptions = GatewayOptions(),
+                logger: Logger) async throws {
+        self.store = store
+        self.options = options
+        self.logger = logger
+        idempotencyKey = try await store.idempotencySecret()
+        sourceLimiter = SourceRateLimiter(perSecond: options.deviceRateLimit)
+        var apps: [String: AppRuntime] = [:]
+        for app in configuration.apps {
+            apps[app.id] = try AppRuntime(config: app, makeClient: options.makeAPNsClient, logger: logger)
+        }
+        state = NIOLockedValueBox((configuration, apps))
+        for warning in configuration.warnings { logger.warning("\(warning)") }
+    }
+
+    /// Opens the store a configuration names and makes a gateway over it.
+    public static func open(configuration: GatewayConfiguration, options: GatewayOptions = GatewayOptions(), logger: Logger) async throws -> Gateway {
+        let store: any GatewayStore
+        switch configuration.database {
+        case let .sqlite(path):
+            store = try await SQLiteGatewayStore.open(path: path, logger: logger)
+        case .postgres:
+            throw GatewayConfigurationError("/database", "PostgreSQL is not supported by this build yet; use \"sqlite:PATH\" (one instance)")
+        }
+        do { return try await Gateway(configuration: configuration, store: store, options: options, logger: logger) } catch {
+            await store.close()
+            throw error
+        }
+    }
+
+    /// The running apps.
+    var apps: [String: AppRuntime] { state.withLockedValue { $0.apps } }
+
+    /// Replaces the apps and their keys from a re-read configuration (SIGHUP); listen addresses and the
+    /// database stay as started. A configuration that does not load leaves the running one in place.
+    public func reload(_ configuration: GatewayConfiguration) async throws {
+        var apps: [String: AppRuntime] = [:]
+        for app in configuration.apps {
+            apps[app.id] = try AppRuntime(config: app, makeClient: options.makeAPNsClient, logger: logger)
+        }
+        let old = state.withLockedValue { s -> [String: AppRuntime] in
+            let old = s.apps
+            s = (configuration, apps)
+            return old
+        }
+        appsGeneration.withLockedValue { $0 += 1 }
+        for app in old.values { app.wake.notify() }
+        logger.notice("configuration reloaded", metadata: ["apps": "\(apps.count)"])
+        Task {
+            try? await Task.sleep(for: .seconds(15))  // attempts in flight on the old clients finish first
+            for app in old.values { await app.shutdown() }
+        }
+    }
+
+    /// Stops taking messages (`503`) and wakes the worker's loops so they drain.
+    func beginDraining() {
+        draining.withLockedValue { $0 = true }
+        for app in apps.values { app.wake.notify() }
+    }
+
+    /// Shuts down every app's APNs clients and closes the store.
+    public func close() async {
+        for app in apps.values { await app.shutdown() }
+        await store.close()
+    }
+
+    var now: Int64 { options.clock.milliseconds() }
+
+    /// How long an idempotency key's answer is replayed (gateway v1 §5): 24 hours.
+    static let idempotencyWindow: Int64 = 24 * 3600 * 1000
+
+    /// `/readyz`: ready when the database answers and the gateway is not draining; the body lists each app's state.
+    func readiness() async -> (Bool, JSONObject) {
+        var database = "ok"
+        do { try await store.ping() } catch { database = "unreachable" }
+        let isDraining = draining.withLockedValue { $0 }
+        let states: [JSONValue] = apps.values.sorted { $0.config.id < $1.config.id }.map { app in
+            let paused = app.pausedReason.withLockedValue { $0 }
+            var o = JSONObject([("id", .string(app.config.id)), ("state", .string(paused == nil ? "sending" : "paused"))])
+            if let paused { o["reason"] = .string(paused) }
+            return .object(o)
+        }
+        let ready = database == "ok" && !isDraining
+        return (ready, JSONObject([("status", .string(ready ? "ready" : isDraining ? "draining" : "database unreachable")),
+                                   ("database", .string(database)), ("apps", .array(states))]))
+    }
+
+    // MARK: Authentication (gateway v1 §2)
+
+    /// The app a bearer key opens for `appID` with one of `scopes`, or the problem to answer.
+    func authorize(bearer: String?, appID: String, anyOf scopes: Set<Scope>) throws(Problem) -> AppRuntime {
+        guard let bearer, !bearer.isEmpty else { throw Problem.unauthorized() }
+        let digest = Digests.sha256(Array(bearer.utf8))
+        var owner: (app: AppRuntime, entry: APIKeyEntry)?
+        for app in apps.values {
+            for entry in app.config.apiKeys where constantTimeEquals(entry.sha256, digest) { owner = (app, entry) }
+        }
+        guard let owner else { throw Problem.unauthorized() }
+        guard owner.app.config.id == appID else {
+            throw Problem.forbidden("this API key belongs to another app; use a key configured for the app in the path")
+        }
+        guard !owner.entry.scopes.isDisjoint(with: scopes) else {
+            let names = scopes.map(\.rawValue).sorted().joined(separator: " or ")
+            throw Problem.forbidden("this API key lacks the scope this route needs (\(names)); add it to the key's scopes in the configuration")
+        }
+        return owner.app
+    }
+
+    // MARK: Devices (gateway v1 §4)
+
+    func registerDevice(app: AppRuntime, deviceID: String, body: JSONObject) async throws -> (JSONObject, created: Bool) {
+        let registration = try DeviceRegistration(body)
+        let t = now
+        let record = DeviceRecord(
+            app: app.config.id, deviceID: deviceID, userID: registration.userID, apnsToken: registration.token,
+            environment: registration.environment, keyRecord: JSON.serialize(.object(registration.keyRecord)),
+            keyID: registration.record.keyID.hex, state: .active, createdAt: t, updatedAt: t, registeredAt: t,
+            unregisteredAt: nil, unregisteredReason: nil, tokenReassigned: false, lastReport: nil)
+        do {
+            let (stored, created) = try await store.putDevice(record, maxDevicesPerUser: options.maxDevicesPerUser)
+            return (Self.json(stored), created)
+        } catch DeviceRegistrationRefusal.tooManyDevices(let limit) {
+            throw Problem.conflict("this user already holds \(limit) devices in this app; delete one (DELETE …/devices/{device_id}) first")
+        }
+    }
+
+    static func json(_ d: DeviceRecord) -> JSONObject {
+        JSONObject([
+            ("device_id", .string(d.deviceID)), ("user_id", .string(d.userID)), ("environment", .string(d.environment.rawValue)),
+            ("key_id", .string(d.keyID)), ("state", .string(d.state.rawValue)), ("apns_token_suffix", .string(String(d.apnsToken.suffix(8)))),
+            ("created_at", GatewayTime.json(d.createdAt)), ("updated_at", GatewayTime.json(d.updatedAt)),
+            ("unregistered_at", GatewayTime.json(d.unregisteredAt)), ("unregistered_reason", d.unregisteredReason.map { .string($0) } ?? .null),
+            ("token_reassigned", .bool(d.tokenReassigned)),
+            ("last_report", d.lastReport.map { r in
+                .object(JSONObject([("reason", .string(r.reason)), ("kid", r.kid.map { .string($0) } ?? .null),
+                                    ("count", .int(Int64(r.count))), ("at", GatewayTime.json(r.at))]))
+            } ?? .null),
+        ])
+    }
+
+    static func json(_ d: DeliveryRecord) -> JSONObject {
+        JSONObject([
+            ("delivery_id", .string(d.deliveryID)), ("device_id", .string(d.deviceID)), ("state", .string(d.state.rawValue)),
+            ("attempts", .int(Int64(d.attempts))), ("apns_id", d.sentOnce ? .string(d.apnsID) : .null),
+            ("apns_status", d.apnsStatus.map { .int(Int64($0)) } ?? .null), ("reason", d.reason.map { .string($0) } ?? .null),
+            ("updated_at", GatewayTime.json(d.updatedAt)), ("next_attempt_at", GatewayTime.json(d.state == .queued ? d.nextAttemptAt : nil)),
+            ("accepted_at", GatewayTime.json(d.acceptedAt)), ("delivered_at", GatewayTime.json(d.deliveredAt)), ("seq", .int(d.seq)),
+        ])
+    }
+
+    // MARK: Messages (gateway v1 §5)
+
+    /// Checks, seals and queues a message; the 202 body. Throws a `Problem` for anything the caller must fix.
+    func sendMessage(app: AppRuntime, body: JSONObject, idempotency: (key: String, hmac: [UInt8])?) async throws -> [UInt8] {
+        guard !draining.withLockedValue({ $0 }) else { throw Problem.unavailable("the gateway is shutting down; retry against another instance or later") }
+        let request = try MessageRequest(body)
+        let appID = app.config.id
+        var devices: [DeviceRecord]
+        var skipped: [(String, String)] = []
+        switch request.to {
+        case let .user(user):
+            devices = try await store.userDevices(app: appID, userID: user)
+            if devices.isEmpty, try await !store.userIsKnown(app: appID, userID: user) {
+                throw Problem.notFound("no device was ever registered for this user in this app; register one with PUT …/devices/{device_id}")
+            }
+        case let .users(users):
+            devices = []
+            var seen = Set<String>()
+            for user in users where seen.insert(user).inserted { devices += try await store.userDevices(app: appID, userID: user) }
+        case let .devices(ids):
+            var unique: [String] = []
+            var seen = Set<String>()
+            for id in ids where seen.insert(id).inserted { unique.append(id) }
+            let found = try await store.devices(app: appID, ids: unique)
+            let byID = Dictionary(found.map { ($0.deviceID, $0) }, uniquingKeysWith: { a, _ in a })
+            devices = []
+            for id in unique {
+                if let d = byID[id] { devices.append(d) } else { skipped.append((id, "unknown_device")) }
+            }
+        }
+        var targets: [DeviceRecord] = []
+        for d in devices {
+            if d.state == .unregistered { skipped.append((d.deviceID, "unregistered")) } else { targets.append(d) }
+        }
+        let queued = app.queued.withLockedValue { $0 }
+        guard queued + targets.count <= app.config.maxQueue else {
+            throw Problem.unavailable("this app's queue is full (\(app.config.maxQueue) deliveries); retry later", retryAfter: 30)
+        }
+        let created = now
+        let issuedAt = created / 1000
+        let messageID = makeMessageID()
+        let expiresAt = created + request.ttl * 1000
+        var message = SecretMessage(title: request.title, subtitle: request.subtitle, body: request.body, threadID: request.threadID,
+                                    category: request.category, badge: request.badge, sound: request.sound, data: request.data)
+        message.messageID = messageID
+        message.expiry = request.ttl == 0 ? .deliverOnce : .at(issuedAt + request.ttl)
+        message.topic = app.config.topic
+        if request.receipt { message.receiptURL = configuration.publicURL + "/v1/receipts" }
+        var deliveries: [NewDelivery] = []
+        for device in targets {
+            guard let record = try? DeviceKeyRecord(jsonBytes: device.keyRecord) else { continue }
+            let sealed: SealedNotification
+            do { sealed = try app.sender.seal(message, to: record) } catch {
+                throw sealProblem(error, request: request, message: message, record: record, app: app)
+            }
+            let deliveryID = "d_" + makeMessageID()
+            deliveries.append(NewDelivery(
+                deliveryID: deliveryID, deviceID: device.deviceID, apnsToken: device.apnsToken, environment: device.environment,
+                payload: sealed.payload, receiptTokenSHA256: sealed.receipt.map { Digests.sha256(Array($0.token.utf8)) },
+                priority: request.priority, collapseID: request.collapseID ?? deliveryID,
+                apnsExpiration: request.ttl == 0 ? 0 : expiresAt / 1000, apnsID: UUID().uuidString.lowercased()))
+        }
+        var answer = JSONObject([
+            ("message_id", .string(messageID)), ("created_at", GatewayTime.json(created)), ("expires_at", GatewayTime.json(expiresAt)),
+            ("deliveries", .array(deliveries.map { d in
+                .object(JSONObject([("delivery_id", .string(d.deliveryID)), ("device_id", .string(d.deviceID)), ("state", "queued")]))
+            })),
+        ])
+        answer["skipped"] = .array(skipped.map { .object(JSONObject([("device_id", .string($0.0)), ("reason", .string($0.1))])) })
+        let bytes = JSON.serialize(.object(answer))
+        try await store.insertMessage(
+            NewMessage(app: appID, messageID: messageID, createdAt: created, expiresAt: expiresAt, deliveries: deliveries),
+            idempotency: idempotency.map { ($0.key, IdempotentAnswer(bodyHMAC: $0.hmac, status: 202, body: bytes, createdAt: created)) })
+        app.queued.withLockedValue { $0 += deliveries.count }
+        metrics.message(app: appID)
+        metrics.delivery(app: appID, state: .queued, count: deliveries.count)
+        if !deliveries.isEmpty { app.wake.notify() }
+        return bytes
+    }
+
+    /// A sealing refusal as a problem; for a message too large, the largest `body` that fits with the other members as sent.
+    func sealProblem(_ error: SenderError, request: MessageRequest, message: SecretMessage, record: DeviceKeyRecord, app: AppRuntime) -> Problem {
+        guard case .sealing(.payloadTooLarge) = error else {
+            return Problem.invalidField("", "the message cannot be sealed: check title, body, data and sound")
+        }
+        var low = 0, high = request.body.utf8.count
+        let scalars = Array(request.body.unicodeScalars)
+        func fits(_ n: Int) -> Bool {
+            var m = message
+            var text = ""
+            var bytes = 0
+            for s in scalars {
+                let w = String(s).utf8.count
+                if bytes + w > n { break }
+                text.unicodeScalars.append(s)
+                bytes += w
+            }
+            m.body = text
+            do { _ = try app.sender.seal(m, to: record) } catch {
+                if case .sealing(.payloadTooLarge) = error { return false }
+            }
+            return true  // sealed, or refused for another reason than size (an empty body)
+        }
+        guard fits(0) else {
+            return Problem.tooLarge("the message does not fit APNs's 4096 bytes once sealed even with an empty body; shorten title, subtitle, data or the other members",
+                                    field: "/body")
+        }
+        while low < high {
+            let mid = (low + high + 1) / 2
+            if fits(mid) { low = mid } else { high = mid - 1 }
+        }
+        return Problem.tooLarge("the message does not fit APNs's 4096 bytes once sealed; with the other members as sent, body may hold at most \(low) bytes (UTF-8)",
+                                field: "/body")
+    }
+
+    func messageJSON(app: AppRuntime, messageID: String) async throws -> JSONObject {
+        guard let m = try await store.message(app: app.config.id, messageID: messageID) else {
+            throw Problem.notFound("no message with this id in this app (records are kept ttl + 7 days)")
+        }
+        return JSONObject([
+            ("message_id", .string(messageID)), ("created_at", GatewayTime.json(m.createdAt)), ("expires_at", GatewayTime.json(m.expiresAt)),
+            ("deliveries", .array(m.deliveries.map { .object(Self.json($0)) })),
+        ])
+    }
+
+    // MARK: Device endpoints (gateway v1 §6, receipts v1)
+
+    /// The status for a receipt (on `v1/receipts`) or failure report (on `v1/reports`) body; the other kind is 400.
+    func deviceEndpoint(body: [UInt8], path: String) async -> Int {
+        guard let (message, _) = ReceiptMessage.parse(body) else { return 400 }
+        do {
+            switch message {
+            case let .delivered(id, token, _, _):
+                guard path == "v1/receipts" else { return 400 }
+                switch try await store.recordReceipt(messageID: id, tokenSHA256: Digests.sha256(Array(token.utf8)), now: now) {
+                case let .matched(app, changed):
+                    metrics.receipt(app: app, type: "delivered", reason: "matched")
+                    if changed { metrics.delivery(app: app, state: .delivered) }
+                    return 204
+                case .unknownID:
+                    metrics.receipt(app: "unknown", type: "delivered", reason: "unknown_id")
+                    return 404
+                case .wrongToken:
+                    metrics.receipt(app: "unknown", type: "delivered", reason: "wrong_token")
+                    return 403
+                }
+            case let .failed(reason, kid, _, count):
+                guard path == "v1/reports" else { return 400 }
+                let apps = try await store.recordReport(kid: kid?.hex, reason: reason.rawValue, count: min(count, 10_000), now: now)
+                for app in apps.isEmpty ? ["unknown"] : apps { metrics.receipt(app: app, type: "failed", reason: reason.rawValue) }
+                return 202
+            }
+        } catch {
+            logger.error("receipt not stored", metadata: ["error": "\(String(describing: type(of: error)))"])
+            return 503
+        }
+    }
+}

@@ -1,0 +1,358 @@
+import SealedPushWire
+import SealedPushCrypto
+import SealedPushAPNs
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// Why a gateway configuration cannot be used; names the member (a JSON pointer) and what to do, never a secret.
+public struct GatewayConfigurationError: Error, CustomStringConvertible, Sendable, Equatable {
+    /// The member at fault, as a JSON pointer into the file (`/apps/0/apns/auth_key`); empty for the whole file.
+    public let member: String
+    /// What is wrong and what to do.
+    public let problem: String
+
+    /// An error about `member`.
+    public init(_ member: String, _ problem: String) {
+        self.member = member
+        self.problem = problem
+    }
+
+    /// `member: problem`.
+    public var description: String { member.isEmpty ? problem : "\(member): \(problem)" }
+}
+
+/// An API key's entry in the configuration: its id, the SHA-256 of the key, and its scopes (gateway v1 §1–§2).
+public struct APIKeyEntry: Sendable, Equatable {
+    /// The key's name (appears in logs; the key never does).
+    public let id: String
+    /// SHA-256 of the key (32 bytes).
+    public let sha256: [UInt8]
+    /// What the key may do.
+    public let scopes: Set<Scope>
+}
+
+/// What an API key may do (gateway v1 §2).
+public enum Scope: String, Sendable, CaseIterable {
+    /// Register, read and delete devices.
+    case devices
+    /// Send messages and read their status.
+    case send
+    /// Read devices and messages.
+    case read
+}
+
+/// One app the gateway serves: its APNs credentials and topic, its sender keychain, its API keys and bounds.
+public struct GatewayAppConfiguration: Sendable {
+    /// `[a-z0-9][a-z0-9._-]{0,63}`: the `{app}` of every `/v1/apps/{app}/…` path.
+    public let id: String
+    /// The bundle id, sent as `apns-topic`.
+    public let topic: String
+    /// The `.p8` auth key (absolute path), its key id and team id.
+    public let authKeyPath: String
+    /// The APNs key id (10 characters).
+    public let keyID: String
+    /// The Apple team id (10 characters).
+    public let teamID: String
+    /// Where production pushes go (`nil`: Apple's).
+    public let productionURL: String?
+    /// Where sandbox pushes go (`nil`: Apple's).
+    public let sandboxURL: String?
+    /// An extra trust anchor (PEM file, absolute path) for those URLs.
+    public let caCertPath: String?
+    /// A `sealedpush sender` store whose active key signs every message (absolute path), or `nil`.
+    public let senderKeychain: String?
+    /// The app's API keys.
+    public let apiKeys: [APIKeyEntry]
+    /// The most APNs requests in flight for this app.
+    public let maxInFlight: Int
+    /// Queued deliveries beyond which sends answer 503.
+    public let maxQueue: Int
+    /// `/v1/apps/{app}` requests per second before 429.
+    public let rateLimit: Int
+}
+
+/// The gateway's configuration file (gateway v1 §1), parsed and checked; relative paths resolved against
+/// the file's directory.
+public struct GatewayConfiguration: Sendable {
+    /// The API and device endpoints' address.
+    public let listen: HostAndPort
+    /// `/metrics`, `/healthz`, `/readyz`.
+    public let adminListen: HostAndPort
+    /// An address for the device endpoints alone, or `nil` (they are served on `listen`).
+    public let deviceListen: HostAndPort?
+    /// What devices are told to POST receipts to (`{public_url}/v1/receipts`), no trailing slash.
+    public let publicURL: String
+    /// The database: `sqlite:PATH` (absolute path here).
+    public let database: DatabaseLocation
+    /// Peers whose `X-Forwarded-For` is believed (exact addresses).
+    public let trustedProxies: Set<String>
+    /// The apps, in file order.
+    public let apps: [GatewayAppConfiguration]
+    /// Warnings found while checking (a group-readable key): logged at start.
+    public let warnings: [String]
+    /// The file it was read from.
+    public let path: String
+
+    /// Where the gateway keeps its state.
+    public enum DatabaseLocation: Sendable, Equatable {
+        /// An SQLite file (single instance).
+        case sqlite(path: String)
+        /// A PostgreSQL URL (the next backend; refused by this build with a clear message).
+        case postgres(url: String)
+    }
+
+    /// A host and port to listen on.
+    public struct HostAndPort: Sendable, Equatable, CustomStringConvertible {
+        /// The host (an IP address or name; IPv6 without brackets).
+        public let host: String
+        /// The port (0: any free port).
+        public let port: Int
+        /// `host:port` (`[v6]:port`).
+        public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+
+        /// Parses `HOST:PORT` or `[V6]:PORT`; `nil` when malformed.
+        public init?(_ text: String) {
+            var host: Substring
+            let portText: Substring
+            if text.hasPrefix("[") {
+                guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else { return nil }
+                host = text[text.index(after: text.startIndex)..<close]
+                portText = text[text.index(close, offsetBy: 2)...]
+            } else {
+                guard let colon = text.lastIndex(of: ":") else { return nil }
+                host = text[..<colon]
+                portText = text[text.index(after: colon)...]
+                if host.contains(":") { return nil }
+            }
+            guard !host.isEmpty, let port = Int(portText), (0...65535).contains(port) else { return nil }
+            if host == "localhost" { host = "127.0.0.1" }
+            self.host = String(host)
+            self.port = port
+        }
+    }
+
+    /// Reads and checks the file at `path`.
+    public static func load(path: String) throws(GatewayConfigurationError) -> GatewayConfiguration {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw GatewayConfigurationError("", "cannot read the configuration file \(path); check the path passed to --config")
+        }
+        let base = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? ""
+        return try parse(Array(data), baseDirectory: base.isEmpty ? "." : base, path: path)
+    }
+
+    /// Parses configuration JSON; relative paths are resolved against `baseDirectory`.
+    public static func parse(_ bytes: [UInt8], baseDirectory: String, path: String = "(inline)") throws(GatewayConfigurationError) -> GatewayConfiguration {
+        let root: JSONObject
+        do {
+            guard case let .object(o) = try JSON.parse(bytes) else {
+                throw GatewayConfigurationError("", "the configuration must be a JSON object (gateway v1 §1)")
+            }
+            root = o
+        } catch let error as GatewayConfigurationError { throw error } catch {
+            throw GatewayConfigurationError("", "the configuration is not valid JSON (\(error)); fix the file")
+        }
+        var reader = ConfigReader(base: baseDirectory)
+        try reader.allowOnly(root, at: "", ["listen", "admin_listen", "device_listen", "public_url", "database",
+                                             "database_password_file", "trusted_proxies", "apps"])
+        let listen = try reader.address(root, "listen", at: "", default: "127.0.0.1:8080")
+        let admin = try reader.address(root, "admin_listen", at: "", default: "127.0.0.1:9090")
+        let device: HostAndPort? = root["device_listen"].map { _ in () } == nil ? nil
+            : try reader.address(root, "device_listen", at: "", default: "")
+        guard let publicURLText = try reader.string(root, "public_url", at: ""), let publicURL = HTTPURL(publicURLText),
+              publicURL.scheme == "https" || publicURL.isLoopback
+        else {
+            throw GatewayConfigurationError("/public_url", "give the https URL devices reach this gateway at (http only for a loopback address), e.g. \"https://push.example.com\"")
+        }
+        let trimmedURL = publicURLText.hasSuffix("/") ? String(publicURLText.dropLast()) : publicURLText
+        let database = try reader.database(root)
+        var proxies = Set<String>()
+        if let list = root["trusted_proxies"] {
+            guard case let .array(items) = list else { throw GatewayConfigurationError("/trusted_proxies", "must be an array of IP addresses") }
+            for (n, item) in items.enumerated() {
+                guard let s = item.stringValue, !s.isEmpty else { throw GatewayConfigurationError("/trusted_proxies/\(n)", "must be an IP address string") }
+                proxies.insert(s)
+            }
+        }
+        guard case let .array(appValues)? = root["apps"], !appValues.isEmpty else {
+            throw GatewayConfigurationError("/apps", "list at least one app (gateway v1 §1)")
+        }
+        var apps: [GatewayAppConfiguration] = []
+        var seen = Set<String>()
+        for (n, value) in appValues.enumerated() {
+            let app = try reader.app(value, at: "/apps/\(n)")
+            guard seen.insert(app.id).inserted else {
+                throw GatewayConfigurationError("/apps/\(n)/id", "the app id \"\(app.id)\" is used twice; each app needs its own id")
+            }
+            apps.append(app)
+        }
+        return GatewayConfiguration(listen: listen, adminListen: admin, deviceListen: device, publicURL: trimmedURL, database: database,
+                                    trustedProxies: proxies, apps: apps, warnings: reader.warnings, path: path)
+    }
+
+    /// Whether `id` is a valid app id: `[a-z0-9][a-z0-9._-]{0,63}`.
+    public static func isValidAppID(_ id: String) -> Bool {
+        let b = Array(id.utf8)
+        guard (1...64).contains(b.count) else { return false }
+        for (i, c) in b.enumerated() {
+            let alnum = (c >= 0x61 && c <= 0x7a) || (c >= 0x30 && c <= 0x39)
+            if i == 0 ? !alnum : !(alnum || c == 0x2e || c == 0x5f || c == 0x2d) { return false }
+        }
+        return true
+    }
+}
+
+/// Reads members of the configuration, naming each by its JSON pointer when refusing it.
+struct ConfigReader {
+    let base: String
+    var warnings: [String] = []
+
+    init(base: String) { self.base = base }
+
+    func allowOnly(_ o: JSONObject, at pointer: String, _ names: Set<String>) throws(GatewayConfigurationError) {
+        for member in o where !names.contains(member.key) {
+            throw GatewayConfigurationError("\(pointer)/\(member.key)", "is not a configuration member; check its spelling (gateway v1 §1 lists them)")
+        }
+    }
+
+    func string(_ o: JSONObject, _ name: String, at pointer: String, required: Bool = true) throws(GatewayConfigurationError) -> String? {
+        switch o[name] {
+        case nil: if required { throw GatewayConfigurationError("\(pointer)/\(name)", "is missing") } else { return nil }
+        case .null?: if required { throw GatewayConfigurationError("\(pointer)/\(name)", "must be a string, not null") } else { return nil }
+        case let .string(s)?: return s
+        default: throw GatewayConfigurationError("\(pointer)/\(name)", "must be a string")
+        }
+    }
+
+    func integer(_ o: JSONObject, _ name: String, at pointer: String, default value: Int, range: ClosedRange<Int>) throws(GatewayConfigurationError) -> Int {
+        guard let v = o[name], v != .null else { return value }
+        guard let i = v.intValue, range.contains(Int(i)) else {
+            throw GatewayConfigurationError("\(pointer)/\(name)", "must be an integer from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return Int(i)
+    }
+
+    func address(_ o: JSONObject, _ name: String, at pointer: String, default value: String) throws(GatewayConfigurationError) -> GatewayConfiguration.HostAndPort {
+        let text = try string(o, name, at: pointer, required: false) ?? value
+        guard let address = GatewayConfiguration.HostAndPort(text) else {
+            throw GatewayConfigurationError("\(pointer)/\(name)", "must be HOST:PORT (e.g. \"127.0.0.1:8080\", \"[::1]:8080\")")
+        }
+        return address
+    }
+
+    func resolve(_ path: String) -> String {
+        path.hasPrefix("/") ? path : (base.hasSuffix("/") ? base : base + "/") + path
+    }
+
+    func database(_ root: JSONObject) throws(GatewayConfigurationError) -> GatewayConfiguration.DatabaseLocation {
+        let text = try string(root, "database", at: "", required: false) ?? "sqlite:gateway.db"
+        if text.hasPrefix("sqlite:") {
+            let file = String(text.dropFirst("sqlite:".count))
+            guard !file.isEmpty else { throw GatewayConfigurationError("/database", "give the SQLite file after \"sqlite:\", e.g. \"sqlite:/var/lib/sealedpush/gateway.db\"") }
+            return .sqlite(path: resolve(file))
+        }
+        if text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") {
+            return .postgres(url: text)
+        }
+        throw GatewayConfigurationError("/database", "must be \"sqlite:PATH\" or \"postgres://user@host:5432/db\"")
+    }
+
+    mutating func app(_ value: JSONValue, at pointer: String) throws(GatewayConfigurationError) -> GatewayAppConfiguration {
+        guard case let .object(o) = value else { throw GatewayConfigurationError(pointer, "each app must be an object") }
+        try allowOnly(o, at: pointer, ["id", "topic", "apns", "sender_keychain", "api_keys", "max_in_flight", "max_queue", "rate_limit", "webhook"])
+        let id = try string(o, "id", at: pointer)!
+        guard GatewayConfiguration.isValidAppID(id) else {
+            throw GatewayConfigurationError("\(pointer)/id", "must match [a-z0-9][a-z0-9._-]{0,63}")
+        }
+        let topic = try string(o, "topic", at: pointer)!
+        guard !topic.isEmpty, topic.utf8.count <= 255, !topic.contains(where: { $0.isWhitespace }) else {
+            throw GatewayConfigurationError("\(pointer)/topic", "must be the app's bundle id, e.g. \"com.example.chat\"")
+        }
+        guard case let .object(apns)? = o["apns"] else { throw GatewayConfigurationError("\(pointer)/apns", "is missing: give auth_key, key_id and team_id") }
+        try allowOnly(apns, at: "\(pointer)/apns", ["auth_key", "key_id", "team_id", "production_url", "sandbox_url", "ca_cert"])
+        let keyPath = resolve(try string(apns, "auth_key", at: "\(pointer)/apns")!)
+        try checkSecretFile(keyPath, member: "\(pointer)/apns/auth_key")
+        let keyID = try string(apns, "key_id", at: "\(pointer)/apns")!
+        let teamID = try string(apns, "team_id", at: "\(pointer)/apns")!
+        guard APNsSigningKey.isValidID(keyID) else { throw GatewayConfigurationError("\(pointer)/apns/key_id", "must be the 10-character key id Apple shows for the .p8 key") }
+        guard APNsSigningKey.isValidID(teamID) else { throw GatewayConfigurationError("\(pointer)/apns/team_id", "must be the 10-character Apple team id") }
+        var urls: [String?] = []
+        for name in ["production_url", "sandbox_url"] {
+            let url = try string(apns, name, at: "\(pointer)/apns", required: false)
+            if let url {
+                guard let parsed = HTTPURL(url), parsed.scheme == "https" else {
+                    throw GatewayConfigurationError("\(pointer)/apns/\(name)", "must be an https URL (e.g. \"https://127.0.0.1:2197\") or null for Apple's")
+                }
+            }
+            urls.append(url)
+        }
+        let ca = try string(apns, "ca_cert", at: "\(pointer)/apns", required: false).map(resolve)
+        if let ca, FileManager.default.contents(atPath: ca) == nil {
+            throw GatewayConfigurationError("\(pointer)/apns/ca_cert", "cannot read \(ca); give a PEM CA certificate or null")
+        }
+        let sender = try string(o, "sender_keychain", at: pointer, required: false).map(resolve)
+        if let sender {
+            guard (try? FileManager.default.attributesOfItem(atPath: sender)[.type] as? FileAttributeType) == .typeDirectory else {
+                throw GatewayConfigurationError("\(pointer)/sender_keychain", "\(sender) is not a sender store; create one with `sealedpush sender generate --keychain DIR`")
+            }
+        }
+        guard case let .array(keyValues)? = o["api_keys"], !keyValues.isEmpty else {
+            throw GatewayConfigurationError("\(pointer)/api_keys", "list at least one API key: {\"id\", \"sha256\", \"scopes\"}; make one with `sealedpush-server gateway new-api-key`")
+        }
+        var keys: [APIKeyEntry] = []
+        for (n, kv) in keyValues.enumerated() {
+            let at = "\(pointer)/api_keys/\(n)"
+            guard case let .object(k) = kv else { throw GatewayConfigurationError(at, "must be an object {\"id\", \"sha256\", \"scopes\"}") }
+            try allowOnly(k, at: at, ["id", "sha256", "scopes"])
+            let keyName = try string(k, "id", at: at)!
+            guard let hex = try string(k, "sha256", at: at), hex.utf8.count == 64, let digest = try? Hex.decode(hex, allowUppercase: true) else {
+                throw GatewayConfigurationError("\(at)/sha256", "must be the 64 hex digits of the key's SHA-256 (`sealedpush-server gateway new-api-key` prints it)")
+            }
+            guard case let .array(scopeValues)? = k["scopes"], !scopeValues.isEmpty else {
+                throw GatewayConfigurationError("\(at)/scopes", "list one or more of \"send\", \"devices\", \"read\"")
+            }
+            var scopes = Set<Scope>()
+            for (m, s) in scopeValues.enumerated() {
+                guard let name = s.stringValue, let scope = Scope(rawValue: name) else {
+                    throw GatewayConfigurationError("\(at)/scopes/\(m)", "must be \"send\", \"devices\" or \"read\"")
+                }
+                scopes.insert(scope)
+            }
+            keys.append(APIKeyEntry(id: keyName, sha256: digest, scopes: scopes))
+        }
+        if o["webhook"] != nil {
+            throw GatewayConfigurationError("\(pointer)/webhook", "webhooks (gateway v1 §8) are not supported by this build; remove the member")
+        }
+        return GatewayAppConfiguration(
+            id: id, topic: topic, authKeyPath: keyPath, keyID: keyID, teamID: teamID, productionURL: urls[0], sandboxURL: urls[1],
+            caCertPath: ca, senderKeychain: sender, apiKeys: keys,
+            maxInFlight: try integer(o, "max_in_flight", at: pointer, default: 100, range: 1...10_000),
+            maxQueue: try integer(o, "max_queue", at: pointer, default: 1_000_000, range: 1...1_000_000_000),
+            rateLimit: try integer(o, "rate_limit", at: pointer, default: 1000, range: 1...1_000_000))
+    }
+
+    /// A secret file must be readable and not readable by others; group-readable only warns (gateway v1 §1).
+    mutating func checkSecretFile(_ path: String, member: String) throws(GatewayConfigurationError) {
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path) else {
+            throw GatewayConfigurationError(member, "cannot read \(path); give the path of the .p8 key Apple issued")
+        }
+        let mode: Int? = switch attributes[.posixPermissions] {
+        case let mode as UInt: Int(mode)
+        case let mode as Int: mode
+        case let mode as UInt16: Int(mode)
+        default: nil
+        }
+        guard let mode else { throw GatewayConfigurationError(member, "cannot read the permissions of \(path)") }
+        if mode & 0o007 != 0 {
+            throw GatewayConfigurationError(member, "\(path) is readable by others (mode \(String(mode & 0o777, radix: 8))); run `chmod 600 \(path)` (or 640 for a group-mounted secret)")
+        }
+        if mode & 0o070 != 0 {
+            warnings.append("\(member): \(path) is readable by its group (mode \(String(mode & 0o777, radix: 8))); prefer chmod 600")
+        }
+        guard FileManager.default.isReadableFile(atPath: path) else {
+            throw GatewayConfigurationError(member, "cannot read \(path); check its owner and permissions")
+        }
+    }
+}

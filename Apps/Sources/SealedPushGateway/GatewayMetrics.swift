@@ -1,0 +1,66 @@
+import Metrics
+public import Prometheus
+
+/// The gateway's metrics (gateway v1 §7), through swift-metrics into its own Prometheus registry (so several
+/// gateways in one process, as in tests, do not share counters). No label holds a token, device id or user id.
+public final class GatewayMetrics: Sendable {
+    /// The registry `/metrics` prints.
+    public let registry: PrometheusCollectorRegistry
+    let factory: PrometheusMetricsFactory
+
+    /// Metrics in a new registry.
+    public init() {
+        registry = PrometheusCollectorRegistry()
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.defaultDurationHistogramBuckets = [
+            .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50),
+            .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5), .seconds(10),
+        ]
+        self.factory = factory
+    }
+
+    /// `sealedpush_gateway_messages_total{app}`.
+    func message(app: String) {
+        Counter(label: "sealedpush_gateway_messages_total", dimensions: [("app", app)], factory: factory).increment()
+    }
+
+    /// `sealedpush_gateway_deliveries_total{app,state}`: a transition into `state`.
+    func delivery(app: String, state: DeliveryState, count: Int = 1) {
+        guard count > 0 else { return }
+        Counter(label: "sealedpush_gateway_deliveries_total", dimensions: [("app", app), ("state", state.rawValue)], factory: factory)
+            .increment(by: count)
+    }
+
+    /// `sealedpush_apns_requests_total{app,status,reason}` and `sealedpush_apns_request_duration_seconds{app}`.
+    func apnsRequest(app: String, status: String, reason: String, duration: Duration) {
+        Counter(label: "sealedpush_apns_requests_total", dimensions: [("app", app), ("status", status), ("reason", reason)], factory: factory)
+            .increment()
+        Timer(label: "sealedpush_apns_request_duration_seconds", dimensions: [("app", app)], factory: factory).record(duration: duration)
+    }
+
+    /// `sealedpush_gateway_queue_depth{app}` and `sealedpush_gateway_queue_oldest_seconds{app}`.
+    func queue(app: String, depth: Int, oldestSeconds: Double) {
+        Gauge(label: "sealedpush_gateway_queue_depth", dimensions: [("app", app)], factory: factory).record(depth)
+        Gauge(label: "sealedpush_gateway_queue_oldest_seconds", dimensions: [("app", app)], factory: factory).record(oldestSeconds)
+    }
+
+    /// `sealedpush_gateway_app_paused{app}`: 1 while an app's credentials are refused.
+    func paused(app: String, _ paused: Bool) {
+        Gauge(label: "sealedpush_gateway_app_paused", dimensions: [("app", app)], factory: factory).record(paused ? 1 : 0)
+    }
+
+    /// `sealedpush_gateway_http_requests_total{route,status}` and `sealedpush_gateway_http_request_duration_seconds{route}`.
+    func http(route: String, status: Int, duration: Duration) {
+        Counter(label: "sealedpush_gateway_http_requests_total", dimensions: [("route", route), ("status", String(status))], factory: factory)
+            .increment()
+        Timer(label: "sealedpush_gateway_http_request_duration_seconds", dimensions: [("route", route)], factory: factory).record(duration: duration)
+    }
+
+    /// `sealedpush_receipts_total{app,type,reason}`.
+    func receipt(app: String, type: String, reason: String) {
+        Counter(label: "sealedpush_receipts_total", dimensions: [("app", app), ("type", type), ("reason", reason)], factory: factory).increment()
+    }
+
+    /// The Prometheus text.
+    public func render() -> [UInt8] { registry.emitToBuffer() }
+}

@@ -1,0 +1,196 @@
+import SealedPushWire
+import SealedPushAPNsCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// The id syntax of gateway v1 §4: 1–128 bytes of `[A-Za-z0-9._:@-]`, starting with a letter or digit.
+enum IDSyntax {
+    static func isValid(_ id: String) -> Bool {
+        let b = Array(id.utf8)
+        guard (1...128).contains(b.count) else { return false }
+        for (i, c) in b.enumerated() {
+            let alnum = (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a) || (c >= 0x30 && c <= 0x39)
+            if i == 0 ? !alnum : !(alnum || c == 0x2e || c == 0x5f || c == 0x3a || c == 0x40 || c == 0x2d) { return false }
+        }
+        return true
+    }
+
+    /// A device token: 64 to 200 hex digits, returned in lowercase.
+    static func token(_ text: String) -> String? {
+        let b = Array(text.utf8)
+        guard (64...200).contains(b.count), b.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) || ($0 >= 0x41 && $0 <= 0x46) })
+        else { return nil }
+        return text.lowercased()
+    }
+}
+
+/// Reads one JSON object's members, refusing unknown ones and naming each member by its JSON pointer.
+struct MemberReader {
+    let object: JSONObject
+    let pointer: String
+
+    init(_ object: JSONObject, at pointer: String = "", allowed: Set<String>) throws(Problem) {
+        self.object = object
+        self.pointer = pointer
+        for member in object where !allowed.contains(member.key) {
+            throw Problem.unknownMember(pointer + "/" + Self.escape(member.key))
+        }
+    }
+
+    static func escape(_ key: String) -> String {
+        key.replacingOccurrences(of: "~", with: "~0").replacingOccurrences(of: "/", with: "~1")
+    }
+
+    func field(_ name: String) -> String { pointer + "/" + name }
+
+    func string(_ name: String, required: Bool = false, maxBytes: Int = 4096) throws(Problem) -> String? {
+        switch object[name] {
+        case nil, .null?:
+            if required { throw Problem.invalidField(field(name), "\(name) is required: give a string") }
+            return nil
+        case let .string(s)?:
+            guard s.utf8.count <= maxBytes else { throw Problem.invalidField(field(name), "\(name) is longer than \(maxBytes) bytes; shorten it") }
+            return s
+        default: throw Problem.invalidField(field(name), "\(name) must be a string")
+        }
+    }
+
+    func integer(_ name: String, range: ClosedRange<Int64>) throws(Problem) -> Int64? {
+        switch object[name] {
+        case nil, .null?: return nil
+        case let .int(i)? where range.contains(i): return i
+        default: throw Problem.invalidField(field(name), "\(name) must be an integer from \(range.lowerBound) to \(range.upperBound)")
+        }
+    }
+
+    func bool(_ name: String) throws(Problem) -> Bool? {
+        switch object[name] {
+        case nil, .null?: return nil
+        case let .bool(b)?: return b
+        default: throw Problem.invalidField(field(name), "\(name) must be true or false")
+        }
+    }
+
+    func id(_ name: String, required: Bool) throws(Problem) -> String? {
+        guard let s = try string(name, required: required, maxBytes: 128) else { return nil }
+        guard IDSyntax.isValid(s) else {
+            throw Problem.invalidField(field(name), "\(name) must be 1–128 characters of A–Z a–z 0–9 . _ : @ -, starting with a letter or digit")
+        }
+        return s
+    }
+
+    func idList(_ name: String) throws(Problem) -> [String]? {
+        guard let value = object[name], value != .null else { return nil }
+        guard case let .array(items) = value, (1...1000).contains(items.count) else {
+            throw Problem.invalidField(field(name), "\(name) must be an array of 1 to 1000 ids")
+        }
+        var out: [String] = []
+        for (n, item) in items.enumerated() {
+            guard let s = item.stringValue, IDSyntax.isValid(s) else {
+                throw Problem.invalidField(field(name) + "/\(n)", "each id must be 1–128 characters of A–Z a–z 0–9 . _ : @ -, starting with a letter or digit")
+            }
+            out.append(s)
+        }
+        return out
+    }
+}
+
+/// A checked `PUT /v1/apps/{app}/devices/{device_id}` body.
+struct DeviceRegistration {
+    var userID: String
+    var token: String
+    var environment: APNsEnvironmentName
+    var keyRecord: JSONObject
+    var record: DeviceKeyRecord
+
+    init(_ body: JSONObject) throws(Problem) {
+        let r = try MemberReader(body, allowed: ["user_id", "apns_token", "environment", "key_record"])
+        userID = try r.id("user_id", required: true)!
+        guard let token = IDSyntax.token(try r.string("apns_token", required: true)!) else {
+            throw Problem.invalidField("/apns_token", "apns_token must be the device token as 64 to 200 hex digits")
+        }
+        self.token = token
+        guard let env = APNsEnvironmentName(rawValue: try r.string("environment", required: true)!) else {
+            throw Problem.invalidField("/environment", "environment must be \"production\" or \"sandbox\" (apps built for development use sandbox)")
+        }
+        environment = env
+        guard case let .object(record)? = body["key_record"] else {
+            throw Problem.invalidField("/key_record", "key_record is required: give the device's exported sealedpush-device-key record (an object)")
+        }
+        do { self.record = try DeviceKeyRecord(json: record) } catch {
+            throw Problem.invalidField("/key_record", "key_record is not a valid sealedpush-device-key record (type, version, key_id matching public_key); export it again from the device")
+        }
+        keyRecord = record
+    }
+}
+
+/// Who a message goes to.
+enum Recipients: Equatable {
+    case user(String)
+    case users([String])
+    case devices([String])
+}
+
+/// A checked `POST /v1/apps/{app}/messages` body.
+struct MessageRequest {
+    var to: Recipients
+    var title: String?
+    var subtitle: String?
+    var body: String
+    var threadID: String?
+    var category: String?
+    var badge: Int64?
+    var sound: String?
+    var data: JSONObject?
+    var ttl: Int64
+    var collapseID: String?
+    var priority: Int
+    var receipt: Bool
+
+    /// The longest `ttl` accepted: 30 days (APNs stores a push for a limited time).
+    static let maximumTTL: Int64 = 30 * 86_400
+
+    init(_ o: JSONObject) throws(Problem) {
+        let r = try MemberReader(o, allowed: ["to", "title", "subtitle", "body", "thread_id", "category", "badge", "sound", "data",
+                                              "ttl", "collapse_id", "priority", "receipt"])
+        guard case let .object(toObject)? = o["to"] else {
+            throw Problem.invalidField("/to", "to is required: {\"user_id\": …}, {\"user_ids\": […]} or {\"device_ids\": […]}")
+        }
+        let t = try MemberReader(toObject, at: "/to", allowed: ["user_id", "user_ids", "device_ids"])
+        guard toObject.count == 1 else {
+            throw Problem.invalidField("/to", "to must have exactly one of user_id, user_ids, device_ids")
+        }
+        if let user = try t.id("user_id", required: false) { to = .user(user) }
+        else if let users = try t.idList("user_ids") { to = .users(users) }
+        else if let devices = try t.idList("device_ids") { to = .devices(devices) }
+        else { throw Problem.invalidField("/to", "to must have exactly one of user_id, user_ids, device_ids") }
+        title = try r.string("title")
+        subtitle = try r.string("subtitle")
+        body = try r.string("body", required: true, maxBytes: 64 * 1024)!  // too long to seal is 413 with the size that fits
+        threadID = try r.string("thread_id", maxBytes: 256)
+        category = try r.string("category", maxBytes: 256)
+        badge = try r.integer("badge", range: 0...Int64(Int32.max))
+        sound = try r.string("sound", maxBytes: 256)
+        switch o["data"] {
+        case nil, .null?: data = nil
+        case let .object(d)?:
+            guard d["aps"] == nil else { throw Problem.invalidField("/data/aps", "data may not hold aps; it is reserved for Apple") }
+            data = d
+        default: throw Problem.invalidField("/data", "data must be an object")
+        }
+        ttl = try r.integer("ttl", range: 0...Self.maximumTTL) ?? 7 * 86_400
+        collapseID = try r.string("collapse_id", maxBytes: 64)
+        if let collapseID, collapseID.isEmpty || collapseID.utf8.contains(where: { $0 < 0x20 || $0 == 0x7f }) {
+            throw Problem.invalidField("/collapse_id", "collapse_id must be 1 to 64 bytes without control characters")
+        }
+        switch try r.integer("priority", range: 1...10) {
+        case nil: priority = 10
+        case let p? where p == 10 || p == 5: priority = Int(p)
+        default: throw Problem.invalidField("/priority", "priority must be 10 (now) or 5 (when the device saves power)")
+        }
+        receipt = try r.bool("receipt") ?? true
+    }
+}

@@ -1,0 +1,297 @@
+/// What the gateway keeps about one device (gateway v1 §4). Times are Unix milliseconds.
+public struct DeviceRecord: Sendable, Equatable {
+    /// The app the device belongs to.
+    public var app: String
+    /// The backend's id for the device.
+    public var deviceID: String
+    /// The user the device belongs to.
+    public var userID: String
+    /// The APNs device token (lowercase hex).
+    public var apnsToken: String
+    /// `production` or `sandbox`.
+    public var environment: APNsEnvironmentName
+    /// The device's key record as registered (compact JSON).
+    public var keyRecord: [UInt8]
+    /// The key id of that record (16 hex).
+    public var keyID: String
+    /// `active` or `unregistered`.
+    public var state: DeviceState
+    /// When the device was first registered.
+    public var createdAt: Int64
+    /// When anything about it last changed.
+    public var updatedAt: Int64
+    /// When its token was last registered (the 410 timestamp rule compares against it).
+    public var registeredAt: Int64
+    /// When APNs said the token is gone, if it did.
+    public var unregisteredAt: Int64?
+    /// APNs's reason for that.
+    public var unregisteredReason: String?
+    /// Whether its last registration took the token from another device (which was deleted).
+    public var tokenReassigned: Bool
+    /// The latest failure report for its key.
+    public var lastReport: FailureReportSummary?
+}
+
+/// `production` or `sandbox`: which APNs a device's token belongs to.
+public enum APNsEnvironmentName: String, Sendable, Equatable, CaseIterable {
+    /// Apps from the App Store, TestFlight or an ad hoc build.
+    case production
+    /// Apps built for development.
+    case sandbox
+}
+
+/// Whether a device is sent to.
+public enum DeviceState: String, Sendable, Equatable {
+    /// Messages are delivered to it.
+    case active
+    /// APNs said its token is gone; sends skip it until it registers again.
+    case unregistered
+}
+
+/// A device's latest failure report (receipts v1 §3): a signal, never proof.
+public struct FailureReportSummary: Sendable, Equatable {
+    /// The reason code the device reported.
+    public var reason: String
+    /// The envelope key id the failing message was sealed to (16 hex), if it could be read.
+    public var kid: String?
+    /// How many failures it stands for.
+    public var count: Int
+    /// When it arrived (Unix milliseconds).
+    public var at: Int64
+}
+
+/// A delivery's state (gateway v1 §5): states only move forward.
+public enum DeliveryState: String, Sendable, Equatable, CaseIterable {
+    /// Waiting for its (next) attempt.
+    case queued
+    /// APNs answered 200.
+    case accepted
+    /// The device's receipt arrived.
+    case delivered
+    /// APNs refused it for good.
+    case rejected
+    /// APNs said the token is gone.
+    case unregistered
+    /// Its ttl ran out before APNs accepted it.
+    case expired
+    /// Its device or message was deleted, or its token reassigned, before it was sent.
+    case cancelled
+
+    /// Whether nothing moves it any more.
+    public var isFinal: Bool {
+        switch self {
+        case .queued, .accepted: false
+        default: true
+        }
+    }
+}
+
+/// One delivery: a message sealed to one device, and where it stands.
+public struct DeliveryRecord: Sendable, Equatable {
+    /// The delivery's id.
+    public var deliveryID: String
+    /// The app.
+    public var app: String
+    /// The message it belongs to (the wire message id).
+    public var messageID: String
+    /// The device it goes to.
+    public var deviceID: String
+    /// Where it stands.
+    public var state: DeliveryState
+    /// APNs requests made for it so far.
+    public var attempts: Int
+    /// The `apns-id` drawn once and sent on every attempt.
+    public var apnsID: String
+    /// The last APNs status, if any.
+    public var apnsStatus: Int?
+    /// APNs's reason or the gateway's.
+    public var reason: String?
+    /// Times (Unix milliseconds).
+    public var createdAt: Int64
+    /// When it last changed.
+    public var updatedAt: Int64
+    /// When it is tried next (queued only).
+    public var nextAttemptAt: Int64?
+    /// When APNs accepted it.
+    public var acceptedAt: Int64?
+    /// When its receipt arrived.
+    public var deliveredAt: Int64?
+    /// Grows with each change.
+    public var seq: Int64
+    /// Whether a request to APNs has been sent for it (its apns-id is then public).
+    public var sentOnce: Bool { attempts > 0 }
+}
+
+/// A delivery claimed for an attempt: what the worker needs to send it, under a lease generation.
+public struct ClaimedDelivery: Sendable {
+    /// The delivery's id.
+    public var deliveryID: String
+    /// The app.
+    public var app: String
+    /// The device it goes to.
+    public var deviceID: String
+    /// The token and environment it was sealed for.
+    public var apnsToken: String
+    /// `production` or `sandbox`.
+    public var environment: APNsEnvironmentName
+    /// The whole APNs payload (sealed; no plaintext).
+    public var payload: [UInt8]
+    /// `apns-priority`.
+    public var priority: Int
+    /// `apns-collapse-id`.
+    public var collapseID: String
+    /// `apns-expiration` (0 for ttl 0).
+    public var apnsExpiration: Int64
+    /// The last instant it may be sent (Unix milliseconds).
+    public var expiresAt: Int64
+    /// The `apns-id`.
+    public var apnsID: String
+    /// Attempts before this one.
+    public var attempts: Int
+    /// The lease this claim holds: an outcome is written only under it.
+    public var generation: Int64
+}
+
+/// What one attempt came to, as the worker writes it.
+public enum AttemptOutcome: Sendable, Equatable {
+    /// APNs answered 200.
+    case accepted(status: Int)
+    /// Try again at `at` (Unix milliseconds); `status` and `reason` are the last answer's, if any.
+    case retry(at: Int64, status: Int?, reason: String)
+    /// Nothing more to do: `state` is final (`rejected`, `unregistered`, `expired`); `attempted` says whether a
+    /// request was made (an expiry found before sending is not an attempt).
+    case final(DeliveryState, status: Int?, reason: String, attempted: Bool)
+    /// The app's credentials were refused: back to the queue, not counted, until the app is fixed.
+    case paused(status: Int?, reason: String)
+    /// The attempt was not made (shutdown): hand the delivery back untouched.
+    case handBack
+}
+
+/// A new message's rows, written in one transaction before the gateway answers 202.
+public struct NewMessage: Sendable {
+    /// The app.
+    public var app: String
+    /// The wire message id.
+    public var messageID: String
+    /// When it was accepted (Unix milliseconds).
+    public var createdAt: Int64
+    /// When it expires (Unix milliseconds).
+    public var expiresAt: Int64
+    /// One per device.
+    public var deliveries: [NewDelivery]
+}
+
+/// A new delivery's row.
+public struct NewDelivery: Sendable {
+    /// Its id.
+    public var deliveryID: String
+    /// Its device, the token and environment it goes to.
+    public var deviceID: String
+    /// The device's token.
+    public var apnsToken: String
+    /// The device's environment.
+    public var environment: APNsEnvironmentName
+    /// The sealed APNs payload.
+    public var payload: [UInt8]
+    /// SHA-256 of the receipt token sealed into it, if it asks for one.
+    public var receiptTokenSHA256: [UInt8]?
+    /// `apns-priority`.
+    public var priority: Int
+    /// `apns-collapse-id`.
+    public var collapseID: String
+    /// `apns-expiration`.
+    public var apnsExpiration: Int64
+    /// `apns-id`.
+    public var apnsID: String
+}
+
+/// An idempotency key's stored answer (gateway v1 §5).
+public struct IdempotentAnswer: Sendable, Equatable {
+    /// HMAC-SHA-256 of the request's canonical JSON.
+    public var bodyHMAC: [UInt8]
+    /// The status answered.
+    public var status: Int
+    /// The body answered.
+    public var body: [UInt8]
+    /// When it was first answered (Unix milliseconds).
+    public var createdAt: Int64
+}
+
+/// What a receipt came to.
+public enum ReceiptResult: Sendable, Equatable {
+    /// The token names a delivery: it is `delivered` now (`changed` is false for a repeat or a final state).
+    case matched(app: String, changed: Bool)
+    /// No delivery of that message id.
+    case unknownID
+    /// The message exists but no delivery of it has that token.
+    case wrongToken
+}
+
+/// Why a device cannot be registered.
+public enum DeviceRegistrationRefusal: Error, Sendable, Equatable {
+    /// The user already holds the most devices an app allows.
+    case tooManyDevices(limit: Int)
+}
+
+/// The queue's depth for one app.
+public struct QueueDepth: Sendable, Equatable {
+    /// Deliveries queued.
+    public var queued: Int
+    /// The oldest queued delivery's creation time (Unix milliseconds), if any.
+    public var oldestCreatedAt: Int64?
+}
+
+/// Where the gateway keeps devices, messages, deliveries and idempotency keys: SQLite (one instance) today,
+/// PostgreSQL (several instances) next. Every method is one transaction.
+public protocol GatewayStore: Sendable {
+    /// The secret the idempotency HMAC is keyed with (made once, shared by every instance).
+    func idempotencySecret() async throws -> [UInt8]
+    /// Whether the database answers.
+    func ping() async throws
+
+    /// Registers or replaces a device: a token another device of the app and environment holds deletes that
+    /// device (its unsent deliveries end `cancelled`, `token_reassigned`). `created` is true for a new device.
+    func putDevice(_ device: DeviceRecord, maxDevicesPerUser: Int) async throws -> (device: DeviceRecord, created: Bool)
+    /// One device.
+    func device(app: String, deviceID: String) async throws -> DeviceRecord?
+    /// Deletes a device; its unsent deliveries end `cancelled` (`device_deleted`). False when unknown.
+    func deleteDevice(app: String, deviceID: String, now: Int64) async throws -> Bool
+    /// A user's devices, in (updated_at, device_id) order.
+    func userDevices(app: String, userID: String) async throws -> [DeviceRecord]
+    /// Whether a device was ever registered for the user.
+    func userIsKnown(app: String, userID: String) async throws -> Bool
+    /// Deletes every device of a user; the number deleted.
+    func deleteUserDevices(app: String, userID: String, now: Int64) async throws -> Int
+    /// Devices in (updated_at, device_id) order from `since` (inclusive) and after the cursor position.
+    func listDevices(app: String, state: DeviceState?, since: Int64?, after: (Int64, String)?, limit: Int) async throws -> [DeviceRecord]
+    /// The devices of `ids` that exist, in any order.
+    func devices(app: String, ids: [String]) async throws -> [DeviceRecord]
+
+    /// Writes a message and its deliveries, and the idempotency answer if any, in one transaction.
+    func insertMessage(_ message: NewMessage, idempotency: (key: String, answer: IdempotentAnswer)?) async throws
+    /// An idempotency key's answer, if one is kept.
+    func idempotentAnswer(app: String, key: String) async throws -> IdempotentAnswer?
+    /// Keeps a 4xx answer for replay.
+    func storeIdempotentAnswer(app: String, key: String, answer: IdempotentAnswer) async throws
+    /// A message's times and deliveries.
+    func message(app: String, messageID: String) async throws -> (createdAt: Int64, expiresAt: Int64, deliveries: [DeliveryRecord])?
+    /// Cancels a message's unsent deliveries (`message_deleted`). False when unknown.
+    func cancelMessage(app: String, messageID: String, now: Int64) async throws -> Bool
+
+    /// Claims up to `limit` due deliveries of `app` under a lease until `leaseUntil`.
+    func claimDue(app: String, now: Int64, leaseUntil: Int64, limit: Int) async throws -> [ClaimedDelivery]
+    /// Writes an attempt's outcome if the lease is still the delivery's current one; false otherwise.
+    /// `unregisteredAt` is APNs's 410 timestamp (ms), for the device rule of §4.
+    func complete(_ claim: ClaimedDelivery, outcome: AttemptOutcome, unregisteredAt: Int64?, now: Int64) async throws -> Bool
+    /// The earliest `next_attempt_at` of a queued delivery of `app`, if any.
+    func nextDue(app: String) async throws -> Int64?
+    /// Per-app queue depth.
+    func queueDepths() async throws -> [String: QueueDepth]
+
+    /// Applies a receipt: the delivery of `messageID` whose token hashes to `tokenSHA256` becomes `delivered`.
+    func recordReceipt(messageID: String, tokenSHA256: [UInt8], now: Int64) async throws -> ReceiptResult
+    /// Records a failure report against the devices whose key id is `kid`; the apps they belong to.
+    func recordReport(kid: String?, reason: String, count: Int, now: Int64) async throws -> [String]
+    /// Closes the database.
+    func close() async
+}

@@ -1,0 +1,2060 @@
+// Generated from openapi.json by generate-openapi-swift.py (`make openapi`); do not edit.
+
+/// The gateway's OpenAPI 3.1 document, served at `GET /openapi.json`.
+enum OpenAPIDocument {
+    /// The document's text, byte for byte as `openapi.json`.
+    static let json = ##"""
+{
+  "openapi": "3.1.0",
+  "info": {
+    "title": "SealedPush gateway",
+    "version": "1",
+    "description": "The HTTP API of the SealedPush push gateway on its listen address (gateway v1 sections 2-6). Every 4xx and 5xx answer is application/problem+json (RFC 9457). Admin routes (/healthz, /readyz, /metrics) are served on admin_listen and are not part of this document."
+  },
+  "security": [
+    {
+      "bearerAuth": []
+    }
+  ],
+  "paths": {
+    "/v1/apps/{app}/devices/{device_id}": {
+      "parameters": [
+        {
+          "$ref": "#/components/parameters/App"
+        },
+        {
+          "$ref": "#/components/parameters/DeviceId"
+        }
+      ],
+      "put": {
+        "operationId": "registerDevice",
+        "summary": "Register or replace a device",
+        "description": "Scope: devices.",
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "$ref": "#/components/schemas/DeviceRegistration"
+              },
+              "example": {
+                "user_id": "u-42",
+                "apns_token": "5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f",
+                "environment": "sandbox",
+                "key_record": {
+                  "type": "sealedpush-device-key",
+                  "version": 1,
+                  "key_id": "15b689321abfea25",
+                  "public_key": "hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo=",
+                  "created_at": "2026-11-21T12:00:00Z"
+                }
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "Replaced.",
+            "headers": {
+              "Request-Id": {
+                "$ref": "#/components/headers/Request-Id"
+              },
+              "RateLimit-Limit": {
+                "$ref": "#/components/headers/RateLimit-Limit"
+              },
+              "RateLimit-Remaining": {
+                "$ref": "#/components/headers/RateLimit-Remaining"
+              },
+              "RateLimit-Reset": {
+                "$ref": "#/components/headers/RateLimit-Reset"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Device"
+                }
+              }
+            }
+          },
+          "201": {
+            "description": "Created.",
+            "headers": {
+              "Request-Id": {
+                "$ref": "#/components/headers/Request-Id"
+              },
+              "RateLimit-Limit": {
+                "$ref": "#/components/headers/RateLimit-Limit"
+              },
+              "RateLimit-Remaining": {
+                "$ref": "#/components/headers/RateLimit-Remaining"
+              },
+              "RateLimit-Reset": {
+                "$ref": "#/components/headers/RateLimit-Reset"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Device"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "409": {
+            "$ref": "#/components/responses/TooManyDevices"
+          },
+          "413": {
+            "$ref": "#/components/responses/TooLarge"
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "503": {
+            "$ref": "#/components/responses/Unavailable"
+          }
+        }
+      },
+      "get": {
+        "operationId": "getDevice",
+        "summary": "Read a device",
+        "description": "Scope: devices or read.",
+        "responses": {
+          "200": {
+            "description": "The device.",
+            "headers": {
+              "Request-Id": {
+                "$ref": "#/components/headers/Request-Id"
+              },
+              "RateLimit-Limit": {
+                "$ref": "#/components/headers/RateLimit-Limit"
+              },
+              "RateLimit-Remaining": {
+                "$ref": "#/components/headers/RateLimit-Remaining"
+              },
+              "RateLimit-Reset": {
+                "$ref": "#/components/headers/RateLimit-Reset"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Device"
+                }
+              }
+            }
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "503": {
+            "$ref": "#/components/responses/Unavailable"
+          }
+        }
+      },
+      "delete": {
+        "operationId": "deleteDevice",
+        "summary": "Delete a device; its deliveries not yet sent end cancelled",
+        "description": "Scope: devices.",
+        "responses": {
+          "204": {
+            "$ref": "#/components/responses/NoContent"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "503": {
+            "$ref": "#/components/responses/Unavailable"
+          }
+        }
+      }
+    },
+    "/v1/apps/{app}/users/{user_id}/devices": {
+      "parameters": [
+        {
+          "$ref": "#/components/parameters/App"
+        },
+        {
+          "$ref": "#/components/parameters/UserId"
+        }
+      ],
+      "get": {
+        "operationId": "listUserDevices",
+        "summary": "A user's devices",
+        "description": "Scope: devices or read.",
+        "responses": {
+          "200": {
+            "description": "The user's devices (possibly none).",
+            "headers": {
+              "Request-Id": {
+                "$ref": "#/components/headers/Request-Id"
+              },
+              "RateLimit-Limit": {
+                "$ref": "#/components/headers/RateLimit-Limit"
+              },
+              "RateLimit-Remaining": {
+                "$ref": "#/components/headers/RateLimit-Remaining"
+              },
+              "RateLimit-Reset": {
+                "$ref": "#/components/headers/RateLimit-Reset"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/DeviceList"
+                }
+              }
+            }
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "503": {
+            "$ref": "#/components/responses/Unavailable"
+          }
+        }
+      },
+      "delete": {
+        "operationId": "deleteUserDevices",
+        "summary": "Delete every device of a user",
+        "description": "Scope: devices.",
+        "responses": {
+          "204": {
+            "$ref": "#/components/responses/NoContent"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "503": {
+            "$ref": "#/components/responses/Unavailable"
+          }
+        }
+      }
+    },
+    "/v1/apps/{app}/devices": {
+      "parameters": [
+        {
+          "$ref": "#/components/parameters/App"
+        }
+      ],
+      "get": {
+        "operationId": "listDevices",
+        "summary": "List devices by (updated_at, device_id)",
+        "description": "Scope: devices or read.",
+        "parameters": [
+          {
+            "name": "state",
+            "in": "query",
+            "required": false,
+            "schema": {
+              "type": "string",
+              "enum": [
+                "active",
+                "unregistered"
+              ]
+            }
+          },
+          {
+            "name": "since",
+            "in": "query",
+            "required": false,
+            "description": "Inclusive lower bound on updated_at.",
+            "schema": {
+              "type": "string",
+              "format": "date-time",
+              "pattern": "^20[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]\\.[0-9]{3}Z$"
+            }
+          },
+          {
+            "name": "limit",
+            "in": "query",
+            "required": false,
+            "schema": {
+              "type": "integer",
+              "minimum": 1,
+              "maximum": 1000,
+              "default": 100
+            }
+          },
+          {
+            "name": "cursor",
+            "in": "query",
+            "required": false,
+            "description": "next_cursor of the previous page.",
+            "schema": {
+              "type": "string"
+            }
+          }
+        ],
+        "responses": {
+          "200": {
+            "description": "A page of devices.",
+            "headers": {
+              "Request-Id": {
+                "$ref": "#/components/headers/Request-Id"
+              },
+              "RateLimit-Limit": {
+                "$ref": "#/components/headers/RateLimit-Limit"
+              },
+              "RateLimit-Remaining": {
+                "$ref": "#/components/headers/RateLimit-Remaining"
+              },
+              "RateLimit-Reset": {
+                "$ref": "#/components/headers/RateLimit-Reset"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/DevicePage"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "503": {
+            "$ref": "#/components/responses/Unavailable"
+          }
+        }
+      }
+    },
+    "/v1/apps/{app}/messages": {
+      "parameters": [
+        {
+          "$ref": "#/components/parameters/App"
+        }
+      ],
+      "post": {
+        "operationId": "sendMessage",
+        "summary": "Seal and queue a message for every device of its recipients",
+        "description": "Scope: send.",
+        "parameters": [
+          {
+            "name": "Idempotency-Key",
+            "in": "header",
+            "required": false,
+            "description": "1-255 printable ASCII characters; per app, kept 24 hours.",
+            "schema": {
+              "type": "string",
+              "minLength": 1,
+              "maxLength": 255,
+              "pattern": "^[\\x21-\\x7e]([\\x20-\\x7e]*[\\x21-\\x7e])?$"
+            }
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "$ref": "#/components/schemas/MessageRequest"
+              },
+              "example": {
+                "to": {
+                  "user_id": "u-42"
+                },
+                "title": "Agent K",
+                "body": "The eagle lands at noon.",
+                "ttl": 60
+              }
+            }
+          }
+        },
+        "responses": {
+          "202": {
+            "description": "Queued (or, with Idempotent-Replayed, the first answer again).",
+            "headers": {
+              "Request-Id": {
+                "$ref": "#/components/headers/Request-Id"
+              },
+              "RateLimit-Limit": {
+                "$ref": "#/components/headers/RateLimit-Limit"
+              },
+              "RateLimit-Remaining": {
+                "$ref": "#/components/headers/RateLimit-Remaining"
+              },
+              "RateLimit-Reset": {
+                "$ref": "#/components/headers/RateLimit-Reset"
+              },
+              "Idempotent-Replayed": {
+                "$ref": "#/components/headers/Idempotent-Replayed"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/MessageAccepted"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/SendBadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/SendNotFound"
+          },
+          "409": {
+            "$ref": "#/components/responses/SendInProgress"
+          },
+          "413": {
+            "$ref": "#/components/responses/SendTooLarge"
+          },
+          "415": {
+            "$ref": "#/components/responses/SendUnsupportedMediaType"
+          },
+          "422": {
+            "$ref": "#/components/responses/IdempotencyConflict"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "503": {
+            "$ref": "#/components/responses/Unavailable"
+          }
+        }
+      }
+    },
+    "/v1/apps/{app}/messages/{message_id}": {
+      "parameters": [
+        {
+          "$ref": "#/components/parameters/App"
+        },
+        {
+          "$ref": "#/components/parameters/MessageId"
+        }
+      ],
+      "get": {
+        "operationId": "getMessage",
+        "summary": "A message and its deliveries",
+        "description": "Scope: send or read.",
+        "responses": {
+          "200": {
+            "description": "The message.",
+            "headers": {
+              "Request-Id": {
+                "$ref": "#/components/headers/Request-Id"
+              },
+              "RateLimit-Limit": {
+                "$ref": "#/components/headers/RateLimit-Limit"
+              },
+              "RateLimit-Remaining": {
+                "$ref": "#/components/headers/RateLimit-Remaining"
+              },
+              "RateLimit-Reset": {
+                "$ref": "#/components/headers/RateLimit-Reset"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Message"
+                }
+              }
+            }
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "503": {
+            "$ref": "#/components/responses/Unavailable"
+          }
+        }
+      },
+      "delete": {
+        "operationId": "deleteMessage",
+        "summary": "Delete a message; its deliveries not yet sent end cancelled",
+        "description": "Scope: send.",
+        "responses": {
+          "204": {
+            "$ref": "#/components/responses/NoContent"
+          },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "503": {
+            "$ref": "#/components/responses/Unavailable"
+          }
+        }
+      }
+    },
+    "/v1/receipts": {
+      "post": {
+        "operationId": "postReceipt",
+        "summary": "A device's receipt (receipts v1 section 2); no bearer key",
+        "security": [],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "$ref": "#/components/schemas/DeviceMessage"
+              },
+              "example": {
+                "v": 1,
+                "type": "delivered",
+                "id": "m_example",
+                "token": "AAAAAAAAAAAAAAAAAAAAAA",
+                "at": 1795000000
+              }
+            }
+          }
+        },
+        "responses": {
+          "204": {
+            "description": "The receipt matches its delivery (repeats too).",
+            "headers": {
+              "Request-Id": {
+                "$ref": "#/components/headers/Request-Id"
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/PublicBadRequest"
+          },
+          "403": {
+            "description": "The token does not match the message's.",
+            "headers": {
+              "Request-Id": {
+                "$ref": "#/components/headers/Request-Id"
+              }
+            },
+            "content": {
+              "application/problem+json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Problem403"
+                }
+              }
+            }
+          },
+          "404": {
+            "description": "No message with this id.",
+            "headers": {
+              "Request-Id": {
+                "$ref": "#/components/headers/Request-Id"
+              }
+            },
+            "content": {
+              "application/problem+json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Problem404"
+                }
+              }
+            }
+          },
+          "413": {
+            "$ref": "#/components/responses/PublicTooLarge"
+          },
+          "429": {
+            "$ref": "#/components/responses/PublicRateLimited"
+          },
+          "503": {
+            "$ref": "#/components/responses/PublicUnavailable"
+          }
+        }
+      }
+    },
+    "/v1/reports": {
+      "post": {
+        "operationId": "postReport",
+        "summary": "A device's failure report (receipts v1 section 3); no bearer key, never trusted as proof",
+        "security": [],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "$ref": "#/components/schemas/DeviceMessage"
+              },
+              "example": {
+                "v": 1,
+                "type": "failed",
+                "reason": "unknownKey",
+                "kid": "15b689321abfea25",
+                "at": 1795000000,
+                "count": 1
+              }
+            }
+          }
+        },
+        "responses": {
+          "202": {
+            "description": "Counted.",
+            "headers": {
+              "Request-Id": {
+                "$ref": "#/components/headers/Request-Id"
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/PublicBadRequest"
+          },
+          "413": {
+            "$ref": "#/components/responses/PublicTooLarge"
+          },
+          "429": {
+            "$ref": "#/components/responses/PublicRateLimited"
+          },
+          "503": {
+            "$ref": "#/components/responses/PublicUnavailable"
+          }
+        }
+      }
+    },
+    "/openapi.json": {
+      "get": {
+        "operationId": "getOpenAPI",
+        "summary": "This document",
+        "security": [],
+        "responses": {
+          "200": {
+            "description": "The OpenAPI document.",
+            "headers": {
+              "Request-Id": {
+                "$ref": "#/components/headers/Request-Id"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "type": "object"
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  },
+  "components": {
+    "securitySchemes": {
+      "bearerAuth": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "An API key of the app in the path (sp_...)."
+      }
+    },
+    "parameters": {
+      "App": {
+        "name": "app",
+        "in": "path",
+        "required": true,
+        "schema": {
+          "type": "string"
+        },
+        "description": "The app id ([a-z0-9][a-z0-9._-]{0,63}); a key of another app gets 403 whatever the value."
+      },
+      "DeviceId": {
+        "name": "device_id",
+        "in": "path",
+        "required": true,
+        "schema": {
+          "type": "string"
+        },
+        "example": "phone-1",
+        "description": "1-128 bytes of [A-Za-z0-9._:@-], starting with a letter or digit."
+      },
+      "UserId": {
+        "name": "user_id",
+        "in": "path",
+        "required": true,
+        "schema": {
+          "type": "string"
+        },
+        "example": "u-42",
+        "description": "1-128 bytes of [A-Za-z0-9._:@-], starting with a letter or digit; another value gets 404."
+      },
+      "MessageId": {
+        "name": "message_id",
+        "in": "path",
+        "required": true,
+        "schema": {
+          "type": "string"
+        }
+      }
+    },
+    "headers": {
+      "Request-Id": {
+        "description": "Identifies this request; also written to its log line.",
+        "required": true,
+        "schema": {
+          "type": "string",
+          "minLength": 1
+        }
+      },
+      "RateLimit-Limit": {
+        "description": "Requests per second this app may make.",
+        "required": false,
+        "schema": {
+          "type": "integer",
+          "minimum": 0
+        }
+      },
+      "RateLimit-Remaining": {
+        "description": "Requests left in the current window.",
+        "required": false,
+        "schema": {
+          "type": "integer",
+          "minimum": 0
+        }
+      },
+      "RateLimit-Reset": {
+        "description": "Seconds until the window resets.",
+        "required": false,
+        "schema": {
+          "type": "integer",
+          "minimum": 0
+        }
+      },
+      "Retry-After": {
+        "description": "Seconds to wait before retrying.",
+        "required": true,
+        "schema": {
+          "type": "integer",
+          "minimum": 0
+        }
+      },
+      "WWW-Authenticate": {
+        "description": "Bearer.",
+        "required": true,
+        "schema": {
+          "type": "string",
+          "pattern": "^Bearer"
+        }
+      },
+      "Idempotent-Replayed": {
+        "description": "Present when this is the stored answer to an earlier request with the same Idempotency-Key and body.",
+        "required": false,
+        "schema": {
+          "type": "string",
+          "enum": [
+            "true"
+          ]
+        }
+      }
+    },
+    "schemas": {
+      "Id": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 128,
+        "pattern": "^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$",
+        "description": "A device or user id: 1-128 bytes of [A-Za-z0-9._:@-], starting with a letter or digit."
+      },
+      "Time": {
+        "type": "string",
+        "format": "date-time",
+        "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z$",
+        "description": "RFC 3339 UTC with milliseconds and a Z, e.g. 2026-11-23T20:57:27.123Z."
+      },
+      "NullableTime": {
+        "type": [
+          "string",
+          "null"
+        ],
+        "format": "date-time",
+        "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z$",
+        "description": "RFC 3339 UTC with milliseconds and a Z, e.g. 2026-11-23T20:57:27.123Z."
+      },
+      "Problem": {
+        "type": "object",
+        "description": "RFC 9457 problem details (gateway v1 section 3); detail never quotes a request value.",
+        "required": [
+          "type",
+          "title",
+          "status",
+          "detail"
+        ],
+        "properties": {
+          "type": {
+            "type": "string",
+            "pattern": "^urn:sealedpush:problem:[a-z_]+$"
+          },
+          "title": {
+            "type": "string"
+          },
+          "status": {
+            "type": "integer"
+          },
+          "detail": {
+            "type": "string"
+          },
+          "field": {
+            "type": "string",
+            "description": "A JSON pointer to the member at fault."
+          }
+        },
+        "additionalProperties": false
+      },
+      "Problem400": {
+        "allOf": [
+          {
+            "$ref": "#/components/schemas/Problem"
+          },
+          {
+            "type": "object",
+            "properties": {
+              "type": {
+                "enum": [
+                  "urn:sealedpush:problem:invalid_json",
+                  "urn:sealedpush:problem:invalid_field",
+                  "urn:sealedpush:problem:unknown_member"
+                ]
+              },
+              "status": {
+                "const": 400
+              }
+            }
+          }
+        ]
+      },
+      "Problem401": {
+        "allOf": [
+          {
+            "$ref": "#/components/schemas/Problem"
+          },
+          {
+            "type": "object",
+            "properties": {
+              "type": {
+                "const": "urn:sealedpush:problem:unauthorized"
+              },
+              "status": {
+                "const": 401
+              }
+            }
+          }
+        ]
+      },
+      "Problem403": {
+        "allOf": [
+          {
+            "$ref": "#/components/schemas/Problem"
+          },
+          {
+            "type": "object",
+            "properties": {
+              "type": {
+                "const": "urn:sealedpush:problem:forbidden"
+              },
+              "status": {
+                "const": 403
+              }
+            }
+          }
+        ]
+      },
+      "Problem404": {
+        "allOf": [
+          {
+            "$ref": "#/components/schemas/Problem"
+          },
+          {
+            "type": "object",
+            "properties": {
+              "type": {
+                "const": "urn:sealedpush:problem:not_found"
+              },
+              "status": {
+                "const": 404
+              }
+            }
+          }
+        ]
+      },
+      "Problem409": {
+        "allOf": [
+          {
+            "$ref": "#/components/schemas/Problem"
+          },
+          {
+            "type": "object",
+            "properties": {
+              "type": {
+                "const": "urn:sealedpush:problem:conflict"
+              },
+              "status": {
+                "const": 409
+              }
+            }
+          }
+        ]
+      },
+      "Problem413": {
+        "allOf": [
+          {
+            "$ref": "#/components/schemas/Problem"
+          },
+          {
+            "type": "object",
+            "properties": {
+              "type": {
+                "const": "urn:sealedpush:problem:too_large"
+              },
+              "status": {
+                "const": 413
+              }
+            }
+          }
+        ]
+      },
+      "Problem415": {
+        "allOf": [
+          {
+            "$ref": "#/components/schemas/Problem"
+          },
+          {
+            "type": "object",
+            "properties": {
+              "type": {
+                "const": "urn:sealedpush:problem:unsupported_media_type"
+              },
+              "status": {
+                "const": 415
+              }
+            }
+          }
+        ]
+      },
+      "Problem422": {
+        "allOf": [
+          {
+            "$ref": "#/components/schemas/Problem"
+          },
+          {
+            "type": "object",
+            "properties": {
+              "type": {
+                "const": "urn:sealedpush:problem:idempotency_conflict"
+              },
+              "status": {
+                "const": 422
+              }
+            }
+          }
+        ]
+      },
+      "Problem429": {
+        "allOf": [
+          {
+            "$ref": "#/components/schemas/Problem"
+          },
+          {
+            "type": "object",
+            "properties": {
+              "type": {
+                "const": "urn:sealedpush:problem:rate_limited"
+              },
+              "status": {
+                "const": 429
+              }
+            }
+          }
+        ]
+      },
+      "Problem503": {
+        "allOf": [
+          {
+            "$ref": "#/components/schemas/Problem"
+          },
+          {
+            "type": "object",
+            "properties": {
+              "type": {
+                "const": "urn:sealedpush:problem:unavailable"
+              },
+              "status": {
+                "const": 503
+              }
+            }
+          }
+        ]
+      },
+      "KeyRecord": {
+        "type": "object",
+        "description": "The device's exported sealedpush-device-key record (wire format v1); key_id must be derived from public_key. Members this version does not know are kept.",
+        "required": [
+          "type",
+          "version",
+          "key_id",
+          "public_key"
+        ],
+        "properties": {
+          "type": {
+            "const": "sealedpush-device-key"
+          },
+          "version": {
+            "const": 1
+          },
+          "key_id": {
+            "type": "string",
+            "pattern": "^[0-9a-f]{16}$"
+          },
+          "public_key": {
+            "type": "string",
+            "description": "Standard base64 of the 32-byte X25519 public key."
+          },
+          "created_at": {
+            "type": "string"
+          }
+        },
+        "additionalProperties": true
+      },
+      "DeviceRegistration": {
+        "type": "object",
+        "required": [
+          "user_id",
+          "apns_token",
+          "environment",
+          "key_record"
+        ],
+        "properties": {
+          "user_id": {
+            "$ref": "#/components/schemas/Id"
+          },
+          "apns_token": {
+            "type": "string",
+            "pattern": "^[0-9A-Fa-f]{64,200}$",
+            "description": "The APNs device token as 64 to 200 hex digits."
+          },
+          "environment": {
+            "type": "string",
+            "enum": [
+              "production",
+              "sandbox"
+            ]
+          },
+          "key_record": {
+            "$ref": "#/components/schemas/KeyRecord"
+          }
+        },
+        "additionalProperties": false
+      },
+      "LastReport": {
+        "type": "object",
+        "description": "The latest failure report (receipts v1 section 3) whose key id matches the device's key.",
+        "required": [
+          "reason",
+          "kid",
+          "count",
+          "at"
+        ],
+        "properties": {
+          "reason": {
+            "type": "string",
+            "enum": [
+              "malformedPayload",
+              "unsupportedVersion",
+              "unknownKey",
+              "decryptionFailed",
+              "badPadding",
+              "malformedMessage",
+              "recipientMismatch",
+              "untrustedSender",
+              "badSignature",
+              "signatureRequired",
+              "expired",
+              "notYetValid",
+              "keychainLocked"
+            ]
+          },
+          "kid": {
+            "type": [
+              "string",
+              "null"
+            ],
+            "pattern": "^[0-9a-f]{16}$"
+          },
+          "count": {
+            "type": "integer",
+            "minimum": 1
+          },
+          "at": {
+            "$ref": "#/components/schemas/Time"
+          }
+        },
+        "additionalProperties": false
+      },
+      "Device": {
+        "type": "object",
+        "required": [
+          "device_id",
+          "user_id",
+          "environment",
+          "key_id",
+          "state",
+          "apns_token_suffix",
+          "created_at",
+          "updated_at",
+          "unregistered_at",
+          "unregistered_reason",
+          "token_reassigned",
+          "last_report"
+        ],
+        "properties": {
+          "device_id": {
+            "$ref": "#/components/schemas/Id"
+          },
+          "user_id": {
+            "$ref": "#/components/schemas/Id"
+          },
+          "environment": {
+            "type": "string",
+            "enum": [
+              "production",
+              "sandbox"
+            ]
+          },
+          "key_id": {
+            "type": "string",
+            "pattern": "^[0-9a-f]{16}$"
+          },
+          "state": {
+            "type": "string",
+            "enum": [
+              "active",
+              "unregistered"
+            ]
+          },
+          "apns_token_suffix": {
+            "type": "string",
+            "pattern": "^[0-9a-f]{8}$"
+          },
+          "created_at": {
+            "$ref": "#/components/schemas/Time"
+          },
+          "updated_at": {
+            "$ref": "#/components/schemas/Time"
+          },
+          "unregistered_at": {
+            "$ref": "#/components/schemas/NullableTime"
+          },
+          "unregistered_reason": {
+            "type": [
+              "string",
+              "null"
+            ]
+          },
+          "token_reassigned": {
+            "type": "boolean"
+          },
+          "last_report": {
+            "oneOf": [
+              {
+                "type": "null"
+              },
+              {
+                "$ref": "#/components/schemas/LastReport"
+              }
+            ]
+          }
+        },
+        "additionalProperties": false
+      },
+      "DeviceList": {
+        "type": "object",
+        "required": [
+          "devices"
+        ],
+        "properties": {
+          "devices": {
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/Device"
+            }
+          }
+        },
+        "additionalProperties": false
+      },
+      "DevicePage": {
+        "type": "object",
+        "description": "Devices ordered by (updated_at, device_id).",
+        "required": [
+          "devices",
+          "next_cursor"
+        ],
+        "properties": {
+          "devices": {
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/Device"
+            }
+          },
+          "next_cursor": {
+            "type": [
+              "string",
+              "null"
+            ],
+            "description": "Pass as cursor for the next page; null on the last."
+          }
+        },
+        "additionalProperties": false
+      },
+      "Recipients": {
+        "oneOf": [
+          {
+            "type": "object",
+            "required": [
+              "user_id"
+            ],
+            "properties": {
+              "user_id": {
+                "$ref": "#/components/schemas/Id"
+              }
+            },
+            "additionalProperties": false
+          },
+          {
+            "type": "object",
+            "required": [
+              "user_ids"
+            ],
+            "properties": {
+              "user_ids": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 1000,
+                "items": {
+                  "$ref": "#/components/schemas/Id"
+                }
+              }
+            },
+            "additionalProperties": false
+          },
+          {
+            "type": "object",
+            "required": [
+              "device_ids"
+            ],
+            "properties": {
+              "device_ids": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 1000,
+                "items": {
+                  "$ref": "#/components/schemas/Id"
+                }
+              }
+            },
+            "additionalProperties": false
+          }
+        ]
+      },
+      "MessageRequest": {
+        "type": "object",
+        "description": "title, subtitle, body, thread_id, category, badge, sound and data travel only inside the sealed body. A message that cannot fit 4096 bytes once sealed is 413 (detail gives the largest body that fits).",
+        "required": [
+          "to",
+          "body"
+        ],
+        "properties": {
+          "to": {
+            "$ref": "#/components/schemas/Recipients"
+          },
+          "title": {
+            "type": "string",
+            "maxLength": 4096
+          },
+          "subtitle": {
+            "type": "string",
+            "maxLength": 4096
+          },
+          "body": {
+            "type": "string",
+            "maxLength": 4096
+          },
+          "thread_id": {
+            "type": "string",
+            "maxLength": 256,
+            "description": "At most 256 bytes (UTF-8)."
+          },
+          "category": {
+            "type": "string",
+            "maxLength": 256,
+            "description": "At most 256 bytes (UTF-8)."
+          },
+          "badge": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 2147483647
+          },
+          "sound": {
+            "type": "string",
+            "maxLength": 256,
+            "description": "At most 256 bytes (UTF-8)."
+          },
+          "data": {
+            "type": "object",
+            "not": {
+              "required": [
+                "aps"
+              ]
+            },
+            "description": "Opaque to the gateway; travels only inside the sealed body. May not hold aps."
+          },
+          "ttl": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 2592000,
+            "default": 604800,
+            "description": "Seconds APNs and the device keep the message; 0: deliver now or never."
+          },
+          "collapse_id": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 64,
+            "pattern": "^[^\\x00-\\x1f\\x7f]+$",
+            "description": "At most 64 bytes (UTF-8), no control characters."
+          },
+          "priority": {
+            "type": "integer",
+            "enum": [
+              10,
+              5
+            ],
+            "default": 10
+          },
+          "receipt": {
+            "type": "boolean",
+            "default": true
+          }
+        },
+        "additionalProperties": false
+      },
+      "MessageAccepted": {
+        "type": "object",
+        "required": [
+          "message_id",
+          "created_at",
+          "expires_at",
+          "deliveries",
+          "skipped"
+        ],
+        "properties": {
+          "message_id": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 64
+          },
+          "created_at": {
+            "$ref": "#/components/schemas/Time"
+          },
+          "expires_at": {
+            "$ref": "#/components/schemas/Time"
+          },
+          "deliveries": {
+            "type": "array",
+            "items": {
+              "type": "object",
+              "required": [
+                "delivery_id",
+                "device_id",
+                "state"
+              ],
+              "properties": {
+                "delivery_id": {
+                  "type": "string",
+                  "minLength": 1
+                },
+                "device_id": {
+                  "$ref": "#/components/schemas/Id"
+                },
+                "state": {
+                  "const": "queued"
+                }
+              },
+              "additionalProperties": false
+            }
+          },
+          "skipped": {
+            "type": "array",
+            "items": {
+              "type": "object",
+              "required": [
+                "device_id",
+                "reason"
+              ],
+              "properties": {
+                "device_id": {
+                  "$ref": "#/components/schemas/Id"
+                },
+                "reason": {
+                  "type": "string",
+                  "enum": [
+                    "unknown_device",
+                    "unregistered"
+                  ]
+                }
+              },
+              "additionalProperties": false
+            }
+          }
+        },
+        "additionalProperties": false
+      },
+      "Delivery": {
+        "type": "object",
+        "required": [
+          "delivery_id",
+          "device_id",
+          "state",
+          "attempts",
+          "apns_id",
+          "apns_status",
+          "reason",
+          "updated_at",
+          "next_attempt_at",
+          "accepted_at",
+          "delivered_at",
+          "seq"
+        ],
+        "properties": {
+          "delivery_id": {
+            "type": "string",
+            "minLength": 1
+          },
+          "device_id": {
+            "$ref": "#/components/schemas/Id"
+          },
+          "state": {
+            "type": "string",
+            "enum": [
+              "queued",
+              "accepted",
+              "delivered",
+              "rejected",
+              "unregistered",
+              "expired",
+              "cancelled"
+            ]
+          },
+          "attempts": {
+            "type": "integer",
+            "minimum": 0
+          },
+          "apns_id": {
+            "type": [
+              "string",
+              "null"
+            ],
+            "format": "uuid"
+          },
+          "apns_status": {
+            "type": [
+              "integer",
+              "null"
+            ]
+          },
+          "reason": {
+            "type": [
+              "string",
+              "null"
+            ],
+            "description": "APNs's reason or a gateway reason (ttl_expired, token_reassigned, device_deleted, message_deleted, credentials_paused)."
+          },
+          "updated_at": {
+            "$ref": "#/components/schemas/Time"
+          },
+          "next_attempt_at": {
+            "$ref": "#/components/schemas/NullableTime"
+          },
+          "accepted_at": {
+            "$ref": "#/components/schemas/NullableTime"
+          },
+          "delivered_at": {
+            "$ref": "#/components/schemas/NullableTime"
+          },
+          "seq": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "Grows with each change of the delivery."
+          }
+        },
+        "additionalProperties": false
+      },
+      "Message": {
+        "type": "object",
+        "required": [
+          "message_id",
+          "created_at",
+          "expires_at",
+          "deliveries"
+        ],
+        "properties": {
+          "message_id": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 64
+          },
+          "created_at": {
+            "$ref": "#/components/schemas/Time"
+          },
+          "expires_at": {
+            "$ref": "#/components/schemas/Time"
+          },
+          "deliveries": {
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/Delivery"
+            }
+          }
+        },
+        "additionalProperties": false
+      },
+      "DeviceMessage": {
+        "type": "object",
+        "description": "A receipt (receipts v1 section 2) or a failure report (section 3), at most 4096 bytes; the server checks it itself and answers 400 for anything else."
+      }
+    },
+    "responses": {
+      "NoContent": {
+        "description": "Done.",
+        "headers": {
+          "Request-Id": {
+            "$ref": "#/components/headers/Request-Id"
+          },
+          "RateLimit-Limit": {
+            "$ref": "#/components/headers/RateLimit-Limit"
+          },
+          "RateLimit-Remaining": {
+            "$ref": "#/components/headers/RateLimit-Remaining"
+          },
+          "RateLimit-Reset": {
+            "$ref": "#/components/headers/RateLimit-Reset"
+          }
+        }
+      },
+      "BadRequest": {
+        "description": "The request is malformed (invalid_json, invalid_field, unknown_member).",
+        "headers": {
+          "Request-Id": {
+            "$ref": "#/components/headers/Request-Id"
+          },
+          "RateLimit-Limit": {
+            "$ref": "#/components/headers/RateLimit-Limit"
+          },
+          "RateLimit-Remaining": {
+            "$ref": "#/components/headers/RateLimit-Remaining"
+          },
+          "RateLimit-Reset": {
+            "$ref": "#/components/headers/RateLimit-Reset"
+          }
+        },
+        "content": {
+          "application/problem+json": {
+            "schema": {
+              "$ref": "#/components/schemas/Problem400"
+            }
+          }
+        }
+      },
+      "Unauthorized": {
+        "description": "Missing or unknown API key.",
+        "headers": {
+          "Request-Id": {
+            "$ref": "#/components/headers/Request-Id"
+          },
+          "WWW-Authenticate": {
+            "$ref": "#/components/headers/WWW-Authenticate"
+          }
+        },
+        "content": {
+          "application/problem+json": {
+            "schema": {
+              "$ref": "#/components/schemas/Problem401"
+            }
+          }
+        }
+      },
+      "Forbidden": {
+        "description": "The API key belongs to another app or lacks the scope this route needs.",
+        "headers": {
+          "Request-Id": {
+            "$ref": "#/components/headers/Request-Id"
+          },
+          "RateLimit-Limit": {
+            "$ref": "#/components/headers/RateLimit-Limit"
+          },
+          "RateLimit-Remaining": {
+            "$ref": "#/components/headers/RateLimit-Remaining"
+          },
+          "RateLimit-Reset": {
+            "$ref": "#/components/headers/RateLimit-Reset"
+          }
+        },
+        "content": {
+          "application/problem+json": {
+            "schema": {
+              "$ref": "#/components/schemas/Problem403"
+            }
+          }
+        }
+      },
+      "NotFound": {
+        "description": "No such resource in this app.",
+        "headers": {
+          "Request-Id": {
+            "$ref": "#/components/headers/Request-Id"
+          },
+          "RateLimit-Limit": {
+            "$ref": "#/components/headers/RateLimit-Limit"
+          },
+          "RateLimit-Remaining": {
+            "$ref": "#/components/headers/RateLimit-Remaining"
+          },
+          "RateLimit-Reset": {
+            "$ref": "#/components/headers/RateLimit-Reset"
+          }
+        },
+        "content": {
+          "application/problem+json": {
+            "schema": {
+              "$ref": "#/components/schemas/Problem404"
+            }
+          }
+        }
+      },
+      "TooManyDevices": {
+        "description": "The user already holds the most devices allowed (100) in this app.",
+        "headers": {
+          "Request-Id": {
+            "$ref": "#/components/headers/Request-Id"
+          },
+          "RateLimit-Limit": {
+            "$ref": "#/components/headers/RateLimit-Limit"
+          },
+          "RateLimit-Remaining": {
+            "$ref": "#/components/headers/RateLimit-Remaining"
+          },
+          "RateLimit-Reset": {
+            "$ref": "#/components/headers/RateLimit-Reset"
+          }
+        },
+        "content": {
+          "application/problem+json": {
+            "schema": {
+              "$ref": "#/components/schemas/Problem409"
+            }
+          }
+        }
+      },
+      "TooLarge": {
+        "description": "The body is over 64 KiB.",
+        "headers": {
+          "Request-Id": {
+            "$ref": "#/components/headers/Request-Id"
+          },
+          "RateLimit-Limit": {
+            "$ref": "#/components/headers/RateLimit-Limit"
+          },
+          "RateLimit-Remaining": {
+            "$ref": "#/components/headers/RateLimit-Remaining"
+          },
+          "RateLimit-Reset": {
+            "$ref": "#/components/headers/RateLimit-Reset"
+          }
+        },
+        "content": {
+          "application/problem+json": {
+            "schema": {
+              "$ref": "#/components/schemas/Problem413"
+            }
+          }
+        }
+      },
+      "UnsupportedMediaType": {
+        "description": "The body is not sent as Content-Type: application/json.",
+        "headers": {
+          "Request-Id": {
+            "$ref": "#/components/headers/Request-Id"
+          },
+          "RateLimit-Limit": {
+            "$ref": "#/components/headers/RateLimit-Limit"
+          },
+          "RateLimit-Remaining": {
+            "$ref": "#/components/headers/RateLimit-Remaining"
+          },
+          "RateLimit-Reset": {
+            "$ref": "#/components/headers/RateLimit-Reset"
+          }
+        },
+        "content": {
+          "application/problem+json": {
+            "schema": {
+              "$ref": "#/components/schemas/Problem415"
+            }
+          }
+        }
+      },
+      "RateLimited": {
+        "description": "The app's rate limit is reached.",
+        "headers": {
+          "Request-Id": {
+            "$ref": "#/components/headers/Request-Id"
+          },
+          "RateLimit-Limit": {
+            "$ref": "#/components/headers/RateLimit-Limit"
+          },
+          "RateLimit-Remaining": {
+            "$ref": "#/components/headers/RateLimit-Remaining"
+          },
+          "RateLimit-Reset": {
+            "$ref": "#/components/headers/RateLimit-Reset"
+          },
+          "Retry-After": {
+            "$ref": "#/components/headers/Retry-After"
+          }
+        },
+        "content": {
+          "application/problem+json": {
+            "schema": {
+              "$ref": "#/components/schemas/Problem429"
+            }
+          }
+        }
+      },
+      "Unavailable": {
+        "description": "Queue full, shutting down or database unreachable.",
+        "headers": {
+          "Request-Id": {
+            "$ref": "#/components/headers/Request-Id"
+          },
+          "RateLimit-Limit": {
+            "$ref": "#/components/headers/RateLimit-Limit"
+          },
+          "RateLimit-Remaining": {
+            "$ref": "#/components/headers/RateLimit-Remaining"
+          },
+          "RateLimit-Reset": {
+            "$ref": "#/components/headers/RateLimit-Reset"
+          },
+          "Retry-After": {
+            "$ref": "#/components/headers/Retry-After"
+          }
+        },
+        "content": {
+          "application/problem+json": {
+            "schema": {
+              "$ref": "#/components/schemas/Problem503"
+            }
+          }
+        }
+      },
+      "SendBadRequest": {
+        "description": "The message is malformed (invalid_json, invalid_field, unknown_member).",
+        "headers": {
+          "Request-Id": {
+            "$ref": "#/components/headers/Request-Id"
+          },
+          "RateLimit-Limit": {
+            "$ref": "#/components/headers/RateLimit-Limit"
+          },
+          "RateLimit-Remaining": {
+            "$ref": "#/components/headers/RateLimit-Remaining"
+          },
+          "RateLimit-Reset": {
+            "$ref": "#/components/headers/RateLimit-Reset"
+          },
+          "Idempotent-Replayed": {
+            "$ref": "#/components/headers/Idempotent-Replayed"
+          }
+        },
+        "content": {
+          "application/problem+json": {
+            "schema": {
+              "$ref": "#/components/schemas/Problem400"
+            }
+          }
+        }
+      },
+      "SendNotFound": {
+        "description": "No device was ever registered for to.user_id in this app.",
+        "headers": {
+          "Request-Id": {
+            "$ref": "#/components/headers/Request-Id"
+          },
+          "RateLimit-Limit": {
+            "$ref": "#/components/headers/RateLimit-Limit"
+          },
+          "RateLimit-Remaining": {
+            "$ref": "#/components/headers/RateLimit-Remaining"
+          },
+          "RateLimit-Reset": {
+            "$ref": "#/components/headers/RateLimit-Reset"
+          },
+          "Idempotent-Replayed": {
+            "$ref": "#/components/headers/Idempotent-Replayed"
+          }
+        },
+        "content": {
+          "application/problem+json": {
+            "schema": {
+              "$ref": "#/components/schemas/Problem404"
+            }
+          }
+        }
+      },
+      "SendInProgress": {
+        "description": "A request with this Idempotency-Key is still being handled.",
+        "headers": {
+          "Request-Id": {
+            "$ref": "#/components/headers/Request-Id"
+          },
+          "RateLimit-Limit": {
+            "$ref": "#/components/headers/RateLimit-Limit"
+          },
+          "RateLimit-Remaining": {
+            "$ref": "#/components/headers/RateLimit-Remaining"
+          },
+          "RateLimit-Reset": {
+            "$ref": "#/components/headers/RateLimit-Reset"
+          },
+          "Retry-After": {
+            "$ref": "#/components/headers/Retry-After"
+          }
+        },
+        "content": {
+          "application/problem+json": {
+            "schema": {
+              "$ref": "#/components/schemas/Problem409"
+            }
+          }
+        }
+      },
+      "SendTooLarge": {
+        "description": "The body is over 64 KiB, or the message cannot fit 4096 bytes once sealed.",
+        "headers": {
+          "Request-Id": {
+            "$ref": "#/components/headers/Request-Id"
+          },
+          "RateLimit-Limit": {
+            "$ref": "#/components/headers/RateLimit-Limit"
+          },
+          "RateLimit-Remaining": {
+            "$ref": "#/components/headers/RateLimit-Remaining"
+          },
+          "RateLimit-Reset": {
+            "$ref": "#/components/headers/RateLimit-Reset"
+          },
+          "Idempotent-Replayed": {
+            "$ref": "#/components/headers/Idempotent-Replayed"
+          }
+        },
+        "content": {
+          "application/problem+json": {
+            "schema": {
+              "$ref": "#/components/schemas/Problem413"
+            }
+          }
+        }
+      },
+      "SendUnsupportedMediaType": {
+        "description": "The body is not sent as Content-Type: application/json.",
+        "headers": {
+          "Request-Id": {
+            "$ref": "#/components/headers/Request-Id"
+          },
+          "RateLimit-Limit": {
+            "$ref": "#/components/headers/RateLimit-Limit"
+          },
+          "RateLimit-Remaining": {
+            "$ref": "#/components/headers/RateLimit-Remaining"
+          },
+          "RateLimit-Reset": {
+            "$ref": "#/components/headers/RateLimit-Reset"
+          },
+          "Idempotent-Replayed": {
+            "$ref": "#/components/headers/Idempotent-Replayed"
+          }
+        },
+        "content": {
+          "application/problem+json": {
+            "schema": {
+              "$ref": "#/components/schemas/Problem415"
+            }
+          }
+        }
+      },
+      "IdempotencyConflict": {
+        "description": "This Idempotency-Key was used with a different body in the last 24 hours.",
+        "headers": {
+          "Request-Id": {
+            "$ref": "#/components/headers/Request-Id"
+          },
+          "RateLimit-Limit": {
+            "$ref": "#/components/headers/RateLimit-Limit"
+          },
+          "RateLimit-Remaining": {
+            "$ref": "#/components/headers/RateLimit-Remaining"
+          },
+          "RateLimit-Reset": {
+            "$ref": "#/components/headers/RateLimit-Reset"
+          },
+          "Idempotent-Replayed": {
+            "$ref": "#/components/headers/Idempotent-Replayed"
+          }
+        },
+        "content": {
+          "application/problem+json": {
+            "schema": {
+              "$ref": "#/components/schemas/Problem422"
+            }
+          }
+        }
+      },
+      "PublicBadRequest": {
+        "description": "The body is not a receipt or report as receipts v1 says.",
+        "headers": {
+          "Request-Id": {
+            "$ref": "#/components/headers/Request-Id"
+          }
+        },
+        "content": {
+          "application/problem+json": {
+            "schema": {
+              "$ref": "#/components/schemas/Problem400"
+            }
+          }
+        }
+      },
+      "PublicTooLarge": {
+        "description": "The body is over 4096 bytes.",
+        "headers": {
+          "Request-Id": {
+            "$ref": "#/components/headers/Request-Id"
+          }
+        },
+        "content": {
+          "application/problem+json": {
+            "schema": {
+              "$ref": "#/components/schemas/Problem413"
+            }
+          }
+        }
+      },
+      "PublicRateLimited": {
+        "description": "Too many requests from this source address.",
+        "headers": {
+          "Request-Id": {
+            "$ref": "#/components/headers/Request-Id"
+          },
+          "Retry-After": {
+            "$ref": "#/components/headers/Retry-After"
+          }
+        },
+        "content": {
+          "application/problem+json": {
+            "schema": {
+              "$ref": "#/components/schemas/Problem429"
+            }
+          }
+        }
+      },
+      "PublicUnavailable": {
+        "description": "The database is unreachable or the gateway is shutting down.",
+        "headers": {
+          "Request-Id": {
+            "$ref": "#/components/headers/Request-Id"
+          },
+          "Retry-After": {
+            "$ref": "#/components/headers/Retry-After"
+          }
+        },
+        "content": {
+          "application/problem+json": {
+            "schema": {
+              "$ref": "#/components/schemas/Problem503"
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+"""##
+}

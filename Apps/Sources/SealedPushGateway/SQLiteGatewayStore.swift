@@ -1,0 +1,548 @@
+import SQLiteNIO
+import NIOCore
+public import Logging
+import SealedPushAPNs
+import SealedPushCrypto
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Why the gateway's database cannot be used; names the file and what to do.
+public struct GatewayStoreError: Error, CustomStringConvertible, Sendable {
+    /// What happened and what to do.
+    public let description: String
+    /// An error saying `description`.
+    public init(_ description: String) { self.description = description }
+}
+
+/// The gateway's SQLite store (WAL, `synchronous=FULL`: a `202` is on disk before it is answered).
+///
+/// One connection; every method is one transaction, run one at a time (`gate`). SQLite serves one instance:
+/// `open` takes an exclusive `flock` on `<file>.lock` and refuses to start when another process holds it.
+public final class SQLiteGatewayStore: GatewayStore {
+    let connection: SQLiteConnection
+    let gate = AsyncLimiter(limit: 1)
+    let lockFD: Int32
+    /// The database file.
+    public let path: String
+
+    /// The schema versions this build knows, in order: each is applied once, in its own transaction.
+    static let migrations: [(version: Int, statements: [String])] = [
+        (1, [
+            "CREATE TABLE settings (name TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL)",
+            """
+            CREATE TABLE devices (
+                app TEXT NOT NULL, device_id TEXT NOT NULL, user_id TEXT NOT NULL, apns_token TEXT NOT NULL,
+                environment TEXT NOT NULL, key_record TEXT NOT NULL, key_id TEXT NOT NULL, state TEXT NOT NULL,
+                created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, registered_at INTEGER NOT NULL,
+                unregistered_at INTEGER, unregistered_reason TEXT, token_reassigned INTEGER NOT NULL DEFAULT 0,
+                report_reason TEXT, report_kid TEXT, report_count INTEGER, report_at INTEGER,
+                PRIMARY KEY (app, device_id))
+            """,
+            "CREATE UNIQUE INDEX devices_token ON devices(app, environment, apns_token)",
+            "CREATE INDEX devices_user ON devices(app, user_id)",
+            "CREATE INDEX devices_updated ON devices(app, updated_at, device_id)",
+            "CREATE INDEX devices_key ON devices(key_id)",
+            "CREATE TABLE known_users (app TEXT NOT NULL, user_id TEXT NOT NULL, PRIMARY KEY (app, user_id)) WITHOUT ROWID",
+            """
+            CREATE TABLE messages (message_id TEXT PRIMARY KEY NOT NULL, app TEXT NOT NULL,
+                created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL)
+            """,
+            """
+            CREATE TABLE deliveries (
+                delivery_id TEXT PRIMARY KEY NOT NULL, app TEXT NOT NULL, message_id TEXT NOT NULL, device_id TEXT NOT NULL,
+                apns_token TEXT NOT NULL, environment TEXT NOT NULL, payload BLOB NOT NULL, receipt_sha256 BLOB,
+                priority INTEGER NOT NULL, collapse_id TEXT NOT NULL, apns_expiration INTEGER NOT NULL, expires_at INTEGER NOT NULL,
+                apns_id TEXT NOT NULL, state TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, apns_status INTEGER, reason TEXT,
+                created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, next_attempt_at INTEGER, accepted_at INTEGER,
+                delivered_at INTEGER, seq INTEGER NOT NULL, lease_until INTEGER, generation INTEGER NOT NULL DEFAULT 0)
+            """,
+            "CREATE INDEX deliveries_due ON deliveries(app, state, next_attempt_at)",
+            "CREATE INDEX deliveries_message ON deliveries(message_id)",
+            "CREATE INDEX deliveries_device ON deliveries(app, device_id, state)",
+            """
+            CREATE TABLE idempotency (app TEXT NOT NULL, key TEXT NOT NULL, body_hmac BLOB NOT NULL, status INTEGER NOT NULL,
+                response BLOB NOT NULL, created_at INTEGER NOT NULL, PRIMARY KEY (app, key))
+            """,
+            """
+            CREATE TABLE reports (app TEXT NOT NULL, kid TEXT NOT NULL, reason TEXT NOT NULL, count INTEGER NOT NULL,
+                last_at INTEGER NOT NULL, PRIMARY KEY (app, kid, reason))
+            """,
+        ]),
+    ]
+
+    private init(connection: SQLiteConnection, path: String, lockFD: Int32) {
+        self.connection = connection
+        self.path = path
+        self.lockFD = lockFD
+    }
+
+    /// Opens (creating if needed) the database at `path`, takes the single-instance lock and applies migrations.
+    public static func open(path: String, logger: Logger) async throws(GatewayStoreError) -> SQLiteGatewayStore {
+        let lockPath = path + ".lock"
+        let fd = Glibc.open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw GatewayStoreError("cannot create \(lockPath) (errno \(errno)); check that the directory of \"database\" exists and is writable")
+        }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            Glibc.close(fd)
+            throw GatewayStoreError("another gateway is running on \(path) (it holds \(lockPath)); SQLite serves one instance — stop the other, or run several instances on PostgreSQL (\"database\": \"postgres://…\")")
+        }
+        // Created 0600 (device tokens and key records live here); SQLite gives its -wal and -shm the same mode.
+        let created = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        if created >= 0 { Glibc.close(created) }
+        do {
+            let connection = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
+            let store = SQLiteGatewayStore(connection: connection, path: path, lockFD: fd)
+            try await store.setUp()
+            return store
+        } catch let error as GatewayStoreError {
+            Glibc.close(fd)
+            throw error
+        } catch {
+            Glibc.close(fd)
+            throw GatewayStoreError("cannot open the database \(path): \(error); check that its directory exists and is writable")
+        }
+    }
+
+    private func setUp() async throws {
+        _ = try await connection.query("PRAGMA busy_timeout = 5000")
+        _ = try await connection.query("PRAGMA journal_mode = WAL")
+        _ = try await connection.query("PRAGMA synchronous = FULL")
+        _ = try await connection.query("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY NOT NULL, applied_at INTEGER NOT NULL)")
+        let current = try await connection.query("SELECT MAX(version) AS v FROM schema_migrations").first?.column("v")?.integer ?? 0
+        let known = Self.migrations.last?.version ?? 0
+        guard current <= known else {
+            throw GatewayStoreError("\(path) has schema version \(current), newer than this build knows (\(known)); run the newer gateway, or restore a backup")
+        }
+        for migration in Self.migrations where migration.version > current {
+            try await transaction {
+                for statement in migration.statements { _ = try await connection.query(statement) }
+                _ = try await connection.query("INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
+                                               [.integer(migration.version), .integer(Int(GatewayClock.system.milliseconds()))])
+            }
+        }
+        // This process holds the lock, so a lease left in the file belongs to a process that is gone (a crash
+        // or a kill): its deliveries are due again now, with the same apns-id and collapse id.
+        try await transaction {
+            _ = try await connection.query("UPDATE deliveries SET lease_until = NULL WHERE lease_until IS NOT NULL")
+        }
+        try await transaction {
+            let rows = try await connection.query("SELECT value FROM settings WHERE name = 'idempotency_secret'")
+            if rows.isEmpty {
+                _ = try await connection.query("INSERT INTO settings (name, value) VALUES ('idempotency_secret', ?)",
+                                               [.blob(ByteBuffer(bytes: CryptoLibrary.randomBytes(count: 32)))])
+            }
+        }
+    }
+
+    /// Runs `body` as one transaction (`BEGIN IMMEDIATE` … `COMMIT`), alone on the connection.
+    func transaction<R: Sendable>(_ body: () async throws -> R) async throws -> R {
+        try await gate.acquire()
+        defer { gate.release() }
+        _ = try await connection.query("BEGIN IMMEDIATE")
+        do {
+            let result = try await body()
+            _ = try await connection.query("COMMIT")
+            return result
+        } catch {
+            _ = try? await connection.query("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// Runs one read alone on the connection.
+    func read<R: Sendable>(_ body: () async throws -> R) async throws -> R {
+        try await gate.acquire()
+        defer { gate.release() }
+        return try await body()
+    }
+
+    public func close() async {
+        try? await connection.close()
+        Glibc.close(lockFD)
+    }
+
+    public func ping() async throws {
+        _ = try await read { try await connection.query("SELECT 1") }
+    }
+
+    public func idempotencySecret() async throws -> [UInt8] {
+        try await read {
+            guard let blob = try await connection.query("SELECT value FROM settings WHERE name = 'idempotency_secret'").first?.column("value")?.blob else {
+                throw GatewayStoreError("the idempotency secret is missing from \(path); the database was altered")
+            }
+            return Array(blob.readableBytesView)
+        }
+    }
+
+    // MARK: Devices
+
+    static let deviceColumns = """
+        app, device_id, user_id, apns_token, environment, key_record, key_id, state, created_at, updated_at, registered_at,
+        unregistered_at, unregistered_reason, token_reassigned, report_reason, report_kid, report_count, report_at
+        """
+
+    static func device(_ row: SQLiteRow) -> DeviceRecord? {
+        guard let app = row.column("app")?.string, let id = row.column("device_id")?.string, let user = row.column("user_id")?.string,
+              let token = row.column("apns_token")?.string,
+              let env = row.column("environment")?.string.flatMap(APNsEnvironmentName.init(rawValue:)),
+              let record = row.column("key_record")?.string, let kid = row.column("key_id")?.string,
+              let state = row.column("state")?.string.flatMap(DeviceState.init(rawValue:)),
+              let created = row.column("created_at")?.integer, let updated = row.column("updated_at")?.integer,
+              let registered = row.column("registered_at")?.integer
+        else { return nil }
+        var report: FailureReportSummary?
+        if let reason = row.column("report_reason")?.string, let count = row.column("report_count")?.integer, let at = row.column("report_at")?.integer {
+            report = FailureReportSummary(reason: reason, kid: row.column("report_kid")?.string, count: count, at: Int64(at))
+        }
+        return DeviceRecord(
+            app: app, deviceID: id, userID: user, apnsToken: token, environment: env, keyRecord: Array(record.utf8), keyID: kid, state: state,
+            createdAt: Int64(created), updatedAt: Int64(updated), registeredAt: Int64(registered),
+            unregisteredAt: row.column("unregistered_at")?.integer.map(Int64.init), unregisteredReason: row.column("unregistered_reason")?.string,
+            tokenReassigned: row.column("token_reassigned")?.integer == 1, lastReport: report)
+    }
+
+    func cancelUnsent(app: String, deviceID: String, reason: String, now: Int64) async throws {
+        _ = try await connection.query("""
+            UPDATE deliveries SET state = 'cancelled', reason = ?, updated_at = ?, next_attempt_at = NULL, seq = seq + 1, payload = x''
+            WHERE app = ? AND device_id = ? AND state = 'queued'
+            """, [.text(reason), .integer(Int(now)), .text(app), .text(deviceID)])
+    }
+
+    public func putDevice(_ device: DeviceRecord, maxDevicesPerUser: Int) async throws -> (device: DeviceRecord, created: Bool) {
+        try await transaction {
+            let existing = try await connection.query("SELECT \(Self.deviceColumns) FROM devices WHERE app = ? AND device_id = ?",
+                                                      [.text(device.app), .text(device.deviceID)]).first.flatMap(Self.device)
+            if existing?.userID != device.userID {
+                let count = try await connection.query("SELECT COUNT(*) AS n FROM devices WHERE app = ? AND user_id = ?",
+                                                       [.text(device.app), .text(device.userID)]).first?.column("n")?.integer ?? 0
+                if count >= maxDevicesPerUser { throw DeviceRegistrationRefusal.tooManyDevices(limit: maxDevicesPerUser) }
+            }
+            let holders = try await connection.query(
+                "SELECT device_id FROM devices WHERE app = ? AND environment = ? AND apns_token = ? AND device_id <> ?",
+                [.text(device.app), .text(device.environment.rawValue), .text(device.apnsToken), .text(device.deviceID)])
+            for holder in holders {
+                guard let other = holder.column("device_id")?.string else { continue }
+                try await cancelUnsent(app: device.app, deviceID: other, reason: "token_reassigned", now: device.updatedAt)
+                _ = try await connection.query("DELETE FROM devices WHERE app = ? AND device_id = ?", [.text(device.app), .text(other)])
+            }
+            var stored = device
+            stored.tokenReassigned = !holders.isEmpty
+            stored.createdAt = existing?.createdAt ?? device.createdAt
+            stored.state = .active
+            stored.unregisteredAt = nil
+            stored.unregisteredReason = nil
+            stored.lastReport = existing?.lastReport.flatMap { $0.kid == device.keyID ? $0 : nil }
+            let report = stored.lastReport
+            _ = try await connection.query("""
+                INSERT OR REPLACE INTO devices (\(Self.deviceColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, NULL, NULL, ?, ?, ?, ?, ?)
+                """, [.text(stored.app), .text(stored.deviceID), .text(stored.userID), .text(stored.apnsToken), .text(stored.environment.rawValue),
+                      .text(String(decoding: stored.keyRecord, as: UTF8.self)), .text(stored.keyID), .integer(Int(stored.createdAt)),
+                      .integer(Int(stored.updatedAt)), .integer(Int(stored.registeredAt)), .integer(stored.tokenReassigned ? 1 : 0),
+                      report.map { .text($0.reason) } ?? .null, report?.kid.map { .text($0) } ?? .null,
+                      report.map { .integer($0.count) } ?? .null, report.map { .integer(Int($0.at)) } ?? .null])
+            _ = try await connection.query("INSERT OR IGNORE INTO known_users (app, user_id) VALUES (?, ?)", [.text(device.app), .text(device.userID)])
+            return (stored, existing == nil)
+        }
+    }
+
+    public func device(app: String, deviceID: String) async throws -> DeviceRecord? {
+        try await read {
+            try await connection.query("SELECT \(Self.deviceColumns) FROM devices WHERE app = ? AND device_id = ?", [.text(app), .text(deviceID)])
+                .first.flatMap(Self.device)
+        }
+    }
+
+    public func deleteDevice(app: String, deviceID: String, now: Int64) async throws -> Bool {
+        try await transaction {
+            let rows = try await connection.query("DELETE FROM devices WHERE app = ? AND device_id = ? RETURNING device_id", [.text(app), .text(deviceID)])
+            guard !rows.isEmpty else { return false }
+            try await cancelUnsent(app: app, deviceID: deviceID, reason: "device_deleted", now: now)
+            return true
+        }
+    }
+
+    public func userDevices(app: String, userID: String) async throws -> [DeviceRecord] {
+        try await read {
+            try await connection.query("SELECT \(Self.deviceColumns) FROM devices WHERE app = ? AND user_id = ? ORDER BY updated_at, device_id",
+                                       [.text(app), .text(userID)]).compactMap(Self.device)
+        }
+    }
+
+    public func userIsKnown(app: String, userID: String) async throws -> Bool {
+        try await read {
+            try await !connection.query("SELECT 1 AS k FROM known_users WHERE app = ? AND user_id = ?", [.text(app), .text(userID)]).isEmpty
+        }
+    }
+
+    public func deleteUserDevices(app: String, userID: String, now: Int64) async throws -> Int {
+        try await transaction {
+            let rows = try await connection.query("DELETE FROM devices WHERE app = ? AND user_id = ? RETURNING device_id", [.text(app), .text(userID)])
+            for row in rows {
+                if let id = row.column("device_id")?.string { try await cancelUnsent(app: app, deviceID: id, reason: "device_deleted", now: now) }
+            }
+            return rows.count
+        }
+    }
+
+    public func listDevices(app: String, state: DeviceState?, since: Int64?, after: (Int64, String)?, limit: Int) async throws -> [DeviceRecord] {
+        var sql = "SELECT \(Self.deviceColumns) FROM devices WHERE app = ?"
+        var binds: [SQLiteData] = [.text(app)]
+        if let state { sql += " AND state = ?"; binds.append(.text(state.rawValue)) }
+        if let since { sql += " AND updated_at >= ?"; binds.append(.integer(Int(since))) }
+        if let after {
+            sql += " AND (updated_at > ? OR (updated_at = ? AND device_id > ?))"
+            binds += [.integer(Int(after.0)), .integer(Int(after.0)), .text(after.1)]
+        }
+        sql += " ORDER BY updated_at, device_id LIMIT ?"
+        binds.append(.integer(limit))
+        let query = sql, values = binds
+        return try await read { try await connection.query(query, values).compactMap(Self.device) }
+    }
+
+    public func devices(app: String, ids: [String]) async throws -> [DeviceRecord] {
+        guard !ids.isEmpty else { return [] }
+        return try await read {
+            var out: [DeviceRecord] = []
+            var start = 0
+            while start < ids.count {
+                let chunk = Array(ids[start..<min(ids.count, start + 500)])
+                let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+                out += try await connection.query("SELECT \(Self.deviceColumns) FROM devices WHERE app = ? AND device_id IN (\(marks))",
+                                                  [.text(app)] + chunk.map { .text($0) }).compactMap(Self.device)
+                start += 500
+            }
+            return out
+        }
+    }
+
+    // MARK: Messages
+
+    public func insertMessage(_ message: NewMessage, idempotency: (key: String, answer: IdempotentAnswer)?) async throws {
+        try await transaction {
+            _ = try await connection.query("INSERT INTO messages (message_id, app, created_at, expires_at) VALUES (?, ?, ?, ?)",
+                                           [.text(message.messageID), .text(message.app), .integer(Int(message.createdAt)), .integer(Int(message.expiresAt))])
+            for d in message.deliveries {
+                _ = try await connection.query("""
+                    INSERT INTO deliveries (delivery_id, app, message_id, device_id, apns_token, environment, payload, receipt_sha256, priority,
+                        collapse_id, apns_expiration, expires_at, apns_id, state, attempts, created_at, updated_at, next_attempt_at, seq)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?, ?, ?, 1)
+                    """, [.text(d.deliveryID), .text(message.app), .text(message.messageID), .text(d.deviceID), .text(d.apnsToken),
+                          .text(d.environment.rawValue), .blob(ByteBuffer(bytes: d.payload)),
+                          d.receiptTokenSHA256.map { .blob(ByteBuffer(bytes: $0)) } ?? .null, .integer(d.priority), .text(d.collapseID),
+                          .integer(Int(d.apnsExpiration)), .integer(Int(message.expiresAt)), .text(d.apnsID),
+                          .integer(Int(message.createdAt)), .integer(Int(message.createdAt)), .integer(Int(message.createdAt))])
+            }
+            if let idempotency { try await upsertIdempotency(app: message.app, key: idempotency.key, answer: idempotency.answer) }
+        }
+    }
+
+    func upsertIdempotency(app: String, key: String, answer: IdempotentAnswer) async throws {
+        _ = try await connection.query("""
+            INSERT OR REPLACE INTO idempotency (app, key, body_hmac, status, response, created_at) VALUES (?, ?, ?, ?, ?, ?)
+            """, [.text(app), .text(key), .blob(ByteBuffer(bytes: answer.bodyHMAC)), .integer(answer.status),
+                  .blob(ByteBuffer(bytes: answer.body)), .integer(Int(answer.createdAt))])
+    }
+
+    public func idempotentAnswer(app: String, key: String) async throws -> IdempotentAnswer? {
+        try await read {
+            guard let row = try await connection.query("SELECT body_hmac, status, response, created_at FROM idempotency WHERE app = ? AND key = ?",
+                                                       [.text(app), .text(key)]).first,
+                  let hmac = row.column("body_hmac")?.blob, let status = row.column("status")?.integer,
+                  let response = row.column("response")?.blob, let created = row.column("created_at")?.integer
+            else { return nil }
+            return IdempotentAnswer(bodyHMAC: Array(hmac.readableBytesView), status: status, body: Array(response.readableBytesView), createdAt: Int64(created))
+        }
+    }
+
+    public func storeIdempotentAnswer(app: String, key: String, answer: IdempotentAnswer) async throws {
+        try await transaction { try await upsertIdempotency(app: app, key: key, answer: answer) }
+    }
+
+    static let deliveryColumns = """
+        delivery_id, app, message_id, device_id, state, attempts, apns_id, apns_status, reason, created_at, updated_at,
+        next_attempt_at, accepted_at, delivered_at, seq
+        """
+
+    static func delivery(_ row: SQLiteRow) -> DeliveryRecord? {
+        guard let id = row.column("delivery_id")?.string, let app = row.column("app")?.string, let message = row.column("message_id")?.string,
+              let device = row.column("device_id")?.string, let state = row.column("state")?.string.flatMap(DeliveryState.init(rawValue:)),
+              let attempts = row.column("attempts")?.integer, let apnsID = row.column("apns_id")?.string,
+              let created = row.column("created_at")?.integer, let updated = row.column("updated_at")?.integer, let seq = row.column("seq")?.integer
+        else { return nil }
+        return DeliveryRecord(
+            deliveryID: id, app: app, messageID: message, deviceID: device, state: state, attempts: attempts, apnsID: apnsID,
+            apnsStatus: row.column("apns_status")?.integer, reason: row.column("reason")?.string, createdAt: Int64(created), updatedAt: Int64(updated),
+            nextAttemptAt: row.column("next_attempt_at")?.integer.map(Int64.init), acceptedAt: row.column("accepted_at")?.integer.map(Int64.init),
+            deliveredAt: row.column("delivered_at")?.integer.map(Int64.init), seq: Int64(seq))
+    }
+
+    public func message(app: String, messageID: String) async throws -> (createdAt: Int64, expiresAt: Int64, deliveries: [DeliveryRecord])? {
+        try await read {
+            guard let row = try await connection.query("SELECT created_at, expires_at FROM messages WHERE app = ? AND message_id = ?",
+                                                       [.text(app), .text(messageID)]).first,
+                  let created = row.column("created_at")?.integer, let expires = row.column("expires_at")?.integer
+            else { return nil }
+            let deliveries = try await connection.query("SELECT \(Self.deliveryColumns) FROM deliveries WHERE message_id = ? ORDER BY device_id, delivery_id",
+                                                        [.text(messageID)]).compactMap(Self.delivery)
+            return (Int64(created), Int64(expires), deliveries)
+        }
+    }
+
+    public func cancelMessage(app: String, messageID: String, now: Int64) async throws -> Bool {
+        try await transaction {
+            guard try await !connection.query("SELECT 1 AS k FROM messages WHERE app = ? AND message_id = ?", [.text(app), .text(messageID)]).isEmpty else {
+                return false
+            }
+            _ = try await connection.query("""
+                UPDATE deliveries SET state = 'cancelled', reason = 'message_deleted', updated_at = ?, next_attempt_at = NULL, seq = seq + 1, payload = x''
+                WHERE message_id = ? AND state = 'queued'
+                """, [.integer(Int(now)), .text(messageID)])
+            return true
+        }
+    }
+
+    // MARK: The queue
+
+    public func claimDue(app: String, now: Int64, leaseUntil: Int64, limit: Int) async throws -> [ClaimedDelivery] {
+        try await transaction {
+            try await connection.query("""
+                UPDATE deliveries SET lease_until = ?, generation = generation + 1
+                WHERE delivery_id IN (SELECT delivery_id FROM deliveries WHERE app = ? AND state = 'queued' AND next_attempt_at <= ?
+                                      AND (lease_until IS NULL OR lease_until < ?) ORDER BY next_attempt_at LIMIT ?)
+                RETURNING delivery_id, app, device_id, apns_token, environment, payload, priority, collapse_id, apns_expiration,
+                          expires_at, apns_id, attempts, generation
+                """, [.integer(Int(leaseUntil)), .text(app), .integer(Int(now)), .integer(Int(now)), .integer(limit)]).compactMap { row in
+                guard let id = row.column("delivery_id")?.string, let app = row.column("app")?.string, let device = row.column("device_id")?.string,
+                      let token = row.column("apns_token")?.string,
+                      let env = row.column("environment")?.string.flatMap(APNsEnvironmentName.init(rawValue:)),
+                      let payload = row.column("payload")?.blob, let priority = row.column("priority")?.integer,
+                      let collapse = row.column("collapse_id")?.string, let exp = row.column("apns_expiration")?.integer,
+                      let expires = row.column("expires_at")?.integer, let apnsID = row.column("apns_id")?.string,
+                      let attempts = row.column("attempts")?.integer, let generation = row.column("generation")?.integer
+                else { return nil }
+                return ClaimedDelivery(deliveryID: id, app: app, deviceID: device, apnsToken: token, environment: env,
+                                       payload: Array(payload.readableBytesView), priority: priority, collapseID: collapse,
+                                       apnsExpiration: Int64(exp), expiresAt: Int64(expires), apnsID: apnsID, attempts: attempts,
+                                       generation: Int64(generation))
+            }
+        }
+    }
+
+    public func complete(_ claim: ClaimedDelivery, outcome: AttemptOutcome, unregisteredAt: Int64?, now: Int64) async throws -> Bool {
+        try await transaction {
+            let n = Int(now)
+            let key: [SQLiteData] = [.text(claim.deliveryID), .integer(Int(claim.generation))]
+            let rows: [SQLiteRow]
+            var status: Int?
+            switch outcome {
+            case .handBack:
+                rows = try await connection.query("UPDATE deliveries SET lease_until = NULL WHERE delivery_id = ? AND generation = ? RETURNING seq", key)
+            case let .accepted(s):
+                status = s
+                rows = try await connection.query("""
+                    UPDATE deliveries SET state = 'accepted', attempts = attempts + 1, apns_status = ?, reason = NULL, accepted_at = ?,
+                        updated_at = ?, next_attempt_at = NULL, lease_until = NULL, seq = seq + 1, payload = x''
+                    WHERE delivery_id = ? AND generation = ? AND state = 'queued' RETURNING seq
+                    """, [.integer(s), .integer(n), .integer(n)] + key)
+            case let .retry(at, s, reason):
+                status = s
+                rows = try await connection.query("""
+                    UPDATE deliveries SET attempts = attempts + 1, apns_status = ?, reason = ?, updated_at = ?, next_attempt_at = ?,
+                        lease_until = NULL, seq = seq + 1
+                    WHERE delivery_id = ? AND generation = ? AND state = 'queued' RETURNING seq
+                    """, [s.map { .integer($0) } ?? .null, .text(reason), .integer(n), .integer(Int(at))] + key)
+            case let .final(state, s, reason, attempted):
+                status = s
+                rows = try await connection.query("""
+                    UPDATE deliveries SET state = ?, attempts = attempts + ?, apns_status = ?, reason = ?, updated_at = ?, next_attempt_at = NULL,
+                        lease_until = NULL, seq = seq + 1, payload = x''
+                    WHERE delivery_id = ? AND generation = ? AND state = 'queued' RETURNING seq
+                    """, [.text(state.rawValue), .integer(attempted ? 1 : 0), s.map { .integer($0) } ?? .null, .text(reason), .integer(n)] + key)
+                if state == .unregistered, !rows.isEmpty {
+                    _ = try await connection.query("""
+                        UPDATE devices SET state = 'unregistered', unregistered_at = ?, unregistered_reason = ?, updated_at = ?
+                        WHERE app = ? AND environment = ? AND apns_token = ? AND state = 'active' AND registered_at < ?
+                        """, [.integer(n), .text(reason), .integer(n), .text(claim.app), .text(claim.environment.rawValue),
+                              .text(claim.apnsToken), .integer(Int(unregisteredAt ?? now + 1))])
+                }
+            case let .paused(s, reason):
+                status = s
+                rows = try await connection.query("""
+                    UPDATE deliveries SET apns_status = ?, reason = 'credentials_paused', updated_at = ?, lease_until = NULL, seq = seq + 1
+                    WHERE delivery_id = ? AND generation = ? AND state = 'queued' RETURNING seq
+                    """, [s.map { .integer($0) } ?? .null, .integer(n)] + key)
+                _ = reason
+            }
+            if rows.isEmpty, let status {
+                // Delivered (its receipt came first) or cancelled meanwhile: the answer only sets apns_status.
+                _ = try await connection.query("UPDATE deliveries SET apns_status = ?, lease_until = NULL WHERE delivery_id = ? AND generation = ?",
+                                               [.integer(status)] + key)
+            }
+            return !rows.isEmpty
+        }
+    }
+
+    public func nextDue(app: String) async throws -> Int64? {
+        try await read {
+            try await connection.query("SELECT MIN(next_attempt_at) AS t FROM deliveries WHERE app = ? AND state = 'queued'", [.text(app)])
+                .first?.column("t")?.integer.map(Int64.init)
+        }
+    }
+
+    public func queueDepths() async throws -> [String: QueueDepth] {
+        try await read {
+            var out: [String: QueueDepth] = [:]
+            for row in try await connection.query("SELECT app, COUNT(*) AS n, MIN(created_at) AS oldest FROM deliveries WHERE state = 'queued' GROUP BY app") {
+                guard let app = row.column("app")?.string else { continue }
+                out[app] = QueueDepth(queued: row.column("n")?.integer ?? 0, oldestCreatedAt: row.column("oldest")?.integer.map(Int64.init))
+            }
+            return out
+        }
+    }
+
+    // MARK: Receipts and reports
+
+    public func recordReceipt(messageID: String, tokenSHA256: [UInt8], now: Int64) async throws -> ReceiptResult {
+        try await transaction {
+            let rows = try await connection.query("SELECT delivery_id, app, state, receipt_sha256 FROM deliveries WHERE message_id = ?", [.text(messageID)])
+            guard !rows.isEmpty else { return .unknownID }
+            var match: (id: String, app: String, state: DeliveryState)?
+            for row in rows {
+                guard let hash = row.column("receipt_sha256")?.blob, let id = row.column("delivery_id")?.string,
+                      let app = row.column("app")?.string, let state = row.column("state")?.string.flatMap(DeliveryState.init(rawValue:))
+                else { continue }
+                if constantTimeEquals(Array(hash.readableBytesView), tokenSHA256) { match = (id, app, state) }
+            }
+            guard let match else { return .wrongToken }
+            switch match.state {
+            case .queued, .accepted, .expired, .cancelled:
+                _ = try await connection.query("""
+                    UPDATE deliveries SET state = 'delivered', delivered_at = ?, updated_at = ?, next_attempt_at = NULL, seq = seq + 1, payload = x''
+                    WHERE delivery_id = ?
+                    """, [.integer(Int(now)), .integer(Int(now)), .text(match.id)])
+                return .matched(app: match.app, changed: true)
+            default:
+                return .matched(app: match.app, changed: false)
+            }
+        }
+    }
+
+    public func recordReport(kid: String?, reason: String, count: Int, now: Int64) async throws -> [String] {
+        guard let kid else { return [] }
+        return try await transaction {
+            let rows = try await connection.query("""
+                UPDATE devices SET report_reason = ?, report_kid = ?, report_count = ?, report_at = ? WHERE key_id = ? RETURNING app
+                """, [.text(reason), .text(kid), .integer(count), .integer(Int(now)), .text(kid)])
+            let apps = Set(rows.compactMap { $0.column("app")?.string })
+            for app in apps {
+                _ = try await connection.query("""
+                    INSERT INTO reports (app, kid, reason, count, last_at) VALUES (?, ?, ?, ?, ?)
+                    ON CONFLICT (app, kid, reason) DO UPDATE SET count = MIN(count + excluded.count, 1000000000), last_at = excluded.last_at
+                    """, [.text(app), .text(kid), .text(reason), .integer(count), .integer(Int(now))])
+            }
+            return apps.sorted()
+        }
+    }
+}

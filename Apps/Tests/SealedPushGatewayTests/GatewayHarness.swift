@@ -1,0 +1,254 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import SealedPushAPNs
+import SealedPushAPNsCore
+import SealedPushAPNsServer
+import SealedPushCrypto
+import SealedPushDevice
+import SealedPushDeviceHTTP
+import SealedPushGateway
+import SealedPushKeychain
+import SealedPushWire
+import SealedPushTestSupport
+import ServiceLifecycle
+import Testing
+
+/// The API keys every harness configures, by what they may do (the config holds only their SHA-256).
+enum Keys {
+    static let all = "sp_" + String(repeating: "A1", count: 20)
+    static let devicesOnly = "sp_" + String(repeating: "B2", count: 20)
+    static let sendOnly = "sp_" + String(repeating: "C3", count: 20)
+    static let readOnly = "sp_" + String(repeating: "D4", count: 20)
+    static let otherApp = "sp_" + String(repeating: "E5", count: 20)
+    static func sha256(_ key: String) -> String { Hex.encode(SHA256Hasher.hash(Array(key.utf8))) }
+}
+
+/// A local APNs on loopback with a development key for the topic `com.example.chat`, whose accepted pushes
+/// are kept for the test to hand to simulated phones.
+final class TestAPNs: Sendable {
+    static let topic = "com.example.chat"
+    let server: LocalAPNsServer
+    let port: Int
+    let pem: String
+    let accepted: NIOLockedValueBox<[AcceptedPush]>
+
+    init(port: Int = 0, devices: [String: String] = [:], acceptUnknownTokens: Bool = true, latency: Duration = .zero) async throws {
+        let (key, pem) = try APNsSigningKey.generateForDevelopment(keyID: "KEY0000001", teamID: "TEAM000001")
+        let configuration = LocalAPNsConfiguration(
+            port: port, keys: [.init(keyID: "KEY0000001", teamID: "TEAM000001", publicKey: key.privateKey.publicKey, topics: [Self.topic])],
+            devices: devices, acceptUnknownTokens: acceptUnknownTokens, latency: latency)
+        let box = NIOLockedValueBox<[AcceptedPush]>([])
+        server = LocalAPNsServer(configuration: configuration, authority: try LocalCertificateAuthority.make(), onAccepted: { push in
+            box.withLockedValue { $0.append(push) }
+        })
+        self.pem = pem
+        accepted = box
+        self.port = try await server.start()
+    }
+
+    /// The pushes accepted so far.
+    var pushes: [AcceptedPush] { accepted.withLockedValue { $0 } }
+
+    func stop() async { await server.stop() }
+}
+
+/// A simulated phone: a keychain store with a device key, an APNs token, and its exported key record.
+struct Phone {
+    let store: KeychainStore
+    let token: String
+    let record: JSONObject
+
+    init(in directory: URL, name: String, token: String) throws {
+        let root = directory.appendingPathComponent(name)
+        store = try KeychainStore(url: root)
+        record = try DeviceKeyring(store: store).generate().jsonObject
+        self.token = token
+    }
+
+    /// Opens `payload` as the phone would, posting its receipt through HTTP.
+    func open(_ payload: [UInt8], transport: HTTPReceiptTransport) async -> DeliveryResult {
+        await SimulatedDevice(store: store).deliver(payload, receipts: SimulatedDevice(store: store).receiptCourier(transport: transport))
+    }
+}
+
+/// An HTTP answer as the tests read it.
+struct Answer {
+    let status: Int
+    let headers: [(String, String)]
+    let body: [UInt8]
+    var json: JSONObject { (try? JSON.parse(body)).flatMap { if case let .object(o) = $0 { o } else { nil } } ?? JSONObject([]) }
+    func header(_ name: String) -> String? { headers.first { $0.0.lowercased() == name.lowercased() }?.1 }
+    var code: String? { json["type"]?.stringValue.map { String($0.dropFirst("urn:sealedpush:problem:".count)) } }
+    var text: String { String(decoding: body, as: UTF8.self) }
+}
+
+/// Plain HTTP calls to a gateway on loopback.
+struct GatewayClient {
+    let http: HTTPClient
+    let base: String
+
+    func call(_ method: HTTPMethod, _ path: String, key: String? = Keys.all, json: JSONValue? = nil, raw: [UInt8]? = nil,
+              contentType: String? = "application/json", headers: [(String, String)] = []) async throws -> Answer {
+        var request = HTTPClientRequest(url: base + path)
+        request.method = method
+        if let key { request.headers.add(name: "Authorization", value: "Bearer \(key)") }
+        if let bytes = raw ?? json.map({ JSON.serialize($0) }) {
+            if let contentType { request.headers.add(name: "Content-Type", value: contentType) }
+            request.body = .bytes(ByteBuffer(bytes: bytes))
+        }
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        let response = try await http.execute(request, timeout: .seconds(30))
+        let body = try await response.body.collect(upTo: 16 << 20)
+        return Answer(status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
+                      body: Array(body.readableBytesView))
+    }
+}
+
+/// A gateway on loopback over a fresh SQLite database, with app `chat` (and app `other`) against a local APNs.
+final class GatewayHarness: Sendable {
+    let directory: URL
+    let apns: TestAPNs
+    let gateway: Gateway
+    let group: ServiceGroup
+    let running: Task<Void, any Error>
+    let apiPort: Int
+    let adminPort: Int
+    let http: HTTPClient
+    let receipts = HTTPReceiptTransport()
+
+    /// Writes the configuration (the app's `.p8`, CA, API keys) into `directory` and returns its path.
+    static func writeConfiguration(in directory: URL, apns: TestAPNs, listen: String = "127.0.0.1:0", admin: String = "127.0.0.1:0",
+                                   publicURL: String = "http://127.0.0.1:1", extraApp: JSONObject = JSONObject([])) throws -> String {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let p8 = directory.appendingPathComponent("AuthKey_KEY0000001.p8")
+        try Data(apns.pem.utf8).write(to: p8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: p8.path)
+        try Data(apns.server.authority.caPEM.utf8).write(to: directory.appendingPathComponent("ca.pem"))
+        func key(_ id: String, _ k: String, _ scopes: [String]) -> JSONValue {
+            .object(JSONObject([("id", .string(id)), ("sha256", .string(Keys.sha256(k))), ("scopes", .array(scopes.map { .string($0) }))]))
+        }
+        let url = JSONValue.string("https://127.0.0.1:\(apns.port)")
+        func app(_ id: String, _ keys: [JSONValue]) -> JSONValue {
+            var o = JSONObject([
+                ("id", .string(id)), ("topic", .string(TestAPNs.topic)),
+                ("apns", .object(JSONObject([("auth_key", "AuthKey_KEY0000001.p8"), ("key_id", "KEY0000001"), ("team_id", "TEAM000001"),
+                                             ("production_url", url), ("sandbox_url", url), ("ca_cert", "ca.pem")]))),
+                ("api_keys", .array(keys)),
+            ])
+            if id == "chat" { for m in extraApp { o[m.key] = m.value } }
+            return .object(o)
+        }
+        let config = JSONObject([
+            ("listen", .string(listen)), ("admin_listen", .string(admin)), ("public_url", .string(publicURL)),
+            ("database", "sqlite:gateway.db"),
+            ("apps", .array([
+                app("chat", [key("all", Keys.all, ["send", "devices", "read"]), key("devices", Keys.devicesOnly, ["devices"]),
+                             key("send", Keys.sendOnly, ["send"]), key("read", Keys.readOnly, ["read"])]),
+                app("other", [key("other", Keys.otherApp, ["send", "devices", "read"])]),
+            ])),
+        ])
+        let path = directory.appendingPathComponent("gateway.json")
+        try Data(JSON.serialize(.object(config))).write(to: path)
+        return path.path
+    }
+
+    /// Starts a gateway; `publicURL` nil means its own API address (receipts come back to it).
+    init(name: String, options: GatewayOptions = GatewayOptions(), extraApp: JSONObject = JSONObject([]),
+         apns: TestAPNs? = nil) async throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-\(name)-\(UUID().uuidString)")
+        let apns = if let apns { apns } else { try await TestAPNs() }
+        self.apns = apns
+        // Reserve the API port first so the configuration's public_url can name it.
+        let port = try Self.freePort()
+        let path = try Self.writeConfiguration(in: directory, apns: apns, listen: "127.0.0.1:\(port)",
+                                               publicURL: "http://127.0.0.1:\(port)", extraApp: extraApp)
+        var logger = Logger(label: "gateway-test")
+        logger.logLevel = .warning
+        let configuration = try GatewayConfiguration.load(path: path)
+        gateway = try await Gateway.open(configuration: configuration, options: options, logger: logger)
+        let ports = NIOLockedValueBox<[String: Int]>([:])
+        let services = GatewayServer.services(gateway, logger: logger) { name, port in ports.withLockedValue { $0[name] = port } }
+        let group = ServiceGroup(configuration: ServiceGroupConfiguration(services: services, logger: logger))
+        self.group = group
+        running = Task { try await group.run() }
+        try await waitUntil("the gateway's servers to listen", within: .seconds(60)) { ports.withLockedValue { $0.count } == 2 }
+        apiPort = ports.withLockedValue { $0["api"]! }
+        adminPort = ports.withLockedValue { $0["admin"]! }
+        http = HTTPClient(eventLoopGroupProvider: .singleton)
+    }
+
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    var api: GatewayClient { GatewayClient(http: http, base: "http://127.0.0.1:\(apiPort)") }
+    var admin: GatewayClient { GatewayClient(http: http, base: "http://127.0.0.1:\(adminPort)") }
+
+    /// Registers `phone` as `device` of `user` in app `chat`.
+    @discardableResult
+    func register(_ phone: Phone, device: String, user: String, environment: String = "sandbox") async throws -> Answer {
+        try await api.call(.PUT, "/v1/apps/chat/devices/\(device)", json: .object(JSONObject([
+            ("user_id", .string(user)), ("apns_token", .string(phone.token)), ("environment", .string(environment)),
+            ("key_record", .object(phone.record)),
+        ])))
+    }
+
+    /// Sends `body` to `to` in app `chat`.
+    func send(_ to: JSONObject, body: String = "the secret", extra: JSONObject = JSONObject([]), headers: [(String, String)] = []) async throws -> Answer {
+        var o = JSONObject([("to", .object(to)), ("body", .string(body))])
+        for m in extra { o[m.key] = m.value }
+        return try await api.call(.POST, "/v1/apps/chat/messages", json: .object(o), headers: headers)
+    }
+
+    /// Waits until every delivery of `messageID` is in one of `states`; the message.
+    @discardableResult
+    func waitForStates(_ messageID: String, _ states: Set<String>, within: Duration = .seconds(60)) async throws -> JSONObject {
+        var last = JSONObject([])
+        try await waitUntil("message deliveries to reach \(states.sorted())", within: within) {
+            last = try await self.api.call(.GET, "/v1/apps/chat/messages/\(messageID)").json
+            let deliveries = last["deliveries"]?.arrayValue ?? []
+            return !deliveries.isEmpty && deliveries.allSatisfy { states.contains($0.objectValue?["state"]?.stringValue ?? "") }
+        }
+        return last
+    }
+
+    func stop() async {
+        await group.triggerGracefulShutdown()
+        _ = try? await running.value
+        await gateway.close()
+        try? await http.shutdown()
+        await receipts.shutdown()
+        await apns.stop()
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
+
+extension JSONValue {
+    var arrayValue: [JSONValue]? { if case let .array(a) = self { a } else { nil } }
+}
+
+/// Runs `body` with a harness, stopping it afterwards whatever happens.
+func withGateway(_ name: String, options: GatewayOptions = GatewayOptions(), extraApp: JSONObject = JSONObject([]),
+                 _ body: (GatewayHarness) async throws -> Void) async throws {
+    let harness = try await GatewayHarness(name: name, options: options, extraApp: extraApp)
+    do { try await body(harness) } catch {
+        await harness.stop()
+        throw error
+    }
+    await harness.stop()
+}
+
+func hexToken(_ n: Int) -> String { String(format: "%064x", n) }
