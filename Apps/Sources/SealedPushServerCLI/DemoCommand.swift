@@ -159,6 +159,8 @@ struct Demo {
         await unregisteredToken(slow)
         await apns?.stop()
 
+        try await gatewayAct(senderStore: base.appendingPathComponent("server"), senderRecord: senderRecord)
+
         heading("The device's keys now")
         KeyOutput.printInfos(try opened("keys list") { () throws(KeychainError) in try deviceKeys.list() }, json: false)
         await receipts?.stop()
