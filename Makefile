@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 SWIFT_TEST_FLAGS ?=
 FUZZ_SECONDS ?= 30
 
-.PHONY: all deps pydeps build release demo install test bench fuzz sanitize clean
+.PHONY: all deps pydeps openapi build release demo install test bench bench-gateway fuzz sanitize clean
 
 all: build
 
@@ -24,13 +24,19 @@ deps:
 	fi
 
 # The Python peers, in a venv under .build/: PyNaCl (interoperability tests, the PyNaCl benchmark),
-# cryptography (an independent check of the APNs provider token's ES256 signature) and h2 (a raw HTTP/2
-# client that checks the local APNs's frames).
+# cryptography (an independent check of the APNs provider token's ES256 signature), h2 (a raw HTTP/2
+# client that checks the local APNs's frames) and schemathesis (the gateway against its OpenAPI document).
 pydeps:
-	@if ! [ -x $(PY) ] || ! $(PY) -c 'import nacl, cryptography, h2' 2>/dev/null; then \
-	  echo "setting up $(VENV) with PyNaCl, cryptography and h2"; \
-	  $(PYTHON) -m venv $(VENV) && $(PY) -m pip install --quiet --disable-pip-version-check 'pynacl>=1.5' 'cryptography>=41' 'h2>=4'; \
+	@if ! [ -x $(PY) ] || ! $(PY) -c 'import nacl, cryptography, h2, schemathesis' 2>/dev/null; then \
+	  echo "setting up $(VENV) with PyNaCl, cryptography, h2 and schemathesis"; \
+	  $(PYTHON) -m venv $(VENV) && $(PY) -m pip install --quiet --disable-pip-version-check 'pynacl>=1.5' 'cryptography>=41' 'h2>=4' \
+	    'schemathesis==4.32.5'; \
 	fi
+
+# The gateway serves its OpenAPI document from a Swift string generated from openapi.json (a test checks
+# they agree): run this after editing the document.
+openapi:
+	$(PYTHON) $(APPS)/Sources/SealedPushGateway/generate-openapi-swift.py
 
 # Two packages (docs/architecture.md): the libraries at the root, and Apps/ with the executables and
 # everything networked. Every target below covers both.

@@ -212,7 +212,8 @@ struct NotAJSONObject: Error, CustomStringConvertible {
         #expect(r.status == 0, "demo failed: \(r.stderr)")
         let text = r.stdoutText
         for expected in ["outcome: decrypted", "reason: decryptionFailed", "reason: keychainLocked", "reason: timeExpired",
-                         "The eagle lands at noon.", "Secret Message!"] {
+                         "The eagle lands at noon.", "Secret Message!",
+                         "phone-1: delivered, phone-2: delivered", "skipped: phone-2 (unregistered)"] {
             #expect(text.contains(expected), "demo output lacks \(expected)")
         }
         #expect(!text.contains("\u{1B}["), "piped demo output must be plain text")

@@ -15,7 +15,7 @@ struct HelpTextCLITests {
     /// `sealedpush-server`'s commands.
     static let serverCommands: [[String]] = [
         [], ["apns"], ["apns", "serve"], ["apns", "generate-key"], ["media"], ["media", "serve"], ["receipts"], ["receipts", "serve"],
-        ["receipts", "stats"], ["demo"],
+        ["receipts", "stats"], ["gateway"], ["gateway", "run"], ["gateway", "new-api-key"], ["demo"],
     ]
 
     /// Line pairs of `help` where the second line's first word would have fitted on the first at `width`:

@@ -36,6 +36,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from typing import NoReturn
 
 PINNED = "schemathesis==4.32.5"
 DEFAULT_SEED = 20261123
@@ -47,7 +48,7 @@ OPTIONAL_CHECKS = ["status_code_conformance", "content_type_conformance", "respo
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
 
 
-def fail(code: int, message: str) -> "NoReturn":  # noqa: F821
+def fail(code: int, message: str) -> NoReturn:
     print(f"run_schemathesis: {message}", file=sys.stderr, flush=True)
     sys.exit(code)
 
