@@ -95,6 +95,13 @@ bench: deps pydeps release
 	$(PYTHON) $(BENCH)/Scripts/bench_receipts.py --bin $(RELEASE_BIN)/sealedpush --server-bin $(RELEASE_BIN)/sealedpush-server
 	$(MAKE) --no-print-directory bench-media
 	$(MAKE) --no-print-directory bench-send
+	$(MAKE) --no-print-directory bench-gateway
+
+# The gateway under wrk (from Debian, installed here when missing and we are root) against send --batch, its
+# memory over 100 000 messages, and a kill -9 mid-run (Benchmarks/Scripts/bench_gateway.py).
+bench-gateway: deps release
+	@command -v wrk >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get install -y wrk >/dev/null; } || { echo "wrk is missing: sudo apt-get install -y wrk" >&2; exit 1; }
+	$(PYTHON) $(BENCH)/Scripts/bench_gateway.py --bin $(RELEASE_BIN)/sealedpush --server-bin $(RELEASE_BIN)/sealedpush-server
 
 # `make bench-send` (run by `make bench`): `send --batch` of 20 000 pushes to a local APNs against the raw
 # crypto_box_seal loop, against PyNaCl + aioapns (installed into the venv here), and send's peak RSS.

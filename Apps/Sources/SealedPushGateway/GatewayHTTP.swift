@@ -50,7 +50,9 @@ struct RequestMiddleware: RouterMiddleware {
             if response.status.code >= 400, response.headers[.contentType] != "application/problem+json" {
                 let problem = response.status == .notFound
                     ? Problem.notFound("no such route; see GET /openapi.json for the API")
-                    : Problem(response.status, "http_\(response.status.code)", response.status.reasonPhrase,
+                    : response.status == .methodNotAllowed
+                    ? Problem(response.status, "method_not_allowed", "Method not allowed", "this route does not take this method; see GET /openapi.json for the API")
+                    : Problem(response.status, "request_refused", response.status.reasonPhrase,
                               "the request cannot be handled as sent; see GET /openapi.json for the API")
                 var rewritten = try problem.response(from: request, context: context)
                 for field in response.headers where field.name != .contentType && field.name != .contentLength { rewritten.headers.append(field) }

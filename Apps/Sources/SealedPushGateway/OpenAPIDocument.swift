@@ -307,11 +307,11 @@ enum OpenAPIDocument {
             "name": "since",
             "in": "query",
             "required": false,
-            "description": "Inclusive lower bound on updated_at.",
+            "description": "Inclusive lower bound on updated_at: RFC 3339 UTC with a Z, e.g. 2026-11-23T20:57:27.123Z.",
             "schema": {
               "type": "string",
               "format": "date-time",
-              "pattern": "^20[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]\\.[0-9]{3}Z$"
+              "pattern": "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,9})?Z$"
             }
           },
           {
@@ -467,7 +467,7 @@ enum OpenAPIDocument {
             "$ref": "#/components/responses/SendTooLarge"
           },
           "415": {
-            "$ref": "#/components/responses/SendUnsupportedMediaType"
+            "$ref": "#/components/responses/UnsupportedMediaType"
           },
           "422": {
             "$ref": "#/components/responses/IdempotencyConflict"
@@ -1079,7 +1079,9 @@ enum OpenAPIDocument {
             "description": "Standard base64 of the 32-byte X25519 public key."
           },
           "created_at": {
-            "type": "string"
+            "type": "string",
+            "format": "date-time",
+            "pattern": "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,9})?Z$"
           }
         },
         "additionalProperties": true
@@ -1932,33 +1934,6 @@ enum OpenAPIDocument {
           }
         }
       },
-      "SendUnsupportedMediaType": {
-        "description": "The body is not sent as Content-Type: application/json.",
-        "headers": {
-          "Request-Id": {
-            "$ref": "#/components/headers/Request-Id"
-          },
-          "RateLimit-Limit": {
-            "$ref": "#/components/headers/RateLimit-Limit"
-          },
-          "RateLimit-Remaining": {
-            "$ref": "#/components/headers/RateLimit-Remaining"
-          },
-          "RateLimit-Reset": {
-            "$ref": "#/components/headers/RateLimit-Reset"
-          },
-          "Idempotent-Replayed": {
-            "$ref": "#/components/headers/Idempotent-Replayed"
-          }
-        },
-        "content": {
-          "application/problem+json": {
-            "schema": {
-              "$ref": "#/components/schemas/Problem415"
-            }
-          }
-        }
-      },
       "IdempotencyConflict": {
         "description": "This Idempotency-Key was used with a different body in the last 24 hours.",
         "headers": {
@@ -1973,9 +1948,6 @@ enum OpenAPIDocument {
           },
           "RateLimit-Reset": {
             "$ref": "#/components/headers/RateLimit-Reset"
-          },
-          "Idempotent-Replayed": {
-            "$ref": "#/components/headers/Idempotent-Replayed"
           }
         },
         "content": {

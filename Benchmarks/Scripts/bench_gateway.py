@@ -1,0 +1,258 @@
+#!/usr/bin/env python3
+"""The gateway's numbers (issue #20), each stated met or not:
+
+1. Throughput: wrk (Debian) posts messages into `sealedpush-server gateway` on SQLite for --seconds, one device
+   per user, delivered to `sealedpush-server apns serve --accept-unknown`; deliveries per second from the
+   first request to the last delivery accepted, against `sealedpush send --batch` of the same number of pushes
+   into the same local APNs in the same run. Target >= 0.5x. The p99 latency of POST /messages under that
+   load (wrk --latency): target <= 50 ms.
+2. Memory: the gateway's resident set sampled as the run goes on to --total messages (100 000): flat means the
+   last sample is within 25% + 8 MiB of the sample at a quarter of the way.
+3. kill -9 in the middle of a run: every message answered 202 reaches APNs after a restart; how many pushes
+   went twice (same apns-id: the device's replay rule and iOS's collapse id hide them from the user).
+
+Everything runs on this machine's cores at once (wrk, the gateway, the local APNs): the figures are for
+that, not for a gateway alone on a server.
+"""
+
+import argparse
+import http.client
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+API_KEY = "sp_" + "Bench0Key1Bench0Key2Bench0Key3Bench0Key4"
+
+
+def verdict(ok):
+    return "met" if ok else "NOT met"
+
+
+def rss_kib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        return 0
+    return 0
+
+
+class Gateway:
+    def __init__(self, server_bin, config, work):
+        self.proc = subprocess.Popen([server_bin, "gateway", "--config", config, "--log-level", "warning"], cwd=work,
+                                     stdout=subprocess.PIPE, stderr=open(os.path.join(work, "gateway.log"), "ab"), text=True)
+        self.port = None
+        self.admin = None
+        while self.port is None or self.admin is None:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError("the gateway exited at start; see gateway.log")
+            m = re.match(r"(api|admin) listening on .*:(\d+)$", line.strip())
+            if m:
+                if m.group(1) == "api":
+                    self.port = int(m.group(2))
+                else:
+                    self.admin = int(m.group(2))
+
+    def call(self, method, path, body=None, admin=False):
+        conn = http.client.HTTPConnection("127.0.0.1", self.admin if admin else self.port, timeout=30)
+        headers = {"Authorization": "Bearer " + API_KEY}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        conn.request(method, path, body=data, headers=headers)
+        r = conn.getresponse()
+        payload = r.read()
+        conn.close()
+        return r.status, payload
+
+    def metric(self, name, state=None):
+        _, text = self.call("GET", "/metrics", admin=True)
+        total = 0.0
+        for line in text.decode().splitlines():
+            if line.startswith(name + "{") and (state is None or f'state="{state}"' in line):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
+    def wait_drained(self, accepted_target, timeout=600):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.metric("sealedpush_gateway_deliveries_total", "accepted") >= accepted_target:
+                return time.time()
+            time.sleep(0.05)
+        raise RuntimeError(f"deliveries did not reach {accepted_target} accepted within {timeout} s")
+
+
+def wrk(port, seconds, users, work, connections=32):
+    script = os.path.join(work, "post.lua")
+    with open(script, "w") as f:
+        f.write(f"""
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer {API_KEY}"
+local n = 0
+request = function()
+  n = n + 1
+  local body = '{{"to":{{"user_id":"u' .. (n % {users}) .. '"}},"body":"bench message ' .. n .. '"}}'
+  return wrk.format(nil, "/v1/apps/bench/messages", nil, body)
+end
+done = function(summary, latency, requests)
+  io.write(string.format("WRK %d %d %d %d %d\\n", summary.requests, summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout,
+    latency:percentile(50), latency:percentile(99), summary.duration))
+end
+""")
+    out = subprocess.run(["wrk", "-t", "2", "-c", str(connections), "-d", f"{seconds}s", "--latency", "-s", script,
+                          f"http://127.0.0.1:{port}"], capture_output=True, text=True, check=True).stdout
+    line = [l for l in out.splitlines() if l.startswith("WRK ")][-1].split()
+    requests, errors, p50, p99, duration = map(int, line[1:])
+    return requests, errors, p50 / 1000, p99 / 1000, duration / 1e6
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--server-bin", required=True)
+    ap.add_argument("--seconds", type=int, default=15)
+    ap.add_argument("--total", type=int, default=100_000)
+    ap.add_argument("--users", type=int, default=1000)
+    ap.add_argument("--kill-messages", type=int, default=2000)
+    args = ap.parse_args()
+    sp, server_bin = os.path.abspath(args.bin), os.path.abspath(args.server_bin)
+    work = tempfile.mkdtemp(prefix="sealedpush-bench-gateway-")
+    subprocess.run([server_bin, "apns", "generate-key", "--key-id", "BENCH00KEY", "--out", work], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([sp, "keys", "generate", "--keychain", os.path.join(work, "phone")], check=True, stdout=subprocess.DEVNULL)
+    record = json.loads(subprocess.run([sp, "keys", "export", "--keychain", os.path.join(work, "phone")], check=True,
+                                       capture_output=True, text=True).stdout)
+    key_path = os.path.join(work, "AuthKey_BENCH00KEY.p8")
+    apns_log = open(os.path.join(work, "apns.log"), "wb")
+    apns = subprocess.Popen([server_bin, "apns", "serve", "--auth-key", key_path, "--team-id", "BENCHTEAM0", "--topic", "com.example.bench",
+                             "--accept-unknown", "--listen", "127.0.0.1:0", "--ca-out", os.path.join(work, "ca.pem"), "--log-level", "info"],
+                            cwd=work, stdout=subprocess.PIPE, stderr=apns_log, text=True)
+    gateway = None
+    try:
+        url = apns.stdout.readline().split()[2]
+        digest = subprocess.run(["sha256sum"], input=API_KEY, capture_output=True, text=True).stdout.split()[0]
+        config = {
+            "listen": "127.0.0.1:0", "admin_listen": "127.0.0.1:0", "public_url": "http://127.0.0.1:1", "database": "sqlite:gateway.db",
+            "apps": [{"id": "bench", "topic": "com.example.bench",
+                      "apns": {"auth_key": key_path, "key_id": "BENCH00KEY", "team_id": "BENCHTEAM0",
+                               "production_url": url, "sandbox_url": url, "ca_cert": "ca.pem"},
+                      "api_keys": [{"id": "bench", "sha256": digest, "scopes": ["send", "devices", "read"]}],
+                      "max_in_flight": 100, "max_queue": 10_000_000, "rate_limit": 1_000_000}],
+        }
+        config_path = os.path.join(work, "gateway.json")
+        with open(config_path, "w") as f:
+            json.dump(config, f)
+        gateway = Gateway(server_bin, config_path, work)
+        for u in range(args.users):
+            status, _ = gateway.call("PUT", f"/v1/apps/bench/devices/d{u}", {
+                "user_id": f"u{u}", "apns_token": f"{u + 1:064x}", "environment": "production", "key_record": record})
+            assert status == 201, status
+
+        # 1. Throughput and latency.
+        start = time.time()
+        requests, errors, p50, p99, duration = wrk(gateway.port, args.seconds, args.users, work)
+        posted = requests - errors
+        end = gateway.wait_drained(posted)
+        gateway_rate = posted / (end - start)
+        rss_samples = [(posted, rss_kib(gateway.proc.pid))]
+
+        batch = os.path.join(work, "batch.jsonl")
+        with open(batch, "w") as f:
+            for i in range(posted):
+                f.write(json.dumps({"to": record, "body": f"bench message {i}", "device_token": f"{(i % args.users) + 1:064x}"}) + "\n")
+        send = [sp, "send", "--auth-key", key_path, "--team-id", "BENCHTEAM0", "--topic", "com.example.bench", "--environment", url,
+                "--ca-cert", os.path.join(work, "ca.pem"), "--concurrency", "100", "--batch", batch]
+        t0 = time.time()
+        sent = subprocess.run(send, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        send_rate = posted / (time.time() - t0) if sent.returncode == 0 else 0.0
+
+        # 2. Memory over a long run.
+        total = posted
+        while total < args.total:
+            r, e, _, _, _ = wrk(gateway.port, 5, args.users, work)
+            total += r - e
+            gateway.wait_drained(total)
+            rss_samples.append((total, rss_kib(gateway.proc.pid)))
+        quarter = next((kib for n, kib in rss_samples if n >= args.total // 4), rss_samples[0][1])
+        last = rss_samples[-1][1]
+        flat = last <= quarter * 1.25 + 8192
+
+        # 3. kill -9 in the middle of a run.
+        ids = []
+        stop_at = args.kill_messages // 2
+
+        def post_all():
+            for i in range(args.kill_messages):
+                try:
+                    status, body = gateway.call("POST", "/v1/apps/bench/messages",
+                                                {"to": {"user_id": f"u{i % args.users}"}, "body": f"kill run {i}"})
+                except OSError:
+                    return
+                if status == 202:
+                    ids.append(json.loads(body)["message_id"])
+
+        poster = threading.Thread(target=post_all)
+        poster.start()
+        while len(ids) < stop_at:
+            time.sleep(0.001)
+        gateway.proc.send_signal(signal.SIGKILL)
+        gateway.proc.wait()
+        poster.join()
+        answered = list(ids)
+        gateway = Gateway(server_bin, config_path, work)
+        deadline = time.time() + 300
+        apns_ids = {}
+        pending = list(answered)
+        while pending and time.time() < deadline:
+            still = []
+            for mid in pending:
+                _, body = gateway.call("GET", f"/v1/apps/bench/messages/{mid}")
+                d = json.loads(body)["deliveries"][0]
+                if d["state"] == "accepted":
+                    apns_ids[mid] = d["apns_id"]
+                else:
+                    still.append(mid)
+            pending = still
+            if pending:
+                time.sleep(0.2)
+        apns_log.flush()
+        seen = {}
+        with open(os.path.join(work, "apns.log"), errors="replace") as f:
+            for line in f:
+                m = re.search(r"apns-id=([0-9a-f-]{36})", line)
+                if m and " accepted" in line:
+                    seen[m.group(1)] = seen.get(m.group(1), 0) + 1
+        reached = sum(1 for a in apns_ids.values() if seen.get(a, 0) >= 1)
+        twice = sum(1 for a in apns_ids.values() if seen.get(a, 0) >= 2)
+    finally:
+        if gateway:
+            gateway.proc.send_signal(signal.SIGTERM)
+            gateway.proc.wait()
+        apns.send_signal(signal.SIGTERM)
+        apns.wait()
+
+    ratio = gateway_rate / send_rate if send_rate else 0
+    print(f"\nGateway on SQLite ({posted} messages in {args.seconds} s from wrk -c 32, one device each; wrk, gateway and local APNs share this machine)")
+    print(f"  gateway, post to accepted    {gateway_rate:10.0f} deliveries/s")
+    print(f"  sealedpush send --batch      {send_rate:10.0f} pushes/s   (same {posted} pushes, same local APNs)")
+    print(f"  gateway / send --batch       {ratio:10.2f}x   target >= 0.5x: {verdict(ratio >= 0.5)}")
+    print(f"  POST /messages latency       p50 {p50:.1f} ms, p99 {p99:.1f} ms   target p99 <= 50 ms: {verdict(p99 <= 50)}")
+    print(f"  resident memory              " + ", ".join(f"{kib / 1024:.1f} MiB at {n}" for n, kib in rss_samples)
+          + f"   flat over {rss_samples[-1][0]} messages: {verdict(flat)}")
+    print(f"  kill -9 mid-run              {len(answered)} answered 202 before the kill; {reached} of them reached APNs after restart "
+          f"({verdict(reached == len(answered))}); {twice} went twice (same apns-id and collapse id)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
