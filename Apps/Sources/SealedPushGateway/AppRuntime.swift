@@ -95,6 +95,14 @@ final class TokenBucket: Sendable {
         state = NIOLockedValueBox((Double(max(1, perSecond)), .now))
     }
 
+    /// Whether it has refilled completely (its source has been idle for a second).
+    var isFull: Bool {
+        state.withLockedValue { s in
+            let elapsed = s.last.duration(to: .now)
+            return s.tokens + (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18) * rate >= rate
+        }
+    }
+
     /// Takes a token if one is left; the tokens left afterwards, or nil when empty.
     func take() -> Int? {
         state.withLockedValue { s in
@@ -110,8 +118,9 @@ final class TokenBucket: Sendable {
     }
 }
 
-/// Token buckets per source address for the device endpoints, bounded in size (the oldest half is dropped
-/// when full, so a flood of addresses cannot grow it without limit).
+/// Token buckets per source address for the device endpoints, bounded in size: when full, the buckets of
+/// sources idle for a second (full again) are dropped, so a flood of addresses cannot grow it without limit;
+/// while every tracked source is active, a new source is refused (429) rather than resetting the others.
 final class SourceRateLimiter: Sendable {
     let perSecond: Int
     let buckets = NIOLockedValueBox<[String: TokenBucket]>([:])
@@ -120,14 +129,15 @@ final class SourceRateLimiter: Sendable {
     init(perSecond: Int) { self.perSecond = perSecond }
 
     func admit(_ source: String) -> Bool {
-        let bucket = buckets.withLockedValue { b -> TokenBucket in
+        let bucket = buckets.withLockedValue { b -> TokenBucket? in
             if let bucket = b[source] { return bucket }
-            if b.count >= Self.maxSources { b.removeAll(keepingCapacity: true) }
+            if b.count >= Self.maxSources { b = b.filter { !$0.value.isFull } }
+            guard b.count < Self.maxSources else { return nil }
             let bucket = TokenBucket(perSecond: perSecond)
             b[source] = bucket
             return bucket
         }
-        return bucket.take() != nil
+        return bucket?.take() != nil
     }
 }
 

@@ -70,6 +70,7 @@ public final class Gateway: Sendable {
             apps[app.id] = try AppRuntime(config: app, makeClient: options.makeAPNsClient, logger: logger)
         }
         state = NIOLockedValueBox((configuration, apps))
+        for app in apps.keys { metrics.paused(app: app, false) }
         for warning in configuration.warnings { logger.warning("\(warning)") }
     }
 
@@ -104,6 +105,7 @@ public final class Gateway: Sendable {
             return old
         }
         appsGeneration.withLockedValue { $0 += 1 }
+        for app in apps.keys { metrics.paused(app: app, false) }  // new clients: sending again until APNs says otherwise
         for app in old.values { app.wake.notify() }
         logger.notice("configuration reloaded", metadata: ["apps": "\(apps.count)"])
         Task {
@@ -177,7 +179,8 @@ public final class Gateway: Sendable {
             keyID: registration.record.keyID.hex, state: .active, createdAt: t, updatedAt: t, registeredAt: t,
             unregisteredAt: nil, unregisteredReason: nil, tokenReassigned: false, lastReport: nil)
         do {
-            let (stored, created) = try await store.putDevice(record, maxDevicesPerUser: options.maxDevicesPerUser)
+            let (stored, created, cancelled) = try await store.putDevice(record, maxDevicesPerUser: options.maxDevicesPerUser)
+            metrics.delivery(app: app.config.id, state: .cancelled, count: cancelled)
             return (Self.json(stored), created)
         } catch DeviceRegistrationRefusal.tooManyDevices(let limit) {
             throw Problem.conflict("this user already holds \(limit) devices in this app; delete one (DELETE …/devices/{device_id}) first")
@@ -325,7 +328,7 @@ public final class Gateway: Sendable {
 
     func messageJSON(app: AppRuntime, messageID: String) async throws -> JSONObject {
         guard let m = try await store.message(app: app.config.id, messageID: messageID) else {
-            throw Problem.notFound("no message with this id in this app (records are kept ttl + 7 days)")
+            throw Problem.notFound("no message with this id in this app")
         }
         return JSONObject([
             ("message_id", .string(messageID)), ("created_at", GatewayTime.json(m.createdAt)), ("expires_at", GatewayTime.json(m.expiresAt)),

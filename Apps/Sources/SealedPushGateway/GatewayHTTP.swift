@@ -128,9 +128,10 @@ public enum GatewayHTTP {
         router.delete("v1/apps/:app/devices/:device_id") { request, context in
             try await api.call(request, context, [.devices]) { app in
                 let deviceID = try pathID(context, "device_id", what: "device")
-                guard try await gateway.store.deleteDevice(app: app.config.id, deviceID: deviceID, now: gateway.now) else {
+                guard let cancelled = try await gateway.store.deleteDevice(app: app.config.id, deviceID: deviceID, now: gateway.now) else {
                     throw Problem.notFound("no device with this id in this app")
                 }
+                gateway.metrics.delivery(app: app.config.id, state: .cancelled, count: cancelled)
                 return Response(status: .noContent)
             }
         }
@@ -144,7 +145,8 @@ public enum GatewayHTTP {
         router.delete("v1/apps/:app/users/:user_id/devices") { request, context in
             try await api.call(request, context, [.devices]) { app in
                 let userID = try pathID(context, "user_id", what: "user")
-                _ = try await gateway.store.deleteUserDevices(app: app.config.id, userID: userID, now: gateway.now)
+                let (_, cancelled) = try await gateway.store.deleteUserDevices(app: app.config.id, userID: userID, now: gateway.now)
+                gateway.metrics.delivery(app: app.config.id, state: .cancelled, count: cancelled)
                 return Response(status: .noContent)
             }
         }
@@ -167,8 +169,9 @@ public enum GatewayHTTP {
         router.delete("v1/apps/:app/messages/:message_id") { request, context in
             try await api.call(request, context, [.send]) { app in
                 guard let id = context.parameters.get("message_id"),
-                      try await gateway.store.cancelMessage(app: app.config.id, messageID: id, now: gateway.now)
+                      let cancelled = try await gateway.store.cancelMessage(app: app.config.id, messageID: id, now: gateway.now)
                 else { throw Problem.notFound("no message with this id in this app") }
+                gateway.metrics.delivery(app: app.config.id, state: .cancelled, count: cancelled)
                 return Response(status: .noContent)
             }
         }
@@ -184,8 +187,9 @@ public enum GatewayHTTP {
     }
 
     /// The router of `admin_listen`: `/healthz`, `/readyz`, `/metrics`.
-    public static func adminRouter(_ gateway: Gateway) -> Router<GatewayRequestContext> {
+    public static func adminRouter(_ gateway: Gateway, logger: Logger) -> Router<GatewayRequestContext> {
         let router = Router(context: GatewayRequestContext.self)
+        router.add(middleware: RequestMiddleware(metrics: gateway.metrics, logger: logger))
         router.get("healthz") { _, _ in json(.object(JSONObject([("status", "ok")]))) }
         router.get("readyz") { _, _ in
             let (ready, body) = await gateway.readiness()
@@ -214,7 +218,7 @@ public enum GatewayHTTP {
                 switch status {
                 case 202, 204: return Response(status: .init(code: status))
                 case 403: throw Problem.forbidden("the receipt's token does not match the delivery it names")
-                case 404: throw Problem.notFound("no delivery has this message id (records are kept ttl + 7 days)")
+                case 404: throw Problem.notFound("no delivery has this message id")
                 case 503: throw Problem.unavailable("the database did not answer; keep the receipt and retry later")
                 default: throw Problem(.badRequest, "invalid_json", "Invalid receipt",
                                        path == "v1/receipts" ? "the body is not a receipt as receipts v1 §2 describes"

@@ -23,7 +23,7 @@ public enum GatewayServer {
             onServerRunning: { channel in await onListening("api", channel.localAddress?.port ?? configuration.listen.port) },
             logger: httpLogger))
         services.append(Application(
-            router: GatewayHTTP.adminRouter(gateway),
+            router: GatewayHTTP.adminRouter(gateway, logger: logger),
             configuration: ApplicationConfiguration(address: .hostname(configuration.adminListen.host, port: configuration.adminListen.port),
                                                     serverName: "sealedpush-gateway-admin"),
             onServerRunning: { channel in await onListening("admin", channel.localAddress?.port ?? configuration.adminListen.port) },

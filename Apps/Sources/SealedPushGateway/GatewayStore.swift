@@ -251,17 +251,17 @@ public protocol GatewayStore: Sendable {
 
     /// Registers or replaces a device: a token another device of the app and environment holds deletes that
     /// device (its unsent deliveries end `cancelled`, `token_reassigned`). `created` is true for a new device.
-    func putDevice(_ device: DeviceRecord, maxDevicesPerUser: Int) async throws -> (device: DeviceRecord, created: Bool)
+    func putDevice(_ device: DeviceRecord, maxDevicesPerUser: Int) async throws -> (device: DeviceRecord, created: Bool, cancelled: Int)
     /// One device.
     func device(app: String, deviceID: String) async throws -> DeviceRecord?
-    /// Deletes a device; its unsent deliveries end `cancelled` (`device_deleted`). False when unknown.
-    func deleteDevice(app: String, deviceID: String, now: Int64) async throws -> Bool
+    /// Deletes a device; its unsent deliveries end `cancelled` (`device_deleted`): how many, or nil when the device is unknown.
+    func deleteDevice(app: String, deviceID: String, now: Int64) async throws -> Int?
     /// A user's devices, in (updated_at, device_id) order.
     func userDevices(app: String, userID: String) async throws -> [DeviceRecord]
     /// Whether a device was ever registered for the user.
     func userIsKnown(app: String, userID: String) async throws -> Bool
-    /// Deletes every device of a user; the number deleted.
-    func deleteUserDevices(app: String, userID: String, now: Int64) async throws -> Int
+    /// Deletes every device of a user: how many, and how many unsent deliveries that cancelled.
+    func deleteUserDevices(app: String, userID: String, now: Int64) async throws -> (devices: Int, cancelled: Int)
     /// Devices in (updated_at, device_id) order from `since` (inclusive) and after the cursor position.
     func listDevices(app: String, state: DeviceState?, since: Int64?, after: (Int64, String)?, limit: Int) async throws -> [DeviceRecord]
     /// The devices of `ids` that exist, in any order.
@@ -275,8 +275,8 @@ public protocol GatewayStore: Sendable {
     func storeIdempotentAnswer(app: String, key: String, answer: IdempotentAnswer) async throws
     /// A message's times and deliveries.
     func message(app: String, messageID: String) async throws -> (createdAt: Int64, expiresAt: Int64, deliveries: [DeliveryRecord])?
-    /// Cancels a message's unsent deliveries (`message_deleted`). False when unknown.
-    func cancelMessage(app: String, messageID: String, now: Int64) async throws -> Bool
+    /// Cancels a message's unsent deliveries (`message_deleted`): how many, or nil when the message is unknown.
+    func cancelMessage(app: String, messageID: String, now: Int64) async throws -> Int?
 
     /// Claims up to `limit` due deliveries of `app` under a lease until `leaseUntil`.
     func claimDue(app: String, now: Int64, leaseUntil: Int64, limit: Int) async throws -> [ClaimedDelivery]

@@ -203,14 +203,15 @@ public final class SQLiteGatewayStore: GatewayStore {
             tokenReassigned: row.column("token_reassigned")?.integer == 1, lastReport: report)
     }
 
-    func cancelUnsent(app: String, deviceID: String, reason: String, now: Int64) async throws {
-        _ = try await connection.query("""
+    /// Cancels a device's unsent deliveries; how many.
+    func cancelUnsent(app: String, deviceID: String, reason: String, now: Int64) async throws -> Int {
+        try await connection.query("""
             UPDATE deliveries SET state = 'cancelled', reason = ?, updated_at = ?, next_attempt_at = NULL, seq = seq + 1, payload = x''
-            WHERE app = ? AND device_id = ? AND state = 'queued'
-            """, [.text(reason), .integer(Int(now)), .text(app), .text(deviceID)])
+            WHERE app = ? AND device_id = ? AND state = 'queued' RETURNING 1 AS k
+            """, [.text(reason), .integer(Int(now)), .text(app), .text(deviceID)]).count
     }
 
-    public func putDevice(_ device: DeviceRecord, maxDevicesPerUser: Int) async throws -> (device: DeviceRecord, created: Bool) {
+    public func putDevice(_ device: DeviceRecord, maxDevicesPerUser: Int) async throws -> (device: DeviceRecord, created: Bool, cancelled: Int) {
         try await transaction {
             let existing = try await connection.query("SELECT \(Self.deviceColumns) FROM devices WHERE app = ? AND device_id = ?",
                                                       [.text(device.app), .text(device.deviceID)]).first.flatMap(Self.device)
@@ -222,9 +223,10 @@ public final class SQLiteGatewayStore: GatewayStore {
             let holders = try await connection.query(
                 "SELECT device_id FROM devices WHERE app = ? AND environment = ? AND apns_token = ? AND device_id <> ?",
                 [.text(device.app), .text(device.environment.rawValue), .text(device.apnsToken), .text(device.deviceID)])
+            var cancelled = 0
             for holder in holders {
                 guard let other = holder.column("device_id")?.string else { continue }
-                try await cancelUnsent(app: device.app, deviceID: other, reason: "token_reassigned", now: device.updatedAt)
+                cancelled += try await cancelUnsent(app: device.app, deviceID: other, reason: "token_reassigned", now: device.updatedAt)
                 _ = try await connection.query("DELETE FROM devices WHERE app = ? AND device_id = ?", [.text(device.app), .text(other)])
             }
             var stored = device
@@ -243,7 +245,7 @@ public final class SQLiteGatewayStore: GatewayStore {
                       report.map { .text($0.reason) } ?? .null, report?.kid.map { .text($0) } ?? .null,
                       report.map { .integer($0.count) } ?? .null, report.map { .integer(Int($0.at)) } ?? .null])
             _ = try await connection.query("INSERT OR IGNORE INTO known_users (app, user_id) VALUES (?, ?)", [.text(device.app), .text(device.userID)])
-            return (stored, existing == nil)
+            return (stored, existing == nil, cancelled)
         }
     }
 
@@ -254,12 +256,11 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
-    public func deleteDevice(app: String, deviceID: String, now: Int64) async throws -> Bool {
+    public func deleteDevice(app: String, deviceID: String, now: Int64) async throws -> Int? {
         try await transaction {
             let rows = try await connection.query("DELETE FROM devices WHERE app = ? AND device_id = ? RETURNING device_id", [.text(app), .text(deviceID)])
-            guard !rows.isEmpty else { return false }
-            try await cancelUnsent(app: app, deviceID: deviceID, reason: "device_deleted", now: now)
-            return true
+            guard !rows.isEmpty else { return nil }
+            return try await cancelUnsent(app: app, deviceID: deviceID, reason: "device_deleted", now: now)
         }
     }
 
@@ -276,13 +277,14 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
-    public func deleteUserDevices(app: String, userID: String, now: Int64) async throws -> Int {
+    public func deleteUserDevices(app: String, userID: String, now: Int64) async throws -> (devices: Int, cancelled: Int) {
         try await transaction {
             let rows = try await connection.query("DELETE FROM devices WHERE app = ? AND user_id = ? RETURNING device_id", [.text(app), .text(userID)])
+            var cancelled = 0
             for row in rows {
-                if let id = row.column("device_id")?.string { try await cancelUnsent(app: app, deviceID: id, reason: "device_deleted", now: now) }
+                if let id = row.column("device_id")?.string { cancelled += try await cancelUnsent(app: app, deviceID: id, reason: "device_deleted", now: now) }
             }
-            return rows.count
+            return (rows.count, cancelled)
         }
     }
 
@@ -390,16 +392,15 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
-    public func cancelMessage(app: String, messageID: String, now: Int64) async throws -> Bool {
+    public func cancelMessage(app: String, messageID: String, now: Int64) async throws -> Int? {
         try await transaction {
             guard try await !connection.query("SELECT 1 AS k FROM messages WHERE app = ? AND message_id = ?", [.text(app), .text(messageID)]).isEmpty else {
-                return false
+                return nil
             }
-            _ = try await connection.query("""
+            return try await connection.query("""
                 UPDATE deliveries SET state = 'cancelled', reason = 'message_deleted', updated_at = ?, next_attempt_at = NULL, seq = seq + 1, payload = x''
-                WHERE message_id = ? AND state = 'queued'
-                """, [.integer(Int(now)), .text(messageID)])
-            return true
+                WHERE message_id = ? AND state = 'queued' RETURNING 1 AS k
+                """, [.integer(Int(now)), .text(messageID)]).count
         }
     }
 
@@ -474,6 +475,10 @@ public final class SQLiteGatewayStore: GatewayStore {
                     WHERE delivery_id = ? AND generation = ? AND state = 'queued' RETURNING seq
                     """, [s.map { .integer($0) } ?? .null, .integer(n)] + key)
                 _ = reason
+                // The app's other queued deliveries wait for the same reason (gateway v1 §6).
+                _ = try await connection.query("""
+                    UPDATE deliveries SET reason = 'credentials_paused' WHERE app = ? AND state = 'queued' AND (reason IS NULL OR reason <> 'credentials_paused')
+                    """, [.text(claim.app)])
             }
             if rows.isEmpty, let status {
                 // Delivered (its receipt came first) or cancelled meanwhile: the answer only sets apns_status.

@@ -181,6 +181,9 @@ struct GatewayDeliveryTests {
             // The configuration is fixed and reloaded: sending resumes.
             try await g.gateway.reload(try GatewayConfiguration.load(path: g.directory.appendingPathComponent("gateway.json").path))
             try await g.waitForStates(id, ["accepted"])
+            let admin = try await g.admin.call(.GET, "/metrics", key: nil)
+            #expect(admin.text.contains(#"sealedpush_gateway_app_paused{app="chat"} 0"#))
+            #expect(admin.header("Request-Id") != nil)
         }
     }
 
@@ -199,6 +202,8 @@ struct GatewayDeliveryTests {
             #expect(try await g.api.call(.DELETE, "/v1/apps/chat/messages/\(first)").status == 204)
             let cancelled = try await g.waitForStates(first, ["cancelled"])
             #expect(cancelled["deliveries"]?.arrayValue?.first?.objectValue?["reason"]?.stringValue == "message_deleted")
+            #expect(try await g.admin.call(.GET, "/metrics", key: nil).text
+                .contains(#"sealedpush_gateway_deliveries_total{app="chat",state="cancelled"} 1"#))
             // Its ttl runs out between retries: expired, never sent past it.
             let second = try #require(try await g.send(JSONObject([("user_id", "u")]), extra: JSONObject([("ttl", .int(60))])).json["message_id"]?.stringValue)
             try await waitUntil("an attempt of the second message", within: .seconds(30)) { apns.pushes(to: p.token).count >= 2 }
