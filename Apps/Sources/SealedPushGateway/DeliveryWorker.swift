@@ -42,9 +42,15 @@ public struct DeliveryWorker: Service {
         }
     }
 
-    /// Counts the queue each second: each app's `queued` (for `max_queue`) and the queue gauges.
+    /// Counts the queue each second: each app's `queued` (for `max_queue`) and the queue gauges; every
+    /// `pruneInterval`, deletes what is past its keeping time.
     func monitorQueue() async {
+        var lastPrune = ContinuousClock.now
         while !Task.isCancelled {
+            if lastPrune.duration(to: .now) >= gateway.options.pruneInterval {
+                lastPrune = .now
+                await prune()
+            }
             if let depths = try? await gateway.store.queueDepths() {
                 let now = gateway.now
                 for app in gateway.apps.values {
@@ -56,6 +62,23 @@ public struct DeliveryWorker: Service {
             }
             try? await Task.sleep(for: .seconds(1))
         }
+    }
+
+    /// Deletes messages past `expires_at` + 7 days and idempotency answers past 24 hours, in batches.
+    func prune() async {
+        let now = gateway.now
+        var deleted = 0
+        do {
+            while !Task.isCancelled {
+                let n = try await gateway.store.prune(messagesExpiredBefore: now - 7 * 86_400_000, idempotencyBefore: now - Gateway.idempotencyWindow,
+                                                      limit: 2000)
+                deleted += n
+                if n < 2000 { break }
+            }
+        } catch {
+            gateway.logger.error("cannot prune old records; retrying at the next interval", metadata: ["error": "\(String(describing: type(of: error)))"])
+        }
+        if deleted > 0 { gateway.logger.info("pruned messages past their keeping time", metadata: ["messages": "\(deleted)"]) }
     }
 
     /// One app's loop: claim what is due and fits in the free slots, send each in a child task, wait for a

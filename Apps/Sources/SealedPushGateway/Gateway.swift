@@ -31,6 +31,9 @@ public struct GatewayOptions: Sendable {
     public var makeAPNsClient: APNsSenderFactory = AppRuntime.makeAPNsClient
     /// Deliveries claimed per query.
     public var claimBatch = 256
+    /// How often records past their keeping time are deleted: messages and deliveries `ttl` + 7 days after
+    /// they were sent (receipts can come that late), idempotency answers after 24 hours.
+    public var pruneInterval: Duration = .seconds(60)
 
     /// The defaults.
     public init() {}

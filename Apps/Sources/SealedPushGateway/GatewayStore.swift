@@ -283,6 +283,9 @@ public protocol GatewayStore: Sendable {
     /// Writes an attempt's outcome if the lease is still the delivery's current one; false otherwise.
     /// `unregisteredAt` is APNs's 410 timestamp (ms), for the device rule of §4.
     func complete(_ claim: ClaimedDelivery, outcome: AttemptOutcome, unregisteredAt: Int64?, now: Int64) async throws -> Bool
+    /// Deletes up to `limit` messages (with their deliveries) that expired before `messagesExpiredBefore`, and the
+    /// idempotency answers first given before `idempotencyBefore`; the number of messages deleted.
+    func prune(messagesExpiredBefore: Int64, idempotencyBefore: Int64, limit: Int) async throws -> Int
     /// The earliest `next_attempt_at` of a queued delivery of `app`, if any.
     func nextDue(app: String) async throws -> Int64?
     /// Per-app queue depth.

@@ -69,6 +69,11 @@ public final class SQLiteGatewayStore: GatewayStore {
                 last_at INTEGER NOT NULL, PRIMARY KEY (app, kid, reason))
             """,
         ]),
+        // v2: what pruning (records past expiry + 7 days, idempotency answers past 24 hours) looks up.
+        (2, [
+            "CREATE INDEX messages_expires ON messages(expires_at, message_id)",
+            "CREATE INDEX idempotency_created ON idempotency(created_at)",
+        ]),
     ]
 
     private init(connection: SQLiteConnection, path: String, lockFD: Int32) {
@@ -486,6 +491,17 @@ public final class SQLiteGatewayStore: GatewayStore {
                                                [.integer(status)] + key)
             }
             return !rows.isEmpty
+        }
+    }
+
+    public func prune(messagesExpiredBefore: Int64, idempotencyBefore: Int64, limit: Int) async throws -> Int {
+        try await transaction {
+            let picked = "SELECT message_id FROM messages WHERE expires_at < ? ORDER BY expires_at, message_id LIMIT ?"
+            let binds: [SQLiteData] = [.integer(Int(messagesExpiredBefore)), .integer(limit)]
+            _ = try await connection.query("DELETE FROM deliveries WHERE message_id IN (\(picked))", binds)
+            let messages = try await connection.query("DELETE FROM messages WHERE message_id IN (\(picked)) RETURNING 1 AS k", binds).count
+            _ = try await connection.query("DELETE FROM idempotency WHERE created_at < ?", [.integer(Int(idempotencyBefore))])
+            return messages
         }
     }
 

@@ -217,4 +217,29 @@ struct GatewayDeliveryTests {
             try await g.waitForStates(second, ["delivered"])
         }
     }
+
+    /// Messages and deliveries are kept `ttl` + 7 days, then deleted; idempotency answers 24 hours.
+    @Test func oldRecordsArePruned() async throws {
+        let apns = ScriptedAPNs()
+        let clock = NIOLockedValueBox(Int64(Date().timeIntervalSince1970 * 1000))
+        var options = scriptedOptions(apns)
+        options.clock = GatewayClock { clock.withLockedValue { $0 } }
+        options.pruneInterval = .milliseconds(50)
+        try await withGateway("prune", options: options) { g in
+            let p = try Phone(in: g.directory, name: "p", token: hexToken(0x40))
+            try await g.register(p, device: "p", user: "u")
+            let sent = try await g.send(JSONObject([("user_id", "u")]), extra: JSONObject([("ttl", .int(3600))]), headers: [("Idempotency-Key", "k1")])
+            let id = try #require(sent.json["message_id"]?.stringValue)
+            try await g.waitForStates(id, ["accepted"])
+            clock.withLockedValue { $0 += 6 * 86_400_000 }
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(try await g.api.call(.GET, "/v1/apps/chat/messages/\(id)").status == 200, "kept ttl + 7 days")
+            #expect(try await g.send(JSONObject([("user_id", "u")]), extra: JSONObject([("ttl", .int(3600))]),
+                                     headers: [("Idempotency-Key", "k1")]).header("Idempotent-Replayed") == nil, "an answer is replayed for 24 hours only")
+            clock.withLockedValue { $0 += 2 * 86_400_000 }
+            try await waitUntil("the message to be pruned", within: .seconds(30)) {
+                try await g.api.call(.GET, "/v1/apps/chat/messages/\(id)").status == 404
+            }
+        }
+    }
 }
