@@ -1,4 +1,5 @@
 import SQLiteNIO
+import NIOConcurrencyHelpers
 import NIOCore
 public import Logging
 import SealedPushAPNs
@@ -17,11 +18,15 @@ public struct GatewayStoreError: Error, CustomStringConvertible, Sendable {
 
 /// The gateway's SQLite store (WAL, `synchronous=FULL`: a `202` is on disk before it is answered).
 ///
-/// One connection; every method is one transaction, run one at a time (`gate`). SQLite serves one instance:
-/// `open` takes an exclusive `flock` on `<file>.lock` and refuses to start when another process holds it.
+/// One connection, used by one task at a time (`gate`). Every method is one transaction, and concurrent
+/// write transactions are committed together (group commit): each runs in a savepoint of one `BEGIN
+/// IMMEDIATE` … `COMMIT`, and none returns before that commit is on disk, so one `fsync` serves many
+/// requests. SQLite serves one instance: `open` takes an exclusive `flock` on `<file>.lock` and refuses to
+/// start when another process holds it.
 public final class SQLiteGatewayStore: GatewayStore {
     let connection: SQLiteConnection
     let gate = AsyncLimiter(limit: 1)
+    let commits = CommitQueue()
     let lockFD: Int32
     /// The database file.
     public let path: String
@@ -121,7 +126,7 @@ public final class SQLiteGatewayStore: GatewayStore {
             throw GatewayStoreError("\(path) has schema version \(current), newer than this build knows (\(known)); run the newer gateway, or restore a backup")
         }
         for migration in Self.migrations where migration.version > current {
-            try await transaction {
+            try await transaction { [self] in
                 for statement in migration.statements { _ = try await connection.query(statement) }
                 _ = try await connection.query("INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
                                                [.integer(migration.version), .integer(Int(GatewayClock.system.milliseconds()))])
@@ -129,10 +134,10 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
         // This process holds the lock, so a lease left in the file belongs to a process that is gone (a crash
         // or a kill): its deliveries are due again now, with the same apns-id and collapse id.
-        try await transaction {
+        try await transaction { [self] in
             _ = try await connection.query("UPDATE deliveries SET lease_until = NULL WHERE lease_until IS NOT NULL")
         }
-        try await transaction {
+        try await transaction { [self] in
             let rows = try await connection.query("SELECT value FROM settings WHERE name = 'idempotency_secret'")
             if rows.isEmpty {
                 _ = try await connection.query("INSERT INTO settings (name, value) VALUES ('idempotency_secret', ?)",
@@ -142,21 +147,68 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     /// Runs `body` as one transaction (`BEGIN IMMEDIATE` … `COMMIT`), alone on the connection.
-    func transaction<R: Sendable>(_ body: () async throws -> R) async throws -> R {
-        try await gate.acquire()
-        defer { gate.release() }
-        _ = try await connection.query("BEGIN IMMEDIATE")
-        do {
-            let result = try await body()
-            _ = try await connection.query("COMMIT")
-            return result
-        } catch {
-            _ = try? await connection.query("ROLLBACK")
-            throw error
+    func transaction<R: Sendable>(_ body: @escaping @Sendable () async throws -> R) async throws -> R {
+        let outcome = NIOLockedValueBox<Result<R, any Error>?>(nil)
+        let done = OneShot()
+        let job = CommitQueue.Job { [connection] in
+            // Runs inside the batch's transaction; the outcome is kept until the batch's COMMIT says how it ended.
+            let result: Result<R, any Error>
+            do {
+                _ = try await connection.query("SAVEPOINT job")
+                let value = try await body()
+                _ = try await connection.query("RELEASE job")
+                result = .success(value)
+            } catch {
+                _ = try? await connection.query("ROLLBACK TO job")
+                _ = try? await connection.query("RELEASE job")
+                result = .failure(error)
+            }
+            return { committed in
+                outcome.withLockedValue { o in
+                    switch (result, committed) {
+                    case (.success, .failure(let error)): o = .failure(error)
+                    default: o = result
+                    }
+                }
+                done.fire()
+            }
+        }
+        if commits.enqueue(job) {
+            Task { await self.writeBatches() }
+        }
+        await done.wait()
+        return try outcome.withLockedValue { $0! }.get()
+    }
+
+    /// Commits what is queued, batch after batch, until the queue is empty.
+    func writeBatches() async {
+        while let jobs = commits.takeAll() {
+            var finish: [@Sendable (Result<Void, any Error>) -> Void] = []
+            do {
+                try await gate.acquire()
+            } catch {
+                for job in jobs { await job.run()(.failure(error)) }
+                continue
+            }
+            var committed: Result<Void, any Error>
+            do {
+                _ = try await connection.query("BEGIN IMMEDIATE")
+                for job in jobs { finish.append(await job.run()) }
+                _ = try await connection.query("COMMIT")
+                committed = .success(())
+            } catch {
+                _ = try? await connection.query("ROLLBACK")
+                committed = .failure(error)
+            }
+            gate.release()
+            for f in finish { f(committed) }
+            if finish.count < jobs.count {  // BEGIN failed: nothing ran
+                for job in jobs.dropFirst(finish.count) { await job.run()(committed) }
+            }
         }
     }
 
-    /// Runs one read alone on the connection.
+    /// Runs one read alone on the connection (between batches of writes).
     func read<R: Sendable>(_ body: () async throws -> R) async throws -> R {
         try await gate.acquire()
         defer { gate.release() }
@@ -217,7 +269,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     public func putDevice(_ device: DeviceRecord, maxDevicesPerUser: Int) async throws -> (device: DeviceRecord, created: Bool, cancelled: Int) {
-        try await transaction {
+        try await transaction { [self] in
             let existing = try await connection.query("SELECT \(Self.deviceColumns) FROM devices WHERE app = ? AND device_id = ?",
                                                       [.text(device.app), .text(device.deviceID)]).first.flatMap(Self.device)
             if existing?.userID != device.userID {
@@ -262,7 +314,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     public func deleteDevice(app: String, deviceID: String, now: Int64) async throws -> Int? {
-        try await transaction {
+        try await transaction { [self] in
             let rows = try await connection.query("DELETE FROM devices WHERE app = ? AND device_id = ? RETURNING device_id", [.text(app), .text(deviceID)])
             guard !rows.isEmpty else { return nil }
             return try await cancelUnsent(app: app, deviceID: deviceID, reason: "device_deleted", now: now)
@@ -283,7 +335,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     public func deleteUserDevices(app: String, userID: String, now: Int64) async throws -> (devices: Int, cancelled: Int) {
-        try await transaction {
+        try await transaction { [self] in
             let rows = try await connection.query("DELETE FROM devices WHERE app = ? AND user_id = ? RETURNING device_id", [.text(app), .text(userID)])
             var cancelled = 0
             for row in rows {
@@ -327,7 +379,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     // MARK: Messages
 
     public func insertMessage(_ message: NewMessage, idempotency: (key: String, answer: IdempotentAnswer)?) async throws {
-        try await transaction {
+        try await transaction { [self] in
             _ = try await connection.query("INSERT INTO messages (message_id, app, created_at, expires_at) VALUES (?, ?, ?, ?)",
                                            [.text(message.messageID), .text(message.app), .integer(Int(message.createdAt)), .integer(Int(message.expiresAt))])
             for d in message.deliveries {
@@ -364,7 +416,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     public func storeIdempotentAnswer(app: String, key: String, answer: IdempotentAnswer) async throws {
-        try await transaction { try await upsertIdempotency(app: app, key: key, answer: answer) }
+        try await transaction { [self] in try await upsertIdempotency(app: app, key: key, answer: answer) }
     }
 
     static let deliveryColumns = """
@@ -398,7 +450,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     public func cancelMessage(app: String, messageID: String, now: Int64) async throws -> Int? {
-        try await transaction {
+        try await transaction { [self] in
             guard try await !connection.query("SELECT 1 AS k FROM messages WHERE app = ? AND message_id = ?", [.text(app), .text(messageID)]).isEmpty else {
                 return nil
             }
@@ -412,7 +464,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     // MARK: The queue
 
     public func claimDue(app: String, now: Int64, leaseUntil: Int64, limit: Int) async throws -> [ClaimedDelivery] {
-        try await transaction {
+        try await transaction { [self] in
             try await connection.query("""
                 UPDATE deliveries SET lease_until = ?, generation = generation + 1
                 WHERE delivery_id IN (SELECT delivery_id FROM deliveries WHERE app = ? AND state = 'queued' AND next_attempt_at <= ?
@@ -437,7 +489,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     public func complete(_ claim: ClaimedDelivery, outcome: AttemptOutcome, unregisteredAt: Int64?, now: Int64) async throws -> Bool {
-        try await transaction {
+        try await transaction { [self] in
             let n = Int(now)
             let key: [SQLiteData] = [.text(claim.deliveryID), .integer(Int(claim.generation))]
             let rows: [SQLiteRow]
@@ -495,7 +547,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     public func prune(messagesExpiredBefore: Int64, idempotencyBefore: Int64, limit: Int) async throws -> Int {
-        try await transaction {
+        try await transaction { [self] in
             let picked = "SELECT message_id FROM messages WHERE expires_at < ? ORDER BY expires_at, message_id LIMIT ?"
             let binds: [SQLiteData] = [.integer(Int(messagesExpiredBefore)), .integer(limit)]
             _ = try await connection.query("DELETE FROM deliveries WHERE message_id IN (\(picked))", binds)
@@ -526,7 +578,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     // MARK: Receipts and reports
 
     public func recordReceipt(messageID: String, tokenSHA256: [UInt8], now: Int64) async throws -> ReceiptResult {
-        try await transaction {
+        try await transaction { [self] in
             let rows = try await connection.query("SELECT delivery_id, app, state, receipt_sha256 FROM deliveries WHERE message_id = ?", [.text(messageID)])
             guard !rows.isEmpty else { return .unknownID }
             var match: (id: String, app: String, state: DeliveryState)?
@@ -552,7 +604,7 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func recordReport(kid: String?, reason: String, count: Int, now: Int64) async throws -> [String] {
         guard let kid else { return [] }
-        return try await transaction {
+        return try await transaction { [self] in
             let rows = try await connection.query("""
                 UPDATE devices SET report_reason = ?, report_kid = ?, report_count = ?, report_at = ? WHERE key_id = ? RETURNING app
                 """, [.text(reason), .text(kid), .integer(count), .integer(Int(now)), .text(kid)])
@@ -564,6 +616,63 @@ public final class SQLiteGatewayStore: GatewayStore {
                     """, [.text(app), .text(kid), .text(reason), .integer(count), .integer(Int(now))])
             }
             return apps.sorted()
+        }
+    }
+}
+
+/// The write transactions waiting for the next batch; one writer task at a time drains it.
+final class CommitQueue: Sendable {
+    /// A transaction's body: run inside the batch, it gives back what to do once the batch's commit ended.
+    struct Job: Sendable {
+        let run: @Sendable () async -> @Sendable (Result<Void, any Error>) -> Void
+    }
+
+    let state = NIOLockedValueBox<(jobs: [Job], writing: Bool)>(([], false))
+
+    /// Queues `job`; true when no writer runs and the caller must start one.
+    func enqueue(_ job: Job) -> Bool {
+        state.withLockedValue { s in
+            s.jobs.append(job)
+            guard !s.writing else { return false }
+            s.writing = true
+            return true
+        }
+    }
+
+    /// Everything queued, or nil (and the writer stops) when nothing is.
+    func takeAll() -> [Job]? {
+        state.withLockedValue { s in
+            guard !s.jobs.isEmpty else {
+                s.writing = false
+                return nil
+            }
+            defer { s.jobs.removeAll(keepingCapacity: true) }
+            return s.jobs
+        }
+    }
+}
+
+/// A signal fired once; `wait` returns once it has been fired (at once if it already was).
+final class OneShot: Sendable {
+    let state = NIOLockedValueBox<(fired: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+
+    func fire() {
+        let waiter = state.withLockedValue { s -> CheckedContinuation<Void, Never>? in
+            s.fired = true
+            defer { s.waiter = nil }
+            return s.waiter
+        }
+        waiter?.resume()
+    }
+
+    func wait() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let now = state.withLockedValue { s -> Bool in
+                if s.fired { return true }
+                s.waiter = c
+                return false
+            }
+            if now { c.resume() }
         }
     }
 }

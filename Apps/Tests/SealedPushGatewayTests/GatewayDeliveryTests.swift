@@ -11,11 +11,15 @@ import Testing
 final class ScriptedAPNs: APNsSending {
     let script = NIOLockedValueBox<[String: [APNsError]]>([:])
     let seen = NIOLockedValueBox<[APNsPush]>([])
+    /// How long each answer takes.
+    let delay = NIOLockedValueBox<Duration>(.zero)
 
     func answer(_ token: String, with errors: [APNsError]) { script.withLockedValue { $0[token, default: []] += errors } }
 
     func send(_ push: APNsPush) async throws(APNsError) -> APNsAcceptance {
         seen.withLockedValue { $0.append(push) }
+        let wait = delay.withLockedValue { $0 }
+        if wait > .zero { try? await Task.sleep(for: wait) }
         let next = script.withLockedValue { s -> APNsError? in
             guard var queue = s[push.deviceToken], !queue.isEmpty else { return nil }
             let first = queue.removeFirst()
@@ -241,5 +245,34 @@ struct GatewayDeliveryTests {
                 try await g.api.call(.GET, "/v1/apps/chat/messages/\(id)").status == 404
             }
         }
+    }
+
+    /// SIGTERM's graceful shutdown: new messages get 503 while the attempt in flight finishes, then it stops.
+    @Test func gracefulShutdownAnswers503AndFinishesTheAttemptInFlight() async throws {
+        let apns = ScriptedAPNs()
+        apns.delay.withLockedValue { $0 = .seconds(2) }
+        let g = try await GatewayHarness(name: "drain", options: scriptedOptions(apns))
+        let p = try Phone(in: g.directory, name: "p", token: hexToken(0x50))
+        try await g.register(p, device: "p", user: "u")
+        let id = try #require(try await g.send(JSONObject([("user_id", "u")])).json["message_id"]?.stringValue)
+        try await waitUntil("the attempt to start", within: .seconds(30)) { !apns.pushes(to: p.token).isEmpty }
+        let stopping = Task { await g.group.triggerGracefulShutdown() }
+        var refused: Answer?
+        try await waitUntil("a send to be refused while draining", within: .seconds(30)) {
+            let a = try await g.send(JSONObject([("user_id", "u")]))
+            if a.status == 503 { refused = a }
+            return a.status == 503
+        }
+        #expect(refused?.code == "unavailable" && refused?.header("Retry-After") != nil)
+        #expect(try await g.admin.call(.GET, "/readyz", key: nil).status == 503)
+        let message = try await g.api.call(.GET, "/v1/apps/chat/messages/\(id)").json
+        #expect(message["deliveries"]?.arrayValue?.first?.objectValue?["state"]?.stringValue != nil)
+        await stopping.value
+        _ = try? await g.running.value
+        // The attempt in flight finished and was written before the worker returned.
+        let store = g.gateway.store
+        let after = try await store.message(app: "chat", messageID: id)
+        #expect(after?.deliveries.first?.state == .accepted)
+        await g.stop()
     }
 }
