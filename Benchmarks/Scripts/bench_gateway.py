@@ -34,6 +34,16 @@ def verdict(ok):
     return "met" if ok else "NOT met"
 
 
+def cpu_seconds(pid):
+    """User + system CPU time of a process so far (from /proc/PID/stat)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        return 0.0
+
+
 def rss_kib(pid):
     try:
         with open(f"/proc/{pid}/status") as f:
@@ -159,10 +169,13 @@ def main():
             assert status == 201, status
 
         # 1. Throughput and latency.
+        cpu0 = (cpu_seconds(gateway.proc.pid), cpu_seconds(apns.pid))
         start = time.time()
         requests, errors, p50, p99, duration = wrk(gateway.port, args.seconds, args.users, work)
         posted = requests - errors
         end = gateway.wait_drained(posted)
+        gateway_cpu_us = (cpu_seconds(gateway.proc.pid) - cpu0[0]) / max(1, posted) * 1e6
+        apns_cpu_us = (cpu_seconds(apns.pid) - cpu0[1]) / max(1, posted) * 1e6
         gateway_rate = posted / (end - start)
         rss_samples = [(posted, rss_kib(gateway.proc.pid))]
 
@@ -246,6 +259,7 @@ def main():
     print(f"  gateway, post to accepted    {gateway_rate:10.0f} deliveries/s")
     print(f"  sealedpush send --batch      {send_rate:10.0f} pushes/s   (same {posted} pushes, same local APNs)")
     print(f"  gateway / send --batch       {ratio:10.2f}x   target >= 0.5x: {verdict(ratio >= 0.5)}")
+    print(f"  CPU per message              gateway {gateway_cpu_us:.0f} µs (HTTP in, seal, SQLite, APNs out), local APNs {apns_cpu_us:.0f} µs")
     print(f"  POST /messages latency       p50 {p50:.1f} ms, p99 {p99:.1f} ms   target p99 <= 50 ms: {verdict(p99 <= 50)}")
     print(f"  resident memory              " + ", ".join(f"{kib / 1024:.1f} MiB at {n}" for n, kib in rss_samples)
           + f"   flat over {rss_samples[-1][0]} messages: {verdict(flat)}")

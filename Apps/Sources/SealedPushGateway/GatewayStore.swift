@@ -30,6 +30,27 @@ public struct DeviceRecord: Sendable, Equatable {
     public var tokenReassigned: Bool
     /// The latest failure report for its key.
     public var lastReport: FailureReportSummary?
+
+    /// A device record from its parts.
+    public init(app: String, deviceID: String, userID: String, apnsToken: String, environment: APNsEnvironmentName, keyRecord: [UInt8],
+                keyID: String, state: DeviceState, createdAt: Int64, updatedAt: Int64, registeredAt: Int64, unregisteredAt: Int64?,
+                unregisteredReason: String?, tokenReassigned: Bool, lastReport: FailureReportSummary?) {
+        self.app = app
+        self.deviceID = deviceID
+        self.userID = userID
+        self.apnsToken = apnsToken
+        self.environment = environment
+        self.keyRecord = keyRecord
+        self.keyID = keyID
+        self.state = state
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+        self.registeredAt = registeredAt
+        self.unregisteredAt = unregisteredAt
+        self.unregisteredReason = unregisteredReason
+        self.tokenReassigned = tokenReassigned
+        self.lastReport = lastReport
+    }
 }
 
 /// `production` or `sandbox`: which APNs a device's token belongs to.

@@ -150,20 +150,12 @@ public final class SQLiteGatewayStore: GatewayStore {
     func transaction<R: Sendable>(_ body: @escaping @Sendable () async throws -> R) async throws -> R {
         let outcome = NIOLockedValueBox<Result<R, any Error>?>(nil)
         let done = OneShot()
-        let job = CommitQueue.Job { [connection] in
-            // Runs inside the batch's transaction; the outcome is kept until the batch's COMMIT says how it ended.
+        let job = CommitQueue.Job(run: {
+            // Runs inside a batch's transaction; its outcome stands once that transaction's COMMIT says how it ended.
             let result: Result<R, any Error>
-            do {
-                _ = try await connection.query("SAVEPOINT job")
-                let value = try await body()
-                _ = try await connection.query("RELEASE job")
-                result = .success(value)
-            } catch {
-                _ = try? await connection.query("ROLLBACK TO job")
-                _ = try? await connection.query("RELEASE job")
-                result = .failure(error)
-            }
-            return { committed in
+            do { result = .success(try await body()) } catch { result = .failure(error) }
+            let failed = if case .failure = result { true } else { false }
+            return (failed, { committed in
                 outcome.withLockedValue { o in
                     switch (result, committed) {
                     case (.success, .failure(let error)): o = .failure(error)
@@ -171,8 +163,11 @@ public final class SQLiteGatewayStore: GatewayStore {
                     }
                 }
                 done.fire()
-            }
-        }
+            })
+        }, fail: { error in
+            outcome.withLockedValue { $0 = .failure(error) }
+            done.fire()
+        })
         if commits.enqueue(job) {
             Task { await self.writeBatches() }
         }
@@ -180,31 +175,52 @@ public final class SQLiteGatewayStore: GatewayStore {
         return try outcome.withLockedValue { $0! }.get()
     }
 
-    /// Commits what is queued, batch after batch, until the queue is empty.
+    /// Commits what is queued, batch after batch, until the queue is empty. A batch runs every job in one
+    /// transaction; if any job fails, the batch is rolled back and each job runs again in a transaction of its
+    /// own, so one job's failure never undoes or fails another's.
     func writeBatches() async {
         while let jobs = commits.takeAll() {
-            var finish: [@Sendable (Result<Void, any Error>) -> Void] = []
-            do {
-                try await gate.acquire()
-            } catch {
-                for job in jobs { await job.run()(.failure(error)) }
+            do { try await gate.acquire() } catch {
+                for job in jobs { job.fail(error) }
                 continue
             }
-            var committed: Result<Void, any Error>
+            var finishers: [@Sendable (Result<Void, any Error>) -> Void] = []
+            var batchFailed = false
             do {
                 _ = try await connection.query("BEGIN IMMEDIATE")
-                for job in jobs { finish.append(await job.run()) }
-                _ = try await connection.query("COMMIT")
-                committed = .success(())
+                for job in jobs {
+                    let (failed, finish) = await job.run()
+                    finishers.append(finish)
+                    if failed {
+                        batchFailed = true
+                        break
+                    }
+                }
+                if !batchFailed {
+                    _ = try await connection.query("COMMIT")
+                    gate.release()
+                    for finish in finishers { finish(.success(())) }
+                    continue
+                }
             } catch {
-                _ = try? await connection.query("ROLLBACK")
-                committed = .failure(error)
+                batchFailed = true
+            }
+            _ = try? await connection.query("ROLLBACK")
+            for job in jobs {
+                var committed: Result<Void, any Error> = .success(())
+                var finish: (@Sendable (Result<Void, any Error>) -> Void)?
+                do {
+                    _ = try await connection.query("BEGIN IMMEDIATE")
+                    let (failed, f) = await job.run()
+                    finish = f
+                    _ = try await connection.query(failed ? "ROLLBACK" : "COMMIT")
+                } catch {
+                    _ = try? await connection.query("ROLLBACK")
+                    committed = .failure(error)
+                }
+                if let finish { finish(committed) } else if case let .failure(error) = committed { job.fail(error) }
             }
             gate.release()
-            for f in finish { f(committed) }
-            if finish.count < jobs.count {  // BEGIN failed: nothing ran
-                for job in jobs.dropFirst(finish.count) { await job.run()(committed) }
-            }
         }
     }
 
@@ -622,9 +638,12 @@ public final class SQLiteGatewayStore: GatewayStore {
 
 /// The write transactions waiting for the next batch; one writer task at a time drains it.
 final class CommitQueue: Sendable {
-    /// A transaction's body: run inside the batch, it gives back what to do once the batch's commit ended.
+    /// A transaction's body: run inside a batch, it says whether it failed and gives back what to do once
+    /// the transaction it ran in has ended (committed, or not).
     struct Job: Sendable {
-        let run: @Sendable () async -> @Sendable (Result<Void, any Error>) -> Void
+        let run: @Sendable () async -> (failed: Bool, finish: @Sendable (Result<Void, any Error>) -> Void)
+        /// Fails the job without running it (the transaction could not begin).
+        let fail: @Sendable (any Error) -> Void
     }
 
     let state = NIOLockedValueBox<(jobs: [Job], writing: Bool)>(([], false))
