@@ -101,7 +101,7 @@ struct GatewayClient {
             request.body = .bytes(ByteBuffer(bytes: bytes))
         }
         for (name, value) in headers { request.headers.add(name: name, value: value) }
-        let response = try await http.execute(request, timeout: .seconds(30))
+        let response = try await http.execute(request, timeout: .seconds(60))
         let body = try await response.body.collect(upTo: 16 << 20)
         return Answer(status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
                       body: Array(body.readableBytesView))
@@ -252,3 +252,12 @@ func withGateway(_ name: String, options: GatewayOptions = GatewayOptions(), ext
 }
 
 func hexToken(_ n: Int) -> String { String(format: "%064x", n) }
+
+/// Runs a blocking call (a child process's wait) on a thread of its own, so that it never holds one of the
+/// few threads Swift's concurrency pool has: the in-process servers of the tests running beside it need them.
+func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        let thread = Thread { continuation.resume(with: Result { try body() }) }
+        thread.start()
+    }
+}

@@ -11,11 +11,11 @@ import Glibc
 /// exits 0, and neither its database nor its log holds plaintext.
 @Suite("sealedpush-server gateway as a process", .serialized, .timeLimit(.minutes(10)))
 struct GatewayProcessTests {
-    static func start(_ config: String, in directory: URL) throws -> (ChildProcess, Int) {
+    static func start(_ config: String, in directory: URL) async throws -> (ChildProcess, Int) {
         let process = try ChildProcess(launching: ProjectPaths.sealedpushServerBinary, ["gateway", "--config", config, "--log-level", "info"],
                                        in: directory, readLines: true)
-        let line = try #require(process.waitForLine(startingWith: "api listening on", within: .seconds(60)),
-                                "the gateway printed no listening line: \(process.stderrText)")
+        let listening = try await offPool { process.waitForLine(startingWith: "api listening on", within: .seconds(60)) }
+        let line = try #require(listening, "the gateway printed no listening line: \(process.stderrText)")
         let port = try #require(line.split(separator: ":").last.flatMap { Int($0) })
         return (process, port)
     }
@@ -28,7 +28,7 @@ struct GatewayProcessTests {
         let config = try GatewayHarness.writeConfiguration(in: directory, apns: apns, extraApp: JSONObject([("max_in_flight", .int(2))]))
         let http = HTTPClient(eventLoopGroupProvider: .singleton)
         defer { Task { try? await http.shutdown(); await apns.stop() } }
-        var (process, port) = try Self.start(config, in: directory)
+        var (process, port) = try await Self.start(config, in: directory)
         var client = GatewayClient(http: http, base: "http://127.0.0.1:\(port)")
         var tokens: [String] = []
         for n in 0..<20 {
@@ -45,11 +45,12 @@ struct GatewayProcessTests {
             #expect(r.status == 202)
             if let id = r.json["message_id"]?.stringValue { messages.append(id) }
         }
-        let killed = process.kill()
+        let first = process
+        let killed = try await offPool { first.kill() }
         #expect(killed.killed(by: SIGKILL))
         let before = apns.pushes.count
-        (process, port) = try Self.start(config, in: directory)
-        defer { _ = process.terminate(grace: .seconds(30)) }
+        (process, port) = try await Self.start(config, in: directory)
+        defer { _ = process.terminate(grace: .seconds(30)) }  // at once when the test ended it below
         client = GatewayClient(http: http, base: "http://127.0.0.1:\(port)")
         var apnsIDs = Set<String>()
         try await waitUntil("every message answered 202 to reach APNs after the restart", within: .seconds(120)) {
@@ -66,6 +67,8 @@ struct GatewayProcessTests {
         let received = apns.pushes
         #expect(apnsIDs.count == 60)
         #expect(apnsIDs.isSubset(of: Set(received.map(\.apnsID))))
+        let restarted = process
+        _ = try await offPool { restarted.terminate(grace: .seconds(30)) }
         print("gateway SIGKILL: \(before) of 60 accepted before the kill; \(received.count - 60) sent twice after the restart (same apns-id and collapse id)")
     }
 
@@ -76,7 +79,7 @@ struct GatewayProcessTests {
         let config = try GatewayHarness.writeConfiguration(in: directory, apns: apns)
         let http = HTTPClient(eventLoopGroupProvider: .singleton)
         defer { Task { try? await http.shutdown(); await apns.stop() } }
-        let (process, port) = try Self.start(config, in: directory)
+        let (process, port) = try await Self.start(config, in: directory)
         let client = GatewayClient(http: http, base: "http://127.0.0.1:\(port)")
         let phone = try Phone(in: directory, name: "p", token: hexToken(0x77))
         _ = try await client.call(.PUT, "/v1/apps/chat/devices/d1", json: .object(JSONObject([
@@ -87,7 +90,7 @@ struct GatewayProcessTests {
                 ("to", .object(JSONObject([("user_id", "u1")]))), ("title", .string(canary)), ("body", .string(canary))])))
             #expect(r.status == 202)
         }
-        let result = process.terminate(grace: .seconds(30))
+        let result = try await offPool { process.terminate(grace: .seconds(30)) }
         #expect(result.exitedNormally && result.status == 0, "SIGTERM must exit 0: \(result.stderr)")
         #expect(!result.stderr.contains(canary) && !result.stderr.contains(phone.token) && !result.stderr.contains(Keys.all))
         #expect(result.stderr.contains("POST /v1/apps/{app}/messages 202"), "one log line per request: \(result.stderr)")
@@ -105,11 +108,12 @@ struct GatewayProcessTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let config = try GatewayHarness.writeConfiguration(in: directory, apns: apns)
         defer { Task { await apns.stop() } }
-        let (first, _) = try Self.start(config, in: directory)
+        let (first, _) = try await Self.start(config, in: directory)
         defer { _ = first.terminate(grace: .seconds(30)) }
-        let second = try ChildProcess.sealedpushServer(["gateway", "--config", config], in: directory, timeout: 60)
+        let second = try await offPool { try ChildProcess.sealedpushServer(["gateway", "--config", config], in: directory, timeout: 60) }
         #expect(second.status == 1)
         #expect(second.stderr.contains("gateway.db") && second.stderr.contains("PostgreSQL"), "\(second.stderr)")
+        _ = try await offPool { first.terminate(grace: .seconds(30)) }
     }
 
     @Test func newAPIKeyPrintsAKeyAndItsDigest() throws {

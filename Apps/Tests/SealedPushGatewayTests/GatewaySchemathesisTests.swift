@@ -22,7 +22,7 @@ struct GatewaySchemathesisTests {
             let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("run_schemathesis.py")
             let run = try ChildProcess(launching: Self.python, [script.path, "http://127.0.0.1:\(g.apiPort)", Keys.all, "chat",
                                                                "--max-examples", "30", "--time-limit", "600"])
-            let result = try run.waitForExit(within: .seconds(660))
+            let result = try await offPool { try run.waitForExit(within: .seconds(660)) }
             print(result.stdoutText.split(separator: "\n").suffix(12).joined(separator: "\n"))
             #expect(result.status == 0, "schemathesis found responses that do not match the document:\n\(result.stdoutText)\n\(result.stderr)")
         }
