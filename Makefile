@@ -148,7 +148,7 @@ sanitize: deps pydeps
 	    dir=$$where/.build/$$short; log=$(CURDIR)/.build/$$short-$$pkg.log; mkdir -p .build; \
 	    echo "== $$san sanitizer, $$pkg package ($$dir)"; \
 	    if $(SWIFT) build --package-path $$where --build-tests --scratch-path $$dir --sanitize=$$san -Xswiftc -use-ld=lld; then \
-	      SWIFT_BACKTRACE=enable=no SEALEDPUSH_PYTHON=$(CURDIR)/$(PY) \
+	      SWIFT_BACKTRACE=enable=no SEALEDPUSH_PYTHON=$(CURDIR)/$(PY) SEALEDPUSH_SANITIZER=$$san \
 	        LSAN_OPTIONS=suppressions=$(CURDIR)/Fuzz/lsan-suppressions.txt:print_suppressions=0 \
 	        TSAN_OPTIONS=suppressions=$(CURDIR)/Fuzz/tsan-suppressions.txt \
 	        $(SWIFT) test --package-path $$where --skip-build --scratch-path $$dir --sanitize=$$san >$$log 2>&1; rc=$$?; \

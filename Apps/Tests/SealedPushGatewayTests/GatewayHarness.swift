@@ -261,3 +261,8 @@ func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async thro
         thread.start()
     }
 }
+
+/// Every gateway suite, one at a time: each starts servers in this process, and on a 2-core machine several
+/// at once beside the other targets' suites starve the concurrency pool the tests share.
+@Suite("Gateway", .serialized)
+enum GatewaySuites {}

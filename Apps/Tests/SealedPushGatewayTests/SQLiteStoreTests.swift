@@ -3,49 +3,51 @@ import Logging
 import SealedPushGateway
 import Testing
 
-/// The SQLite store's group commit: concurrent transactions share a commit, and one that fails neither
-/// undoes nor fails the others.
-@Suite("Gateway SQLite store", .serialized, .timeLimit(.minutes(5)))
-struct SQLiteStoreTests {
-    static func device(_ id: String, user: String, token: Int) -> DeviceRecord {
-        DeviceRecord(app: "chat", deviceID: id, userID: user, apnsToken: String(format: "%064x", token), environment: .production,
-                     keyRecord: Array("{}".utf8), keyID: "0000000000000000", state: .active, createdAt: 1, updatedAt: 1, registeredAt: 1,
-                     unregisteredAt: nil, unregisteredReason: nil, tokenReassigned: false, lastReport: nil)
-    }
-
-    @Test func concurrentTransactionsCommitTogetherAndAFailureStaysItsOwn() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-store-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let store = try await SQLiteGatewayStore.open(path: directory.appendingPathComponent("g.db").path, logger: Logger(label: "test"))
-        // 30 registrations for one user allowed 10 devices, mixed with 30 for other users, all at once.
-        let outcomes = await withTaskGroup(of: (String, Bool).self) { group in
-            for n in 0..<30 {
-                group.addTask {
-                    do {
-                        _ = try await store.putDevice(Self.device("full-\(n)", user: "crowded", token: n), maxDevicesPerUser: 10)
-                        return ("crowded", true)
-                    } catch { return ("crowded", false) }
-                }
-                group.addTask {
-                    do {
-                        _ = try await store.putDevice(Self.device("other-\(n)", user: "user-\(n)", token: 1000 + n), maxDevicesPerUser: 10)
-                        return ("other", true)
-                    } catch { return ("other", false) }
-                }
-            }
-            var all: [(String, Bool)] = []
-            for await outcome in group { all.append(outcome) }
-            return all
+extension GatewaySuites {
+    /// The SQLite store's group commit: concurrent transactions share a commit, and one that fails neither
+    /// undoes nor fails the others.
+    @Suite("Gateway SQLite store", .serialized, .timeLimit(.minutes(5)))
+    struct SQLiteStoreTests {
+        static func device(_ id: String, user: String, token: Int) -> DeviceRecord {
+            DeviceRecord(app: "chat", deviceID: id, userID: user, apnsToken: String(format: "%064x", token), environment: .production,
+                         keyRecord: Array("{}".utf8), keyID: "0000000000000000", state: .active, createdAt: 1, updatedAt: 1, registeredAt: 1,
+                         unregisteredAt: nil, unregisteredReason: nil, tokenReassigned: false, lastReport: nil)
         }
-        #expect(outcomes.filter { $0.0 == "crowded" && $0.1 }.count == 10)
-        #expect(outcomes.filter { $0.0 == "other" && $0.1 }.count == 30)
-        #expect(try await store.userDevices(app: "chat", userID: "crowded").count == 10)
-        for n in 0..<30 { #expect(try await store.device(app: "chat", deviceID: "other-\(n)") != nil) }
-        await store.close()
-        // Reopened, everything answered as written is there.
-        let again = try await SQLiteGatewayStore.open(path: directory.appendingPathComponent("g.db").path, logger: Logger(label: "test"))
-        #expect(try await again.listDevices(app: "chat", state: nil, since: nil, after: nil, limit: 1000).count == 40)
-        await again.close()
+
+        @Test func concurrentTransactionsCommitTogetherAndAFailureStaysItsOwn() async throws {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-store-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let store = try await SQLiteGatewayStore.open(path: directory.appendingPathComponent("g.db").path, logger: Logger(label: "test"))
+            // 30 registrations for one user allowed 10 devices, mixed with 30 for other users, all at once.
+            let outcomes = await withTaskGroup(of: (String, Bool).self) { group in
+                for n in 0..<30 {
+                    group.addTask {
+                        do {
+                            _ = try await store.putDevice(Self.device("full-\(n)", user: "crowded", token: n), maxDevicesPerUser: 10)
+                            return ("crowded", true)
+                        } catch { return ("crowded", false) }
+                    }
+                    group.addTask {
+                        do {
+                            _ = try await store.putDevice(Self.device("other-\(n)", user: "user-\(n)", token: 1000 + n), maxDevicesPerUser: 10)
+                            return ("other", true)
+                        } catch { return ("other", false) }
+                    }
+                }
+                var all: [(String, Bool)] = []
+                for await outcome in group { all.append(outcome) }
+                return all
+            }
+            #expect(outcomes.filter { $0.0 == "crowded" && $0.1 }.count == 10)
+            #expect(outcomes.filter { $0.0 == "other" && $0.1 }.count == 30)
+            #expect(try await store.userDevices(app: "chat", userID: "crowded").count == 10)
+            for n in 0..<30 { #expect(try await store.device(app: "chat", deviceID: "other-\(n)") != nil) }
+            await store.close()
+            // Reopened, everything answered as written is there.
+            let again = try await SQLiteGatewayStore.open(path: directory.appendingPathComponent("g.db").path, logger: Logger(label: "test"))
+            #expect(try await again.listDevices(app: "chat", state: nil, since: nil, after: nil, limit: 1000).count == 40)
+            await again.close()
+        }
     }
 }
