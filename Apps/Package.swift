@@ -67,6 +67,7 @@ let package = Package(
             dependencies: [
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "SealedPushAPNsCore", package: "SealedPush"),
+                .product(name: "SealedPushCrypto", package: "SealedPush"),
                 .product(name: "SealedPushWire", package: "SealedPush"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -74,6 +75,7 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

@@ -38,8 +38,14 @@ public enum AuthKeyProblem: Sendable, Equatable, CustomStringConvertible {
     case directory(path: String)
     /// Group or others may access the file (`mode` holds its permission bits).
     case readableByOthers(path: String, mode: Int)
-    /// The file's permissions could not be read.
-    case unknownMode(path: String)
+    /// The path is a symbolic link (a key file is never read through one).
+    case symbolicLink(path: String)
+    /// The path is not a regular file.
+    case notRegularFile(path: String)
+    /// Another user owns the file.
+    case notOwner(path: String)
+    /// The file is far larger than a key file.
+    case tooLarge(path: String, limit: Int)
     /// The file is not a PKCS#8 PEM private key (`source` names it).
     case notPEM(source: String)
     /// The PEM body is not valid base64.
@@ -60,7 +66,10 @@ public enum AuthKeyProblem: Sendable, Equatable, CustomStringConvertible {
         case let .directory(path): "the APNs auth key \(path) is a directory; pass the AuthKey_KEYID.p8 file"
         case let .readableByOthers(path, mode):
             "the APNs auth key \(path) can be read by others (mode \(String(mode & 0o777, radix: 8))); run `chmod 600 \(path)`"
-        case let .unknownMode(path): "cannot read the permissions of the APNs auth key \(path); check that it is a regular file you own"
+        case let .symbolicLink(path): "the APNs auth key \(path) is a symbolic link; pass the path of the AuthKey_KEYID.p8 file itself"
+        case let .notRegularFile(path): "the APNs auth key \(path) is not a regular file; pass the AuthKey_KEYID.p8 file"
+        case let .notOwner(path): "the APNs auth key \(path) belongs to another user; copy it to a file you own and `chmod 600` it"
+        case let .tooLarge(path, limit): "the APNs auth key \(path) is over \(limit) bytes, so it is not a .p8 file; pass the AuthKey_KEYID.p8 file"
         case let .notPEM(source):
             "\(source) is not a PKCS#8 PEM private key (no BEGIN/END PRIVATE KEY lines); use the .p8 file Apple's developer site gave you"
         case let .invalidBase64(source): "\(source) holds invalid base64 between its PEM lines; download the key again"

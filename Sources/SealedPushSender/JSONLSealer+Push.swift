@@ -17,7 +17,10 @@ extension JSONLSealer {
 
     /// One `send --batch` line: a `seal --batch` request plus `device_token` (64 hex digits), sealed into the
     /// push for that token; the topic is the line's `topic`, else `topic`.
-    public func sealPush(line: Span<UInt8>, topic: String?) throws(SenderError) -> APNsPush {
+    ///
+    /// A line may name a topic of its own only when it is `topic` or one of `allowedTopics`: a provider token
+    /// is good for every app of the team, so a line must not be able to push to another of them unasked.
+    public func sealPush(line: Span<UInt8>, topic: String?, allowedTopics: Set<String> = []) throws(SenderError) -> APNsPush {
         let value: JSONValue
         do { value = try JSON.parse(line) } catch { throw .invalidRequest("the line is not valid JSON (\(error.description))") }
         guard case let .object(object) = value else { throw .invalidRequest("the line is not a JSON object") }
@@ -26,6 +29,10 @@ extension JSONLSealer {
         }
         guard APNsPush.isValidDeviceToken(token) else {
             throw .invalidRequest("\"device_token\" must be 64 hexadecimal digits; it has \(token.count) characters")
+        }
+        if case let .string(own)? = object["topic"], own != topic, !allowedTopics.contains(own) {
+            let shown = APNsHeaderRules.topicProblem(own) == nil && own.utf8.count <= 255 ? "\"\(own)\" " : ""
+            throw .invalidRequest("the line's \"topic\" \(shown)is not this run's topic nor one allowed besides it (send: --allow-topic TOPIC)")
         }
         let rest = JSONObject(object.members.filter { $0.key != "device_token" }.map { ($0.key, $0.value) })
         return APNsPush(try seal(rest), deviceToken: token, topic: topic)

@@ -20,13 +20,38 @@ struct SendLineTests {
         #expect(push.deviceToken == Self.token)
         #expect(push.topic == "com.example.app")
         #expect(push.collapseID == "c1")
+        // Without a collapse id of its own, the push collapses under its message id (device-outcomes.md, "Replays").
+        let plain = try sealer.sealPush(line: line(device.record, #","device_token":"\#(Self.token)","id":"m-17""#).span,
+                                        topic: "com.example.app")
+        #expect(plain.collapseID == "m-17")
+        let long = String(repeating: "é", count: 40)  // 40 characters, 80 bytes: no collapse id, the apns-id stands
+        let unnamed = try sealer.sealPush(line: line(device.record, #","device_token":"\#(Self.token)","id":"\#(long)""#).span,
+                                          topic: "com.example.app")
+        #expect(unnamed.collapseID == nil)
+        #expect(unnamed.problem == nil)
         #expect(push.problem == nil)
         let payload = try #require(try JSON.parse(push.payload).objectValue)
         #expect(payload["ENCRYPTED_DATA"] != nil)
-        // The line's own topic wins over the command's.
+        // The line's own topic wins over the command's, when the run allows it.
         let own = try sealer.sealPush(line: line(device.record, #","device_token":"\#(Self.token)","topic":"com.example.other""#).span,
-                                      topic: "com.example.app")
+                                      topic: "com.example.app", allowedTopics: ["com.example.other"])
         #expect(own.topic == "com.example.other")
+    }
+
+    @Test func aLineCannotPushToATopicTheRunDoesNotAllow() throws {
+        let device = makeDevice()
+        let sealer = JSONLSealer(sender: try makeSender())
+        let other = line(device.record, #","device_token":"\#(Self.token)","topic":"com.example.bank""#)
+        do {
+            _ = try sealer.sealPush(line: other.span, topic: "com.example.app", allowedTopics: ["com.example.chat"])
+            Issue.record("a line's topic outside the run's was accepted")
+        } catch {
+            #expect(error.description.contains(#""com.example.bank" is not this run's topic"#), "\(error.description)")
+            #expect(error.description.contains("--allow-topic"))
+        }
+        // Its own topic repeated is fine.
+        let same = line(device.record, #","device_token":"\#(Self.token)","topic":"com.example.app""#)
+        #expect(try sealer.sealPush(line: same.span, topic: "com.example.app").topic == "com.example.app")
     }
 
     @Test("a line without a usable device_token is refused naming it", arguments: [

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 public import Logging
 import NIOCore
 import NIOHTTP1
+import NIOHTTP2
 import NIOPosix
 import NIOSSL
 public import SealedPushAPNsCore
@@ -69,7 +70,8 @@ public struct APNsClientConfiguration: Sendable {
     public var signingKey: APNsSigningKey
     /// The `apns-topic` used when a push does not name one (the app's bundle id).
     public var topic: String?
-    /// Extra CA certificates (PEM) to trust besides the system's, e.g. the one `sealedpush-server apns serve` writes.
+    /// Extra CA certificates (PEM) to trust besides the system's, e.g. the one `sealedpush-server apns serve` writes;
+    /// only for a `custom` environment (Apple's servers are verified against the system's roots alone).
     public var trustedCertificatesPEM: [[UInt8]]
     /// The deadline for one try of one push, from sending to the complete answer.
     public var timeout: Duration
@@ -129,12 +131,18 @@ public final class APNsClient: APNsSending {
     let logger: Logger
     let isShutDown = NIOLockedValueBox(false)
 
-    /// A client; fails when a trusted certificate is not PEM.
+    /// A client; fails when a trusted certificate is not PEM, or is given for Apple's own servers.
+    ///
+    /// TLS 1.2 is the least it accepts (APNs itself speaks 1.2 and 1.3).
     public init(configuration: APNsClientConfiguration, logger: Logger = Logger(label: "sealedpush.apns")) throws(APNsError) {
         self.configuration = configuration
         self.logger = logger
         var tls = TLSConfiguration.makeClientConfiguration()
+        tls.minimumTLSVersion = .tlsv12
         if !configuration.trustedCertificatesPEM.isEmpty {
+            if case .custom = configuration.environment {} else {
+                throw .invalidRequest("an extra trusted CA certificate is only for a local or private APNs (a custom URL); Apple's servers are verified against the system's roots")
+            }
             var certificates: [NIOSSLCertificate] = []
             for pem in configuration.trustedCertificatesPEM {
                 do { certificates += try NIOSSLCertificate.fromPEMBytes(pem) } catch {
@@ -199,7 +207,7 @@ public final class APNsClient: APNsSending {
                 guard APNsClient.isRetryable(rejection.reason) else { throw lastError }
             case let .failed(error):
                 lastError = error
-                if case .untrustedServer = error { throw error }
+                guard APNsClient.isRetryable(error) else { throw error }
             }
             guard tries < configuration.retry.maxTries else { break }
             let delay = configuration.retry.delay(afterTries: tries, jitter: Double.random(in: 0.5...1.0))
@@ -217,6 +225,21 @@ public final class APNsClient: APNsSending {
     public static func isRetryable(_ reason: APNsReason) -> Bool {
         switch reason {
         case .tooManyRequests, .internalServerError, .serviceUnavailable, .shutdown: true
+        default: false
+        }
+    }
+
+    /// Whether a failed try may succeed on a later one: a timeout, or a connection refused, unreachable, closed
+    /// or whose handshake failed. An untrusted server, a shut-down client and any error the client does not
+    /// recognise as a transport failure are final.
+    public static func isRetryable(_ error: APNsError) -> Bool {
+        switch error {
+        case .timedOut: true
+        case let .connection(failure, _):
+            switch failure {
+            case .refused, .unreachable, .closed, .tlsHandshake: true
+            case .other: false
+            }
         default: false
         }
     }
@@ -262,12 +285,14 @@ public final class APNsClient: APNsSending {
 
     /// Maps a transport error to a typed one by its type: AsyncHTTPClient's timeouts and closed
     /// connections, NIO's connection errors (the `errno` of each address tried), NIOSSL's handshake and
-    /// hostname failures.
-    static func classify(_ error: any Error) -> APNsError {
+    /// hostname failures. Anything else is `.connection(.other(type))`, which is never retried.
+    package static func classify(_ error: any Error) -> APNsError {
         switch error {
         case let error as HTTPClientError:
-            if error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout { return .timedOut(tries: 1) }
-            if error == .remoteConnectionClosed || error == .cancelled { return .connection(.closed, tries: 1) }
+            if ([.deadlineExceeded, .readTimeout, .writeTimeout, .connectTimeout, .getConnectionFromPoolTimeout,
+                .tlsHandshakeTimeout] as [HTTPClientError]).contains(error) { return .timedOut(tries: 1) }
+            // Streams cut by a closing connection (GOAWAY, a reset): the push was not taken.
+            if ([.remoteConnectionClosed, .cancelled] as [HTTPClientError]).contains(error) { return .connection(.closed, tries: 1) }
             if error == .alreadyShutdown { return .shutDown }
             return .connection(.other("HTTPClientError"), tries: 1)
         case let error as NIOConnectionError:
@@ -288,7 +313,8 @@ public final class APNsClient: APNsSending {
         case let error as NIOSSLError:
             if case let .handshakeFailed(reason) = error, isCertificateRejection(reason) { return .untrustedServer }
             return .connection(.tlsHandshake, tries: 1)
-        case is ChannelError:
+        case is ChannelError, is NIOHTTP2Errors.StreamClosed:
+            // The connection or the stream was closed (a GOAWAY's excluded streams, a reset) before the answer.
             return .connection(.closed, tries: 1)
         default:
             return .connection(.other(String(describing: type(of: error))), tries: 1)

@@ -5,6 +5,7 @@ public import FoundationEssentials
 public import Foundation
 #endif
 import SealedPushWire
+public import SealedPushCrypto
 public import SealedPushAPNsCore
 
 /// An APNs token-authentication signing key: the P-256 key of an `AuthKey_<KEY_ID>.p8` file with its
@@ -26,61 +27,50 @@ public struct APNsSigningKey: Sendable {
 
     /// Loads `AuthKey_<KEY_ID>.p8` (PKCS#8 PEM, as Apple's developer site gives it).
     ///
-    /// The file must be readable by its owner only (`chmod 600`), like every other key file SealedPush
-    /// reads. The PEM text and the DER inside it are cleared after parsing.
+    /// The file is opened once without following a symbolic link, and checked on that descriptor: a regular
+    /// file owned by this user and readable by its owner only (`chmod 600`), like every other key file
+    /// SealedPush reads. Its bytes, and the DER inside them, stay in wiped storage.
     public init(p8File path: String, keyID: String, teamID: String) throws(APNsError) {
-        let attributes: [FileAttributeKey: Any]
-        do { attributes = try FileManager.default.attributesOfItem(atPath: path) } catch {
-            throw .authKey(.unreadable(path: path))
+        let text: SecureBytes
+        do { text = try PrivateFile.read(path, limit: APNsSigningKey.maximumFileSize) } catch {
+            switch error {
+            case .unreadable, .readFailed: throw .authKey(.unreadable(path: path))
+            case .symbolicLink: throw .authKey(.symbolicLink(path: path))
+            case let .notRegularFile(isDirectory): throw .authKey(isDirectory ? .directory(path: path) : .notRegularFile(path: path))
+            case .notOwner: throw .authKey(.notOwner(path: path))
+            case let .accessibleByOthers(mode): throw .authKey(.readableByOthers(path: path, mode: Int(mode)))
+            case let .tooLarge(limit): throw .authKey(.tooLarge(path: path, limit: limit))
+            }
         }
-        if let type = attributes[.type] as? FileAttributeType, type == .typeDirectory {
-            throw .authKey(.directory(path: path))
-        }
-        // FoundationEssentials gives the mode as UInt (full Foundation as an NSNumber that bridges to Int):
-        // read either, and refuse a key whose mode cannot be read rather than skip the check.
-        let mode: Int? = switch attributes[.posixPermissions] {
-        case let mode as UInt: Int(mode)
-        case let mode as Int: mode
-        case let mode as UInt16: Int(mode)
-        default: nil
-        }
-        guard let mode else { throw .authKey(.unknownMode(path: path)) }
-        if mode & 0o077 != 0 { throw .authKey(.readableByOthers(path: path, mode: mode)) }
-        var pem: Data
-        do { pem = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
-            throw .authKey(.unreadable(path: path))
-        }
-        defer { pem.resetBytes(in: 0..<pem.count) }
-        try self.init(pem: pem, keyID: keyID, teamID: teamID, source: path)
+        try self.init(pem: text, keyID: keyID, teamID: teamID, source: path)
     }
 
-    /// A signing key from the bytes of a `.p8` file (`source` names it in errors).
+    /// The largest `.p8` file read (Apple's are about 250 bytes).
+    public static let maximumFileSize = 16 * 1024
+
+    /// A signing key from the bytes of a `.p8` file (`source` names it in errors). The caller clears `pem`.
     public init(pem: Data, keyID: String, teamID: String, source: String = "the APNs auth key") throws(APNsError) {
+        try self.init(pem: SecureBytes(pem), keyID: keyID, teamID: teamID, source: source)
+    }
+
+    /// A signing key from the bytes of a `.p8` file held in wiped storage (`source` names it in errors).
+    public init(pem: SecureBytes, keyID: String, teamID: String, source: String = "the APNs auth key") throws(APNsError) {
         guard APNsSigningKey.isValidID(keyID) else {
             throw .authKey(.invalidKeyID(length: keyID.count))
         }
         guard APNsSigningKey.isValidID(teamID) else {
             throw .authKey(.invalidTeamID(length: teamID.count))
         }
-        let begin = Array("-----BEGIN PRIVATE KEY-----".utf8), end = Array("-----END PRIVATE KEY-----".utf8)
-        let bytes = [UInt8](pem)
-        var body: [UInt8] = []
-        defer {
-            for i in body.indices { body[i] = 0 }
+        let der: SecureBytes
+        do { der = try PEM.decode(pem, label: "PRIVATE KEY") } catch {
+            switch error {
+            case .noBlock: throw .authKey(.notPEM(source: source))
+            case .invalidBase64: throw .authKey(.invalidBase64(source: source))
+            }
         }
-        guard let start = APNsSigningKey.find(begin, in: bytes, from: 0),
-              let stop = APNsSigningKey.find(end, in: bytes, from: start + begin.count)
-        else {
-            throw .authKey(.notPEM(source: source))
-        }
-        body.reserveCapacity(stop - start)
-        for byte in bytes[(start + begin.count)..<stop] where byte > 0x20 { body.append(byte) }
-        guard var der = Data(base64Encoded: Data(body)) else {
-            throw .authKey(.invalidBase64(source: source))
-        }
-        defer { der.resetBytes(in: 0..<der.count) }
+        // swift-crypto reads the DER in place (it copies the scalar into BoringSSL's own key, cleared on release).
         do {
-            privateKey = try P256.Signing.PrivateKey(derRepresentation: der)
+            privateKey = try der.withUnsafeBytes { bytes in try P256.Signing.PrivateKey(derRepresentation: bytes) }
         } catch {
             throw .authKey(.notP256(source: source))
         }
@@ -91,14 +81,6 @@ public struct APNsSigningKey: Sendable {
     /// Key and team ids are 10 ASCII letters and digits.
     public static func isValidID(_ id: String) -> Bool {
         id.utf8.count == 10 && id.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) }
-    }
-
-    static func find(_ needle: [UInt8], in haystack: [UInt8], from: Int) -> Int? {
-        guard haystack.count >= needle.count, from <= haystack.count - needle.count else { return nil }
-        for i in from...(haystack.count - needle.count) where haystack[i] == needle[0] {
-            if haystack[i..<(i + needle.count)].elementsEqual(needle) { return i }
-        }
-        return nil
     }
 }
 

@@ -15,7 +15,7 @@ public struct LocalCertificateAuthority: Sendable {
     /// The server certificate, PEM.
     public let serverCertificatePEM: String
     /// The server certificate's private key, PEM (kept in memory; never written out).
-    let serverKeyPEM: String
+    package let serverKeyPEM: String
 
     /// Makes a fresh CA and server certificate, valid from an hour ago for `days` days.
     public static func make(days: Int = 30, now: Date = Date()) throws -> LocalCertificateAuthority {

@@ -56,7 +56,16 @@ struct APNsAuthOptions: ParsableArguments {
 
 
     func validate() throws {
-        if topic.isEmpty { throw ValidationError("--topic must be the app's bundle id; it was empty.") }
+        if let problem = APNsHeaderRules.topicProblem(topic) {
+            throw ValidationError("--topic must be the app's bundle id (e.g. com.example.app); it \(problem).")
+        }
+        if caCert != nil {
+            switch environment.environment {
+            case .production, .sandbox:
+                throw ValidationError("--ca-cert is for a local or private APNs (--environment https://HOST:PORT); Apple's \(environment.environment == .production ? "production" : "sandbox") servers are verified against the system's roots only.")
+            case .custom: break
+            }
+        }
     }
 
     /// Reads `--ca-cert`.
@@ -116,6 +125,9 @@ struct SendCommand: AsyncParsableCommand {
     @OptionGroup(title: "Message") var sealing: SealingOptions
     @OptionGroup var logging: LoggingOptions
 
+    @Option(name: .customLong("allow-topic"), help: ArgumentHelp("With --batch: a topic a line's \"topic\" may name besides --topic (repeatable); a line naming any other is refused.", valueName: "TOPIC"))
+    var allowTopics: [String] = []
+
     @Option(name: .long, help: ArgumentHelp("The most pushes in flight at once.", valueName: "N"))
     var concurrency = 100
 
@@ -142,6 +154,10 @@ struct SendCommand: AsyncParsableCommand {
             }
             try sealing.validateText()
         }
+        for topic in allowTopics {
+            if let problem = APNsHeaderRules.topicProblem(topic) { throw ValidationError("--allow-topic must be a bundle id; one \(problem).") }
+        }
+        if !allowTopics.isEmpty && batch == nil { throw ValidationError("--allow-topic applies to --batch lines' \"topic\"; a single push uses --topic.") }
         guard (1...10_000).contains(concurrency) else { throw ValidationError("--concurrency must be 1 to 10000; it was \(concurrency).") }
         guard (0...20).contains(retries) else { throw ValidationError("--retries must be 0 to 20; it was \(retries).") }
     }
@@ -161,7 +177,7 @@ struct SendCommand: AsyncParsableCommand {
         do {
             if let batch {
                 summary = try await SendBatch(client: client, sealer: JSONLSealer(sender: sender, mediaStore: mediaStore),
-                                              concurrency: concurrency).run(path: batch)
+                                              concurrency: concurrency, allowedTopics: Set(allowTopics)).run(path: batch)
             } else {
                 summary = try await sendOne(client: client, sender: sender, mediaStore: mediaStore)
             }
@@ -268,6 +284,8 @@ struct SendBatch {
     let client: APNsClient
     let sealer: JSONLSealer
     let concurrency: Int
+    /// Topics a line may name besides the client's (`--allow-topic`).
+    var allowedTopics: Set<String> = []
     static let maxLineBytes = 1 << 20
 
     func run(path: String) async throws -> SendSummary {
@@ -293,7 +311,7 @@ struct SendBatch {
                 }
                 if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0d }) { continue }
                 let push: APNsPush
-                do throws(SenderError) { push = try sealer.sealPush(line: line.span, topic: client.configuration.topic) } catch {
+                do throws(SenderError) { push = try sealer.sealPush(line: line.span, topic: client.configuration.topic, allowedTopics: allowedTopics) } catch {
                     try finish(.failure(line: number, error.description))
                     continue
                 }

@@ -63,13 +63,8 @@ final class AppRuntime: Sendable {
     /// The real APNs client for `environment`: token auth from the `.p8`, the configured URL and CA, no retries
     /// of its own (the gateway's queue retries, with backoff, durably), `max_in_flight` requests at once.
     static func makeAPNsClient(_ config: GatewayAppConfiguration, _ environment: APNsEnvironmentName, _ logger: Logger) throws -> any APNsSending {
-        guard let pem = FileManager.default.contents(atPath: config.authKeyPath) else {
-            throw GatewayConfigurationError("/apps/\(config.id)/apns/auth_key", "cannot read \(config.authKeyPath)")
-        }
-        var bytes = pem
-        defer { bytes.resetBytes(in: 0..<bytes.count) }
         let key: APNsSigningKey
-        do { key = try APNsSigningKey(pem: bytes, keyID: config.keyID, teamID: config.teamID, source: config.authKeyPath) } catch {
+        do { key = try APNsSigningKey(p8File: config.authKeyPath, keyID: config.keyID, teamID: config.teamID) } catch {
             throw GatewayConfigurationError("/apps/\(config.id)/apns/auth_key", error.description)
         }
         let url = environment == .production ? config.productionURL : config.sandboxURL

@@ -118,6 +118,43 @@ struct APNsCLITests {
         #expect(badToken.stderr.contains("--device-token must be 64 hexadecimal digits"))
     }
 
+    /// Header values and trust are checked before any request: a topic with CR/LF, an extra CA for Apple's
+    /// servers, and a batch line naming a topic the run did not allow.
+    @Test func topicsAndTrustAreCheckedBeforeAnyRequest() throws {
+        let base = ["send", "--to", "device.json", "--device-token", phoneToken, "--body", "x", "--auth-key", "AuthKey_ABC123DEFG.p8",
+                    "--team-id", "TEAM123456"]
+        let crlf = try ChildProcess.sealedpush(base + ["--topic", "com.example.app\r\napns-priority: 5", "--environment", "https://127.0.0.1:9"],
+                                               in: directory)
+        #expect(crlf.status != 0)
+        #expect(crlf.stderr.contains("--topic must be the app's bundle id"), "\(crlf.stderr)")
+        #expect(!crlf.stderr.contains("could not reach"), "no request was made: \(crlf.stderr)")
+        for environment in ["production", "sandbox"] {
+            let pinned = try ChildProcess.sealedpush(base + ["--topic", "com.example.app", "--environment", environment, "--ca-cert", "ca.pem"],
+                                                     in: directory)
+            #expect(pinned.status != 0)
+            #expect(pinned.stderr.contains("--ca-cert is for a local or private APNs"), "\(pinned.stderr)")
+        }
+
+        let (server, url) = try serve(["--accept-unknown"])
+        defer { server.terminate() }
+        let record = try String(contentsOf: directory.appendingPathComponent("device.json"), encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let token = String(format: "%064x", 7)
+        let lines = [#"{"to":\#(record),"body":"a","device_token":"\#(token)","topic":"com.example.bank"}"#,
+                     #"{"to":\#(record),"body":"b","device_token":"\#(token)","topic":"com.example.chat"}"#,
+                     #"{"to":\#(record),"body":"c","device_token":"\#(token)"}"#]
+        try (lines.joined(separator: "\n") + "\n").write(to: directory.appendingPathComponent("topics.jsonl"), atomically: true, encoding: .utf8)
+        let sent = try ChildProcess.sealedpush(["send", "--batch", "topics.jsonl", "--environment", url, "--ca-cert", "ca.pem",
+                                                "--allow-topic", "com.example.chat"] + auth, in: directory)
+        let results = try jsonLines(sent.stdoutText)
+        #expect(sent.status == 1)
+        #expect(results.first { $0["line"] == .int(1) }?["error"]?.stringValue?.contains("--allow-topic") == true, "\(sent.stdoutText)")
+        #expect(results.first { $0["line"] == .int(1) }?["status"] == .null)
+        // The local APNs only knows com.example.app, so the allowed other topic is refused by APNs, not by send.
+        #expect(results.first { $0["line"] == .int(2) }?["status"]?.intValue != nil, "\(sent.stdoutText)")
+        #expect(results.first { $0["line"] == .int(3) }?["status"] == .int(200))
+    }
+
     /// The local APNs frame by frame, read by python-hyper's h2 (what aioapns is built on): a request with
     /// `host` and no `:authority` is taken; a 200 is one HEADERS frame that ends the stream (no empty DATA
     /// frame, which aioapns would parse as JSON); a refusal is HEADERS then the JSON reason in DATA.
