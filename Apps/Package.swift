@@ -75,6 +75,7 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -229,7 +230,8 @@ let package = Package(
         .testTarget(
             name: "SealedPushCLIUnitTests",
             dependencies: [
-                "SealedPushCLI", "SealedPushAPNs", "SealedPushReceiptsDatabase",
+                "SealedPushCLI", "SealedPushServerCLI", "SealedPushAPNs", "SealedPushAPNsServer", "SealedPushReceiptsDatabase",
+                .product(name: "SealedPushKeychain", package: "SealedPush"),
                 .product(name: "SealedPushAPNsCore", package: "SealedPush"),
                 .product(name: "SealedPushSender", package: "SealedPush"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

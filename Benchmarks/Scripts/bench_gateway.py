@@ -144,7 +144,7 @@ def main():
                                        capture_output=True, text=True).stdout)
     key_path = os.path.join(work, "AuthKey_BENCH00KEY.p8")
     apns_log = open(os.path.join(work, "apns.log"), "wb")
-    apns = subprocess.Popen([server_bin, "apns", "serve", "--auth-key", key_path, "--team-id", "BENCHTEAM0", "--topic", "com.example.bench",
+    apns = subprocess.Popen([server_bin, "apns", "serve", "--public-key", key_path.replace(".p8", ".pub.pem"), "--team-id", "BENCHTEAM0", "--topic", "com.example.bench",
                              "--accept-unknown", "--listen", "127.0.0.1:0", "--ca-out", os.path.join(work, "ca.pem"), "--log-level", "info"],
                             cwd=work, stdout=subprocess.PIPE, stderr=apns_log, text=True)
     gateway = None

@@ -114,7 +114,7 @@ def main():
     write_batch(os.path.join(work, "batch.jsonl"), record, n)
     write_batch(os.path.join(work, "small.jsonl"), record, max(1, n // 10))
 
-    server = subprocess.Popen([server_bin, "apns", "serve", "--auth-key", key_path, "--team-id", "BENCHTEAM0", "--topic", "com.example.bench",
+    server = subprocess.Popen([server_bin, "apns", "serve", "--public-key", key_path.replace(".p8", ".pub.pem"), "--team-id", "BENCHTEAM0", "--topic", "com.example.bench",
                                "--accept-unknown", "--listen", "127.0.0.1:0", "--ca-out", os.path.join(work, "ca.pem")],
                               cwd=work, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:

@@ -56,6 +56,14 @@ public struct LocalAPNsConfiguration: Sendable {
     public var tokenUpdateInterval: Int64
     /// The wall clock in milliseconds since the Unix epoch; tests inject one.
     public var nowMilliseconds: @Sendable () -> Int64
+    /// The most connections open at once; a connection past it is closed as soon as it is accepted.
+    public var maxConnections: Int = 256
+    /// A connection whose TLS handshake is not done within this is closed.
+    public var handshakeTimeout: Duration = .seconds(10)
+    /// A connection with no stream open for this long is sent GOAWAY and closed.
+    public var idleTimeout: Duration = .seconds(600)
+    /// A request whose headers and body have not all arrived within this is reset.
+    public var requestTimeout: Duration = .seconds(30)
 
     /// A configuration: loopback, no devices, no faults, Apple's token rules.
     public init(host: String = "127.0.0.1", port: Int = 2197, keys: [ProviderKey] = [], devices: [String: String] = [:],
@@ -115,6 +123,22 @@ public struct AcceptedPush: Sendable {
     public let collapseID: String?
     /// Whether the token is a registered device (false: accepted and dropped under `acceptUnknownTokens`).
     public let deviceKnown: Bool
+
+    /// The notification request identifier iOS gives the notification: the collapse id when the push had
+    /// one, else its `apns-id` (spec/device-outcomes.md, "Replays").
+    public var requestIdentifier: String { collapseID ?? apnsID }
+
+    /// An accepted push from its parts.
+    public init(deviceToken: String, topic: String, payload: [UInt8], apnsID: String, expiration: Int64, collapseID: String?,
+                deviceKnown: Bool) {
+        self.deviceToken = deviceToken
+        self.topic = topic
+        self.payload = payload
+        self.apnsID = apnsID
+        self.expiration = expiration
+        self.collapseID = collapseID
+        self.deviceKnown = deviceKnown
+    }
 }
 
 /// The local APNs's answer to one request.

@@ -4,6 +4,7 @@ import NIOHPACK
 import NIOHTTP2
 import NIOPosix
 import NIOSSL
+import NIOTLS
 import SealedPushAPNsCore
 public import ServiceLifecycle
 import NIOConcurrencyHelpers
@@ -91,20 +92,22 @@ public final class LocalAPNsServer: Service, Sendable {
         let streamConfiguration = NIOHTTP2Handler.StreamConfiguration()
         // Graceful close: GOAWAY on ChannelShouldQuiesceEvent, close once the streams are done or the grace ran out.
         let management = NIOHTTP2ServerConnectionManagementHandler.Configuration(
-            maxIdleTime: nil, maxAge: nil, maxGraceTime: TimeAmount(shutdownGracePeriod), keepalive: nil)
+            maxIdleTime: TimeAmount(configuration.idleTimeout), maxAge: nil, maxGraceTime: TimeAmount(shutdownGracePeriod), keepalive: nil)
         let rules = self.rules, logger = self.logger, onAccepted = self.onAccepted, load = self.load
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { [self] channel in
-                guard self.track(channel) else { return channel.close() }
+                guard self.track(channel, limit: configuration.maxConnections) else { return channel.close() }
                 self.connectionCount.add(1, ordering: .relaxed)
                 let connection = LocalAPNsConnection()
+                let handshakeTimeout = TimeAmount(configuration.handshakeTimeout), requestTimeout = TimeAmount(configuration.requestTimeout)
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     let manager = NIOHTTP2ServerConnectionManagementHandler(eventLoop: channel.eventLoop, configuration: management)
                     try sync.addHandler(NIOSSLServerHandler(context: sslContext))
+                    try sync.addHandler(HandshakeDeadlineHandler(timeout: handshakeTimeout, logger: logger))
                     _ = try sync.configureHTTP2Pipeline(
                         mode: .server, connectionConfiguration: connectionConfiguration,
                         streamConfiguration: streamConfiguration, streamDelegate: manager.http2StreamDelegate
@@ -112,7 +115,8 @@ public final class LocalAPNsServer: Service, Sendable {
                         stream.eventLoop.makeCompletedFuture {
                             let streamSync = stream.pipeline.syncOperations
                             try streamSync.addHandler(APNsStreamHandler(rules: rules, connection: connection, load: load,
-                                                                        logger: logger, onAccepted: onAccepted))
+                                                                        requestTimeout: requestTimeout, logger: logger,
+                                                                        onAccepted: onAccepted))
                         }
                     }
                     try sync.addHandler(manager)
@@ -134,14 +138,17 @@ public final class LocalAPNsServer: Service, Sendable {
         return port
     }
 
-    /// Registers a new connection (closed when it closes); `false` once the server is shutting down.
-    private func track(_ channel: any Channel) -> Bool {
+    /// Registers a new connection (closed when it closes); `false` once the server is shutting down or
+    /// `limit` connections are open.
+    private func track(_ channel: any Channel, limit: Int) -> Bool {
         let id = ObjectIdentifier(channel)
-        let admitted = state.withLockedValue { s -> Bool in
-            if s.stopping { return false }
+        let (admitted, full) = state.withLockedValue { s -> (Bool, Bool) in
+            if s.stopping { return (false, false) }
+            if s.connections.count >= limit { return (false, true) }
             s.connections[id] = channel
-            return true
+            return (true, false)
         }
+        if full { logger.notice("refusing a connection: the connection limit is reached", metadata: ["limit": "\(limit)"]) }
         if admitted {
             channel.closeFuture.whenComplete { [self] _ in
                 _ = self.state.withLockedValue { $0.connections.removeValue(forKey: id) }
@@ -201,6 +208,42 @@ final class RequestLoad: Sendable {
     func end() { state.withLockedValue { $0.current -= 1 } }
 }
 
+/// Closes a connection whose TLS handshake is not done within `timeout` (a client that connects and stalls
+/// holds no slot for long), then steps aside.
+final class HandshakeDeadlineHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+    let timeout: TimeAmount
+    let logger: Logger
+    var deadline: Scheduled<Void>?
+
+    init(timeout: TimeAmount, logger: Logger) {
+        self.timeout = timeout
+        self.logger = logger
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        let channel = context.channel, logger = self.logger
+        deadline = context.eventLoop.scheduleTask(in: timeout) {
+            logger.notice("closing a connection: its TLS handshake did not finish within the handshake timeout")
+            channel.close(promise: nil)
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        deadline?.cancel()
+        deadline = nil
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case TLSUserEvent.handshakeCompleted = event {
+            deadline?.cancel()
+            deadline = nil
+            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+}
+
 /// Closes a connection on errors (bad TLS, HTTP/2 protocol errors), logging the error's kind (NIO's
 /// errors name the protocol violation, never header values or payloads).
 final class ConnectionErrorHandler: ChannelInboundHandler, Sendable {
@@ -229,19 +272,39 @@ final class APNsStreamHandler: ChannelInboundHandler {
     let load: RequestLoad
     let logger: Logger
     let onAccepted: @Sendable (AcceptedPush) -> Void
+    let requestTimeout: TimeAmount
     var requestHeaders: HPACKHeaders?
     var body: [UInt8] = []
     var answered = false
+    var deadline: Scheduled<Void>?
     /// Bodies are kept up to one byte over the limit: enough to answer PayloadTooLarge.
     static let keepLimit = APNsPush.maximumPayloadSize + 1
 
-    init(rules: LocalAPNsRules, connection: LocalAPNsConnection, load: RequestLoad, logger: Logger,
+    init(rules: LocalAPNsRules, connection: LocalAPNsConnection, load: RequestLoad, requestTimeout: TimeAmount, logger: Logger,
          onAccepted: @escaping @Sendable (AcceptedPush) -> Void) {
         self.rules = rules
         self.connection = connection
         self.load = load
+        self.requestTimeout = requestTimeout
         self.logger = logger
         self.onAccepted = onAccepted
+    }
+
+    /// Every response says what answered it: a development server, never Apple's.
+    static let serverHeader = ("server", "sealedpush-local-apns (development only; not Apple's APNs)")
+
+    /// The request must be complete within `requestTimeout`, else the stream is reset.
+    func handlerAdded(context: ChannelHandlerContext) {
+        let channel = context.channel, logger = self.logger
+        deadline = context.eventLoop.scheduleTask(in: requestTimeout) {
+            logger.notice("resetting a stream: the request did not arrive within the request timeout")
+            channel.close(promise: nil)
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        deadline?.cancel()
+        deadline = nil
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -261,6 +324,8 @@ final class APNsStreamHandler: ChannelInboundHandler {
         }
         if ended, !answered, let requestHeaders {
             answered = true
+            deadline?.cancel()
+            deadline = nil
             respond(context: context, headers: requestHeaders)
         }
     }
@@ -299,10 +364,10 @@ final class APNsStreamHandler: ChannelInboundHandler {
         let token = request.path.split(separator: "/").last.map { String($0.prefix(8)) + "…" } ?? "-"
         switch answer {
         case let .accepted(push, uniqueID):
-            headers = [(":status", "200"), ("apns-id", push.apnsID), ("apns-unique-id", uniqueID)]
+            headers = [(":status", "200"), ("apns-id", push.apnsID), ("apns-unique-id", uniqueID), APNsStreamHandler.serverHeader]
             logger.info("accepted", metadata: ["token": "\(token)", "apns-id": "\(push.apnsID)", "bytes": "\(push.payload.count)"])
         case let .rejected(reason, apnsID, timestamp):
-            headers = [(":status", String(reason.status))]
+            headers = [(":status", String(reason.status)), APNsStreamHandler.serverHeader]
             if let apnsID { headers.append(("apns-id", apnsID)) }
             var json = #"{"reason":""# + reason.rawValue + #"""#
             if let timestamp { json += #","timestamp":"# + String(timestamp) }

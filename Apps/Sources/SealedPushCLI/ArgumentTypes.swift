@@ -67,6 +67,14 @@ package struct HostPort: ExpressibleByArgument, Sendable, Equatable, CustomStrin
     /// The same host with another port (the one bound for port 0), as `description` writes it.
     package func with(port: Int) -> HostPort { HostPort(host: host, port: port) }
 
+    /// Whether the host is a loopback address or `localhost` (127.0.0.0/8, `::1`).
+    package var isLoopback: Bool {
+        let lower = host.lowercased()
+        if lower == "localhost" || lower == "::1" || lower == "0:0:0:0:0:0:0:1" { return true }
+        let parts = lower.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { part in UInt8(part) != nil }
+    }
+
 }
 
 /// `TOKEN=KEYCHAIN_DIR` (`apns serve --device`): a device token (64 hex digits, lowercased here) and

@@ -7,13 +7,14 @@ import Foundation
 #endif
 import Logging
 import SealedPushAPNsCore
-import SealedPushAPNsServer
+package import SealedPushAPNsServer
 import SealedPushAPNs
 import SealedPushDevice
-import SealedPushKeychain
+package import SealedPushKeychain
 import SealedPushReceiver
 import SealedPushWire
 import ServiceLifecycle
+import Crypto
 import SystemPackage
 
 /// `sealedpush-server apns`: a local APNs for development and tests.
@@ -32,7 +33,7 @@ struct APNsCommand: AsyncParsableCommand {
                 it also makes; the CA is written to --ca-out for clients to trust (`sealedpush send --ca-cert`). \
                 It checks what APNs checks and answers with APNs's status codes and reasons: method and \
                 path, the token's format, duplicate headers, apns-id, the provider token (ES256 under \
-                --auth-key's public key, its team, issued within the hour, at most one new token per \
+                --public-key, its key id and team, issued within the hour, at most one new token per \
                 connection in 20 minutes), apns-topic (one of --topic), push type, priority, expiration, \
                 collapse id, the payload (empty, over 4096 bytes), then the device token.
 
@@ -46,6 +47,14 @@ struct APNsCommand: AsyncParsableCommand {
                 and close after N requests on a connection), --max-streams N, --token-rate N (429 \
                 TooManyRequests past N pushes a second to one token).
 
+                It is a development server and says so in every response (`server: sealedpush-local-apns`). \
+                It listens on loopback unless --allow-remote, takes at most --max-connections at once, \
+                closes a connection whose TLS handshake takes over 10 s or that is idle for 10 minutes, \
+                resets a request not complete within 30 s, and keeps at most 1000 pushes waiting per \
+                device (older ones are dropped, as APNs keeps only the last push for an offline device). \
+                It needs only the public half of the auth key: `apns generate-key` writes it beside the \
+                .p8 (for a key from Apple: `openssl pkey -in AuthKey_KEYID.p8 -pubout -out AuthKey_KEYID.pub.pem`).
+
                 Prints `listening on https://HOST:PORT` once bound (port 0 picks a free one); requests \
                 are logged on stderr (token prefix, status, reason; never payloads). Runs until SIGTERM or \
                 SIGINT, then shuts down gracefully: stops accepting, sends GOAWAY on every connection, lets \
@@ -54,7 +63,7 @@ struct APNsCommand: AsyncParsableCommand {
 
                 Example:
                   sealedpush-server apns generate-key --key-id ABC123DEFG --out .
-                  sealedpush-server apns serve --auth-key AuthKey_ABC123DEFG.p8 --team-id DEF123GHIJ \\
+                  sealedpush-server apns serve --public-key AuthKey_ABC123DEFG.pub.pem --team-id DEF123GHIJ \\
                       --topic com.example.app --device $TOKEN=./phone --ca-out apns-ca.pem
                 """)
 
@@ -66,7 +75,23 @@ struct APNsCommand: AsyncParsableCommand {
         @Option(name: .customLong("ca-out"), help: ArgumentHelp("Where to write the CA certificate clients must trust.", valueName: "FILE"))
         var caOut = "apns-ca.pem"
 
-        @OptionGroup(title: "Provider key (its public half verifies tokens)") var key: APNsKeyOptions
+        @Option(name: .customLong("public-key"), help: ArgumentHelp("The public half of the APNs auth key, PEM (AuthKey_KEYID.pub.pem, written by `apns generate-key`).", valueName: "FILE"))
+        var publicKey: String?
+
+        @Option(name: .customLong("key-id"), help: ArgumentHelp("The key's 10-character id (default: read from the AuthKey_KEYID.pub.pem file name).", valueName: "KEY_ID"))
+        var keyID: String?
+
+        @Option(name: .customLong("team-id"), help: ArgumentHelp("The 10-character team id tokens must name.", valueName: "TEAM_ID"))
+        var teamID: String
+
+        @Option(name: .customLong("auth-key"), help: .hidden)
+        var authKey: String?
+
+        @Flag(name: .customLong("allow-remote"), help: "Listen on a non-loopback --listen address (a development server: keep it off networks you do not control).")
+        var allowRemote = false
+
+        @Option(name: .customLong("max-connections"), help: ArgumentHelp("The most client connections open at once.", valueName: "N"))
+        var maxConnections = 256
 
         @Option(name: .long, help: ArgumentHelp("A topic (bundle id) the key may push to (repeatable).", valueName: "TOPIC"))
         var topic: [String] = []
@@ -99,7 +124,27 @@ struct APNsCommand: AsyncParsableCommand {
                 help: ArgumentHelp("On SIGTERM/SIGINT, how long pushes in flight may take before connections are closed.", valueName: "DURATION"))
         var shutdownGrace = DurationArgument(milliseconds: 10_000)
 
+        /// The key id: `--key-id`, else the `KEYID` of an `AuthKey_KEYID.pub.pem` file name.
+        var resolvedKeyID: String? {
+            if let keyID { return keyID }
+            guard let publicKey else { return nil }
+            let name = publicKey.split(separator: "/").last.map(String.init) ?? publicKey
+            guard name.hasPrefix("AuthKey_"), name.hasSuffix(".pub.pem") else { return nil }
+            return String(name.dropFirst("AuthKey_".count).dropLast(".pub.pem".count))
+        }
+
         func validate() throws {
+            if authKey != nil {
+                throw ValidationError("apns serve needs only the public half of the auth key: pass --public-key AuthKey_KEYID.pub.pem (written by `apns generate-key`; for a key from Apple: openssl pkey -in AuthKey_KEYID.p8 -pubout -out AuthKey_KEYID.pub.pem).")
+            }
+            guard publicKey != nil else { throw ValidationError("Missing --public-key AuthKey_KEYID.pub.pem: the public half of the auth key that signs provider tokens.") }
+            guard let keyID = resolvedKeyID else { throw ValidationError("--key-id is needed: the public key's file name is not AuthKey_KEYID.pub.pem.") }
+            guard APNsSigningKey.isValidID(keyID) else { throw ValidationError("--key-id must be 10 letters and digits, like ABC123DEFG.") }
+            guard APNsSigningKey.isValidID(teamID) else { throw ValidationError("--team-id must be 10 letters and digits, like DEF123GHIJ.") }
+            if !allowRemote && !listen.isLoopback {
+                throw ValidationError("--listen \(listen) is not a loopback address; the local APNs is a development server: pass --allow-remote to listen there anyway.")
+            }
+            guard (1...100_000).contains(maxConnections) else { throw ValidationError("--max-connections must be 1 to 100000.") }
             guard !topic.isEmpty else { throw ValidationError("Give at least one --topic (the app's bundle id) the key may push to.") }
             guard (0...1).contains(failRate) else { throw ValidationError("--fail-rate must be between 0 and 1; it was \(failRate).") }
             if let goawayAfter, goawayAfter < 1 { throw ValidationError("--goaway-after must be 1 or more.") }
@@ -114,7 +159,7 @@ struct APNsCommand: AsyncParsableCommand {
         func run() async throws {
             logging.apply(default: .info)  // one line per request (token prefix, status, reason)
             let (host, port) = (listen.host, listen.port)
-            let key = try self.key.signingKey()
+            let key = try readPublicKey()
             var devices: [String: String] = [:]
             var lines: [String: DeviceLine] = [:]
             for binding in device {
@@ -125,9 +170,11 @@ struct APNsCommand: AsyncParsableCommand {
             }
             let configuration = LocalAPNsConfiguration(
                 host: host, port: port,
-                keys: [.init(keyID: key.keyID, teamID: key.teamID, publicKey: key.privateKey.publicKey, topics: Set(topic))],
+                keys: [.init(keyID: key.keyID, teamID: key.teamID, publicKey: key.publicKey, topics: Set(topic))],
                 devices: devices, acceptUnknownTokens: acceptUnknown, maxPushesPerTokenPerSecond: tokenRate,
                 failRate: failRate, latency: latency.duration, goawayAfter: goawayAfter, maxConcurrentStreams: maxStreams)
+            var limited = configuration
+            limited.maxConnections = maxConnections
             let authority = try LocalCertificateAuthority.make()
             do {
                 try Data(authority.caPEM.utf8).write(to: URL(fileURLWithPath: caOut))
@@ -136,7 +183,7 @@ struct APNsCommand: AsyncParsableCommand {
             }
             let logger = Logger(label: "sealedpush.apns-serve")
             let deviceLines = lines
-            let server = LocalAPNsServer(configuration: configuration, authority: authority, shutdownGracePeriod: shutdownGrace.duration,
+            let server = LocalAPNsServer(configuration: limited, authority: authority, shutdownGracePeriod: shutdownGrace.duration,
                                          logger: logger) { push in
                 deviceLines[push.deviceToken]?.enqueue(push)
             }
@@ -156,15 +203,32 @@ struct APNsCommand: AsyncParsableCommand {
                 throw CLIError("the local APNs stopped: \(error); check that \(listen) is free and allowed")
             }
         }
+
+        /// The verifying key from `--public-key` (a PEM public key; a private key is refused: it is not needed here).
+        func readPublicKey() throws -> (keyID: String, teamID: String, publicKey: P256.Signing.PublicKey) {
+            guard let publicKey, let keyID = resolvedKeyID else { throw CLIError("Missing --public-key") }
+            let text: String
+            do { text = try String(contentsOfFile: publicKey, encoding: .utf8) } catch {
+                throw CLIError("cannot read \(publicKey) (--public-key); check the path")
+            }
+            if text.contains("PRIVATE KEY") {
+                throw CLIError("\(publicKey) (--public-key) holds a private key; pass its public half: openssl pkey -in \(publicKey) -pubout -out AuthKey_\(keyID).pub.pem")
+            }
+            do { return (keyID, teamID, try P256.Signing.PublicKey(pemRepresentation: text)) } catch {
+                throw CLIError("\(publicKey) (--public-key) is not a P-256 public key in PEM; pass the AuthKey_KEYID.pub.pem `apns generate-key` wrote")
+            }
+        }
     }
 
     struct GenerateKey: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "generate-key",
-            abstract: "Make a development APNs auth key (AuthKey_KEYID.p8, mode 0600) for `apns serve` and `send`.",
+            abstract: "Make a development APNs auth key (AuthKey_KEYID.p8, mode 0600) for `send`, and its public half for `apns serve`.",
             discussion: """
-                Real keys come from Apple's developer site; this one is for a local APNs only. Prints the \
-                key id and the file written.
+                Real keys come from Apple's developer site; this one is for a local APNs only. Writes \
+                AuthKey_KEYID.p8 (the private key, mode 0600, for `sealedpush send --auth-key`) and \
+                AuthKey_KEYID.pub.pem (its public half, for `apns serve --public-key`), and prints the key \
+                id and the files written.
                 """)
 
         @Option(name: .customLong("key-id"), help: ArgumentHelp("The 10-character key id (default: random).", valueName: "KEY_ID"))
@@ -182,40 +246,58 @@ struct APNsCommand: AsyncParsableCommand {
         func run() throws {
             let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
             let id = keyID ?? String((0..<10).map { _ in alphabet.randomElement()! })
-            let (_, pem) = try { () throws(APNsError) in try APNsSigningKey.generateForDevelopment(keyID: id, teamID: "TEAM000000") }()
-            let path = (out.hasSuffix("/") ? out : out + "/") + "AuthKey_\(id).p8"
+            let (key, pem) = try { () throws(APNsError) in try APNsSigningKey.generateForDevelopment(keyID: id, teamID: "TEAM000000") }()
+            let base = (out.hasSuffix("/") ? out : out + "/") + "AuthKey_\(id)"
+            let path = base + ".p8", publicPath = base + ".pub.pem"
+            try write(Array(pem.utf8), to: path, permissions: [.ownerRead, .ownerWrite])
+            try write(Array(key.privateKey.publicKey.pemRepresentation.utf8) + [0x0a], to: publicPath,
+                      permissions: [.ownerRead, .ownerWrite, .groupRead, .otherRead])
+            print("key id \(id): wrote \(path) and \(publicPath)")
+        }
+
+        func write(_ bytes: [UInt8], to path: String, permissions: FilePermissions) throws {
             do {
-                let fd = try FileDescriptor.open(FilePath(path), .writeOnly, options: [.create, .exclusiveCreate],
-                                                 permissions: [.ownerRead, .ownerWrite])
+                let fd = try FileDescriptor.open(FilePath(path), .writeOnly, options: [.create, .exclusiveCreate, .noFollow],
+                                                 permissions: permissions)
                 defer { try? fd.close() }
-                try fd.writeAll(Array(pem.utf8))
+                try fd.writeAll(bytes)
             } catch Errno.fileExists {
                 throw CLIError("\(path) already exists; remove it or pass another --key-id")
             } catch {
                 throw CLIError("cannot write \(path) (--out): \(error); check that the directory exists and is writable")
             }
-            print("key id \(id): wrote \(path)")
         }
     }
 }
 
 /// One registered device of `apns serve`, a service: pushes are delivered to its simulator one at a time, in
 /// order; on graceful shutdown (after the server stopped) it delivers what was already accepted and returns.
-final class DeviceLine: Service, Sendable {
+///
+/// At most `capacity` pushes wait; past that the oldest waiting one is dropped (and logged), as APNs keeps only
+/// the last push for a device it cannot reach.
+package final class DeviceLine: Service, Sendable {
+    /// The most pushes waiting for one device.
+    package static let capacity = 1000
     let token: String
     let store: KeychainStore
-    let stream: AsyncStream<AcceptedPush>
+    package let stream: AsyncStream<AcceptedPush>
     let continuation: AsyncStream<AcceptedPush>.Continuation
+    let logger = Logger(label: "sealedpush.apns-serve.device")
 
-    init(token: String, store: KeychainStore) {
+    package init(token: String, store: KeychainStore, capacity: Int = DeviceLine.capacity) {
         self.token = token
         self.store = store
-        (stream, continuation) = AsyncStream.makeStream(of: AcceptedPush.self)
+        (stream, continuation) = AsyncStream.makeStream(of: AcceptedPush.self, bufferingPolicy: .bufferingNewest(capacity))
     }
 
-    func enqueue(_ push: AcceptedPush) { continuation.yield(push) }
+    package func enqueue(_ push: AcceptedPush) {
+        if case let .dropped(old) = continuation.yield(push) {
+            logger.notice("a device's queue is full: dropped its oldest waiting push",
+                          metadata: ["token": "\(token.prefix(8))…", "apns-id": "\(old.apnsID)"])
+        }
+    }
 
-    func run() async throws {
+    package func run() async throws {
         let continuation = self.continuation
         await withGracefulShutdownHandler {
             await self.deliverAll()
@@ -223,6 +305,9 @@ final class DeviceLine: Service, Sendable {
             continuation.finish()
         }
     }
+
+    /// Ends the line: what is waiting is still delivered (tests read `stream` instead).
+    package func finish() { continuation.finish() }
 
     private func deliverAll() async {
         let media = try? DeviceRun.MediaFetching(directory: nil)

@@ -34,7 +34,8 @@ struct APNsCLITests {
 
     func serve(_ extra: [String]) throws -> (ChildProcess, String) {
         let server = try ChildProcess(launching: ProjectPaths.sealedpushServerBinary,
-                                      ["apns", "serve", "--listen", "127.0.0.1:0", "--ca-out", "ca.pem"] + auth + extra, in: directory,
+                                      ["apns", "serve", "--listen", "127.0.0.1:0", "--ca-out", "ca.pem", "--public-key", "AuthKey_ABC123DEFG.pub.pem",
+                                       "--team-id", "TEAM123456", "--topic", "com.example.app"] + extra, in: directory,
                                       readLines: true)
         let first = try #require(server.nextLine(within: .seconds(60)), "apns serve printed nothing: \(server.stderrText)")
         let url = try #require(first.split(separator: " ").dropFirst(2).first.map(String.init), "\(first)")
@@ -118,6 +119,25 @@ struct APNsCLITests {
         #expect(badToken.stderr.contains("--device-token must be 64 hexadecimal digits"))
     }
 
+    /// `apns serve` is a development server: loopback unless --allow-remote, and only the key's public half.
+    @Test func serveListensOnLoopbackAndHoldsOnlyThePublicKey() throws {
+        let common = ["apns", "serve", "--team-id", "TEAM123456", "--topic", "com.example.app", "--ca-out", "ca.pem"]
+        let remote = try ChildProcess.sealedpushServer(common + ["--public-key", "AuthKey_ABC123DEFG.pub.pem", "--listen", "0.0.0.0:0"],
+                                                      in: directory)
+        #expect(remote.status != 0)
+        #expect(remote.stderr.contains("pass --allow-remote"), "\(remote.stderr)")
+        let privateKey = try ChildProcess.sealedpushServer(common + ["--auth-key", "AuthKey_ABC123DEFG.p8", "--listen", "127.0.0.1:0"],
+                                                          in: directory)
+        #expect(privateKey.status != 0)
+        #expect(privateKey.stderr.contains("--public-key AuthKey_KEYID.pub.pem"), "\(privateKey.stderr)")
+        let swapped = try ChildProcess.sealedpushServer(common + ["--public-key", "AuthKey_ABC123DEFG.p8", "--key-id", "ABC123DEFG",
+                                                                  "--listen", "127.0.0.1:0"], in: directory)
+        #expect(swapped.status != 0)
+        #expect(swapped.stderr.contains("holds a private key; pass its public half"), "\(swapped.stderr)")
+        let attributes = try FileManager.default.attributesOfItem(atPath: directory.appendingPathComponent("AuthKey_ABC123DEFG.pub.pem").path)
+        #expect((attributes[.posixPermissions] as? Int) == 0o644)
+    }
+
     /// Header values and trust are checked before any request: a topic with CR/LF, an extra CA for Apple's
     /// servers, and a batch line naming a topic the run did not allow.
     @Test func topicsAndTrustAreCheckedBeforeAnyRequest() throws {
@@ -160,7 +180,7 @@ struct APNsCLITests {
     /// frame, which aioapns would parse as JSON); a refusal is HEADERS then the JSON reason in DATA.
     @Test func localAPNsFramesAsAPNsDoes() async throws {
         let token = String(repeating: "ef", count: 32)
-        let apns = try await LocalAPNs.start(devices: [token: LocalAPNs.topic])
+        let apns = try await LocalAPNs.start(devices: [token: LocalAPNs.topic]) { $0.requestTimeout = .milliseconds(500) }
         let ca = directory.appendingPathComponent("frames-ca.pem")
         try apns.server.authority.caPEM.write(to: ca, atomically: true, encoding: .utf8)
         let jwt = try ProviderToken.make(key: apns.key, issuedAt: Int64(Date().timeIntervalSince1970))
@@ -178,6 +198,11 @@ struct APNsCLITests {
         #expect(refused["status"] == .string("400"))
         #expect(refused["headers_ended_stream"] == .bool(false))
         #expect(refused["data"] == .string(#"{"reason":"TopicDisallowed"}"#))
+        // Every answer names the development server; a request whose body never comes is reset.
+        for answer in [accepted, refused] { #expect(answer["server"]?.stringValue?.hasPrefix("sealedpush-local-apns") == true) }
+        let stalled = try #require(streams["stalled"]?.objectValue)
+        #expect(stalled["reset"] == .bool(true), "\(stalled)")
+        #expect(stalled["status"] == .null)
     }
 
     /// `$SEALEDPUSH_PYTHON`, else the venv `make pydeps` makes.

@@ -122,7 +122,7 @@ struct APNsServeShutdownTests {
         let key = try ChildProcess.sealedpushServer(["apns", "generate-key", "--key-id", "TERM000001"], in: directory)
         try #require(key.status == 0, "\(key.stderr)")
         let server = try ChildProcess(launching: ProjectPaths.sealedpushServerBinary,
-                                      ["apns", "serve", "--listen", "127.0.0.1:0", "--ca-out", "ca.pem", "--auth-key", "AuthKey_TERM000001.p8",
+                                      ["apns", "serve", "--listen", "127.0.0.1:0", "--ca-out", "ca.pem", "--public-key", "AuthKey_TERM000001.pub.pem",
                                        "--team-id", "TEAM123456", "--topic", "com.example.app", "--accept-unknown"],
                                       in: directory, readLines: true)
         let first = try #require(server.nextLine(within: .seconds(60)), "apns serve printed nothing: \(server.stderrText)")

@@ -113,3 +113,41 @@ struct TransportHardeningTests {
         }
     }
 }
+
+/// The local APNs's own limits: a connection cap, and a deadline for the TLS handshake.
+@Suite("Local APNs: connection limits", .serialized, .timeLimit(.minutes(2)))
+struct LocalAPNsLimitTests {
+    /// A raw TCP connection that never starts TLS.
+    static func connect(_ port: Int) async throws -> any Channel {
+        try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelInitializer { $0.eventLoop.makeSucceededVoidFuture() }
+            .connect(host: "127.0.0.1", port: port).get()
+    }
+
+    /// Whether `channel` is closed within `limit`.
+    static func closes(_ channel: any Channel, within limit: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
+            if !channel.isActive { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return !channel.isActive
+    }
+
+    @Test func connectionsPastTheCapAreClosedAndStalledHandshakesTimeOut() async throws {
+        let apns = try await LocalAPNs.start {
+            $0.maxConnections = 2
+            $0.handshakeTimeout = .seconds(1)
+        }
+        let first = try await Self.connect(apns.port), second = try await Self.connect(apns.port)
+        // Both are counted before the third arrives.
+        let counted = ContinuousClock.now + .seconds(5)
+        while apns.server.openConnections < 2, ContinuousClock.now < counted { try await Task.sleep(for: .milliseconds(10)) }
+        let third = try await Self.connect(apns.port)
+        #expect(await Self.closes(third, within: .milliseconds(800)), "a connection past the cap is closed at once")
+        #expect(first.isActive, "the first two are still open before their handshake deadline")
+        #expect(await Self.closes(first, within: .seconds(5)), "a connection that never finishes its handshake is closed")
+        #expect(await Self.closes(second, within: .seconds(5)))
+        await apns.stop()
+    }
+}
