@@ -153,6 +153,7 @@ sanitize: deps pydeps
 	        TSAN_OPTIONS=suppressions=$(CURDIR)/Fuzz/tsan-suppressions.txt \
 	        $(SWIFT) test --package-path $$where --skip-build --scratch-path $$dir --sanitize=$$san >$$log 2>&1; rc=$$?; \
 	      grep -E "(Test run with|Executed [0-9]+ tests|SUMMARY: [A-Za-z]+Sanitizer)" $$log | tail -n 6; \
+	      grep -E "^(✘ Test .*(recorded an issue|failed)|.*error: .*XCTAssert|WARNING: ThreadSanitizer|==[0-9]+==ERROR)" $$log | head -n 20; \
 	      if [ $$rc -eq 0 ] && ! grep -qE "^(==[0-9]+==ERROR|WARNING: ThreadSanitizer)" $$log; then \
 	        echo "== $$san sanitizer, $$pkg package: clean"; \
 	      else \

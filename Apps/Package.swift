@@ -89,6 +89,7 @@ let package = Package(
                 .product(name: "SealedPushReceiver", package: "SealedPush"),
                 .product(name: "SealedPushWire", package: "SealedPush"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -313,7 +314,7 @@ let package = Package(
             name: "SealedPushAPNsTests",
             dependencies: [
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                "sealedpush", "sealedpush-server", "SealedPushAPNs", "SealedPushAPNsServer",
+                "sealedpush", "sealedpush-server", "SealedPushAPNs", "SealedPushAPNsServer", "SealedPushDeviceHTTP",
                 .product(name: "SealedPushAPNsCore", package: "SealedPush"),
                 .product(name: "SealedPushSender", package: "SealedPush"),
                 .product(name: "SealedPushWire", package: "SealedPush"),

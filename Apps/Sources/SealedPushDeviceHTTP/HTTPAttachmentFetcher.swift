@@ -10,7 +10,8 @@ import NIOHTTP1
 public final class HTTPAttachmentFetcher: AttachmentFetcher {
     private let client: HTTPClient
 
-    /// A fetcher with its own client (connect timeout `connectTimeout`, no redirects followed, no decompression).
+    /// A fetcher with its own client (connect timeout `connectTimeout`, no redirects followed, no decompression,
+    /// TLS 1.2 at least).
     public init(connectTimeout: Duration = .seconds(10)) {
         let milliseconds = connectTimeout.components.seconds * 1000 + connectTimeout.components.attoseconds / 1_000_000_000_000_000
         var configuration = HTTPClient.Configuration(
@@ -18,6 +19,7 @@ public final class HTTPAttachmentFetcher: AttachmentFetcher {
             timeout: .init(connect: .milliseconds(milliseconds)),
             decompression: .disabled)
         configuration.httpVersion = .http1Only
+        configuration.tlsConfiguration = .sealedPushClient
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
 

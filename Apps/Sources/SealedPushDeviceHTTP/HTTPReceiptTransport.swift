@@ -23,6 +23,7 @@ public final class HTTPReceiptTransport: ReceiptTransport {
             configuration.redirectConfiguration = .disallow
             configuration.timeout = .init(connect: .seconds(2), read: .seconds(2))
             configuration.httpVersion = .http1Only
+            configuration.tlsConfiguration = .sealedPushClient
             let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
             made = client
             return client
