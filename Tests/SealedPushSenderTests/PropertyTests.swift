@@ -171,7 +171,9 @@ struct SealedBoxTests {
                                     : try SealedBox.seal(plaintext, to: pair.publicKey)
                 #expect(box.count == length + SealedBox.overhead)
                 #expect(plaintext.unsafeCopyToArray() == original, "the plaintext changed while sealing")
-                #expect(Array(box[SealedBox.overhead...]) != original, "the ciphertext equals the plaintext")
+                // A short ciphertext equals its plaintext by chance (1 in 256 for one byte, with fresh
+                // random keys each run): only lengths where that chance is nil say anything.
+                if length >= 16 { #expect(Array(box[SealedBox.overhead...]) != original, "the ciphertext equals the plaintext") }
                 #expect(try SealedBox.open(bytes: box, with: pair) == plaintext)
                 // Writing to the output leaves the input alone: they are distinct buffers.
                 for i in box.indices { box[i] ^= 0xff }
