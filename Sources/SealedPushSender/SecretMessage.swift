@@ -57,7 +57,7 @@ public struct SecretMessage: Sendable, Equatable {
     /// When the message expires; `nil` takes `Expiry.defaultLifetime` (7 days). `.deliverOnce` sends
     /// `apns-expiration: 0` and no `exp`.
     public var expiry: Expiry?
-    /// The message id (1–64 characters); `nil` for a fresh random one (`makeMessageID()`).
+    /// The message id (1–64 bytes of UTF-8); `nil` for a fresh random one (`makeMessageID()`).
     public var messageID: String?
     /// The `apns-collapse-id` header, when given (visible to APNs: do not put secrets in it).
     public var collapseID: String?

@@ -29,7 +29,7 @@ public struct MessageBody: Sendable, Equatable, Codable {
 
     /// The recipient key id; must equal the envelope's.
     public var kid: KeyID
-    /// A unique message id (1–64 characters).
+    /// A unique message id (1–64 bytes of UTF-8).
     public var id: String
     /// Issued-at, seconds since the Unix epoch.
     public var issuedAt: Int64
@@ -161,7 +161,8 @@ public struct MessageBody: Sendable, Equatable, Codable {
         }
         guard let kid = try keyID("kid") else { throw fail("member 'kid' is required") }
         guard let id = try optionalString("id") else { throw fail("member 'id' is required") }
-        guard (1...64).contains(id.count) else { throw fail("member 'id' must be 1 to 64 characters") }
+        // Counted in UTF-8 bytes, not characters: 64 grapheme clusters can be kilobytes (security review 2026-11).
+        guard (1...64).contains(id.utf8.count) else { throw fail("member 'id' must be 1 to 64 bytes of UTF-8") }
         guard let iatValue = o["iat"] else { throw fail("member 'iat' is required") }
         guard case let .int(iat) = iatValue else { throw fail("member 'iat' must be an integer") }
         var exp: Int64?

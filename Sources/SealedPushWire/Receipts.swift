@@ -199,7 +199,7 @@ public enum ReceiptMessage: Sendable, Equatable {
         switch type {
         case "delivered":
             guard o.allSatisfy({ ["v", "type", "id", "token", "at", "attachments", "dropped"].contains($0.key) }),
-                  case let .string(id)? = o["id"], (1...64).contains(id.count),
+                  case let .string(id)? = o["id"], (1...64).contains(id.utf8.count),
                   case let .string(token)? = o["token"], ReceiptRequest.tokenProblem(token) == nil else { return nil }
             var counts: ReceiptAttachmentCounts?
             if let a = o["attachments"] {

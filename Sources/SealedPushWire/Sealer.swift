@@ -8,7 +8,7 @@ public enum SealError: Error, Equatable, Sendable, CustomStringConvertible {
     case bodyTooLarge(size: Int, limit: Int)
     /// The message has no visible text (title, subtitle or body).
     case emptyAlert
-    /// The message id is not 1 to 64 characters.
+    /// The message id is not 1 to 64 bytes of UTF-8.
     case invalidMessageID
     /// Custom data holds `aps`, which the receiver would refuse.
     case dataHoldsAPS
@@ -25,7 +25,7 @@ public enum SealError: Error, Equatable, Sendable, CustomStringConvertible {
         case .emptyAlert:
             return "the message has no visible text; give it a non-empty title, subtitle or body"
         case .invalidMessageID:
-            return "the message id must be 1 to 64 characters; leave it unset to get a random one"
+            return "the message id must be 1 to 64 bytes of UTF-8 (keep it ASCII); leave it unset to get a random one"
         case .dataHoldsAPS:
             return "custom data must not contain an 'aps' key (the receiver refuses it); rename that key"
         case let .invalidRecipient(why):
@@ -49,7 +49,7 @@ public enum MessageSealer {
     /// key id: `InnerMessage.signedBytes`). The first half of sealing with an asynchronous signer.
     public static func serialize(_ body: MessageBody) throws(SealError) -> SecureBytes {
         guard body.alert.hasVisibleText else { throw .emptyAlert }
-        guard (1...64).contains(body.id.count) else { throw .invalidMessageID }
+        guard (1...64).contains(body.id.utf8.count) else { throw .invalidMessageID }
         guard body.data?["aps"] == nil else { throw .dataHoldsAPS }
         let bodyBytes = SecureBytes(JSON.serialize(.object(body.jsonObject)))
         guard bodyBytes.count <= InnerMessage.maxBodyBytes else {
