@@ -50,7 +50,7 @@ struct FixedKeys: DeviceKeyProvider {
 final class OnceReplayGuard: ReplayGuard, @unchecked Sendable {
     // Used by one fuzzing thread only, for one input; never shared between threads.
     private var seen: [String: Int64] = [:]
-    func recordIfNew(messageID: String, keyID: KeyID, expiresAt: Int64, now: Int64) -> Bool {
+    func recordIfNew(messageID: String, requestIdentifier: String?, keyID: KeyID, expiresAt: Int64, now: Int64) -> Bool {
         if let until = seen[messageID], until >= now { return false }
         seen[messageID] = expiresAt
         return true

@@ -1,5 +1,6 @@
 public import SealedPushReceiver
 public import SealedPushWire
+import SealedPushCrypto
 import Synchronization
 
 /// What the device did with one payload (`shared/spec/device-outcomes.md`).
@@ -32,6 +33,9 @@ public struct DeliveryResult: Sendable, Equatable {
     public var report: ReportStatus? = nil
     /// For an opened message with attachments, the ones that failed and why; `nil` when it had none.
     public let attachmentFailures: [AttachmentFailure]?
+    /// The notification request identifier the payload was delivered under (`device-outcomes.md`,
+    /// "Replays"); `nil` only for a result not made by `DeviceSimulator.deliver`.
+    public var requestID: String? = nil
 
     /// A result from its parts.
     public init(outcome: Outcome, reason: ReasonCode?, notification: NotificationContent?, attachmentFailures: [AttachmentFailure]? = nil) {
@@ -66,6 +70,7 @@ public struct DeliveryResult: Sendable, Equatable {
         }
         if let receipt { o["receipt"] = .string(receipt.rawValue) }
         if let report { o["report"] = .string(report.rawValue) }
+        if let requestID { o["request_id"] = .string(requestID) }
         if let attachmentFailures {
             o["attachmentFailures"] = .array(attachmentFailures.map { f in
                 .object(JSONObject([("identifier", .string(f.identifier)), ("reason", .string(f.reason.rawValue))]))
@@ -119,8 +124,27 @@ public struct DeviceSimulator: Sendable {
         self.makeExtension = makeExtension
     }
 
-    /// Delivers one payload (the bytes of an APNs payload file) and reports what is shown.
-    public func deliver(payload bytes: [UInt8], identifier: String = "sealedpush-simulated") async -> DeliveryResult {
+    /// Delivers one payload (the bytes of an APNs payload file) under the notification request
+    /// identifier `identifier` (as iOS takes it from `apns-collapse-id`, else `apns-id`; `nil`: a new
+    /// one is drawn, as for a fresh push) and reports what is shown.
+    public func deliver(payload bytes: [UInt8], identifier: String? = nil) async -> DeliveryResult {
+        let identifier = identifier ?? Self.newRequestIdentifier()
+        var result = await deliver(payload: bytes, requestIdentifier: identifier)
+        result.requestID = identifier
+        return result
+    }
+
+    /// A fresh request identifier shaped like an `apns-id`: a random (version 4) UUID, upper case.
+    public static func newRequestIdentifier() -> String {
+        var bytes = CryptoLibrary.randomBytes(count: 16)
+        bytes[6] = bytes[6] & 0x0F | 0x40
+        bytes[8] = bytes[8] & 0x3F | 0x80
+        let hex = Hex.encode(bytes).uppercased()
+        let cut = [8, 12, 16, 20].map { hex.index(hex.startIndex, offsetBy: $0) }
+        return [hex[..<cut[0]], hex[cut[0]..<cut[1]], hex[cut[1]..<cut[2]], hex[cut[2]..<cut[3]], hex[cut[3]...]].joined(separator: "-")
+    }
+
+    private func deliver(payload bytes: [UInt8], requestIdentifier identifier: String) async -> DeliveryResult {
         // 1. A UTF-8 JSON object with an `aps` object.
         guard case let .object(payload)? = try? JSON.parse(bytes), case .object? = payload["aps"] else {
             return DeliveryResult(outcome: .rejected, reason: .invalidPayload, notification: nil)

@@ -41,11 +41,12 @@ public struct SimulatedDevice: Sendable {
 
     /// Delivers an APNs payload as the phone would receive it and reports what is shown.
     ///
+    /// `requestIdentifier` is the notification request identifier it arrives under (`nil`: a new one);
     /// `extensionDelay` makes the extension stall that long before it starts work; `attachments` fetches
     /// and writes a message's attachments (`nil`: the text alone).
-    public func deliver(_ payload: [UInt8], options: DeviceSimulator.Options = .init(), extensionDelay: Duration = .zero,
-                        logger: Logger = Logger(label: "sealedpush.extension"), attachments: AttachmentPipeline? = nil,
-                        receipts: ReceiptCourier? = nil) async -> DeliveryResult {
+    public func deliver(_ payload: [UInt8], requestIdentifier: String? = nil, options: DeviceSimulator.Options = .init(),
+                        extensionDelay: Duration = .zero, logger: Logger = Logger(label: "sealedpush.extension"),
+                        attachments: AttachmentPipeline? = nil, receipts: ReceiptCourier? = nil) async -> DeliveryResult {
         var configured = extensionConfiguration(logger: logger, attachments: attachments)
         configured.receipts = receipts
         let configuration = configured
@@ -55,7 +56,7 @@ public struct SimulatedDevice: Sendable {
             made.value.withLock { $0 = ext }
             return extensionDelay > .zero ? StalledExtension(ext, delay: extensionDelay) : ext
         }
-        let result = await simulator.deliver(payload: payload)
+        let result = await simulator.deliver(payload: payload, identifier: requestIdentifier)
         // Receipts: the outbox flush after the content was handed over finishes before the device reports.
         if receipts != nil { await made.value.withLock { $0 }?.finishBackgroundWork() }
         return result

@@ -207,7 +207,10 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         }
         do {
             let opener = MessageOpener(keys: configuration.keys, policy: try configuration.policy(), replayGuard: configuration.replayGuard)
-            let opened = try opener.open(encryptedData: encrypted, now: configuration.clock.unixSeconds)
+            // The request identifier lets a retried push (the same message under the same
+            // `apns-collapse-id`) replace its own notification instead of showing as a replay.
+            let opened = try opener.open(encryptedData: encrypted, requestIdentifier: request.identifier,
+                                         now: configuration.clock.unixSeconds)
             configuration.logger.info("notification opened", metadata: [
                 "key_id": "\(opened.keyID.hex)", "signed_by": "\(opened.signedBy?.hex ?? "-")",
             ])

@@ -163,16 +163,19 @@ extension JSONValue {
 
 /// An in-memory replay cache for tests.
 public final class InMemoryReplayGuard: ReplayGuard {
-    private let seen = Mutex<[String: Int64]>([:])
+    private let seen = Mutex<[String: (until: Int64, request: String?)]>([:])
 
     /// An empty cache.
     public init() { TestLogging.quiet() }
 
-    /// Records `messageID` unless it is already present and unexpired.
-    public func recordIfNew(messageID: String, keyID: KeyID, expiresAt: Int64, now: Int64) -> Bool {
+    /// Records `messageID` unless it is already present and unexpired; a present one is accepted
+    /// again under the same (known) request identifier.
+    public func recordIfNew(messageID: String, requestIdentifier: String?, keyID: KeyID, expiresAt: Int64, now: Int64) -> Bool {
         seen.withLock { seen in
-            if let until = seen[messageID], until >= now { return false }
-            seen[messageID] = expiresAt
+            if let entry = seen[messageID], entry.until >= now {
+                return requestIdentifier != nil && entry.request == requestIdentifier
+            }
+            seen[messageID] = (expiresAt, requestIdentifier)
             return true
         }
     }

@@ -20,10 +20,22 @@ public protocol DeviceKeyProvider: Sendable {
 }
 
 /// Remembers accepted message ids so the same message is not shown twice.
+///
+/// The rule (`device-outcomes.md`, "Replays"): an id accepted before is a replay, except when it
+/// arrives again under the same notification request identifier (on iOS the push's
+/// `apns-collapse-id`, else its `apns-id`) — then it is the same notification replacing itself.
 public protocol ReplayGuard: Sendable {
-    /// Records `messageID` as accepted until `expiresAt` (Unix seconds); returns `false` if it was
-    /// already accepted and has not expired (a replay).
-    func recordIfNew(messageID: String, keyID: KeyID, expiresAt: Int64, now: Int64) -> Bool
+    /// Records `messageID`, which arrived under `requestIdentifier` (`nil`: unknown), as accepted
+    /// until `expiresAt` (Unix seconds); returns `false` if it was already accepted, has not expired
+    /// and was accepted under another (or an unknown) request identifier (a replay).
+    func recordIfNew(messageID: String, requestIdentifier: String?, keyID: KeyID, expiresAt: Int64, now: Int64) -> Bool
+}
+
+extension ReplayGuard {
+    /// Records `messageID` with no request identifier: any second arrival is a replay.
+    public func recordIfNew(messageID: String, keyID: KeyID, expiresAt: Int64, now: Int64) -> Bool {
+        recordIfNew(messageID: messageID, requestIdentifier: nil, keyID: keyID, expiresAt: expiresAt, now: now)
+    }
 }
 
 /// The receiver's policy: trusted sender keys, whether signatures are required, allowed clock skew.
@@ -34,7 +46,8 @@ public struct ReceiverPolicy: Sendable, Equatable {
     public var requireSignature: Bool
     /// Allowed clock difference for `iat` and `exp`, seconds.
     public var clockSkewSeconds: Int64
-    /// How long an id without `exp` stays in the replay cache after `iat`, seconds.
+    /// How long an id stays in the replay cache after `iat` (or until `exp`, when that is sooner),
+    /// seconds. A message issued longer ago than this cannot be checked and is refused as `replayed`.
     public var replayWindowSeconds: Int64
 
     /// Default replay window for messages without `exp`: 30 days.
@@ -82,7 +95,10 @@ public struct MessageOpener: Sendable {
     }
 
     /// Opens an `ENCRYPTED_DATA` value at time `now` (Unix seconds); throws the first failing check.
-    public func open(encryptedData: String, now: Int64) throws(OpenFailure) -> OpenedMessage {
+    ///
+    /// `requestIdentifier` is the notification request's identifier (`nil`: unknown): a message
+    /// opened before opens again only under the same one (`device-outcomes.md`, "Replays").
+    public func open(encryptedData: String, requestIdentifier: String? = nil, now: Int64) throws(OpenFailure) -> OpenedMessage {
         // 1. payload and envelope shape
         let envelope = try Envelope(base64: encryptedData)
         // 2. key lookup (and 10: a key that exists but is locked)
@@ -141,13 +157,17 @@ public struct MessageOpener: Sendable {
         }
         // 9. replay
         if let replayGuard {
-            // Without `exp` the id is kept for the replay window from `iat` or, when the message arrives
-            // later than that, from `now`: an entry that is already stale when recorded would let the
-            // same message be replayed at once (found by the FuzzOpen harness).
-            let windowStart = max(body.issuedAt, now)
-            let keepUntil = (body.expiresAt ?? windowStart.addingClamped(policy.replayWindowSeconds)).addingClamped(skew)
-            guard replayGuard.recordIfNew(messageID: body.id, keyID: envelope.keyID, expiresAt: keepUntil, now: now) else {
-                throw OpenFailure(.replayed, "a message with this id was already delivered")
+            // An entry lives until `iat` plus the replay window (or `exp`, when sooner), plus the skew,
+            // so a flood of far-future `exp` messages cannot settle in the cache; a message issued
+            // longer ago than the window could be a replay the cache has let go, and is refused.
+            let windowEnd = body.issuedAt.addingClamped(policy.replayWindowSeconds).addingClamped(skew)
+            guard now <= windowEnd else {
+                throw OpenFailure(.replayed, "the message was issued more than the replay window (\(policy.replayWindowSeconds) s) ago, so it cannot be told apart from a replay")
+            }
+            let keepUntil = min(body.expiresAt?.addingClamped(skew) ?? .max, windowEnd)
+            guard replayGuard.recordIfNew(messageID: body.id, requestIdentifier: requestIdentifier, keyID: envelope.keyID,
+                                          expiresAt: keepUntil, now: now) else {
+                throw OpenFailure(.replayed, "a message with this id was already delivered under another notification")
             }
         }
         return OpenedMessage(body: body, rawBody: rawBody, keyID: envelope.keyID, signedBy: signedBy, paddedLength: padded.count)

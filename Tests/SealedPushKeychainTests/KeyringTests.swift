@@ -296,19 +296,68 @@ struct ReplayCacheTests {
         for file in allFiles(under: dir.store) { #expect(!contains(Array(try Data(contentsOf: file)), Array("m2".utf8)) || file.pathExtension == "item") }
     }
 
-    @Test("bounded: over capacity the entries expiring soonest are evicted")
+    @Test("bounded: over capacity the oldest inserted entries are evicted, after the expired ones")
     func bounded() throws {
         let dir = try TempDirectory()
         let cache = ReplayCache(store: try KeychainStore(url: dir.store), capacity: 10)
-        for i in 0..<10 { #expect(cache.recordIfNew(messageID: "m\(i)", keyID: kid, expiresAt: Int64(1000 + i), now: 1)) }
+        for i in 0..<10 { #expect(cache.recordIfNew(messageID: "m\(i)", keyID: kid, expiresAt: Int64(1000 - i), now: 1)) }
         #expect(cache.recordIfNew(messageID: "late", keyID: kid, expiresAt: 5000, now: 1))
         #expect(try cache.count(now: 1) == 10)
-        #expect(cache.recordIfNew(messageID: "m0", keyID: kid, expiresAt: 1000, now: 1))  // evicted: soonest expiry
-        #expect(!cache.recordIfNew(messageID: "m9", keyID: kid, expiresAt: 1009, now: 1))
+        #expect(cache.recordIfNew(messageID: "m0", keyID: kid, expiresAt: 1000, now: 1))  // evicted: inserted first
+        #expect(!cache.recordIfNew(messageID: "m9", keyID: kid, expiresAt: 991, now: 1))  // expires soonest, kept
         #expect(!cache.recordIfNew(messageID: "late", keyID: kid, expiresAt: 5000, now: 1))
         // Expired entries make room first.
         #expect(cache.recordIfNew(messageID: "x", keyID: kid, expiresAt: 9000, now: 2000))
         #expect(try cache.count(now: 2000) == 2)
+    }
+
+    @Test("a flood of far-future entries cannot push a real id out at once (it was evicted by the next insert)")
+    func floodDoesNotFlushARealID() throws {
+        let dir = try TempDirectory()
+        let cache = ReplayCache(store: try KeychainStore(url: dir.store), capacity: 10)
+        for i in 0..<10 { #expect(cache.recordIfNew(messageID: "flood-\(i)", keyID: kid, expiresAt: .max, now: 1)) }
+        #expect(cache.recordIfNew(messageID: "real", keyID: kid, expiresAt: 1000, now: 1))
+        for i in 10..<19 {
+            #expect(cache.recordIfNew(messageID: "flood-\(i)", keyID: kid, expiresAt: .max, now: 1))
+            #expect(!cache.recordIfNew(messageID: "real", keyID: kid, expiresAt: 1000, now: 1), "the real id was flushed by \(i - 9) flood entries")
+        }
+    }
+
+    @Test("an id opens again under the request identifier it was recorded under, and only that one")
+    func requestIdentifierRule() throws {
+        let dir = try TempDirectory()
+        let cache = ReplayCache(store: try KeychainStore(url: dir.store))
+        #expect(cache.recordIfNew(messageID: "m", requestIdentifier: "req-A", keyID: kid, expiresAt: 100, now: 1))
+        #expect(cache.recordIfNew(messageID: "m", requestIdentifier: "req-A", keyID: kid, expiresAt: 100, now: 2))
+        #expect(!cache.recordIfNew(messageID: "m", requestIdentifier: "req-B", keyID: kid, expiresAt: 100, now: 3))
+        #expect(!cache.recordIfNew(messageID: "m", requestIdentifier: nil, keyID: kid, expiresAt: 100, now: 4))
+        #expect(try cache.count(now: 5) == 1, "opening again adds no entry")
+        // Recorded without an identifier: every later arrival is a replay.
+        #expect(cache.recordIfNew(messageID: "n", requestIdentifier: nil, keyID: kid, expiresAt: 100, now: 1))
+        #expect(!cache.recordIfNew(messageID: "n", requestIdentifier: nil, keyID: kid, expiresAt: 100, now: 2))
+        // Request identifiers are not stored in clear either.
+        for file in allFiles(under: dir.store) { #expect(!contains(Array(try Data(contentsOf: file)), Array("req-A".utf8))) }
+    }
+
+    @Test("a cache left by the previous version is imported, its ids still refused, and removed")
+    func legacyCacheImported() throws {
+        let dir = try TempDirectory()
+        let store = try KeychainStore(url: dir.store)
+        let replayDir = dir.store.appendingPathComponent("replay")
+        try FileManager.default.createDirectory(at: replayDir, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
+        // Version 1 records: BLAKE2b-128 of the id, then the 8-byte big-endian expiry.
+        func legacy(_ id: String, _ exp: UInt64) -> [UInt8] {
+            ReplayCache.hash(id) + (0..<8).map { UInt8(truncatingIfNeeded: exp >> (56 - 8 * UInt64($0))) }
+        }
+        let old = replayDir.appendingPathComponent("replay.db")
+        #expect(FileManager.default.createFile(atPath: old.path, contents: Data(legacy("seen", 100) + legacy("gone", 5)),
+                                               attributes: [.posixPermissions: 0o600]))
+        let cache = ReplayCache(store: store)
+        #expect(!cache.recordIfNew(messageID: "seen", requestIdentifier: "any", keyID: kid, expiresAt: 100, now: 10))
+        #expect(cache.recordIfNew(messageID: "gone", keyID: kid, expiresAt: 100, now: 10))
+        #expect(!FileManager.default.fileExists(atPath: old.path))
+        #expect(try cache.count(now: 10) == 2)
     }
 
     @Test("a reader of the cache waits a bounded time for a stuck lock holder, then refuses (fail closed)")
@@ -334,13 +383,13 @@ struct ReplayCacheTests {
         let dir = try TempDirectory()
         let cache = ReplayCache(store: try KeychainStore(url: dir.store))
         #expect(cache.recordIfNew(messageID: "a", keyID: kid, expiresAt: 100, now: 1))
-        let db = dir.store.appendingPathComponent("replay/replay.db")
+        let db = dir.store.appendingPathComponent("replay/replay-v2.db")
         let handle = try FileHandle(forWritingTo: db)
         try handle.seekToEnd()
         try handle.write(contentsOf: Data([1, 2, 3, 4, 5]))
         try handle.close()
         #expect(!cache.recordIfNew(messageID: "a", keyID: kid, expiresAt: 100, now: 2))
         #expect(cache.recordIfNew(messageID: "b", keyID: kid, expiresAt: 100, now: 2))
-        #expect(try Data(contentsOf: db).count == 48)
+        #expect(try Data(contentsOf: db).count == 2 * 40)
     }
 }

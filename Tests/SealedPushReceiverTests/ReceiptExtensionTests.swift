@@ -68,8 +68,8 @@ struct ReceiptExtensionTests {
     }
 
     /// A request carrying `encrypted` as ENCRYPTED_DATA.
-    func request(_ encrypted: String) -> NotificationRequest {
-        NotificationRequest(identifier: "t", payload: JSONObject([
+    func request(_ encrypted: String, identifier: String = "t") -> NotificationRequest {
+        NotificationRequest(identifier: identifier, payload: JSONObject([
             ("aps", .object(JSONObject([("alert", .object(JSONObject([("title", .string("Secret Message!")), ("body", .string("(Encrypted)"))]))),
                                         ("mutable-content", .int(1))]))),
             (WireFormat.encryptedDataKey, .string(encrypted)),
@@ -99,8 +99,8 @@ struct ReceiptExtensionTests {
         return SecretMessageExtension(configuration: configuration)
     }
 
-    func deliver(_ ext: SecretMessageExtension, _ encrypted: String) async -> ExtensionDelivery {
-        let delivery = await ext.delivery(for: request(encrypted))
+    func deliver(_ ext: SecretMessageExtension, _ encrypted: String, identifier: String = "t") async -> ExtensionDelivery {
+        let delivery = await ext.delivery(for: request(encrypted, identifier: identifier))
         await ext.finishBackgroundWork()
         return delivery
     }
@@ -119,8 +119,8 @@ struct ReceiptExtensionTests {
         #expect(posts[0].url == "https://push.example.com/r")
         #expect(posts[0].body == JSONObject([("v", .int(1)), ("type", .string("delivered")), ("id", .string("KtvVMSI4I-dcQiaBW7ctpw")),
                                              ("token", .string("leSLeiHU1ME6svkg7Bq3Yw")), ("at", .int(vectorNow))]))
-        // The same message again is a replay: no receipt, and `replayed` is never reported.
-        let again = await deliver(makeExtension(transport, replay: replay), try vector("receipt"))
+        // The same message again, as another notification, is a replay: no receipt, and `replayed` is never reported.
+        let again = await deliver(makeExtension(transport, replay: replay), try vector("receipt"), identifier: "t2")
         #expect(again.outcome == .fallback(.replayed))
         #expect(again.receipt == nil && again.report == nil)
         #expect(transport.posts.withLock { $0.count } == 1)

@@ -202,6 +202,39 @@ final class Shown: Sendable {
             #expect(second.reason == .replayed)
         }
 
+        @Test("Replays: the same message under the same request identifier opens again, under another it is replayed")
+        func replayUnderTheSameRequestIdentifierOpensAgain() async throws {
+            let device = TestDevice()
+            let payload = try device.payload()
+            let simulator = device.simulator()
+            let first = await simulator.deliver(payload: payload, identifier: "collapse-1")
+            #expect(first.outcome == .decrypted)
+            #expect(first.requestID == "collapse-1")
+            // A retry of the same push (same apns-collapse-id) replaces its own notification, same content.
+            let retry = await simulator.deliver(payload: payload, identifier: "collapse-1")
+            #expect(retry.outcome == .decrypted)
+            #expect(retry.notification == first.notification)
+            #expect(retry.jsonObject["request_id"] == .string("collapse-1"))
+            // The same message as another notification, or with no identifier given, is a replay.
+            #expect(await simulator.deliver(payload: payload, identifier: "collapse-2").reason == .replayed)
+            let fresh = await simulator.deliver(payload: payload)
+            #expect(fresh.reason == .replayed)
+            #expect(fresh.requestID != nil && fresh.requestID != "collapse-1", "a delivery without an identifier draws a new one")
+        }
+
+        @Test("a message issued longer ago than the replay window is refused as replayed, even with a later exp")
+        func messageOlderThanTheReplayWindowIsRefused() async throws {
+            let device = TestDevice()
+            let window = ReceiverPolicy.defaultReplayWindowSeconds, skew = WireFormat.defaultClockSkewSeconds
+            let old = try device.payload(expiresAt: device.now + 3600, issuedAt: device.now - window - skew - 1)
+            let result = await device.simulator().deliver(payload: old)
+            #expect(result.outcome == .fallback)
+            #expect(result.reason == .replayed)
+            // At the window's edge it still opens.
+            let edge = try device.payload(expiresAt: device.now + 3600, issuedAt: device.now - window - skew)
+            #expect(await device.simulator().deliver(payload: edge).outcome == .decrypted)
+        }
+
         @Test func signedByTrustedAndUntrustedSenders() async throws {
             var device = TestDevice()
             device.requireSignature = true

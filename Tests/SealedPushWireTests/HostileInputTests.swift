@@ -281,7 +281,7 @@ private let hostileEnvelopes: [HostileEnvelope] = [
     .init("kid missing", .refused(.malformedMessage)) { r in try r.seal(body: r.body([("kid", nil)])) },
     .init("id empty", .refused(.malformedMessage)) { r in try r.seal(body: r.body([("id", "\"\"")])) },
     .init("id of 65 characters", .refused(.malformedMessage)) { r in try r.seal(body: r.body([("id", "\"\(String(repeating: "a", count: 65))\"")])) },
-    .init("id of 64 emoji (256 bytes)", .opened) { r in try r.seal(body: r.body([("id", "\"\(String(repeating: "🔐", count: 64))\"")])) },
+    .init("id of 64 emoji (256 bytes: ids are counted in bytes)", .refused(.malformedMessage)) { r in try r.seal(body: r.body([("id", "\"\(String(repeating: "🔐", count: 64))\"")])) },
     .init("id as null", .refused(.malformedMessage)) { r in try r.seal(body: r.body([("id", "null")])) },
     .init("alert as a string", .refused(.malformedMessage)) { r in try r.seal(body: r.body([("alert", "\"\(canary)\"")])) },
     .init("alert with only empty strings", .refused(.malformedMessage)) { r in
@@ -420,19 +420,44 @@ private let hostileEnvelopes: [HostileEnvelope] = [
 
     /// Regression (found by FuzzOpen): a message without `exp` whose `iat` is older than the replay
     /// window was recorded with an already-past expiry, so the same envelope opened again at once.
-    @Test("a message without exp issued before the replay window is still refused the second time",
+    /// Now a message issued longer ago than the window is refused outright: the cache keeps an id
+    /// only until `iat` plus the window, so it could be a replay the cache has let go.
+    @Test("a message issued before the replay window is refused as replayed, even the first time",
           arguments: [Int64.min, 0, 1_800_000_000 - 40 * 24 * 3600, 1_800_000_000 - ReceiverPolicy.defaultReplayWindowSeconds - 301] as [Int64])
-    func oldMessageWithoutExpiryIsNotReplayable(issuedAt: Int64) throws {
+    func oldMessageIsRefused(issuedAt: Int64) throws {
         let rig = Rig.shared
         let opener = rig.opener(replay: InMemoryReplayGuard())
         let text = try rig.seal(body: rig.body([("iat", "\(issuedAt)"), ("id", "\"old-\(issuedAt)\"")]))
+        let first = #expect(throws: OpenFailure.self) { try opener.open(encryptedData: text, now: rig.now) }
+        #expect(first?.reason == .replayed)
+    }
+
+    @Test("a message without exp inside the replay window opens once and never again, before or after the window ends")
+    func messageWithoutExpiryIsNeverReplayable() throws {
+        let rig = Rig.shared
+        let opener = rig.opener(replay: InMemoryReplayGuard())
+        let issuedAt = rig.now - ReceiverPolicy.defaultReplayWindowSeconds  // at the window's edge (the skew is 300 s)
+        let text = try rig.seal(body: rig.body([("iat", "\(issuedAt)"), ("id", "\"edge\"")]))
         _ = try opener.open(encryptedData: text, now: rig.now)
-        let second = #expect(throws: OpenFailure.self) { try opener.open(encryptedData: text, now: rig.now) }
-        #expect(second?.reason == .replayed)
-        // Still refused up to a window after it was first seen, accepted again only after that.
-        let later = rig.now + ReceiverPolicy.defaultReplayWindowSeconds
-        let third = #expect(throws: OpenFailure.self) { try opener.open(encryptedData: text, now: later) }
-        #expect(third?.reason == .replayed)
+        for later in [rig.now, rig.now + 300, rig.now + 301, rig.now + ReceiverPolicy.defaultReplayWindowSeconds] {
+            let again = #expect(throws: OpenFailure.self) { try opener.open(encryptedData: text, now: later) }
+            #expect(again?.reason == .replayed, "at now + \(later - rig.now) s")
+        }
+    }
+
+    @Test("a message id is counted in UTF-8 bytes: 64 characters of combining marks are refused by sealer, opener and collector")
+    func messageIDCountedInBytes() throws {
+        let rig = Rig.shared
+        let heavy = String(repeating: "e\u{301}\u{302}\u{303}", count: 64)  // 64 characters, 448 bytes
+        #expect(heavy.count == 64 && heavy.utf8.count > 64)
+        let text = try rig.seal(body: rig.body([("id", "\"\(heavy)\"")]))
+        let failure = #expect(throws: OpenFailure.self) { try rig.opener().open(encryptedData: text, now: rig.now) }
+        #expect(failure?.reason == .malformedMessage)
+        let ascii = String(repeating: "a", count: 64)
+        _ = try rig.opener().open(encryptedData: try rig.seal(body: rig.body([("id", "\"\(ascii)\"")])), now: rig.now)
+        let receipt = #"{"v":1,"type":"delivered","id":"ID","token":"leSLeiHU1ME6svkg7Bq3Yw","at":1}"#
+        #expect(ReceiptMessage.parse(Array(receipt.replacingOccurrences(of: "ID", with: heavy).utf8)) == nil)
+        #expect(ReceiptMessage.parse(Array(receipt.replacingOccurrences(of: "ID", with: ascii).utf8)) != nil)
     }
 
     @Test func openedHostileValuesAreKeptExactly() throws {

@@ -35,9 +35,14 @@ struct DeviceCommand: AsyncParsableCommand {
                    "notification": {title, subtitle, body, threadIdentifier,
                                     categoryIdentifier, badge, sound, userInfo}|null}
 
-                (absent text fields are "", absent badge and sound null). An opened message that asks for a \
+                (absent text fields are "", absent badge and sound null), and "request_id": the notification \
+                request identifier it arrived under. An opened message that asks for a \
                 receipt adds "receipt": "sent"|"queued"; a fallback reported to the device's report URL \
                 (`device config --report-url`) adds "report": "sent"|"queued"|"suppressed".
+
+                Replays: a message opened before is `replayed`, unless it arrives again under the same \
+                request identifier (iOS takes it from `apns-collapse-id`, else `apns-id`): then it is the same \
+                notification and opens again. --request-id sets it; without it each push draws a new one.
 
                 For an opened message with attachments, each is fetched over HTTP (https, or http to a \
                 loopback address), verified, decrypted and written 0600 into --attachments-dir (default: \
@@ -68,9 +73,19 @@ struct DeviceCommand: AsyncParsableCommand {
         @Option(name: .customLong("attachments-dir"), help: ArgumentHelp(
             "Where the extension writes attachment files (default: $TMPDIR/sealedpush-attachments).", valueName: "DIR"))
         var attachmentsDir: String?
+        @Option(name: .customLong("request-id"), help: ArgumentHelp(
+            "The notification request identifier the push arrives under, as iOS takes it from apns-collapse-id (default: a new one).",
+            valueName: "ID"))
+        var requestID: String?
         @OptionGroup var logging: LoggingOptions
         @Argument(help: ArgumentHelp("The APNs payload file, or - for standard input.", valueName: "PAYLOAD_FILE|-"))
         var payload: String
+
+        func validate() throws {
+            if let requestID, requestID.isEmpty || requestID.utf8.count > 256 {
+                throw ValidationError("--request-id must be 1 to 256 bytes (an apns-collapse-id is at most 64, an apns-id 36)")
+            }
+        }
 
         func run() async throws {
             logging.apply(default: output.json ? .error : .notice)
@@ -79,7 +94,7 @@ struct DeviceCommand: AsyncParsableCommand {
             let storeValue = try openStore(store, create: false, clock: clock?.wallClock ?? .system)
             let media = try DeviceRun.MediaFetching(directory: attachmentsDir)
             let result = await ReceiptsTransportCLI.with { transport in
-                await DeviceRun.deliver(bytes, store: storeValue, options: .init(
+                await DeviceRun.deliver(bytes, store: storeValue, requestIdentifier: requestID, options: .init(
                     timeLimit: timeLimit.duration, expiryGrace: expiryGrace.duration, extensionCrash: extensionCrash,
                     filtering: filtering), extensionDelay: extensionDelay.duration, attachments: media.pipeline,
                     receipts: SimulatedDevice(store: storeValue).receiptCourier(transport: transport))
@@ -225,12 +240,13 @@ package enum DeviceRun {
         print("device is now \(state.rawValue)")
     }
 
-    /// Delivers `bytes` to the simulated device over `store` (its keys, trust and replay cache).
-    package static func deliver(_ bytes: [UInt8], store: KeychainStore, options: DeviceSimulator.Options, extensionDelay: Duration = .zero,
-                        logger: Logger = Logger(label: "sealedpush.extension"), attachments: AttachmentPipeline? = nil,
-                        receipts: ReceiptCourier? = nil) async -> DeliveryResult {
-        await SimulatedDevice(store: store).deliver(bytes, options: options, extensionDelay: extensionDelay, logger: logger,
-                                                    attachments: attachments, receipts: receipts)
+    /// Delivers `bytes` to the simulated device over `store` (its keys, trust and replay cache), under the
+    /// notification request identifier `requestIdentifier` (`nil`: a new one).
+    package static func deliver(_ bytes: [UInt8], store: KeychainStore, requestIdentifier: String? = nil, options: DeviceSimulator.Options,
+                        extensionDelay: Duration = .zero, logger: Logger = Logger(label: "sealedpush.extension"),
+                        attachments: AttachmentPipeline? = nil, receipts: ReceiptCourier? = nil) async -> DeliveryResult {
+        await SimulatedDevice(store: store).deliver(bytes, requestIdentifier: requestIdentifier, options: options, extensionDelay: extensionDelay,
+                                                    logger: logger, attachments: attachments, receipts: receipts)
     }
 
     /// The attachment pipeline of one `device push`: an HTTP fetcher, made only when a message has

@@ -315,8 +315,10 @@ package final class DeviceLine: Service, Sendable {
         await ReceiptsTransportCLI.with { transport in
             let courier = SimulatedDevice(store: store).receiptCourier(transport: transport)
             for await push in stream {
-                let result = await DeviceRun.deliver(push.payload, store: store, options: .init(), attachments: media?.pipeline,
-                                                     receipts: courier)
+                // The request identifier iOS would give it (apns-collapse-id, else apns-id), so a push
+                // delivered twice replaces its own notification.
+                let result = await DeviceRun.deliver(push.payload, store: store, requestIdentifier: push.requestIdentifier, options: .init(),
+                                                     attachments: media?.pipeline, receipts: courier)
                 let line: [(String, JSONValue)] = [
                     ("device", .string(token)), ("apns_id", .string(push.apnsID)), ("outcome", .string(result.outcome.rawValue)),
                     ("reason", result.reason.map { .string($0.rawValue) } ?? .null),

@@ -191,7 +191,7 @@ extension Demo {
             }
             note("\(phone.name):")
             let device = SimulatedDevice(store: phone.store)
-            sideBySide(push.payload, await device.deliver(push.payload, logger: quietLogger, receipts: device.receiptCourier(transport: g.transport)))
+            sideBySide(push.payload, await device.deliver(push.payload, requestIdentifier: push.requestIdentifier, logger: quietLogger, receipts: device.receiptCourier(transport: g.transport)))
         }
         let delivered = try await g.waitFor(messageID) { $0.allSatisfy { $0 == "delivered" } }
         note("curl \(g.base)/v1/apps/chat/messages/\(messageID.prefix(8))…  →  "

@@ -69,6 +69,24 @@ struct NotAJSONObject: Error, CustomStringConvertible {
         #expect(shown(again, "body") == "(Encrypted)")
     }
 
+    @Test("device push --request-id: the same push under the same request identifier opens again, under another it is replayed")
+    func requestIdentifierRule() throws {
+        let d = try CLIDevice()
+        let payload = try d.seal()
+        let first = try d.push(payload, ["--request-id", "collapse-7"]).json
+        #expect(outcome(first) == "decrypted")
+        #expect(first["request_id"] == .string("collapse-7"))
+        let retry = try d.push(payload, ["--request-id", "collapse-7"]).json
+        #expect(outcome(retry) == "decrypted" && shown(retry, "body") == "The eagle lands at noon.")
+        let other = try d.push(payload, ["--request-id", "collapse-8"]).json
+        #expect(reason(other) == "replayed")
+        let drawn = try d.push(payload).json
+        #expect(reason(drawn) == "replayed")
+        #expect(drawn["request_id"]?.stringValue?.count == 36, "a drawn identifier is shaped like an apns-id: \(drawn)")
+        let empty = try d.run(["device", "push", "--keychain", d.device, "--request-id", "", "-"], stdin: payload)
+        #expect(empty.status != 0 && empty.stderr.contains("--request-id"))
+    }
+
     @Test func rejectedPayloadsExitNonZero() throws {
         let d = try CLIDevice()
         for (input, expected) in [("not json", "invalidPayload"), ("{\"no\":\"aps\"}", "invalidPayload"), ("", "invalidPayload"),

@@ -33,7 +33,8 @@ struct ReadmeExampleTests {
 
         for (attempt, expectedBody) in [(1, "The eagle lands at noon."), (2, "(Encrypted)")] {
             let serviceExtension = SecretMessageExtension(configuration: configuration)
-            let request = NotificationRequest(identifier: "readme", payload: payload)
+            // Two notifications (two request identifiers): the second copy of the message is a replay.
+            let request = NotificationRequest(identifier: "readme-\(attempt)", payload: payload)
             // --- as in README.md ---
             let delivery = await serviceExtension.delivery(for: request)  // content + outcome
             // --- end ---
