@@ -75,7 +75,8 @@ public final class IOStatistics: Sendable {
     func countListing() { state.withLock { $0.listings += 1 } }
 }
 
-/// Low-level file operations with the store's rules: owner-only permissions, no symlinks,
+/// Low-level file operations with the store's rules: files and directories of this process's user
+/// only, owner-only permissions, no symlinks,
 /// temp file + fsync + rename + directory fsync for every write.
 struct StoreIO: Sendable {
     let stats: IOStatistics
@@ -95,12 +96,31 @@ struct StoreIO: Sendable {
 
     // MARK: permissions
 
+    /// The uid every store file and directory must belong to, when set (tests only); otherwise the
+    /// process's effective uid.
+    @TaskLocal static var expectedOwner: uid_t?
+
+    /// Refuses a file or directory that belongs to another user than the one running this process:
+    /// whoever owns it can change its mode, its content or, for a directory, what it holds.
+    static func checkOwner(_ owner: uid_t, path: FilePath) throws(KeychainError) {
+        let expected = expectedOwner ?? geteuid()
+        guard owner == expected else {
+            throw .notOwner(path: path.string, owner: UInt32(owner), expected: UInt32(expected))
+        }
+    }
+
     /// Refuses a mode that lets group or others read, write or enter.
     static func checkMode(_ mode: UInt32, path: FilePath, isDirectory: Bool) throws(KeychainError) {
         guard mode & 0o077 == 0 else {
             let fix = isDirectory ? "chmod 700 '\(path.string)'" : "chmod 600 '\(path.string)'"
             throw .insecurePermissions(path: path.string, mode: mode & 0o7777, fix: fix)
         }
+    }
+
+    /// The owner check, then the mode check, on a file's `stat`.
+    static func checkOwnerAndMode(_ st: stat, path: FilePath, isDirectory: Bool) throws(KeychainError) {
+        try checkOwner(st.st_uid, path: path)
+        try checkMode(UInt32(st.st_mode), path: path, isDirectory: isDirectory)
     }
 
     /// Checks an existing directory; `false` if it does not exist.
@@ -113,7 +133,7 @@ struct StoreIO: Sendable {
         guard st.st_mode & S_IFMT == S_IFDIR else {
             throw .param("\(path.string) is not a directory; point the store at a directory")
         }
-        try checkMode(UInt32(st.st_mode), path: path, isDirectory: true)
+        try checkOwnerAndMode(st, path: path, isDirectory: true)
         return true
     }
 
@@ -131,7 +151,7 @@ struct StoreIO: Sendable {
         guard kind == (isDirectory ? S_IFDIR : S_IFREG) else {
             throw .param("\(path.string) is not a \(isDirectory ? "directory" : "regular file"); remove it")
         }
-        try checkMode(UInt32(st.st_mode), path: path, isDirectory: isDirectory)
+        try checkOwnerAndMode(st, path: path, isDirectory: isDirectory)
     }
 
     /// Creates a 0700 directory if it is missing, then checks its permissions.
@@ -142,7 +162,8 @@ struct StoreIO: Sendable {
 
     // MARK: reading
 
-    /// Opens `path` read-only (no symlinks) after checking it is a private regular file; `nil` if it does not exist.
+    /// Opens `path` read-only (no symlinks) after checking it is a private regular file of this process's
+    /// user (on the open descriptor); `nil` if it does not exist.
     func openForReading(_ path: FilePath) throws(KeychainError) -> FileDescriptor? {
         let fd: FileDescriptor
         do {
@@ -165,7 +186,7 @@ struct StoreIO: Sendable {
             try? fd.close()
             throw .param("\(path.string) is not a regular file; remove it")
         }
-        do { try StoreIO.checkMode(UInt32(st.st_mode), path: path, isDirectory: false) } catch {
+        do { try StoreIO.checkOwnerAndMode(st, path: path, isDirectory: false) } catch {
             try? fd.close()
             throw error
         }

@@ -58,7 +58,8 @@ public struct KeychainStore: Sendable {
 
     /// Opens the store at `root`, creating it (and its store key) if `create` and it does not exist.
     ///
-    /// Refuses a root, file or directory that group or others can access, with the `chmod` that fixes it.
+    /// Refuses a root, file or directory that group or others can access, with the `chmod` that fixes it,
+    /// and one that another user owns (`notOwner`), with the `chown` that fixes it.
     public init(root: FilePath, accessGroups: [String] = [KeychainStore.defaultAccessGroup], create: Bool = true,
                 clock: WallClock = .system) throws(KeychainError) {
         guard !accessGroups.isEmpty else { throw .param("give the store at least one access group the caller is entitled to") }

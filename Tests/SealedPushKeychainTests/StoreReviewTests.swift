@@ -77,3 +77,36 @@ struct PermissionBitTests {
         #expect(reopenAndRead(dir) == nil)
     }
 }
+
+@Suite("Store review: ownership")
+struct OwnershipTests {
+    /// A uid no test runs as.
+    static let stranger: uid_t = 12345
+
+    @Test("a store file or directory owned by another uid is refused, naming the path and the chown",
+          .enabled(if: geteuid() == 0, "needs root to chown a file to another uid (the injected-owner test covers this without root)"),
+          arguments: StorePart.all)
+    func anotherOwnerIsRefused(part: StorePart) throws {
+        let dir = try TempDirectory()
+        _ = try openedStore(dir)
+        let path = part.path(in: dir.store)
+        #expect(lchown(path, Self.stranger, getegid()) == 0)
+        let error = reopenAndRead(dir)
+        #expect(error == .notOwner(path: path, owner: UInt32(Self.stranger), expected: UInt32(geteuid())),
+                "\(part.testDescription) owned by uid \(Self.stranger): \(String(describing: error))")
+        #expect(error?.description.contains("chown \(geteuid()) '\(path)'") == true)
+        #expect(error?.description.contains("the-secret-value") != true)
+        #expect(lchown(path, geteuid(), getegid()) == 0)
+        #expect(reopenAndRead(dir) == nil)
+    }
+
+    @Test("with another uid injected as the expected owner, the store this process made is refused at its root")
+    func injectedOwner() throws {
+        let dir = try TempDirectory()
+        _ = try openedStore(dir)
+        let other = geteuid() &+ 1
+        let error = StoreIO.$expectedOwner.withValue(other) { reopenAndRead(dir) }
+        #expect(error == .notOwner(path: dir.store.path, owner: UInt32(geteuid()), expected: UInt32(other)))
+        #expect(reopenAndRead(dir) == nil)
+    }
+}
