@@ -328,9 +328,13 @@ struct StoreIO: Sendable {
 /// `flock` locks belong to the open file description, so two stores in one process also exclude
 /// each other, and a SIGKILLed holder never leaves the lock behind.
 enum FileLock {
+    /// How long a waiter sleeps between two tries of the lock.
+    static let pollInterval: Duration = .milliseconds(2)
+
     /// Runs `body` holding the exclusive lock on `path` (created 0600 if missing). Without a
-    /// `timeout` it waits as long as needed; with one it polls and throws `interactionNotAllowed`
-    /// when the lock is still held by another process at the deadline.
+    /// `timeout` it waits as long as needed; with one it tries the lock without blocking every
+    /// `pollInterval` and throws `busy` when another process still holds it at the deadline (a
+    /// stuck holder then costs the caller `timeout`, not its whole deadline).
     static func withExclusiveLock<R>(_ path: FilePath, timeout: Duration? = nil,
                                      _ body: () throws(KeychainError) -> R) throws(KeychainError) -> R {
         let fd: FileDescriptor
@@ -343,11 +347,10 @@ enum FileLock {
         while flock(fd.rawValue, deadline == nil ? LOCK_EX : LOCK_EX | LOCK_NB) != 0 {
             let code = errno
             if code == EINTR { continue }
-            if code == EWOULDBLOCK, let deadline {
-                guard clock.now < deadline else {
-                    throw .interactionNotAllowed("the lock \(path.string) was held by another process for longer than \(timeout!)")
-                }
-                usleep(2000)
+            if code == EWOULDBLOCK, let deadline, let timeout {
+                guard clock.now < deadline else { throw .busy(path: path.string, waited: timeout) }
+                let (seconds, attoseconds) = pollInterval.components
+                usleep(useconds_t(seconds * 1_000_000 + attoseconds / 1_000_000_000_000))
                 continue
             }
             throw .io(operation: "lock", path: path.string, errno: code)

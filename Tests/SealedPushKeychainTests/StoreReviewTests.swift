@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import SealedPushCrypto
 import SealedPushWire
@@ -108,5 +109,90 @@ struct OwnershipTests {
         let error = StoreIO.$expectedOwner.withValue(other) { reopenAndRead(dir) }
         #expect(error == .notOwner(path: dir.store.path, owner: UInt32(geteuid()), expected: UInt32(other)))
         #expect(reopenAndRead(dir) == nil)
+    }
+}
+
+/// Runs `body` on a thread of its own and waits for it at most `limit`. When it is still running then,
+/// calls `unstick` (which must let it finish), waits for it and records an issue.
+func boundedRun<R: Sendable>(_ what: String, within limit: Duration, unstick: () -> Void,
+                             _ body: @escaping @Sendable () -> R) -> R {
+    let result = Mutex<R?>(nil)
+    let done = DispatchSemaphore(value: 0)
+    let thread = Thread {
+        let value = body()
+        result.withLock { $0 = value }
+        done.signal()
+    }
+    thread.start()
+    let seconds = Double(limit.components.seconds) + Double(limit.components.attoseconds) / 1e18
+    if done.wait(timeout: .now() + seconds) == .timedOut {
+        Issue.record("\(what) was still running after \(limit)")
+        unstick()
+        done.wait()
+    }
+    return result.withLock { $0! }
+}
+
+@Suite("Store review: writers' lock wait", .serialized, .timeLimit(.minutes(10)))
+struct LockWaitTests {
+    /// Holds the store's writers' lock through a second open file description of `.lock`, as a stuck process would.
+    final class StuckHolder {
+        let fd: Int32
+        init(_ store: URL) {
+            fd = open(store.appendingPathComponent(".lock").path, O_RDWR | O_CLOEXEC)
+            #expect(fd >= 0)
+            #expect(flock(fd, LOCK_EX) == 0)
+        }
+        func release() { flock(fd, LOCK_UN) }
+        deinit { close(fd) }
+    }
+
+    /// Every kind of writer, each one transaction on the store.
+    static let writers: [String] = ["add", "update", "modify", "delete", "lock state", "outbox", "trust policy", "keyring"]
+
+    static func write(_ kind: String, _ store: KeychainStore) throws(KeychainError) {
+        switch kind {
+        case "add": try store.add(itemClass: .key, service: "s", account: "b", data: secret("v"))
+        case "update": try store.update(KeychainQuery(service: "s", account: "a"), with: KeychainUpdate(label: .set("l")))
+        case "modify": try store.modify(itemClass: .key, service: "s", account: "a") { _ in secret("w") }
+        case "delete": try store.delete(KeychainQuery(service: "s", account: "a"))
+        case "lock state": try store.lock()
+        case "outbox": try ReceiptOutboxStore(store: store).setReportURL("https://example.com/r")
+        case "trust policy": try TrustStore(store: store).setRequireSignature(true)
+        case "keyring": _ = try DeviceKeyring(store: store).generate()
+        default: Issue.record("unknown writer \(kind)")
+        }
+    }
+
+    @Test("a writer waits at most the store's lock timeout for a stuck holder, then fails with busy and changes nothing",
+          arguments: writers)
+    func stuckHolderGivesBusy(kind: String) throws {
+        let dir = try TempDirectory()
+        let setup = try KeychainStore(url: dir.store)
+        try setup.add(itemClass: .key, service: "s", account: "a", data: secret("the-secret-value"))
+        let store = try KeychainStore(url: dir.store, lockTimeout: .milliseconds(200))
+        let before = try setup.allFiles().map(\.string)
+        let holder = StuckHolder(dir.store)
+        let start = ContinuousClock.now
+        let error = boundedRun("the \(kind) write", within: .seconds(10), unstick: holder.release) { () -> KeychainError? in
+            do throws(KeychainError) { try Self.write(kind, store); return nil } catch { return error }
+        }
+        let waited = ContinuousClock.now - start
+        let lockPath = dir.store.path + "/.lock"
+        #expect(error == .busy(path: lockPath, waited: .milliseconds(200)), "\(kind): \(String(describing: error))")
+        #expect(waited >= .milliseconds(200) && waited < .seconds(5), "\(kind) waited \(waited)")
+        #expect(error?.description.contains("another process held the store's lock \(lockPath)") == true)
+        #expect(error?.description.contains("Retry") == true)
+        #expect(error?.description.contains("the-secret-value") != true)
+        #expect(try setup.allFiles().map(\.string) == before, "\(kind) changed the store while the lock was held elsewhere")
+        holder.release()
+        #expect(caught { try Self.write(kind, store) } == nil, "\(kind) after the holder let go")
+    }
+
+    @Test("the default lock timeout is a few seconds: bounded, and longer than any transaction's normal hold")
+    func defaultTimeout() throws {
+        let dir = try TempDirectory()
+        #expect(KeychainStore.defaultLockTimeout >= .seconds(1) && KeychainStore.defaultLockTimeout <= .seconds(5))
+        #expect(try KeychainStore(url: dir.store).lockTimeout == KeychainStore.defaultLockTimeout)
     }
 }
