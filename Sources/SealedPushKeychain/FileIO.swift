@@ -75,6 +75,57 @@ public final class IOStatistics: Sendable {
     func countListing() { state.withLock { $0.listings += 1 } }
 }
 
+/// One durability step of the store, as `DurabilityLog` records it (paths only, never content).
+enum DurabilityEvent: Equatable, Sendable, CustomStringConvertible {
+    /// A temp file was fsynced before its rename.
+    case fsyncFile(String)
+    /// A temp file was renamed over its destination.
+    case rename(from: String, to: String)
+    /// A directory was fsynced (after a rename, unlink or mkdir in it).
+    case fsyncDirectory(String)
+    /// A file was unlinked (`wipeAndRemove`).
+    case unlink(String)
+    /// A directory was created.
+    case mkdir(String)
+    /// The change counter was moved to this value (odd: a transaction began; even: it ended).
+    case counter(UInt64)
+
+    /// The step in one line, for test failures.
+    var description: String {
+        switch self {
+        case let .fsyncFile(path): return "fsync \(path)"
+        case let .rename(from, to): return "rename \(from) -> \(to)"
+        case let .fsyncDirectory(path): return "fsync dir \(path)"
+        case let .unlink(path): return "unlink \(path)"
+        case let .mkdir(path): return "mkdir \(path)"
+        case let .counter(value): return "counter \(value)"
+        }
+    }
+}
+
+/// Records the store's durability syscalls, in order, for tests that check the temp fsync → rename →
+/// directory fsync pattern: bind one with `DurabilityLog.$current.withValue(log) { … }`. Unbound (always,
+/// outside tests) recording costs one task-local read.
+final class DurabilityLog: Sendable {
+    /// The log the current task records into, if any.
+    @TaskLocal static var current: DurabilityLog?
+
+    private let steps = Mutex<[DurabilityEvent]>([])
+
+    /// An empty log.
+    init() {}
+
+    /// The steps recorded so far, oldest first.
+    var events: [DurabilityEvent] { steps.withLock { $0 } }
+
+    /// Records `event` into the current task's log, if there is one.
+    static func note(_ event: @autoclosure () -> DurabilityEvent) {
+        guard let log = current else { return }
+        let value = event()
+        log.steps.withLock { $0.append(value) }
+    }
+}
+
 /// Low-level file operations with the store's rules: files and directories of this process's user
 /// only, owner-only permissions, no symlinks,
 /// temp file + fsync + rename + directory fsync for every write.
@@ -154,9 +205,16 @@ struct StoreIO: Sendable {
         try checkOwnerAndMode(st, path: path, isDirectory: isDirectory)
     }
 
-    /// Creates a 0700 directory if it is missing, then checks its permissions.
+    /// Creates a 0700 directory if it is missing, then checks its owner and permissions. A directory it
+    /// creates is made durable (its parent is fsynced) before anything is renamed into it.
     static func ensureDirectory(_ path: FilePath) throws(KeychainError) {
-        if mkdir(path.string, 0o700) != 0, errno != EEXIST { throw lastError("create directory", path) }
+        guard mkdir(path.string, 0o700) == 0 else {
+            if errno != EEXIST { throw lastError("create directory", path) }
+            _ = try checkDirectory(path)
+            return
+        }
+        DurabilityLog.note(.mkdir(path.string))
+        try syncDirectory(path.removingLastComponent())
         _ = try checkDirectory(path)
     }
 
@@ -239,6 +297,7 @@ struct StoreIO: Sendable {
         }
         defer { try? fd.close() }
         guard fsync(fd.rawValue) == 0 else { throw lastError("fsync directory", path) }
+        DurabilityLog.note(.fsyncDirectory(path.string))
     }
 
     /// Writes a new temp file in `tmpDirectory` with the given parts, fsyncs it, renames it over
@@ -256,6 +315,7 @@ struct StoreIO: Sendable {
             _ = fchmod(fd.rawValue, 0o600)
             try body(fd)
             guard fsync(fd.rawValue) == 0 else { throw lastError("fsync", tmp) }
+            DurabilityLog.note(.fsyncFile(tmp.string))
             do { try fd.close() } catch { throw ioError("close", tmp, error) }
         } catch {
             try? fd.close()
@@ -267,6 +327,7 @@ struct StoreIO: Sendable {
             unlink(tmp.string)
             throw e
         }
+        DurabilityLog.note(.rename(from: tmp.string, to: destination.string))
         try syncDirectory(destination.removingLastComponent())
     }
 
@@ -302,6 +363,7 @@ struct StoreIO: Sendable {
             try? fd.close()
             throw e
         }
+        DurabilityLog.note(.unlink(path.string))
         var st = stat()
         if fstat(fd.rawValue, &st) == 0, st.st_size > 0 {
             _ = try? fd.writeAll(toAbsoluteOffset: 0, [UInt8](repeating: 0, count: Int(st.st_size)))

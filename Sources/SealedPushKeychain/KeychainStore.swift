@@ -75,7 +75,13 @@ public struct KeychainStore: Sendable {
             guard create else {
                 throw .storeNotFound(path: root.string, why: "the directory does not exist")
             }
-            if mkdir(root.string, 0o700) != 0, errno != EEXIST { throw StoreIO.lastError("create store directory", root) }
+            if mkdir(root.string, 0o700) == 0 {
+                DurabilityLog.note(.mkdir(root.string))
+                // Best effort: the root's parent is not the store's, and may not be readable to open.
+                try? StoreIO.syncDirectory(root.removingLastComponent())
+            } else if errno != EEXIST {
+                throw StoreIO.lastError("create store directory", root)
+            }
             _ = try StoreIO.checkDirectory(root)
         }
         let keyPath = root.appending(Self.storeKeyName)

@@ -196,3 +196,85 @@ struct LockWaitTests {
         #expect(try KeychainStore(url: dir.store).lockTimeout == KeychainStore.defaultLockTimeout)
     }
 }
+
+@Suite("Store review: durability order")
+struct DurabilityOrderTests {
+    /// Every kind of store write, each run on a store holding item `s`/`a` and a device key.
+    static let writes: [String] = ["create store", "add", "add to a new access group", "update", "modify", "delete",
+                                   "lock state", "outbox report URL", "trust policy", "keyring rotate", "keyring destroy"]
+
+    /// Runs the write `kind` on a prepared store in `dir`, recording its durability steps.
+    static func record(_ kind: String, in dir: TempDirectory) throws -> [DurabilityEvent] {
+        let groups = [KeychainStore.defaultAccessGroup, "other"]
+        let log = DurabilityLog()
+        if kind == "create store" {
+            try DurabilityLog.$current.withValue(log) { _ = try KeychainStore(url: dir.store, accessGroups: groups) }
+            return log.events
+        }
+        let store = try KeychainStore(url: dir.store, accessGroups: groups)
+        try store.add(itemClass: .key, service: "s", account: "a", data: secret("v"))
+        let keyring = DeviceKeyring(store: store)
+        let first = try keyring.generate()
+        _ = try keyring.rotate(grace: .seconds(60))
+        try DurabilityLog.$current.withValue(log) {
+            switch kind {
+            case "add": try store.add(itemClass: .key, service: "s", account: "b", data: secret("v"))
+            case "add to a new access group":
+                try store.add(itemClass: .key, service: "s", account: "b", data: secret("v"), accessGroup: "other")
+            case "update": try store.update(KeychainQuery(service: "s", account: "a"), with: KeychainUpdate(label: .set("l")))
+            case "modify": try store.modify(itemClass: .key, service: "s", account: "a") { _ in secret("w") }
+            case "delete": try store.delete(KeychainQuery(service: "s", account: "a"))
+            case "lock state": try store.lock()
+            case "outbox report URL": try ReceiptOutboxStore(store: store).setReportURL("https://example.com/r")
+            case "trust policy": try TrustStore(store: store).setRequireSignature(true)
+            case "keyring rotate": _ = try keyring.rotate(grace: .seconds(60))
+            case "keyring destroy": _ = try keyring.destroy(keyID: first.keyID)
+            default: Issue.record("unknown write \(kind)")
+            }
+        }
+        return log.events
+    }
+
+    static func parent(_ path: String) -> String { (path as NSString).deletingLastPathComponent }
+
+    @Test("every write: temp fsync, rename, its directory's fsync; unlink and mkdir then their directory's fsync; all inside the counter's odd..even",
+          arguments: writes)
+    func order(kind: String) throws {
+        let dir = try TempDirectory()
+        let events = try Self.record(kind, in: dir)
+        let trace = events.map(\.description).joined(separator: "\n")
+        #expect(events.contains { if case .rename = $0 { true } else if case .unlink = $0 { true } else { false } },
+                "\(kind) made no durable change:\n\(trace)")
+        for (i, event) in events.enumerated() {
+            let next = i + 1 < events.count ? events[i + 1] : nil
+            switch event {
+            case let .rename(from, to):
+                #expect(i > 0 && events[i - 1] == .fsyncFile(from), "\(kind): rename of \(from) not right after its fsync:\n\(trace)")
+                #expect(next == .fsyncDirectory(Self.parent(to)), "\(kind): rename onto \(to) not followed by its directory's fsync:\n\(trace)")
+            case let .unlink(path):
+                #expect(next == .fsyncDirectory(Self.parent(path)), "\(kind): unlink of \(path) not followed by its directory's fsync:\n\(trace)")
+            case let .mkdir(path):
+                #expect(next == .fsyncDirectory(Self.parent(path)), "\(kind): mkdir of \(path) not followed by its parent's fsync:\n\(trace)")
+            case let .fsyncFile(path):
+                let renamed = if case let .rename(from, _)? = next { from == path } else { false }
+                #expect(renamed, "\(kind): fsync of \(path) not followed by its rename:\n\(trace)")
+            case .fsyncDirectory, .counter: break
+            }
+        }
+        let counters = events.enumerated().compactMap { if case let .counter(v) = $1 { ($0, v) } else { nil } }
+        if kind == "create store" {
+            #expect(counters.isEmpty)
+            #expect(events.contains(.mkdir(dir.store.path + "/items")) && events.contains(.mkdir(dir.store.path + "/tmp")), "\(trace)")
+        } else {
+            #expect(counters.count == 2, "\(kind): \(trace)")
+            if counters.count == 2 {
+                #expect(counters[0].0 == 0 && counters[0].1 % 2 == 1, "\(kind): the counter did not move to odd first:\n\(trace)")
+                #expect(counters[1].0 == events.count - 1 && counters[1].1 == counters[0].1 + 1,
+                        "\(kind): the counter did not move to even last:\n\(trace)")
+            }
+        }
+        if kind == "add to a new access group" {
+            #expect(events.contains(.mkdir(dir.store.path + "/items/other")), "\(trace)")
+        }
+    }
+}
