@@ -49,7 +49,7 @@ func reopenAndRead(_ dir: TempDirectory) -> KeychainError? {
     caught { _ = try KeychainStore(url: dir.store).read(itemClass: .key, service: "s", account: "a") }
 }
 
-@Suite("Store review: permission bits")
+@Suite("Store review: permission bits", .timeLimit(.minutes(10)))
 struct PermissionBitTests {
     /// The six group and other permission bits, one at a time.
     static let groupAndOtherBits: [UInt32] = [0o040, 0o020, 0o010, 0o004, 0o002, 0o001]
@@ -79,7 +79,7 @@ struct PermissionBitTests {
     }
 }
 
-@Suite("Store review: ownership")
+@Suite("Store review: ownership", .timeLimit(.minutes(10)))
 struct OwnershipTests {
     /// A uid no test runs as.
     static let stranger: uid_t = 12345
@@ -197,7 +197,7 @@ struct LockWaitTests {
     }
 }
 
-@Suite("Store review: durability order")
+@Suite("Store review: durability order", .timeLimit(.minutes(10)))
 struct DurabilityOrderTests {
     /// Every kind of store write, each run on a store holding item `s`/`a` and a device key.
     static let writes: [String] = ["create store", "add", "add to a new access group", "update", "modify", "delete",
