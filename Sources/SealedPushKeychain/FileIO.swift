@@ -75,7 +75,59 @@ public final class IOStatistics: Sendable {
     func countListing() { state.withLock { $0.listings += 1 } }
 }
 
-/// Low-level file operations with the store's rules: owner-only permissions, no symlinks,
+/// One durability step of the store, as `DurabilityLog` records it (paths only, never content).
+enum DurabilityEvent: Equatable, Sendable, CustomStringConvertible {
+    /// A temp file was fsynced before its rename.
+    case fsyncFile(String)
+    /// A temp file was renamed over its destination.
+    case rename(from: String, to: String)
+    /// A directory was fsynced (after a rename, unlink or mkdir in it).
+    case fsyncDirectory(String)
+    /// A file was unlinked (`wipeAndRemove`).
+    case unlink(String)
+    /// A directory was created.
+    case mkdir(String)
+    /// The change counter was moved to this value (odd: a transaction began; even: it ended).
+    case counter(UInt64)
+
+    /// The step in one line, for test failures.
+    var description: String {
+        switch self {
+        case let .fsyncFile(path): return "fsync \(path)"
+        case let .rename(from, to): return "rename \(from) -> \(to)"
+        case let .fsyncDirectory(path): return "fsync dir \(path)"
+        case let .unlink(path): return "unlink \(path)"
+        case let .mkdir(path): return "mkdir \(path)"
+        case let .counter(value): return "counter \(value)"
+        }
+    }
+}
+
+/// Records the store's durability syscalls, in order, for tests that check the temp fsync → rename →
+/// directory fsync pattern: bind one with `DurabilityLog.$current.withValue(log) { … }`. Unbound (always,
+/// outside tests) recording costs one task-local read.
+final class DurabilityLog: Sendable {
+    /// The log the current task records into, if any.
+    @TaskLocal static var current: DurabilityLog?
+
+    private let steps = Mutex<[DurabilityEvent]>([])
+
+    /// An empty log.
+    init() {}
+
+    /// The steps recorded so far, oldest first.
+    var events: [DurabilityEvent] { steps.withLock { $0 } }
+
+    /// Records `event` into the current task's log, if there is one.
+    static func note(_ event: @autoclosure () -> DurabilityEvent) {
+        guard let log = current else { return }
+        let value = event()
+        log.steps.withLock { $0.append(value) }
+    }
+}
+
+/// Low-level file operations with the store's rules: files and directories of this process's user
+/// only, owner-only permissions, no symlinks,
 /// temp file + fsync + rename + directory fsync for every write.
 struct StoreIO: Sendable {
     let stats: IOStatistics
@@ -95,12 +147,31 @@ struct StoreIO: Sendable {
 
     // MARK: permissions
 
+    /// The uid every store file and directory must belong to, when set (tests only); otherwise the
+    /// process's effective uid.
+    @TaskLocal static var expectedOwner: uid_t?
+
+    /// Refuses a file or directory that belongs to another user than the one running this process:
+    /// whoever owns it can change its mode, its content or, for a directory, what it holds.
+    static func checkOwner(_ owner: uid_t, path: FilePath) throws(KeychainError) {
+        let expected = expectedOwner ?? geteuid()
+        guard owner == expected else {
+            throw .notOwner(path: path.string, owner: UInt32(owner), expected: UInt32(expected))
+        }
+    }
+
     /// Refuses a mode that lets group or others read, write or enter.
     static func checkMode(_ mode: UInt32, path: FilePath, isDirectory: Bool) throws(KeychainError) {
         guard mode & 0o077 == 0 else {
             let fix = isDirectory ? "chmod 700 '\(path.string)'" : "chmod 600 '\(path.string)'"
             throw .insecurePermissions(path: path.string, mode: mode & 0o7777, fix: fix)
         }
+    }
+
+    /// The owner check, then the mode check, on a file's `stat`.
+    static func checkOwnerAndMode(_ st: stat, path: FilePath, isDirectory: Bool) throws(KeychainError) {
+        try checkOwner(st.st_uid, path: path)
+        try checkMode(UInt32(st.st_mode), path: path, isDirectory: isDirectory)
     }
 
     /// Checks an existing directory; `false` if it does not exist.
@@ -113,7 +184,7 @@ struct StoreIO: Sendable {
         guard st.st_mode & S_IFMT == S_IFDIR else {
             throw .param("\(path.string) is not a directory; point the store at a directory")
         }
-        try checkMode(UInt32(st.st_mode), path: path, isDirectory: true)
+        try checkOwnerAndMode(st, path: path, isDirectory: true)
         return true
     }
 
@@ -131,18 +202,26 @@ struct StoreIO: Sendable {
         guard kind == (isDirectory ? S_IFDIR : S_IFREG) else {
             throw .param("\(path.string) is not a \(isDirectory ? "directory" : "regular file"); remove it")
         }
-        try checkMode(UInt32(st.st_mode), path: path, isDirectory: isDirectory)
+        try checkOwnerAndMode(st, path: path, isDirectory: isDirectory)
     }
 
-    /// Creates a 0700 directory if it is missing, then checks its permissions.
+    /// Creates a 0700 directory if it is missing, then checks its owner and permissions. A directory it
+    /// creates is made durable (its parent is fsynced) before anything is renamed into it.
     static func ensureDirectory(_ path: FilePath) throws(KeychainError) {
-        if mkdir(path.string, 0o700) != 0, errno != EEXIST { throw lastError("create directory", path) }
+        guard mkdir(path.string, 0o700) == 0 else {
+            if errno != EEXIST { throw lastError("create directory", path) }
+            _ = try checkDirectory(path)
+            return
+        }
+        DurabilityLog.note(.mkdir(path.string))
+        try syncDirectory(path.removingLastComponent())
         _ = try checkDirectory(path)
     }
 
     // MARK: reading
 
-    /// Opens `path` read-only (no symlinks) after checking it is a private regular file; `nil` if it does not exist.
+    /// Opens `path` read-only (no symlinks) after checking it is a private regular file of this process's
+    /// user (on the open descriptor); `nil` if it does not exist.
     func openForReading(_ path: FilePath) throws(KeychainError) -> FileDescriptor? {
         let fd: FileDescriptor
         do {
@@ -165,7 +244,7 @@ struct StoreIO: Sendable {
             try? fd.close()
             throw .param("\(path.string) is not a regular file; remove it")
         }
-        do { try StoreIO.checkMode(UInt32(st.st_mode), path: path, isDirectory: false) } catch {
+        do { try StoreIO.checkOwnerAndMode(st, path: path, isDirectory: false) } catch {
             try? fd.close()
             throw error
         }
@@ -218,6 +297,7 @@ struct StoreIO: Sendable {
         }
         defer { try? fd.close() }
         guard fsync(fd.rawValue) == 0 else { throw lastError("fsync directory", path) }
+        DurabilityLog.note(.fsyncDirectory(path.string))
     }
 
     /// Writes a new temp file in `tmpDirectory` with the given parts, fsyncs it, renames it over
@@ -235,6 +315,7 @@ struct StoreIO: Sendable {
             _ = fchmod(fd.rawValue, 0o600)
             try body(fd)
             guard fsync(fd.rawValue) == 0 else { throw lastError("fsync", tmp) }
+            DurabilityLog.note(.fsyncFile(tmp.string))
             do { try fd.close() } catch { throw ioError("close", tmp, error) }
         } catch {
             try? fd.close()
@@ -246,6 +327,7 @@ struct StoreIO: Sendable {
             unlink(tmp.string)
             throw e
         }
+        DurabilityLog.note(.rename(from: tmp.string, to: destination.string))
         try syncDirectory(destination.removingLastComponent())
     }
 
@@ -281,6 +363,7 @@ struct StoreIO: Sendable {
             try? fd.close()
             throw e
         }
+        DurabilityLog.note(.unlink(path.string))
         var st = stat()
         if fstat(fd.rawValue, &st) == 0, st.st_size > 0 {
             _ = try? fd.writeAll(toAbsoluteOffset: 0, [UInt8](repeating: 0, count: Int(st.st_size)))
@@ -307,9 +390,13 @@ struct StoreIO: Sendable {
 /// `flock` locks belong to the open file description, so two stores in one process also exclude
 /// each other, and a SIGKILLed holder never leaves the lock behind.
 enum FileLock {
+    /// How long a waiter sleeps between two tries of the lock.
+    static let pollInterval: Duration = .milliseconds(2)
+
     /// Runs `body` holding the exclusive lock on `path` (created 0600 if missing). Without a
-    /// `timeout` it waits as long as needed; with one it polls and throws `interactionNotAllowed`
-    /// when the lock is still held by another process at the deadline.
+    /// `timeout` it waits as long as needed; with one it tries the lock without blocking every
+    /// `pollInterval` and throws `busy` when another process still holds it at the deadline (a
+    /// stuck holder then costs the caller `timeout`, not its whole deadline).
     static func withExclusiveLock<R>(_ path: FilePath, timeout: Duration? = nil,
                                      _ body: () throws(KeychainError) -> R) throws(KeychainError) -> R {
         let fd: FileDescriptor
@@ -322,11 +409,10 @@ enum FileLock {
         while flock(fd.rawValue, deadline == nil ? LOCK_EX : LOCK_EX | LOCK_NB) != 0 {
             let code = errno
             if code == EINTR { continue }
-            if code == EWOULDBLOCK, let deadline {
-                guard clock.now < deadline else {
-                    throw .interactionNotAllowed("the lock \(path.string) was held by another process for longer than \(timeout!)")
-                }
-                usleep(2000)
+            if code == EWOULDBLOCK, let deadline, let timeout {
+                guard clock.now < deadline else { throw .busy(path: path.string, waited: timeout) }
+                let (seconds, attoseconds) = pollInterval.components
+                usleep(useconds_t(seconds * 1_000_000 + attoseconds / 1_000_000_000_000))
                 continue
             }
             throw .io(operation: "lock", path: path.string, errno: code)

@@ -22,6 +22,10 @@ public enum KeychainError: Error, Equatable, Sendable, CustomStringConvertible {
     case param(String)
     /// A store file or directory is readable or writable by group or others, so the store is refused.
     case insecurePermissions(path: String, mode: UInt32, fix: String)
+    /// A store file or directory belongs to another user (`owner`) than the one running this process (`expected`), so the store is refused.
+    case notOwner(path: String, owner: UInt32, expected: UInt32)
+    /// Another process held the store's writers' lock (`path`) for longer than `waited`, so the operation was not done.
+    case busy(path: String, waited: Duration)
     /// A file-system operation failed (disk full, permission denied, read-only file system); `errno`
     /// is the system's code (`EACCES`, `EROFS`, `ENOSPC`, `EFBIG`, …) and the message says what to do
     /// about it. A failed write leaves the file it was replacing as it was (see docs/keychain.md, "Faults").
@@ -62,6 +66,13 @@ public enum KeychainError: Error, Equatable, Sendable, CustomStringConvertible {
             return "param: \(why)"
         case let .insecurePermissions(path, mode, fix):
             return "insecurePermissions: \(path) has mode \(String(mode & 0o7777, radix: 8)), which lets group or others at it; the store refuses to use it. Fix it with: \(fix)"
+        case let .notOwner(path, owner, expected):
+            return "notOwner: \(path) belongs to uid \(owner), not to uid \(expected) running this process; the store refuses "
+                + "files and directories another user could have planted or could change. Fix it with: chown \(expected) '\(path)' "
+                + "(after checking its content is yours), or run as the store's owner"
+        case let .busy(path, waited):
+            return "busy: another process held the store's lock \(path) for longer than \(waited); nothing was changed. "
+                + "Retry later; if it stays busy, find the process holding the lock (`fuser \(path)`) and stop it"
         case let .io(operation, path, code):
             return "io: \(operation) \(path) failed: \(errnoText(code)) (\(errnoName(code))); \(ioAdvice(code))"
         case let .activeKeyExists(keyID):

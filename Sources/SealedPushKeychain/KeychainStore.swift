@@ -25,12 +25,15 @@ import Darwin
 ///     items/<access group>/<class>@<service>@<account>.item
 ///     replay/                   the replay cache (see `ReplayCache`)
 ///
-/// Writers serialise on `flock(.lock)` and replace files with temp + fsync + rename + directory
-/// fsync; readers take no lock and see either the old or the new file. A value of this type is
-/// cheap to open: it reads only `store.key`.
+/// Writers serialise on `flock(.lock)`, waiting at most `lockTimeout` for it (then `busy`), and
+/// replace files with temp + fsync + rename + directory fsync; readers take no lock and see either
+/// the old or the new file. A value of this type is cheap to open: it reads only `store.key`.
 public struct KeychainStore: Sendable {
     /// The access group new items go to when no group is named, and the default entitlement.
     public static let defaultAccessGroup = "sealedpush"
+    /// How long a writer waits for another process's transaction by default: 3 s, far longer than a
+    /// transaction holds the lock, well inside a notification extension's deadline.
+    public static let defaultLockTimeout: Duration = .seconds(3)
 
     /// The store's directory.
     public let root: FilePath
@@ -42,6 +45,8 @@ public struct KeychainStore: Sendable {
     public let clock: WallClock
     /// The clock's reading function (`clock.now`).
     public var now: @Sendable () -> Date { clock.now }
+    /// The longest a writer waits for the writers' lock before failing with `busy`.
+    public let lockTimeout: Duration
 
     let storeKey: SecureBytes
     let io: StoreIO
@@ -58,9 +63,11 @@ public struct KeychainStore: Sendable {
 
     /// Opens the store at `root`, creating it (and its store key) if `create` and it does not exist.
     ///
-    /// Refuses a root, file or directory that group or others can access, with the `chmod` that fixes it.
+    /// Refuses a root, file or directory that group or others can access, with the `chmod` that fixes it,
+    /// and one that another user owns (`notOwner`), with the `chown` that fixes it.
+    /// A writer waits at most `lockTimeout` for another process's transaction, then throws `busy`.
     public init(root: FilePath, accessGroups: [String] = [KeychainStore.defaultAccessGroup], create: Bool = true,
-                clock: WallClock = .system) throws(KeychainError) {
+                clock: WallClock = .system, lockTimeout: Duration = KeychainStore.defaultLockTimeout) throws(KeychainError) {
         guard !accessGroups.isEmpty else { throw .param("give the store at least one access group the caller is entitled to") }
         for group in accessGroups { try ItemIdentity.validateGroup(group) }
         let io = StoreIO(stats: IOStatistics())
@@ -68,7 +75,13 @@ public struct KeychainStore: Sendable {
             guard create else {
                 throw .storeNotFound(path: root.string, why: "the directory does not exist")
             }
-            if mkdir(root.string, 0o700) != 0, errno != EEXIST { throw StoreIO.lastError("create store directory", root) }
+            if mkdir(root.string, 0o700) == 0 {
+                DurabilityLog.note(.mkdir(root.string))
+                // Best effort: the root's parent is not the store's, and may not be readable to open.
+                try? StoreIO.syncDirectory(root.removingLastComponent())
+            } else if errno != EEXIST {
+                throw StoreIO.lastError("create store directory", root)
+            }
             _ = try StoreIO.checkDirectory(root)
         }
         let keyPath = root.appending(Self.storeKeyName)
@@ -77,7 +90,7 @@ public struct KeychainStore: Sendable {
             guard create else {
                 throw .storeNotFound(path: root.string, why: "the directory has no store key")
             }
-            key = try FileLock.withExclusiveLock(root.appending(".lock")) { () throws(KeychainError) -> SecureBytes in
+            key = try FileLock.withExclusiveLock(root.appending(".lock"), timeout: lockTimeout) { () throws(KeychainError) -> SecureBytes in
                 if let existing = try Self.readStoreKey(keyPath, io: io) { return existing }
                 try StoreIO.ensureDirectory(root.appending("tmp"))
                 try StoreIO.ensureDirectory(root.appending("items"))
@@ -102,15 +115,16 @@ public struct KeychainStore: Sendable {
         self.accessGroups = accessGroups
         self.statistics = io.stats
         self.clock = clock
+        self.lockTimeout = lockTimeout
         self.storeKey = key!
         self.io = io
         self.holdsLock = false
     }
 
-    /// Opens the store at a file URL (see `init(root:accessGroups:create:clock:)`).
+    /// Opens the store at a file URL (see `init(root:accessGroups:create:clock:lockTimeout:)`).
     public init(url: URL, accessGroups: [String] = [KeychainStore.defaultAccessGroup], create: Bool = true,
-                clock: WallClock = .system) throws(KeychainError) {
-        try self.init(root: FilePath(url.path), accessGroups: accessGroups, create: create, clock: clock)
+                clock: WallClock = .system, lockTimeout: Duration = KeychainStore.defaultLockTimeout) throws(KeychainError) {
+        try self.init(root: FilePath(url.path), accessGroups: accessGroups, create: create, clock: clock, lockTimeout: lockTimeout)
     }
 
     private init(copy other: KeychainStore, holdsLock: Bool) {
@@ -118,6 +132,7 @@ public struct KeychainStore: Sendable {
         accessGroups = other.accessGroups
         statistics = other.statistics
         clock = other.clock
+        lockTimeout = other.lockTimeout
         storeKey = other.storeKey
         io = other.io
         self.holdsLock = holdsLock
@@ -137,9 +152,10 @@ public struct KeychainStore: Sendable {
     /// Runs `body` holding the writers' lock, so reads and writes inside it form one atomic step
     /// with respect to other writers (in this or any other process). Temp files left by an
     /// interrupted write are removed first. Use the store passed to `body` for every operation inside.
+    /// Waits at most `lockTimeout` for another process's transaction, then throws `busy` without running `body`.
     public func transaction<R>(_ body: (KeychainStore) throws(KeychainError) -> R) throws(KeychainError) -> R {
         if holdsLock { return try body(self) }
-        return try FileLock.withExclusiveLock(lockFile) { () throws(KeychainError) -> R in
+        return try FileLock.withExclusiveLock(lockFile, timeout: lockTimeout) { () throws(KeychainError) -> R in
             try StoreIO.ensureDirectory(tmpDirectory)
             let removed = try io.cleanTemporaryFiles(in: tmpDirectory)
             if removed > 0 {

@@ -29,7 +29,9 @@ enum StoreGeneration {
         } catch { throw StoreIO.ioError("open the change counter", path, error) }
         do {
             let current = try read(fd) ?? 0
-            try write(fd, current | 1 == current ? current &+ 2 : current &+ 1, path: path)
+            let next = current | 1 == current ? current &+ 2 : current &+ 1
+            try write(fd, next, path: path)
+            DurabilityLog.note(.counter(next))
         } catch {
             try? fd.close()
             throw error
@@ -42,7 +44,7 @@ enum StoreGeneration {
         defer { try? fd.close() }
         // A failure here leaves the counter odd: readers stop caching until the next write, which is safe.
         if let current = try? read(fd), current & 1 == 1 {
-            try? write(fd, current &+ 1, path: root.appending(fileName))
+            if (try? write(fd, current &+ 1, path: root.appending(fileName))) != nil { DurabilityLog.note(.counter(current &+ 1)) }
         }
     }
 

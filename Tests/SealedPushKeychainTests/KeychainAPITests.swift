@@ -24,6 +24,8 @@ extension KeychainError {
         case .authFailed: return "authFailed"
         case .param: return "param"
         case .insecurePermissions: return "insecurePermissions"
+        case .notOwner: return "notOwner"
+        case .busy: return "busy"
         case .io: return "io"
         case .activeKeyExists: return "activeKeyExists"
         case .noActiveKey: return "noActiveKey"
