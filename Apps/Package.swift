@@ -59,7 +59,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
-        // The provider client: APNsClient over AsyncHTTPClient (HTTP/2), ES256 provider tokens (swift-crypto),
+        // The provider client: APNsClient over its own HTTP/2 transport (NIOHTTP2, NIOSSL), ES256 provider tokens (swift-crypto),
         // retries with backoff and jitter, a cancellable in-flight bound. Depends on the APNs models, not on
         // the sender: it sends any APNsPush.
         .target(
@@ -69,14 +69,13 @@ let package = Package(
                 .product(name: "SealedPushAPNsCore", package: "SealedPush"),
                 .product(name: "SealedPushCrypto", package: "SealedPush"),
                 .product(name: "SealedPushWire", package: "SealedPush"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

@@ -1,7 +1,6 @@
-import AsyncHTTPClient
 public import Logging
 import NIOCore
-import NIOHTTP1
+import NIOHPACK
 import NIOHTTP2
 import NIOPosix
 import NIOSSL
@@ -118,14 +117,16 @@ public protocol APNsSending: Sendable {
     func send(_ push: APNsPush) async throws(APNsError) -> APNsAcceptance
 }
 
-/// An APNs provider client: HTTP/2 over TLS (AsyncHTTPClient), token authentication, retries, a bound on
-/// pushes in flight. Connections are pooled and reused: HTTP/2 multiplexes every push over one connection.
+/// An APNs provider client: HTTP/2 over TLS on a few long-lived connections (NIOHTTP2, see
+/// `HTTP2Transport`), token authentication, retries, a bound on pushes in flight.
 ///
 /// Create one per process (or per auth key) and share it; call `shutdown()` when done.
 public final class APNsClient: APNsSending {
     /// The configuration the client was made with.
     public let configuration: APNsClientConfiguration
-    let http: HTTPClient
+    let transport: HTTP2Transport
+    /// The `:authority` of every request (`host` or `host:port`).
+    let authority: String
     let tokens: ProviderTokenCache
     let limiter: AsyncLimiter
     let logger: Logger
@@ -151,11 +152,20 @@ public final class APNsClient: APNsSending {
             }
             tls.additionalTrustRoots = [.certificates(certificates)]
         }
-        var http = HTTPClient.Configuration(tlsConfiguration: tls)
-        http.httpVersion = .automatic  // HTTP/2 through ALPN, as APNs requires
-        http.timeout.connect = .seconds(5)
-        http.connectionPool = .init(idleTimeout: .seconds(60))
-        self.http = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: http)
+        let base = configuration.environment.baseURL
+        guard let url = URL(string: base), url.scheme == "https", let host = url.host(percentEncoded: false), !host.isEmpty,
+              url.path().isEmpty || url.path() == "/" else {
+            throw .invalidRequest("the APNs URL must be https://HOST[:PORT] with no path")
+        }
+        let port = url.port ?? 443
+        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        let named = bare.contains(":") ? "[\(bare)]" : bare
+        authority = port == 443 ? named : "\(named):\(port)"
+        do {
+            transport = try HTTP2Transport(configuration: .init(host: bare, port: port, tls: tls))
+        } catch {
+            throw .invalidRequest("the TLS settings were refused: \(type(of: error))")
+        }
         tokens = ProviderTokenCache(key: configuration.signingKey, lifetime: configuration.tokenLifetime, now: configuration.now)
         limiter = AsyncLimiter(limit: configuration.maxInFlight)
     }
@@ -163,14 +173,14 @@ public final class APNsClient: APNsSending {
     /// Closes the connections; pushes still in flight fail.
     public func shutdown() async {
         guard isShutDown.withLockedValue({ done in defer { done = true }; return !done }) else { return }
-        try? await http.shutdown()
+        await transport.shutdown()
     }
 
-    /// A client released without `shutdown()` closes its connections in the background (AsyncHTTPClient
-    /// would otherwise stop the process).
+    /// A client released without `shutdown()` closes its connections in the background.
     deinit {
         if !isShutDown.withLockedValue({ $0 }) {
-            _ = http.shutdown()
+            let transport = transport
+            Task { await transport.shutdown() }
         }
     }
 
@@ -186,6 +196,7 @@ public final class APNsClient: APNsSending {
         defer { limiter.release() }
         var tries = 0
         var renewedToken = false
+        var unprocessed = 0
         var lastError: APNsError = .shutDown
         while tries < configuration.retry.maxTries {
             tries += 1
@@ -208,6 +219,14 @@ public final class APNsClient: APNsSending {
             case let .failed(error):
                 lastError = error
                 guard APNsClient.isRetryable(error) else { throw error }
+            case .unprocessed:
+                // Sent again at once, outside the retry budget: APNs never saw it. Bounded all the same.
+                lastError = .connection(.closed, tries: tries)
+                if unprocessed < APNsClient.maxUnprocessedResends {
+                    unprocessed += 1
+                    tries -= 1
+                    continue
+                }
             }
             guard tries < configuration.retry.maxTries else { break }
             let delay = configuration.retry.delay(afterTries: tries, jitter: Double.random(in: 0.5...1.0))
@@ -220,6 +239,10 @@ public final class APNsClient: APNsSending {
         default: throw lastError
         }
     }
+
+    /// How many times one push is sent again at once because APNs never processed it (GOAWAY, refused stream)
+    /// before such a try counts against the retry budget.
+    static let maxUnprocessedResends = 16
 
     /// Whether a refusal may succeed on a later try: 429 TooManyRequests, 500 and 503 (APNs did not take the push).
     public static func isRetryable(_ reason: APNsReason) -> Bool {
@@ -245,27 +268,34 @@ public final class APNsClient: APNsSending {
     }
 
     enum Attempt {
+        /// APNs never processed the try (a GOAWAY excluded its stream, or none could be opened).
+        case unprocessed
         case accepted(apnsID: String?, uniqueID: String?)
         case rejected(APNsRejection)
         case failed(APNsError)
     }
 
     func attempt(_ push: APNsPush, token: String) async -> Attempt {
-        var request = HTTPClientRequest(url: configuration.environment.baseURL + push.path)
-        request.method = .POST
-        request.headers.add(name: "authorization", value: "bearer " + token)
-        for (name, value) in push.headers { request.headers.add(name: name, value: value) }
-        request.headers.add(name: "content-type", value: "application/json")
-        request.body = .bytes(ByteBuffer(bytes: push.payload))
+        var headers = HPACKHeaders()
+        headers.reserveCapacity(8 + push.headers.count)
+        headers.add(name: ":method", value: "POST")
+        headers.add(name: ":scheme", value: "https")
+        headers.add(name: ":authority", value: authority)
+        headers.add(name: ":path", value: push.path)
+        // Indexed by HPACK: after the first push on a connection the token, topic and push type are a byte each.
+        headers.add(name: "authorization", value: "bearer " + token)
+        for (name, value) in push.headers { headers.add(name: name, value: value) }
+        headers.add(name: "content-type", value: "application/json")
+        headers.add(name: "content-length", value: String(push.payload.count))
+        let request = HTTP2PushRequest(headers: headers, body: ByteBuffer(bytes: push.payload))
         do {
-            let response = try await http.execute(request, timeout: TimeAmount(configuration.timeout),
-                                                   logger: logger)
-            let apnsID = response.headers.first(name: "apns-id")
-            if response.status == .ok {
-                return .accepted(apnsID: apnsID, uniqueID: response.headers.first(name: "apns-unique-id"))
+            let response = try await transport.send(request, timeout: configuration.timeout)
+            if response.status == 200 {
+                return .accepted(apnsID: response.apnsID, uniqueID: response.uniqueID)
             }
-            let body = (try? await response.body.collect(upTo: 64 * 1024)).map { Array($0.readableBytesView) } ?? []
-            return .rejected(APNsClient.rejection(status: Int(response.status.code), apnsID: apnsID, body: body))
+            return .rejected(APNsClient.rejection(status: response.status, apnsID: response.apnsID, body: Array(response.body.readableBytesView)))
+        } catch is UnprocessedPush {
+            return .unprocessed
         } catch {
             return .failed(APNsClient.classify(error))
         }
@@ -283,18 +313,21 @@ public final class APNsClient: APNsSending {
         return APNsRejection(status: status, reason: reason, apnsID: apnsID, timestamp: timestamp)
     }
 
-    /// Maps a transport error to a typed one by its type: AsyncHTTPClient's timeouts and closed
-    /// connections, NIO's connection errors (the `errno` of each address tried), NIOSSL's handshake and
+    /// Maps a transport error to a typed one by its type: the transport's deadline, connect timeouts and
+    /// closed connections or streams, NIO's connection errors (the `errno` of each address tried), NIOSSL's handshake and
     /// hostname failures. Anything else is `.connection(.other(type))`, which is never retried.
     package static func classify(_ error: any Error) -> APNsError {
         switch error {
-        case let error as HTTPClientError:
-            if ([.deadlineExceeded, .readTimeout, .writeTimeout, .connectTimeout, .getConnectionFromPoolTimeout,
-                .tlsHandshakeTimeout] as [HTTPClientError]).contains(error) { return .timedOut(tries: 1) }
-            // Streams cut by a closing connection (GOAWAY, a reset): the push was not taken.
-            if ([.remoteConnectionClosed, .cancelled] as [HTTPClientError]).contains(error) { return .connection(.closed, tries: 1) }
-            if error == .alreadyShutdown { return .shutDown }
-            return .connection(.other("HTTPClientError"), tries: 1)
+        case is HTTP2Deadline:
+            return .timedOut(tries: 1)
+        case is HTTP2NotNegotiated:
+            return .connection(.other("the server did not offer HTTP/2"), tries: 1)
+        case is HTTP2TransportShutDown:
+            return .shutDown
+        case let error as ChannelError:
+            if case .connectTimeout = error { return .timedOut(tries: 1) }
+            // The connection or the stream was closed before the answer.
+            return .connection(.closed, tries: 1)
         case let error as NIOConnectionError:
             // Every address tried failed: refused when each was refused, else unreachable.
             let refused = !error.connectionErrors.isEmpty && error.connectionErrors.allSatisfy { failure in
@@ -313,7 +346,7 @@ public final class APNsClient: APNsSending {
         case let error as NIOSSLError:
             if case let .handshakeFailed(reason) = error, isCertificateRejection(reason) { return .untrustedServer }
             return .connection(.tlsHandshake, tries: 1)
-        case is ChannelError, is NIOHTTP2Errors.StreamClosed:
+        case is NIOHTTP2Errors.StreamClosed:
             // The connection or the stream was closed (a GOAWAY's excluded streams, a reset) before the answer.
             return .connection(.closed, tries: 1)
         default:

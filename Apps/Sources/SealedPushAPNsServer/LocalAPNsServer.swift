@@ -339,7 +339,8 @@ final class APNsStreamHandler: ChannelInboundHandler {
 
     func respond(context: ChannelHandlerContext, headers requestHeaders: HPACKHeaders) {
         let configuration = rules.configuration
-        // After GOAWAY the connection takes no new work: the stream is reset unanswered (the push was not taken).
+        // After GOAWAY the connection takes no new work: the stream is reset with REFUSED_STREAM, which tells
+        // the client the push was not processed (RFC 9113 §8.7) and may be sent again.
         let (refuse, goaway): (Bool, Bool) = connection.state.withLockedValue { c in
             if c.goawaySent { return (true, false) }
             c.requests += 1
@@ -350,7 +351,7 @@ final class APNsStreamHandler: ChannelInboundHandler {
             return (false, false)
         }
         if refuse {
-            context.close(promise: nil)
+            context.writeAndFlush(wrapOutboundOut(.rstStream(.refusedStream)), promise: nil)
             return
         }
         load.begin()

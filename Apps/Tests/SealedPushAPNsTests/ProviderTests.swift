@@ -232,6 +232,25 @@ struct ProviderTests {
         await apns.stop()
     }
 
+    /// The streams a GOAWAY excludes were never processed: they are sent again at once on another connection,
+    /// outside the retry budget. With one try per push (no retries at all) every push of the batch is still
+    /// accepted, exactly once.
+    @Test func streamsAGoawayExcludedAreResentOutsideTheRetryBudget() async throws {
+        let apns = try await LocalAPNs.start { $0.acceptUnknownTokens = true; $0.goawayAfter = 25 }
+        let client = try apns.client(maxTries: 1)
+        let outcomes = await withTaskGroup(of: Result<APNsAcceptance, APNsError>.self) { group in
+            for n in 0..<500 { group.addTask { await attempt(client, push(n)) } }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        let results = outcomes.compactMap { try? $0.get() }
+        #expect(results.count == 500, "\(outcomes.compactMap { if case let .failure(e) = $0 { e.description } else { nil } }.prefix(3))")
+        #expect(results.allSatisfy { $0.tries == 1 }, "a resend of an unprocessed stream is not a retry")
+        #expect(apns.server.rules.counts.accepted == 500, "each push accepted exactly once")
+        #expect(apns.server.connectionsAccepted >= 500 / 25)
+        await client.shutdown()
+        await apns.stop()
+    }
+
     @Test func pushesInFlightAreBoundedAndEachTryHasADeadline() async throws {
         let apns = try await LocalAPNs.start { c in
             c.acceptUnknownTokens = true
