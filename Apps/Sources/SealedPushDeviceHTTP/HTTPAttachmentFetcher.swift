@@ -10,8 +10,8 @@ import NIOHTTP1
 public final class HTTPAttachmentFetcher: AttachmentFetcher {
     private let client: HTTPClient
 
-    /// A fetcher with its own client (connect timeout `connectTimeout`, no redirects followed, no decompression,
-    /// TLS 1.2 at least).
+    /// A fetcher with its own client (connect timeout `connectTimeout`, no connect retries, no redirects
+    /// followed, no decompression, TLS 1.2 at least).
     public init(connectTimeout: Duration = .seconds(10)) {
         let milliseconds = connectTimeout.components.seconds * 1000 + connectTimeout.components.attoseconds / 1_000_000_000_000_000
         var configuration = HTTPClient.Configuration(
@@ -20,6 +20,8 @@ public final class HTTPAttachmentFetcher: AttachmentFetcher {
             decompression: .disabled)
         configuration.httpVersion = .http1Only
         configuration.tlsConfiguration = .sealedPushClient
+        // A refused connection fails at once: retrying until the connect timeout only eats the extension's budget.
+        configuration.connectionPool.retryConnectionEstablishment = false
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
 

@@ -73,4 +73,32 @@ struct DeviceTLSTests {
         await transport.shutdown()
         try await server.close()
     }
+
+    /// A port on loopback that nothing listens on (bound, then closed).
+    static func closedPort() async throws -> Int {
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
+        let port = channel.localAddress?.port ?? 0
+        try await channel.close()
+        return port
+    }
+
+    @Test("a refused connection fails at once: receipts and attachments do not retry the connect until its timeout")
+    func refusedConnectionFailsAtOnce() async throws {
+        let port = try await Self.closedPort()
+        let transport = HTTPReceiptTransport()
+        let start = ContinuousClock.now
+        let result = await transport.post(Array("{}".utf8), to: "http://127.0.0.1:\(port)/r", deadline: .now + .seconds(10))
+        let took = ContinuousClock.now - start
+        await transport.shutdown()
+        #expect(result == .failed)
+        // The transport's connect timeout is 2 s: retrying the refused connect took about that long.
+        #expect(took < .milliseconds(1500), "a refused receipt took \(took)")
+
+        let fetcher = HTTPAttachmentFetcher(connectTimeout: .seconds(5))
+        let fetchStart = ContinuousClock.now
+        await #expect(throws: (any Error).self) { _ = try await fetcher.get("http://127.0.0.1:\(port)/a.bin", maximumBytes: 16) }
+        let fetchTook = ContinuousClock.now - fetchStart
+        try await fetcher.shutdown()
+        #expect(fetchTook < .seconds(3), "a refused attachment took \(fetchTook)")
+    }
 }
