@@ -15,45 +15,53 @@ import Darwin
 /// `204` for a receipt whose `SHA-256(token)` matches the one kept for its id (repeats too, counted once),
 /// `404` for an unknown id, `403` for a wrong token, `400` for a body that is not as §2 or §3 says, `413`
 /// over 4096 bytes, `202` for a failure report; `429` when over the rate limit, `405` for anything but POST.
-/// Nothing it logs holds a token.
+///
+/// Failure reports are unauthenticated by design, so they are limited apart from receipts: each source
+/// address may send `maxReportsPerSourcePerMinute` of them (a device sends at most one per reason and key
+/// every 10 minutes), and each stored report counts for at most `ReceiptsDatabase.maximumReportCount`
+/// failures. The global rate is checked before a body is read. Nothing it logs holds a token.
 public struct ReceiptCollector: Sendable {
     /// The database receipts are counted in.
     public let database: ReceiptsDatabase
     /// The most requests answered per second (a token bucket as deep as one second); excess gets `429`.
     public let maxRequestsPerSecond: Int
+    /// The most failure reports one source address may send a minute (a bucket as deep as one minute).
+    public let maxReportsPerSourcePerMinute: Int
     private let bucket: RateBucket
+    private let sources: SourceBuckets
     private let logger: Logger
     private let now: @Sendable () -> ContinuousClock.Instant
 
-    /// A collector over `database`, answering at most `maxRequestsPerSecond` requests a second; the rate
-    /// limiter reads `now` (tests pass a clock that stands still, so a slow machine does not refill it).
-    public init(database: ReceiptsDatabase, maxRequestsPerSecond: Int = 50_000, logger: Logger = Logger(label: "sealedpush.receipts"),
+    /// A collector over `database`, answering at most `maxRequestsPerSecond` requests a second and
+    /// `maxReportsPerSourcePerMinute` failure reports a minute from one address; the rate limiters read
+    /// `now` (tests pass a clock that stands still, so a slow machine does not refill them).
+    public init(database: ReceiptsDatabase, maxRequestsPerSecond: Int = 50_000, maxReportsPerSourcePerMinute: Int = 60,
+                logger: Logger = Logger(label: "sealedpush.receipts"),
                 now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
         self.database = database
         self.maxRequestsPerSecond = max(1, maxRequestsPerSecond)
+        self.maxReportsPerSourcePerMinute = max(1, maxReportsPerSourcePerMinute)
         self.bucket = RateBucket(Double(max(1, maxRequestsPerSecond)), at: now())
+        self.sources = SourceBuckets()
         self.logger = logger
         self.now = now
     }
 
-    private func admit() -> Bool {
-        let rate = Double(maxRequestsPerSecond)
-        return bucket.state.withLockedValue { b in
-            let now = self.now()
-            let elapsed = b.last.duration(to: now)
-            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-            b.tokens = min(rate, b.tokens + seconds * rate)
-            b.last = now
-            guard b.tokens >= 1 else { return false }
-            b.tokens -= 1
-            return true
-        }
+    /// Takes one token from the global bucket; `false` when it is empty (answer `429`).
+    func admit() -> Bool {
+        bucket.take(rate: Double(maxRequestsPerSecond), per: 1, at: now())
     }
 
-    /// The answer to one request: its method and its body (read up to one byte past the limit).
-    public func answer(method: HTTPRequest.Method, body: [UInt8]?, tooLarge: Bool) async -> HTTPResponse.Status {
+    /// The answer to one request: its method, its body (read up to one byte past the limit) and the
+    /// address it came from (`nil`: unknown, limited as one source).
+    public func answer(method: HTTPRequest.Method, body: [UInt8]?, tooLarge: Bool, source: String? = nil) async -> HTTPResponse.Status {
         guard method == .post else { return .methodNotAllowed }
         guard admit() else { return .tooManyRequests }
+        return await answerAdmitted(body: body, tooLarge: tooLarge, source: source)
+    }
+
+    /// The answer to a POST the global rate limit already admitted.
+    func answerAdmitted(body: [UInt8]?, tooLarge: Bool, source: String?) async -> HTTPResponse.Status {
         if tooLarge { return .contentTooLarge }
         guard let body, let (message, dropped) = ReceiptMessage.parse(body) else { return .badRequest }
         let now = Self.milliseconds()
@@ -66,6 +74,9 @@ public struct ReceiptCollector: Sendable {
                 case .wrongToken: return .forbidden
                 }
             case let .failed(reason, kid, at, count):
+                guard sources.take(source ?? "unknown", perMinute: Double(maxReportsPerSourcePerMinute), at: self.now()) else {
+                    return .tooManyRequests
+                }
                 try await database.recordFailure(reason: reason, kid: kid, at: at, count: count, dropped: dropped, receivedMilliseconds: now)
                 logger.info("failure report", metadata: ["reason": "\(reason)", "kid": "\(kid?.hex ?? "null")", "count": "\(count)"])
                 return .accepted
@@ -90,7 +101,10 @@ public struct ReceiptCollector: Sendable {
         -> some ApplicationProtocol
     {
         let collector = self
-        let responder = CallbackResponder<BasicRequestContext> { request, _ in
+        let responder = CallbackResponder<CollectorRequestContext> { request, context in
+            // Method and rate first: a refused request's body is never read.
+            guard request.method == .post else { return Response(status: .methodNotAllowed) }
+            guard collector.admit() else { return Response(status: .tooManyRequests) }
             var tooLarge = false
             var bytes: [UInt8]?
             do {
@@ -101,7 +115,7 @@ public struct ReceiptCollector: Sendable {
             } catch {
                 bytes = nil
             }
-            let status = await collector.answer(method: request.method, body: bytes, tooLarge: tooLarge)
+            let status = await collector.answerAdmitted(body: bytes, tooLarge: tooLarge, source: context.source)
             return Response(status: status)
         }
         var quiet = httpLogger ?? Logger(label: "sealedpush.receipts.http")
@@ -118,4 +132,62 @@ public struct ReceiptCollector: Sendable {
 final class RateBucket: Sendable {
     let state: NIOLockedValueBox<(tokens: Double, last: ContinuousClock.Instant)>
     init(_ tokens: Double, at start: ContinuousClock.Instant) { state = NIOLockedValueBox((tokens, start)) }
+
+    /// Refills at `rate` tokens per `per` seconds (at most `rate` held) and takes one if there is one.
+    func take(rate: Double, per seconds: Double, at now: ContinuousClock.Instant) -> Bool {
+        state.withLockedValue { b in
+            b.tokens = refilled(b.tokens, since: b.last, now: now, rate: rate, per: seconds)
+            b.last = now
+            guard b.tokens >= 1 else { return false }
+            b.tokens -= 1
+            return true
+        }
+    }
+}
+
+/// `tokens` after refilling at `rate` per `seconds` from `last` to `now`, at most `rate`.
+private func refilled(_ tokens: Double, since last: ContinuousClock.Instant, now: ContinuousClock.Instant, rate: Double, per seconds: Double) -> Double {
+    let elapsed = last.duration(to: now)
+    let passed = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    return min(rate, tokens + max(0, passed) * rate / seconds)
+}
+
+/// One token bucket per source address for failure reports, in a bounded table: when it holds
+/// `capacity` addresses, those whose bucket has refilled (idle for a minute) are forgotten first, then all.
+final class SourceBuckets: Sendable {
+    static let capacity = 10_000
+    private let table = NIOLockedValueBox<[String: (tokens: Double, last: ContinuousClock.Instant)]>([:])
+
+    func take(_ source: String, perMinute rate: Double, at now: ContinuousClock.Instant) -> Bool {
+        table.withLockedValue { table in
+            if table[source] == nil, table.count >= Self.capacity {
+                table = table.filter { refilled($0.value.tokens, since: $0.value.last, now: now, rate: rate, per: 60) < rate }
+                if table.count >= Self.capacity { table.removeAll(keepingCapacity: true) }
+            }
+            var entry = table[source] ?? (rate, now)
+            entry.tokens = refilled(entry.tokens, since: entry.last, now: now, rate: rate, per: 60)
+            entry.last = now
+            guard entry.tokens >= 1 else {
+                table[source] = entry
+                return false
+            }
+            entry.tokens -= 1
+            table[source] = entry
+            return true
+        }
+    }
+}
+
+/// The collector's request context: Hummingbird's basic one plus the address the request came from.
+public struct CollectorRequestContext: RequestContext {
+    /// Hummingbird's per-request storage.
+    public var coreContext: CoreRequestContextStorage
+    /// The peer's IP address, or `nil` when the channel has none (a Unix socket).
+    public let source: String?
+
+    /// A context for a request arriving on `source.channel`.
+    public init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        self.source = source.channel.remoteAddress?.ipAddress
+    }
 }

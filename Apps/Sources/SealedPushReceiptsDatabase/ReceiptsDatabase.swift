@@ -1,8 +1,22 @@
 import SQLiteNIO
 public import SealedPushWire
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 public import SealedPushCrypto
 import NIOCore
 public import Logging
+
+/// Creates `path` empty with mode 0600 unless it exists (never through a symbolic link); the error text, or `nil`.
+private func createPrivateFileIfMissing(_ path: String) -> String? {
+    let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { return errno == EEXIST ? nil : String(cString: strerror(errno)) }
+    _ = fchmod(fd, 0o600)
+    close(fd)
+    return nil
+}
 
 /// Why the receipts database could not be used; says what to do, never holds a token.
 public enum ReceiptsDatabaseError: Error, CustomStringConvertible, Sendable, Equatable {
@@ -43,6 +57,12 @@ public actor ReceiptsDatabase {
     let connection: SQLiteConnection
     /// The database file.
     public let path: String
+    /// The most failures one stored report stands for (its `count`, and its `dropped`): a report is a
+    /// signal, never proof, so one report cannot outweigh a thousand devices (receipts v1 §3).
+    public static let maximumReportCount = 1000
+    /// How long failure reports are kept, in milliseconds (30 days).
+    public static let reportRetentionMilliseconds: Int64 = 30 * 86_400_000
+    private var lastPurgeMilliseconds: Int64?
 
     private init(connection: SQLiteConnection, path: String) {
         self.connection = connection
@@ -50,7 +70,11 @@ public actor ReceiptsDatabase {
     }
 
     /// Opens (creating if needed) the database at `path`: WAL journal, `synchronous=NORMAL`, a 5 s busy timeout.
+    ///
+    /// A new file is created 0600 before SQLite opens it, so it and the `-wal` and `-shm` files SQLite
+    /// makes beside it with the same mode are the owner's alone, whatever the process umask.
     public static func open(path: String, logger: Logger = Logger(label: "sealedpush.receipts.db")) async throws(ReceiptsDatabaseError) -> ReceiptsDatabase {
+        if let problem = createPrivateFileIfMissing(path) { throw .cannotOpen(path: path, detail: problem) }
         do {
             let connection = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
             let db = ReceiptsDatabase(connection: connection, path: path)
@@ -91,6 +115,7 @@ public actor ReceiptsDatabase {
             )
             """)
         _ = try await connection.query("CREATE INDEX IF NOT EXISTS expected_issued ON expected(issued_at)")
+        _ = try await connection.query("CREATE INDEX IF NOT EXISTS failure_reports_received ON failure_reports(received_ms)")
     }
 
     /// Closes the connection, even from a cancelled task.
@@ -143,12 +168,20 @@ public actor ReceiptsDatabase {
         return known.isEmpty ? .unknownID : .wrongToken
     }
 
-    /// Stores a failure report (§3).
+    /// Stores a failure report (§3), its `count` and `dropped` capped at `maximumReportCount`; reports
+    /// received more than `reportRetentionMilliseconds` ago are deleted (at most once a minute).
     public func recordFailure(reason: ReasonCode, kid: KeyID?, at: Int64, count: Int, dropped: Int, receivedMilliseconds: Int64) async throws {
+        let cap = Self.maximumReportCount
         _ = try await connection.query(
             "INSERT INTO failure_reports (reason, key_id, at, count, dropped, received_ms) VALUES (?, ?, ?, ?, ?, ?)",
-            [.text(reason.rawValue), kid.map { .text($0.hex) } ?? .null, .integer(Int(at)), .integer(count), .integer(dropped),
-             .integer(Int(receivedMilliseconds))])
+            [.text(reason.rawValue), kid.map { .text($0.hex) } ?? .null, .integer(Int(at)), .integer(min(max(count, 0), cap)),
+             .integer(min(max(dropped, 0), cap)), .integer(Int(receivedMilliseconds))])
+        if let last = lastPurgeMilliseconds, receivedMilliseconds >= last, receivedMilliseconds - last < 60_000 {
+            return
+        }
+        lastPurgeMilliseconds = receivedMilliseconds
+        let (cutoff, overflow) = receivedMilliseconds.subtractingReportingOverflow(Self.reportRetentionMilliseconds)
+        _ = try await connection.query("DELETE FROM failure_reports WHERE received_ms < ?", [.integer(Int(overflow ? .min : cutoff))])
     }
 
     /// The figures of `receipts stats` for messages issued (and reports received) at or after `since` (Unix seconds).

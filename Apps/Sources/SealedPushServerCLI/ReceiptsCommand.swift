@@ -27,7 +27,9 @@ struct ReceiptsCommand: AsyncParsableCommand {
                 Answers POSTs on any path as receipts v1 §4 says: 204 for a receipt whose token matches the one \
                 `seal --receipts-db` recorded for its id (repeats too, counted once), 404 for an unknown id, 403 \
                 for a wrong token, 400 for a body that is not a receipt or failure report, 413 over 4096 bytes, \
-                202 for a failure report, 429 over --max-rate. Prints `listening on HOST:PORT` once bound \
+                202 for a failure report, 429 over --max-rate (checked before the body is read) or over \
+                --max-reports-per-source failure reports a minute from one address. A stored report counts for \
+                at most 1000 failures, and reports are kept 30 days. The database and its WAL are created 0600. Prints `listening on HOST:PORT` once bound \
                 (port 0 picks a free one). The database is in WAL mode, so `seal --receipts-db` records while \
                 this serves. Tokens are never logged or stored (only their SHA-256). Runs until SIGTERM or \
                 SIGINT, then stops accepting, answers the requests in flight, closes the database and exits 0.
@@ -41,9 +43,13 @@ struct ReceiptsCommand: AsyncParsableCommand {
         @OptionGroup var logging: LoggingOptions
         @Option(name: .customLong("max-rate"), help: ArgumentHelp("The most requests answered per second (429 above).", valueName: "N"))
         var maxRate = 50_000
+        @Option(name: .customLong("max-reports-per-source"), help: ArgumentHelp(
+            "The most failure reports one address may send a minute (429 above).", valueName: "N"))
+        var maxReportsPerSource = 60
 
         func validate() throws {
             guard maxRate >= 1 else { throw ValidationError("--max-rate must be at least 1.") }
+            guard maxReportsPerSource >= 1 else { throw ValidationError("--max-reports-per-source must be at least 1.") }
         }
 
 
@@ -51,7 +57,8 @@ struct ReceiptsCommand: AsyncParsableCommand {
             logging.apply(default: .notice)
             let (host, port) = (listen.host, listen.port)
             let database = try await ReceiptsDatabase.open(path: db)
-            let collector = ReceiptCollector(database: database, maxRequestsPerSecond: maxRate)
+            let collector = ReceiptCollector(database: database, maxRequestsPerSecond: maxRate,
+                                             maxReportsPerSourcePerMinute: maxReportsPerSource)
             let app = collector.application(host: host, port: port) { bound in
                 StandardIO.writeOutput(Array("listening on \(listen.with(port: bound))\n".utf8))
             }

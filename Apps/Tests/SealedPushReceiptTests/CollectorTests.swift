@@ -124,6 +124,64 @@ struct CollectorTests {
         await collector.stop()
     }
 
+    /// A failure report body (receipts v1 §3).
+    func report(_ reason: String = "unknownKey", count: Int64 = 1, dropped: Int64? = nil) -> [UInt8] {
+        var o = JSONObject([("v", .int(1)), ("type", .string("failed")), ("reason", .string(reason)), ("kid", .string("e2a0cdd02cd5f429")),
+                            ("at", .int(1_800_000_000)), ("count", .int(count))])
+        if let dropped { o["dropped"] = .int(dropped) }
+        return json(o)
+    }
+
+    @Test("failure reports are limited per source address; another source, and receipts, are not held up")
+    func reportsLimitedPerSource() async throws {
+        let database = try await ReceiptsDatabase.open(path: directory.appendingPathComponent("src.sqlite").path)
+        let frozen = ContinuousClock.now
+        let collector = ReceiptCollector(database: database, maxReportsPerSourcePerMinute: 3, now: { frozen })
+        var fromA: [Int] = []
+        for _ in 0..<5 { fromA.append(Int(await collector.answer(method: .post, body: report(), tooLarge: false, source: "192.0.2.1").code)) }
+        #expect(fromA == [202, 202, 202, 429, 429])
+        #expect(await collector.answer(method: .post, body: report(), tooLarge: false, source: "192.0.2.2") == .accepted)
+        // A receipt from the flooding address is still answered on its merits (an unknown id here).
+        let receipt = json(JSONObject([("v", .int(1)), ("type", .string("delivered")), ("id", .string("m")),
+                                       ("token", .string(ReceiptRequest.makeToken())), ("at", .int(1))]))
+        #expect(await collector.answer(method: .post, body: receipt, tooLarge: false, source: "192.0.2.1") == .notFound)
+        #expect(try await database.stats().failuresByReason["unknownKey"] == 4)
+        await database.close()
+    }
+
+    @Test("a report counts for at most maximumReportCount failures and dropped entries; reports older than 30 days are deleted")
+    func reportCountsCappedAndExpired() async throws {
+        let database = try await ReceiptsDatabase.open(path: directory.appendingPathComponent("cap.sqlite").path)
+        let collector = ReceiptCollector(database: database)
+        #expect(await collector.answer(method: .post, body: report(count: Int64(Int32.max), dropped: Int64(Int32.max)), tooLarge: false) == .accepted)
+        var stats = try await database.stats()
+        #expect(stats.failuresByReason["unknownKey"] == ReceiptsDatabase.maximumReportCount)
+        #expect(stats.droppedReported == ReceiptsDatabase.maximumReportCount)
+        // Expiry, on the database's own clock (milliseconds received).
+        let t0: Int64 = 1_800_000_000_000
+        try await database.recordFailure(reason: .decryptionFailed, kid: nil, at: 1, count: 5, dropped: 0, receivedMilliseconds: t0)
+        try await database.recordFailure(reason: .decryptionFailed, kid: nil, at: 1, count: 7, dropped: 0,
+                                         receivedMilliseconds: t0 + ReceiptsDatabase.reportRetentionMilliseconds + 1)
+        stats = try await database.stats()
+        #expect(stats.failuresByReason["decryptionFailed"] == 7, "the 30-day-old report was not deleted")
+        await database.close()
+    }
+
+    @Test("the database and its WAL and shared-memory files are 0600 whatever the umask")
+    func databaseFilesArePrivate() async throws {
+        let path = directory.appendingPathComponent("modes.sqlite").path
+        let old = umask(0o022)
+        defer { umask(old) }
+        let database = try await ReceiptsDatabase.open(path: path)
+        try await database.recordExpected(messageID: "m", token: ReceiptRequest.makeToken(), issuedAt: 1,
+                                          keyID: KeyID(hex: "e2a0cdd02cd5f429")!)
+        for file in [path, path + "-wal", path + "-shm"] {
+            let mode = (try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int) ?? -1
+            #expect(mode == 0o600, "\(file) is \(String(mode, radix: 8))")
+        }
+        await database.close()
+    }
+
     @Test("concurrent repeats of one receipt count the message once")
     func concurrentRepeats() async throws {
         let collector = try await RunningCollector.start(path: directory.appendingPathComponent("c.sqlite").path)
