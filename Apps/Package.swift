@@ -127,6 +127,9 @@ let package = Package(
             dependencies: [
                 .product(name: "SealedPushWire", package: "SealedPush"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "_NIOFileSystem", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

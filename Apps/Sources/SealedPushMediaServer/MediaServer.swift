@@ -1,5 +1,8 @@
 public import Hummingbird
 public import Logging
+import NIOCore
+import _NIOFileSystem
+import SystemPackage
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -16,7 +19,10 @@ import Darwin
 /// Serves each file of one directory at `/NAME` (or `/any/prefix/NAME`: only the last path component names
 /// the file) with `Content-Length`, as `application/octet-stream`. Names are what `DirectoryMediaStore` makes
 /// (letters, digits, `-`, `_`, `.`, never starting with `.`); anything else, including any attempt to leave
-/// the directory, is 404. Each request is logged (method, path, status, length), never an object's bytes.
+/// the directory, is 404. Only regular files are served, opened without following a symbolic link (a link
+/// in the directory pointing elsewhere is 404), and the file streamed is the one checked: opened once more
+/// for the body, it must still be the same regular file. Each request is logged (method, path, status,
+/// length), never an object's bytes.
 public struct MediaServer: Sendable {
     /// The directory served.
     public let directory: String
@@ -44,11 +50,24 @@ public struct MediaServer: Sendable {
         }
     }
 
-    /// The size of the regular file at `path`, or `nil` when there is none (missing, a directory, a device).
-    static func regularFileSize(_ path: String) -> Int? {
-        var info = stat()
-        guard stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
-        return Int(info.st_size)
+    /// A file's device and inode numbers, which say whether two opens reached the same file.
+    static func identity(_ info: FileInfo) -> (inode: UInt64, device: UInt64)? {
+        guard let status = info.platformSpecificStatus else { return nil }
+        return (UInt64(truncatingIfNeeded: status.st_ino), UInt64(truncatingIfNeeded: status.st_dev))
+    }
+
+    /// The size and identity of the regular file at `path`, opened without following a symbolic link, or
+    /// `nil` when there is none (missing, a link, a directory, a device).
+    static func regularFile(_ path: String) async -> (size: Int64, inode: UInt64, device: UInt64)? {
+        // lstat first: opening a FIFO for reading would block until a writer came.
+        var status = stat()
+        guard lstat(path, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { return nil }
+        return try? await FileSystem.shared.withFileHandle(forReadingAt: FilePath(path),
+                                                    options: OpenOptions.Read(followSymbolicLinks: false, closeOnExec: true)) { handle in
+            let info = try await handle.info()
+            guard info.type == .regular, let id = Self.identity(info) else { return nil }
+            return (info.size, id.inode, id.device)
+        }
     }
 
     /// The application, not yet running; `onRunning` receives the bound address (`127.0.0.1:PORT`).
@@ -56,16 +75,29 @@ public struct MediaServer: Sendable {
         let router = Router()
         let directory = self.directory
         let logger = self.logger
-        let fileIO = FileIO()
         router.get("**") { request, context -> Response in
             let path = request.uri.path
             let name = path.split(separator: "/", omittingEmptySubsequences: false).last.map(String.init) ?? ""
             let filePath = directory.hasSuffix("/") ? directory + name : directory + "/" + name
-            guard Self.isServableName(name), let size = Self.regularFileSize(filePath) else {
+            guard Self.isServableName(name), let file = await Self.regularFile(filePath) else {
                 logger.info("GET \(path) -> 404")
                 return Response(status: .notFound)
             }
-            let body = try await fileIO.loadFile(path: filePath, context: context)
+            let size = file.size
+            let body = ResponseBody(contentLength: Int(size)) { writer in
+                // Opened again for the body (no descriptor is held by a response that is never written):
+                // still no link followed, and it must be the file checked above, or the response is cut.
+                try await FileSystem.shared.withFileHandle(forReadingAt: FilePath(filePath),
+                                                           options: OpenOptions.Read(followSymbolicLinks: false, closeOnExec: true)) { handle in
+                    let info = try await handle.info()
+                    guard info.type == .regular, info.size == size, let id = Self.identity(info), id.inode == file.inode,
+                          id.device == file.device else { throw HTTPError(.notFound) }
+                    if size > 0 {
+                        for try await chunk in handle.readChunks(in: 0..<size, chunkLength: .kibibytes(128)) { try await writer.write(chunk) }
+                    }
+                }
+                try await writer.finish(nil)
+            }
             logger.info("GET \(path) -> 200 (\(size) bytes)")
             var headers = HTTPFields()
             headers[.contentType] = "application/octet-stream"

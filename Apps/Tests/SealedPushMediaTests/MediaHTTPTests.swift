@@ -215,12 +215,17 @@ func hostileServer(_ configure: @escaping @Sendable (Router<BasicRequestContext>
         #expect(try FileManager.default.contentsOfDirectory(atPath: world.media).count == 1)
     }
 
-    @Test("the fetcher over loopback: media serve answers with Content-Length; traversal is 404")
+    @Test("the fetcher over loopback: media serve answers with Content-Length; traversal, links out, directories and FIFOs are 404")
     func serverAndFetcher() async throws {
         let world = try MediaWorld()
         defer { world.cleanUp() }
         try Data([1, 2, 3, 4, 5]).write(to: URL(fileURLWithPath: world.media + "/obj_1-x"))
         try Data([9]).write(to: URL(fileURLWithPath: world.root + "/secret"))
+        try Data().write(to: URL(fileURLWithPath: world.media + "/empty"))
+        // A symbolic link inside DIR to a file outside it (served before: stat followed it), a directory, a FIFO.
+        try FileManager.default.createSymbolicLink(atPath: world.media + "/link", withDestinationPath: world.root + "/secret")
+        try FileManager.default.createDirectory(atPath: world.media + "/subdir", withIntermediateDirectories: false)
+        #expect(mkfifo(world.media + "/fifo", 0o600) == 0)
         let server = try MediaServeProcess(directory: world.media)
         let fetcher = HTTPAttachmentFetcher()
         func get(_ path: String) async throws -> (Int, Int?, [UInt8]) {
@@ -232,7 +237,9 @@ func hostileServer(_ configure: @escaping @Sendable (Router<BasicRequestContext>
         let ok = try await get("/obj_1-x")
         #expect(ok.0 == 200 && ok.1 == 5 && ok.2 == [1, 2, 3, 4, 5])
         #expect(try await get("/any/prefix/obj_1-x").0 == 200)
-        for path in ["/../secret", "/%2E%2E/secret", "/..%2Fsecret", "/.obj", "/", "/missing"] {
+        let empty = try await get("/empty")
+        #expect(empty.0 == 200 && empty.1 == 0 && empty.2.isEmpty)
+        for path in ["/../secret", "/%2E%2E/secret", "/..%2Fsecret", "/.obj", "/", "/missing", "/link", "/subdir", "/fifo"] {
             #expect(try await get(path).0 == 404, "\(path)")
         }
         try await fetcher.shutdown()
