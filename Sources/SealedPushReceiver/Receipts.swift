@@ -103,14 +103,14 @@ public struct ReceiptCourier: Sendable {
         self.logger = logger
     }
 
-    /// POSTs `message` within `timeout`, and never past the delivery's `deadline` (`nil`: no delivery in
+    /// POSTs `message`, padded (`ReceiptMessage.paddedBody`), within `timeout`, and never past the delivery's `deadline` (`nil`: no delivery in
     /// progress, as for a flush); `.failed` when time runs out first or the task is cancelled. The wait runs
     /// on `timer`, so an injected clock decides alone when an answered POST is late.
     func post(_ message: ReceiptMessage, dropped: Int = 0, to url: String, deadline: ContinuousClock.Instant?) async -> ReceiptPostResult {
         guard let transport, !Task.isCancelled else { return .failed }
         let wait = deadline.map { min(timeout, ContinuousClock.now.duration(to: $0)) } ?? timeout
         guard wait > .zero else { return .failed }
-        let body = JSON.serialize(.object(message.jsonObject(dropped: dropped)))
+        let body = message.paddedBody(dropped: dropped)
         let timer = self.timer
         let transportDeadline = ContinuousClock.now.advanced(by: wait)
         return await withTaskGroup(of: ReceiptPostResult?.self) { group in

@@ -186,8 +186,23 @@ public enum ReceiptMessage: Sendable, Equatable {
         return o
     }
 
+    /// The size every body a device posts is padded to when it fits (all bodies a device makes do), so a body's
+    /// size tells an observer nothing about attachment failures, the id's length or the dropped count.
+    public static let paddedBodyBytes = 512
+
+    /// The §2 or §3 body as posted: the JSON object (with `dropped`), then spaces (JSON whitespace, which every
+    /// JSON parser and `parse` accept) up to `paddedBodyBytes`, or to the next multiple of 256 bytes for a
+    /// longer body.
+    public func paddedBody(dropped: Int = 0) -> [UInt8] {
+        var body = JSON.serialize(.object(jsonObject(dropped: dropped)))
+        let target = body.count <= Self.paddedBodyBytes ? Self.paddedBodyBytes : (body.count + 255) / 256 * 256
+        body.append(contentsOf: repeatElement(0x20, count: target - body.count))
+        return body
+    }
+
     /// Reads a §2 or §3 body strictly (a collector's check: anything else is a `400`), with its `dropped` count.
-    /// Unknown members are refused; the message never quotes the token.
+    /// Unknown members are refused; the message never quotes the token. Whitespace around the object (a
+    /// device's padding) is accepted up to the 4096-byte limit.
     public static func parse(_ bytes: [UInt8]) -> (message: ReceiptMessage, dropped: Int)? {
         guard bytes.count <= maximumBodyBytes, case let .object(o)? = try? JSON.parse(bytes), o["v"] == .int(1),
               case let .string(type)? = o["type"], case let .int(at)? = o["at"], at >= 0 else { return nil }

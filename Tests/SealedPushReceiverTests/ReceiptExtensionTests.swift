@@ -23,6 +23,8 @@ struct ReceiptTestError: Error, CustomStringConvertible {
 /// A transport that records what it was asked to POST and answers as told.
 final class RecordingTransport: ReceiptTransport {
     let posts = Mutex<[(url: String, body: JSONObject)]>([])
+    /// Every body as sent, bytes and all (padding included).
+    let raw = Mutex<[[UInt8]]>([])
     let answer: Mutex<ReceiptPostResult>
     let hang: Bool
 
@@ -32,6 +34,7 @@ final class RecordingTransport: ReceiptTransport {
     }
 
     func post(_ body: [UInt8], to url: String, deadline: ContinuousClock.Instant) async -> ReceiptPostResult {
+        raw.withLock { $0.append(body) }
         if case let .object(o)? = try? JSON.parse(body) { posts.withLock { $0.append((url, o)) } }
         if hang {
             try? await Task.sleep(for: .seconds(30))
@@ -231,5 +234,33 @@ struct ReceiptExtensionTests {
         summary = await ReceiptCourier(transport: RecordingTransport(answer: .refused(status: 404)), outbox: outbox, timer: ManualClock()).flush(now: vectorNow)
         #expect(summary == OutboxFlushSummary(sent: 0, rejected: 1, remaining: 0))
         #expect(try outbox.entries().entries.isEmpty)
+    }
+
+    @Test("#22: every receipt and failure report the courier posts is padded with trailing spaces to 512 bytes, and still parses")
+    func bodiesArePadded() async throws {
+        let transport = RecordingTransport()
+        let outbox = ReceiptOutboxStore(store: store)
+        try outbox.setReportURL("https://push.example.com/reports")
+        let courier = ReceiptCourier(transport: transport, outbox: outbox, reportURL: { "https://push.example.com/reports" }, timer: ManualClock())
+        let deadline = ContinuousClock.now.advanced(by: .seconds(3600))
+        let request = ReceiptRequest(url: "https://push.example.com/r", token: ReceiptRequest.makeToken(byteCount: 64))
+        #expect(await courier.sendReceipt(request, messageID: "m", attachments: nil, now: vectorNow, deadline: deadline) == .sent)
+        #expect(await courier.sendReceipt(request, messageID: String(repeating: "x", count: 64),
+                                          attachments: ReceiptAttachmentCounts(attached: 1, failed: ["attachmentTooLarge": 1, "attachmentCorrupt": 2]),
+                                          now: vectorNow, deadline: deadline) == .sent)
+        #expect(await courier.reportFailure(reason: .unknownKey, kid: nil, now: vectorNow, deadline: deadline) == .sent)
+        // From the outbox, with a dropped count.
+        let small = ReceiptOutboxStore(store: store, capacity: 1)
+        try small.enqueue(url: request.url, message: .delivered(id: "q1", token: request.token, at: 1, attachments: nil), now: vectorNow)
+        try small.enqueue(url: request.url, message: .delivered(id: "q2", token: request.token, at: 2, attachments: nil), now: vectorNow)
+        #expect(await ReceiptCourier(transport: transport, outbox: small, timer: ManualClock()).flush(now: vectorNow).sent == 1)
+        let raw = transport.raw.withLock { $0 }
+        try #require(raw.count == 4)
+        #expect(transport.bodies.last?["dropped"] == .int(1))
+        for body in raw {
+            #expect(body.count == 512)
+            #expect(body.last == 0x20)
+            #expect(ReceiptMessage.parse(body) != nil)
+        }
     }
 }
