@@ -114,6 +114,11 @@ public struct HTTPURL: Sendable, Equatable {
         pathAndQuery = path.isEmpty ? "/" : (path.first == "?" ? "/" + path : String(path))
     }
 
+    /// The URL's origin, `scheme://host:port` with the scheme's default port written out (`https://a.example:443`):
+    /// the unit a device's outbox queues, backs off and counts dropped entries by (receipts from one origin never
+    /// wait on, or learn about, another's).
+    public var origin: String { "\(scheme)://\(host):\(port ?? (scheme == "https" ? 443 : 80))" }
+
     /// Whether the host is `localhost`, in `127.0.0.0/8`, or `[::1]`.
     public var isLoopback: Bool {
         if host == "localhost" || host == "[::1]" { return true }
@@ -266,5 +271,29 @@ public struct ReceiptOutboxEntry: Sendable, Equatable {
         self.url = url
         self.message = message
         self.queuedAt = queuedAt
+    }
+}
+
+/// One receipt origin's part of a device's outbox (`scheme://host:port`, see `HTTPURL.origin`): its entries, the
+/// entries of it that were dropped, and its backoff. Each origin is flushed, backed off and told of drops alone.
+public struct ReceiptOriginQueue: Sendable, Equatable {
+    /// The origin, `scheme://host:port`.
+    public var origin: String
+    /// Its entries waiting, oldest first.
+    public var entries: [ReceiptOutboxEntry]
+    /// How many of its entries were dropped and not yet reported (sent only to this origin, as `"dropped": n`).
+    public var dropped: Int
+    /// How many flushes in a row it failed (no answer, or neither `2xx` nor a final refusal).
+    public var failures: Int
+    /// The device time (Unix seconds) before which it is not tried again; `nil` when it may be tried now.
+    public var retryAt: Int64?
+
+    /// A queue from its parts.
+    public init(origin: String, entries: [ReceiptOutboxEntry], dropped: Int = 0, failures: Int = 0, retryAt: Int64? = nil) {
+        self.origin = origin
+        self.entries = entries
+        self.dropped = dropped
+        self.failures = failures
+        self.retryAt = retryAt
     }
 }
