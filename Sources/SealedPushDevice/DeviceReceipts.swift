@@ -12,8 +12,10 @@ extension SimulatedDevice {
         return ReceiptCourier(transport: transport, outbox: outbox, reportURL: { try? outbox.reportURL() })
     }
 
-    /// Sends what waits in the outbox (`sealedpush device flush`).
-    public func flushReceipts(transport: (any ReceiptTransport)?) async -> OutboxFlushSummary {
-        await receiptCourier(transport: transport).flush(now: clock.unixSeconds)
+    /// Sends what waits in the outbox (`sealedpush device flush`), each receipt origin on its own. A flush asked for
+    /// by hand tries every origin, backing off or not (`ignoringBackoff`, the default); the flush after a delivery
+    /// (`SecretMessageExtension`) skips origins backing off.
+    public func flushReceipts(transport: (any ReceiptTransport)?, ignoringBackoff: Bool = true) async -> OutboxFlushSummary {
+        await receiptCourier(transport: transport).flush(now: clock.unixSeconds, ignoringBackoff: ignoringBackoff)
     }
 }

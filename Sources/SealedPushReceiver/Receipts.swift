@@ -20,17 +20,19 @@ public protocol ReceiptTransport: Sendable {
     func post(_ body: [UInt8], to url: String, deadline: ContinuousClock.Instant) async -> ReceiptPostResult
 }
 
-/// The device's durable outbox and failure-report window (receipts v1 §2, §3), kept in its store.
+/// The device's durable outbox and failure-report window (receipts v1 §2, §3).
 ///
-/// Every method is one atomic, durable step: when `enqueue` returns, the entry survives a crash.
+/// Every method is one atomic, durable step: when `enqueue` returns, the entry survives a crash. Entries are kept
+/// per origin (`scheme://host:port`, `HTTPURL.origin`), each with its own dropped count and backoff.
 public protocol ReceiptOutbox: Sendable {
-    /// Adds an entry (dropping the oldest beyond the outbox's capacity, counted as dropped).
+    /// Adds an entry (dropping the oldest beyond the outbox's bounds, counted as dropped at their origins).
     func enqueue(url: String, message: ReceiptMessage, now: Int64) throws
-    /// The entries waiting, oldest first, and how many were dropped and not yet reported; entries older than
-    /// the outbox's age limit are dropped (and counted) first.
-    func pending(now: Int64) throws -> (entries: [ReceiptOutboxEntry], dropped: Int)
-    /// Removes the entries with these sequence numbers, and `droppedReported` from the dropped count.
-    func remove(sequences: [UInt64], droppedReported: Int) throws
+    /// The entries waiting by origin, each origin's oldest first, with its dropped count not yet reported and its
+    /// backoff; entries older than the outbox's age limit are dropped (and counted) first.
+    func queues(now: Int64) throws -> [ReceiptOriginQueue]
+    /// Records a flush of `origin`: removes the entries with these sequence numbers, subtracts `droppedReported`
+    /// from its dropped count, and backs it off when it `failed` (or clears its backoff when it did not).
+    func settle(origin: String, removing sequences: [UInt64], droppedReported: Int, failed: Bool, now: Int64) throws
     /// Records a failure of `(reason, kid)` at `now`: returns how many failures a report sent now stands for,
     /// or `nil` when a report for the pair was made less than `window` seconds ago (this one is counted for the next).
     func noteFailure(reason: ReasonCode, kid: KeyID?, now: Int64, window: Int64) throws -> Int?
@@ -60,7 +62,7 @@ public struct OutboxFlushSummary: Sendable, Equatable {
     public var sent = 0
     /// Entries the server refused for good (`400`, `403`, `404`, `413`), now removed.
     public var rejected = 0
-    /// Entries still waiting (the server was not reachable, or answered otherwise).
+    /// Entries still waiting (their origin was not reachable, answered otherwise, or is backing off).
     public var remaining = 0
 
     /// A summary from its counts.
@@ -103,14 +105,14 @@ public struct ReceiptCourier: Sendable {
         self.logger = logger
     }
 
-    /// POSTs `message` within `timeout`, and never past the delivery's `deadline` (`nil`: no delivery in
+    /// POSTs `message`, padded (`ReceiptMessage.paddedBody`), within `timeout`, and never past the delivery's `deadline` (`nil`: no delivery in
     /// progress, as for a flush); `.failed` when time runs out first or the task is cancelled. The wait runs
     /// on `timer`, so an injected clock decides alone when an answered POST is late.
     func post(_ message: ReceiptMessage, dropped: Int = 0, to url: String, deadline: ContinuousClock.Instant?) async -> ReceiptPostResult {
         guard let transport, !Task.isCancelled else { return .failed }
         let wait = deadline.map { min(timeout, ContinuousClock.now.duration(to: $0)) } ?? timeout
         guard wait > .zero else { return .failed }
-        let body = JSON.serialize(.object(message.jsonObject(dropped: dropped)))
+        let body = message.paddedBody(dropped: dropped)
         let timer = self.timer
         let transportDeadline = ContinuousClock.now.advanced(by: wait)
         return await withTaskGroup(of: ReceiptPostResult?.self) { group in
@@ -160,40 +162,72 @@ public struct ReceiptCourier: Sendable {
         }
     }
 
-    /// Sends what waits in the outbox, oldest first, each with its own deadline; stops at the first entry that
-    /// gets no answer (the server is down). The first entry sent carries the outbox's `dropped` count.
-    public func flush(now: Int64) async -> OutboxFlushSummary {
+    /// How many origins a flush sends to at once.
+    static let flushConcurrency = 4
+
+    /// The statuses that refuse an entry for good (it is removed): `400`, `403`, `404`, `410`, `413`.
+    static let finalRefusals: Set<Int> = [400, 403, 404, 410, 413]
+
+    /// Sends what waits in the outbox, each origin (`scheme://host:port`) on its own, a few at once: an origin's
+    /// entries go oldest first, each with its own deadline, until one gets neither `2xx` nor a final refusal
+    /// (no answer, `3xx`, `401`, `5xx`, …); that origin then backs off (exponential, capped, kept in the outbox)
+    /// and is not tried again before its backoff ends, unless `ignoringBackoff` (a flush asked for by hand).
+    /// An origin's first entry sent carries the dropped count of that origin's entries only.
+    public func flush(now: Int64, ignoringBackoff: Bool = false) async -> OutboxFlushSummary {
         var summary = OutboxFlushSummary()
-        let waiting: (entries: [ReceiptOutboxEntry], dropped: Int)
-        do { waiting = try outbox.pending(now: now) } catch {
+        let queues: [ReceiptOriginQueue]
+        do { queues = try outbox.queues(now: now) } catch {
             logger.error("outbox unreadable", metadata: ["error": "\(error)"])
             return summary
         }
-        var done: [UInt64] = []
-        var droppedToReport = waiting.dropped
-        var droppedReported = 0
-        for (index, entry) in waiting.entries.enumerated() {
-            let result = await post(entry.message, dropped: droppedToReport, to: entry.url, deadline: nil)
-            switch result {
-            case .accepted:
-                summary.sent += 1
-            case let .refused(status) where [400, 403, 404, 410, 413].contains(status):
-                summary.rejected += 1
-            default:
-                summary.remaining = waiting.entries.count - index
+        summary.remaining = queues.reduce(0) { $0 + $1.entries.count }
+        // Due origins, those failing least first: a healthy collector is not queued behind failing ones.
+        let due = queues.enumerated().filter { !$0.element.entries.isEmpty && (ignoringBackoff || $0.element.retryAt == nil) }
+            .sorted { ($0.element.failures, $0.offset) < ($1.element.failures, $1.offset) }.map(\.element)
+        await withTaskGroup(of: (sent: Int, rejected: Int).self) { group in
+            var next = due.makeIterator()
+            for _ in 0..<Self.flushConcurrency {
+                guard let queue = next.next() else { break }
+                group.addTask { await self.flush(queue, now: now) }
             }
-            guard summary.remaining == 0 else { break }
-            done.append(entry.sequence)
-            if case .accepted = result {
-                droppedReported += droppedToReport
-                droppedToReport = 0
-            }
-        }
-        if !done.isEmpty || droppedReported > 0 {
-            do { try outbox.remove(sequences: done, droppedReported: droppedReported) } catch {
-                logger.error("sent outbox entries could not be removed (they will be sent again)", metadata: ["error": "\(error)"])
+            while let done = await group.next() {
+                summary.sent += done.sent
+                summary.rejected += done.rejected
+                summary.remaining -= done.sent + done.rejected
+                if let queue = next.next() { group.addTask { await self.flush(queue, now: now) } }
             }
         }
         return summary
+    }
+
+    /// Flushes one origin's queue and records the outcome (one outbox transaction).
+    func flush(_ queue: ReceiptOriginQueue, now: Int64) async -> (sent: Int, rejected: Int) {
+        var sent = 0
+        var rejected = 0
+        var done: [UInt64] = []
+        var droppedToReport = queue.dropped
+        var droppedReported = 0
+        var failed = false
+        for entry in queue.entries {
+            switch await post(entry.message, dropped: droppedToReport, to: entry.url, deadline: nil) {
+            case .accepted:
+                sent += 1
+                done.append(entry.sequence)
+                droppedReported += droppedToReport
+                droppedToReport = 0
+            case let .refused(status) where Self.finalRefusals.contains(status):
+                rejected += 1
+                done.append(entry.sequence)
+            default:
+                failed = true
+            }
+            if failed { break }
+        }
+        do {
+            try outbox.settle(origin: queue.origin, removing: done, droppedReported: droppedReported, failed: failed, now: now)
+        } catch {
+            logger.error("a flush's outcome could not be recorded in the outbox (sent entries will be sent again)", metadata: ["error": "\(error)"])
+        }
+        return (sent, rejected)
     }
 }

@@ -114,6 +114,11 @@ public struct HTTPURL: Sendable, Equatable {
         pathAndQuery = path.isEmpty ? "/" : (path.first == "?" ? "/" + path : String(path))
     }
 
+    /// The URL's origin, `scheme://host:port` with the scheme's default port written out (`https://a.example:443`):
+    /// the unit a device's outbox queues, backs off and counts dropped entries by (receipts from one origin never
+    /// wait on, or learn about, another's).
+    public var origin: String { "\(scheme)://\(host):\(port ?? (scheme == "https" ? 443 : 80))" }
+
     /// Whether the host is `localhost`, in `127.0.0.0/8`, or `[::1]`.
     public var isLoopback: Bool {
         if host == "localhost" || host == "[::1]" { return true }
@@ -186,8 +191,23 @@ public enum ReceiptMessage: Sendable, Equatable {
         return o
     }
 
+    /// The size every body a device posts is padded to when it fits (all bodies a device makes do), so a body's
+    /// size tells an observer nothing about attachment failures, the id's length or the dropped count.
+    public static let paddedBodyBytes = 512
+
+    /// The §2 or §3 body as posted: the JSON object (with `dropped`), then spaces (JSON whitespace, which every
+    /// JSON parser and `parse` accept) up to `paddedBodyBytes`, or to the next multiple of 256 bytes for a
+    /// longer body.
+    public func paddedBody(dropped: Int = 0) -> [UInt8] {
+        var body = JSON.serialize(.object(jsonObject(dropped: dropped)))
+        let target = body.count <= Self.paddedBodyBytes ? Self.paddedBodyBytes : (body.count + 255) / 256 * 256
+        body.append(contentsOf: repeatElement(0x20, count: target - body.count))
+        return body
+    }
+
     /// Reads a §2 or §3 body strictly (a collector's check: anything else is a `400`), with its `dropped` count.
-    /// Unknown members are refused; the message never quotes the token.
+    /// Unknown members are refused; the message never quotes the token. Whitespace around the object (a
+    /// device's padding) is accepted up to the 4096-byte limit.
     public static func parse(_ bytes: [UInt8]) -> (message: ReceiptMessage, dropped: Int)? {
         guard bytes.count <= maximumBodyBytes, case let .object(o)? = try? JSON.parse(bytes), o["v"] == .int(1),
               case let .string(type)? = o["type"], case let .int(at)? = o["at"], at >= 0 else { return nil }
@@ -251,5 +271,29 @@ public struct ReceiptOutboxEntry: Sendable, Equatable {
         self.url = url
         self.message = message
         self.queuedAt = queuedAt
+    }
+}
+
+/// One receipt origin's part of a device's outbox (`scheme://host:port`, see `HTTPURL.origin`): its entries, the
+/// entries of it that were dropped, and its backoff. Each origin is flushed, backed off and told of drops alone.
+public struct ReceiptOriginQueue: Sendable, Equatable {
+    /// The origin, `scheme://host:port`.
+    public var origin: String
+    /// Its entries waiting, oldest first.
+    public var entries: [ReceiptOutboxEntry]
+    /// How many of its entries were dropped and not yet reported (sent only to this origin, as `"dropped": n`).
+    public var dropped: Int
+    /// How many flushes in a row it failed (no answer, or neither `2xx` nor a final refusal).
+    public var failures: Int
+    /// The device time (Unix seconds) before which it is not tried again; `nil` when it may be tried now.
+    public var retryAt: Int64?
+
+    /// A queue from its parts.
+    public init(origin: String, entries: [ReceiptOutboxEntry], dropped: Int = 0, failures: Int = 0, retryAt: Int64? = nil) {
+        self.origin = origin
+        self.entries = entries
+        self.dropped = dropped
+        self.failures = failures
+        self.retryAt = retryAt
     }
 }

@@ -46,7 +46,7 @@ struct OutboxCrashTests {
             #expect(ids.count <= reported.count + 1, "round \(round): more than the write in progress appeared")
             if !ids.isEmpty { roundsWithEntries += 1 }
             // Empty it for the next round (through the store, as a flush does).
-            try outbox.remove(sequences: waiting.entries.map(\.sequence), droppedReported: 0)
+            try outbox.remove(sequences: waiting.entries.map(\.sequence))
         }
         #expect(acknowledged > 0 && roundsWithEntries >= 10, "the writer did too little: \(acknowledged) entries, \(roundsWithEntries) rounds")
     }

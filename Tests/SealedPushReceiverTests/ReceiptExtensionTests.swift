@@ -23,6 +23,8 @@ struct ReceiptTestError: Error, CustomStringConvertible {
 /// A transport that records what it was asked to POST and answers as told.
 final class RecordingTransport: ReceiptTransport {
     let posts = Mutex<[(url: String, body: JSONObject)]>([])
+    /// Every body as sent, bytes and all (padding included).
+    let raw = Mutex<[[UInt8]]>([])
     let answer: Mutex<ReceiptPostResult>
     let hang: Bool
 
@@ -32,6 +34,7 @@ final class RecordingTransport: ReceiptTransport {
     }
 
     func post(_ body: [UInt8], to url: String, deadline: ContinuousClock.Instant) async -> ReceiptPostResult {
+        raw.withLock { $0.append(body) }
         if case let .object(o)? = try? JSON.parse(body) { posts.withLock { $0.append((url, o)) } }
         if hang {
             try? await Task.sleep(for: .seconds(30))
@@ -42,6 +45,26 @@ final class RecordingTransport: ReceiptTransport {
 
     var bodies: [JSONObject] { posts.withLock { $0.map(\.body) } }
 }
+
+/// A transport that answers by the URL's host (accepting hosts it was not told about) and records every POST.
+final class RoutingTransport: ReceiptTransport {
+    let answers: Mutex<[String: ReceiptPostResult]>
+    let posts = Mutex<[(url: String, body: JSONObject)]>([])
+
+    init(_ answers: [String: ReceiptPostResult]) { self.answers = Mutex(answers) }
+
+    func post(_ body: [UInt8], to url: String, deadline: ContinuousClock.Instant) async -> ReceiptPostResult {
+        if case let .object(o)? = try? JSON.parse(body) { posts.withLock { $0.append((url, o)) } }
+        let host = HTTPURLHost(url)
+        return answers.withLock { $0[host] } ?? .accepted(status: 204)
+    }
+
+    /// The bodies posted to `host`, in order.
+    func bodies(to host: String) -> [JSONObject] { posts.withLock { $0.filter { HTTPURLHost($0.url) == host }.map(\.body) } }
+}
+
+/// The host of a test URL (`https://host/...`).
+func HTTPURLHost(_ url: String) -> String { String(url.dropFirst("https://".count).prefix { $0 != "/" && $0 != ":" }) }
 
 /// The extension's receipts and failure reports (receipts v1 §2, §3) over the device's real outbox.
 @Suite("Receipts in the extension", .timeLimit(.minutes(10)))
@@ -200,7 +223,11 @@ struct ReceiptExtensionTests {
         let slow = await deliver(makeExtension(hanging, keys: [stranger], timeout: .milliseconds(100)), data)
         #expect(slow.outcome == .decrypted && slow.receipt == .queued)
         #expect(try ReceiptOutboxStore(store: store).entries().entries.count == 2)
-        // Up again: the next delivery (a message without a receipt) flushes both after its content.
+        // The first delivery's flush found the origin down, so it backs off a minute: the second delivery's flush
+        // did not try it (only its own receipt was posted).
+        #expect(hanging.posts.withLock { $0.count } == 1)
+        // Up again, a minute later: the next delivery (a message without a receipt) flushes both after its content.
+        time.value.withLock { $0 = vectorNow + 60 }
         let up = RecordingTransport()
         let plain = try NotificationSender(clock: { [vectorNow] in vectorNow }).seal(SecretMessage(title: "a", body: "b"), to: stranger.publicKey)
         guard case let .object(p) = try JSON.parse(plain.payload), let plainData = p[WireFormat.encryptedDataKey]?.stringValue else { return }
@@ -223,13 +250,123 @@ struct ReceiptExtensionTests {
         #expect(summary == OutboxFlushSummary(sent: 0, rejected: 0, remaining: 2))
         #expect(down.bodies.count == 1 && down.bodies[0]["dropped"] == .int(2))
         let up = RecordingTransport()
-        summary = await ReceiptCourier(transport: up, outbox: outbox, timer: ManualClock()).flush(now: vectorNow)
+        // The origin backs off a minute after it failed.
+        summary = await ReceiptCourier(transport: up, outbox: outbox, timer: ManualClock()).flush(now: vectorNow + 59)
+        #expect(summary == OutboxFlushSummary(sent: 0, rejected: 0, remaining: 2) && up.bodies.isEmpty)
+        summary = await ReceiptCourier(transport: up, outbox: outbox, timer: ManualClock()).flush(now: vectorNow + 60)
         #expect(summary == OutboxFlushSummary(sent: 2, rejected: 0, remaining: 0))
         #expect(up.bodies.map { $0["dropped"] } == [.int(2), nil])
         #expect(try outbox.entries().dropped == 0)
         try outbox.enqueue(url: "https://r.example/r", message: .delivered(id: "gone", token: token, at: 1, attachments: nil), now: vectorNow)
-        summary = await ReceiptCourier(transport: RecordingTransport(answer: .refused(status: 404)), outbox: outbox, timer: ManualClock()).flush(now: vectorNow)
+        summary = await ReceiptCourier(transport: RecordingTransport(answer: .refused(status: 404)), outbox: outbox, timer: ManualClock()).flush(now: vectorNow + 60)
         #expect(summary == OutboxFlushSummary(sent: 0, rejected: 1, remaining: 0))
         #expect(try outbox.entries().entries.isEmpty)
+    }
+
+    func receiptTo(_ host: String, _ n: Int, token: String) -> (url: String, message: ReceiptMessage) {
+        ("https://\(host)/r", .delivered(id: "\(host)-\(n)", token: token, at: Int64(n), attachments: nil))
+    }
+
+    @Test("#22: an origin that black-holes or answers 3xx/401/5xx holds up no other origin's receipts, and backs off (exponential, capped, durable)",
+          arguments: [ReceiptPostResult.failed, .refused(status: 302), .refused(status: 401), .refused(status: 503)])
+    func originsAreIndependent(_ badAnswer: ReceiptPostResult) async throws {
+        let store = try KeychainStore(url: directory.appendingPathComponent("origins"))
+        let token = ReceiptRequest.makeToken()
+        let t0 = vectorNow
+        for (n, host) in ["bad.example", "good.example", "bad.example", "good.example"].enumerated() {
+            let r = receiptTo(host, n, token: token)
+            try ReceiptOutboxStore(store: store).enqueue(url: r.url, message: r.message, now: t0)
+        }
+        let transport = RoutingTransport(["bad.example": badAnswer])
+        // A new courier and outbox value each time: the backoff is in the store, not in memory.
+        func flush(_ now: Int64) async -> OutboxFlushSummary {
+            await ReceiptCourier(transport: transport, outbox: ReceiptOutboxStore(store: store), timer: ManualClock()).flush(now: now)
+        }
+        var summary = await flush(t0)
+        #expect(transport.bodies(to: "good.example").map { $0["id"] } == [.string("good.example-1"), .string("good.example-3")])
+        #expect(transport.bodies(to: "bad.example").count == 1)
+        #expect(summary == OutboxFlushSummary(sent: 2, rejected: 0, remaining: 2))
+        // Backing off at once: not retried by the next flush, nor before a minute has passed.
+        summary = await flush(t0 + 1)
+        summary = await flush(t0 + 59)
+        #expect(transport.bodies(to: "bad.example").count == 1)
+        #expect(summary == OutboxFlushSummary(sent: 0, rejected: 0, remaining: 2))
+        _ = await flush(t0 + 60)
+        #expect(transport.bodies(to: "bad.example").count == 2)
+        // Then two minutes, …
+        _ = await flush(t0 + 60 + 119)
+        #expect(transport.bodies(to: "bad.example").count == 2)
+        var now = t0 + 60 + 120
+        _ = await flush(now)
+        #expect(transport.bodies(to: "bad.example").count == 3)
+        // … doubling up to an hour, never more.
+        for round in 4...12 {
+            now += 3600
+            _ = await flush(now)
+            #expect(transport.bodies(to: "bad.example").count == round)
+        }
+        // A device clock set back by a day does not strand the origin behind a retry time a day away.
+        _ = await flush(now - 86_400)
+        #expect(transport.bodies(to: "bad.example").count == 13)
+        now += 3600
+        // Up again: both of its entries go, oldest first.
+        transport.answers.withLock { $0 = [:] }
+        now += 3600
+        summary = await flush(now)
+        #expect(summary == OutboxFlushSummary(sent: 2, rejected: 0, remaining: 0))
+        #expect(transport.bodies(to: "bad.example").suffix(2).map { $0["id"] } == [.string("bad.example-0"), .string("bad.example-2")])
+        #expect(try ReceiptOutboxStore(store: store).entries().entries.isEmpty)
+    }
+
+    @Test("#22: \"dropped\" goes only to the origin whose entries were dropped, never to another sender's collector")
+    func droppedPerOrigin() async throws {
+        let outbox = ReceiptOutboxStore(store: store, capacity: 2)
+        let token = ReceiptRequest.makeToken()
+        for (n, host) in ["a.example", "a.example", "b.example", "b.example"].enumerated() {
+            let r = receiptTo(host, n, token: token)
+            try outbox.enqueue(url: r.url, message: r.message, now: vectorNow)
+        }
+        #expect(try outbox.entries().dropped == 2)
+        let transport = RoutingTransport([:])
+        var summary = await ReceiptCourier(transport: transport, outbox: outbox, timer: ManualClock()).flush(now: vectorNow)
+        #expect(summary == OutboxFlushSummary(sent: 2, rejected: 0, remaining: 0))
+        #expect(transport.bodies(to: "b.example").map { $0["dropped"] } == [nil, nil])
+        #expect(transport.bodies(to: "a.example").isEmpty)
+        #expect(try outbox.entries().dropped == 2)
+        // a.example's next receipt carries the count of its own dropped entries.
+        let r = receiptTo("a.example", 9, token: token)
+        try outbox.enqueue(url: r.url, message: r.message, now: vectorNow)
+        summary = await ReceiptCourier(transport: transport, outbox: outbox, timer: ManualClock()).flush(now: vectorNow)
+        #expect(summary == OutboxFlushSummary(sent: 1, rejected: 0, remaining: 0))
+        #expect(transport.bodies(to: "a.example").map { $0["dropped"] } == [.int(2)])
+        #expect(try outbox.entries().dropped == 0)
+    }
+
+    @Test("#22: every receipt and failure report the courier posts is padded with trailing spaces to 512 bytes, and still parses")
+    func bodiesArePadded() async throws {
+        let transport = RecordingTransport()
+        let outbox = ReceiptOutboxStore(store: store)
+        try outbox.setReportURL("https://push.example.com/reports")
+        let courier = ReceiptCourier(transport: transport, outbox: outbox, reportURL: { "https://push.example.com/reports" }, timer: ManualClock())
+        let deadline = ContinuousClock.now.advanced(by: .seconds(3600))
+        let request = ReceiptRequest(url: "https://push.example.com/r", token: ReceiptRequest.makeToken(byteCount: 64))
+        #expect(await courier.sendReceipt(request, messageID: "m", attachments: nil, now: vectorNow, deadline: deadline) == .sent)
+        #expect(await courier.sendReceipt(request, messageID: String(repeating: "x", count: 64),
+                                          attachments: ReceiptAttachmentCounts(attached: 1, failed: ["attachmentTooLarge": 1, "attachmentCorrupt": 2]),
+                                          now: vectorNow, deadline: deadline) == .sent)
+        #expect(await courier.reportFailure(reason: .unknownKey, kid: nil, now: vectorNow, deadline: deadline) == .sent)
+        // From the outbox, with a dropped count.
+        let small = ReceiptOutboxStore(store: store, capacity: 1)
+        try small.enqueue(url: request.url, message: .delivered(id: "q1", token: request.token, at: 1, attachments: nil), now: vectorNow)
+        try small.enqueue(url: request.url, message: .delivered(id: "q2", token: request.token, at: 2, attachments: nil), now: vectorNow)
+        #expect(await ReceiptCourier(transport: transport, outbox: small, timer: ManualClock()).flush(now: vectorNow).sent == 1)
+        let raw = transport.raw.withLock { $0 }
+        try #require(raw.count == 4)
+        #expect(transport.bodies.last?["dropped"] == .int(1))
+        for body in raw {
+            #expect(body.count == 512)
+            #expect(body.last == 0x20)
+            #expect(ReceiptMessage.parse(body) != nil)
+        }
     }
 }

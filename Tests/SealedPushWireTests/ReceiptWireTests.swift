@@ -77,4 +77,15 @@ struct ReceiptWireTests {
         #expect(ReceiptMessage.parse(JSON.serialize(.object(zero))) == nil)
         #expect(ReceiptMessage.parse([UInt8](repeating: 0x20, count: 4097)) == nil)
     }
+
+    @Test("#22: a collector accepts a body padded with trailing JSON whitespace up to 4096 bytes, and refuses one over it")
+    func paddedBodiesParse() throws {
+        let message = ReceiptMessage.delivered(id: "m1", token: token(16), at: 1, attachments: nil)
+        let bare = JSON.serialize(.object(message.jsonObject(dropped: 3)))
+        for pad in [[UInt8](repeating: 0x20, count: 512 - bare.count), [0x0a, 0x09, 0x0d, 0x20], [UInt8](repeating: 0x20, count: 4096 - bare.count)] {
+            let parsed = try #require(ReceiptMessage.parse(bare + pad))
+            #expect(parsed.message == message && parsed.dropped == 3)
+        }
+        #expect(ReceiptMessage.parse(bare + [UInt8](repeating: 0x20, count: 4097 - bare.count)) == nil)
+    }
 }
