@@ -3,8 +3,15 @@ import PackageDescription
 
 // SealedPush's libraries: what an iOS app (its notification service extension) and a Swift server link.
 //
+// libsodium: on Linux the distribution's (the `CSodium` system library, pkg-config). On Apple platforms
+// there is no system libsodium: an app enables the `AppleSodium` trait, which links swift-sodium's
+// `Clibsodium` product (a full libsodium build as an xcframework). The trait is off by default and the
+// dependency is used only under it, so a Linux build never resolves or fetches swift-sodium
+// (docs/ios.md, "What was verified here").
+//
 // This manifest is one literal, the same on every machine and in every build. Its package dependencies
-// are the two the libraries need (swift-log, swift-system): no HTTP server or client, no NIO, TLS,
+// are the two the libraries need (swift-log, swift-system), and swift-sodium only under the
+// `AppleSodium` trait: no HTTP server or client, no NIO, TLS,
 // certificate or database package, so an app that adds SealedPush resolves none of them. The
 // executables and everything networked live in the nested package `Apps/`; benchmarks in
 // `Benchmarks/`, libFuzzer harnesses in `Fuzz/` (docs/architecture.md).
@@ -14,6 +21,13 @@ import PackageDescription
 let strict: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+/// libsodium for the targets that call it: the system library on Linux; on iOS and macOS swift-sodium's
+/// `Clibsodium`, only when the `AppleSodium` trait is enabled.
+let sodium: [Target.Dependency] = [
+    .target(name: "CSodium", condition: .when(platforms: [.linux])),
+    .product(name: "Clibsodium", package: "swift-sodium", condition: .when(platforms: [.iOS, .macOS], traits: ["AppleSodium"])),
 ]
 
 let package = Package(
@@ -33,9 +47,18 @@ let package = Package(
         /// the child-process runner, quiet logging). Not for apps.
         .library(name: "SealedPushTestSupport", targets: ["SealedPushTestSupport"]),
     ],
+    traits: [
+        .trait(
+            name: "AppleSodium",
+            description: "Link libsodium on iOS and macOS from swift-sodium's Clibsodium product (jedisct1/swift-sodium)."
+        ),
+    ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+        // Only under the AppleSodium trait, only on iOS and macOS (see SealedPushCrypto). 0.x: minor
+        // versions may break, so up to the next minor.
+        .package(url: "https://github.com/jedisct1/swift-sodium", .upToNextMinor(from: "0.10.0")),
     ],
     targets: [
         // The distribution's libsodium (Debian: libsodium-dev), found through pkg-config.
@@ -45,8 +68,9 @@ let package = Package(
             pkgConfig: "libsodium",
             providers: [.apt(["libsodium-dev"]), .brew(["libsodium"])]
         ),
-        // The only module that touches pointers and libsodium.
-        .target(name: "SealedPushCrypto", dependencies: ["CSodium"], swiftSettings: strict),
+        // The only module that touches pointers and libsodium: the system library on Linux, swift-sodium's
+        // Clibsodium on iOS and macOS when the AppleSodium trait is on (its sources import whichever is present).
+        .target(name: "SealedPushCrypto", dependencies: sodium, swiftSettings: strict),
         // Wire format v1: envelope, padding, inner framing, body model, ordered receiver checks.
         .target(name: "SealedPushWire", dependencies: ["SealedPushCrypto"], swiftSettings: strict),
         // APNs models shared by the sender, the provider client and the local APNs: every documented
@@ -101,7 +125,7 @@ let package = Package(
             dependencies: ["SealedPushKeychain", "SealedPushCrypto", "SealedPushWire"],
             swiftSettings: strict
         ),
-        .testTarget(name: "SealedPushCryptoTests", dependencies: ["SealedPushCrypto", "CSodium", "SealedPushTestSupport"],
+        .testTarget(name: "SealedPushCryptoTests", dependencies: ["SealedPushCrypto", "SealedPushTestSupport"] + sodium,
                     swiftSettings: strict),
         .testTarget(name: "SealedPushWireTests", dependencies: ["SealedPushWire", "SealedPushCrypto", "SealedPushTestSupport"],
                     swiftSettings: strict),
