@@ -23,6 +23,17 @@ let strict: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
+/// The Linux build of the Apple glue: the stand-in modules take the names of Apple's frameworks, and
+/// `SealedPushApple` names the copy of the module compiled against them (docs/ios.md).
+let appleStandIns: [SwiftSetting] = [
+    .unsafeFlags([
+        "-module-alias", "UserNotifications=AppleStandInUserNotifications",
+        "-module-alias", "Security=AppleStandInSecurity",
+        "-module-alias", "os=AppleStandInOS",
+        "-module-alias", "SealedPushApple=SealedPushAppleOnStandIns",
+    ], .when(platforms: [.linux])),
+]
+
 /// libsodium for the targets that call it: the system library on Linux; on iOS and macOS swift-sodium's
 /// `Clibsodium`, only when the `AppleSodium` trait is enabled.
 let sodium: [Target.Dependency] = [
@@ -39,6 +50,7 @@ let package = Package(
         .library(name: "SealedPushCrypto", targets: ["SealedPushCrypto"]),
         .library(name: "SealedPushWire", targets: ["SealedPushWire"]),
         .library(name: "SealedPushReceiver", targets: ["SealedPushReceiver"]),
+        .library(name: "SealedPushApple", targets: ["SealedPushApple"]),
         .library(name: "SealedPushSender", targets: ["SealedPushSender"]),
         .library(name: "SealedPushKeychain", targets: ["SealedPushKeychain"]),
         .library(name: "SealedPushDevice", targets: ["SealedPushDevice"]),
@@ -110,6 +122,42 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The iOS glue an app's notification service extension subclasses: the service extension base
+        // class, content conversion over `request.content`, Keychain device keys, attachment options,
+        // swift-log to os.Logger. Every file is inside `#if canImport(UserNotifications)`: empty on Linux.
+        .target(
+            name: "SealedPushApple",
+            dependencies: [
+                "SealedPushReceiver", "SealedPushWire", "SealedPushCrypto",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // Test-only: SealedPushApple's own files (symlinked, Tests/AppleStandIns/SealedPushApple) compiled
+        // on Linux against stand-ins that declare the Apple API they use with Apple's signatures. The
+        // stand-ins are empty outside Linux and in no product.
+        .target(name: "AppleStandInUserNotifications", path: "Tests/AppleStandIns/UserNotifications", swiftSettings: strict),
+        .target(name: "AppleStandInSecurity", path: "Tests/AppleStandIns/Security", swiftSettings: strict),
+        .target(name: "AppleStandInOS", path: "Tests/AppleStandIns/os", swiftSettings: strict),
+        .target(
+            name: "SealedPushAppleOnStandIns",
+            dependencies: [
+                "SealedPushReceiver", "SealedPushWire", "SealedPushCrypto",
+                .product(name: "Logging", package: "swift-log"),
+                .target(name: "AppleStandInUserNotifications", condition: .when(platforms: [.linux])),
+                .target(name: "AppleStandInSecurity", condition: .when(platforms: [.linux])),
+                .target(name: "AppleStandInOS", condition: .when(platforms: [.linux])),
+            ],
+            path: "Tests/AppleStandIns/SealedPushApple",
+            swiftSettings: strict + appleStandIns
+        ),
+        // Test-only: the extension docs/ios.md shows, built with Xcode 26's default MainActor isolation.
+        .target(
+            name: "SealedPushAppleExampleExtension",
+            dependencies: ["SealedPushAppleOnStandIns", "SealedPushReceiver", .product(name: "Logging", package: "swift-log")],
+            path: "Tests/AppleStandIns/ExampleExtension",
+            swiftSettings: strict + appleStandIns + [.defaultIsolation(MainActor.self)]
+        ),
         // Shared helpers for the test targets (vector loading, in-memory keys, the process runner).
         .target(
             name: "SealedPushTestSupport",
@@ -152,6 +200,20 @@ let package = Package(
             dependencies: ["SealedPushReceiver", "SealedPushDevice", "SealedPushWire", "SealedPushCrypto", "SealedPushTestSupport",
                            "SealedPushKeychain", "SealedPushSender"],
             swiftSettings: strict
+        ),
+        // SealedPushApple against the stand-ins: the base class delivers once, content conversion,
+        // Keychain statuses, attachment options, the log handler; every file of the module is compiled.
+        .testTarget(
+            name: "SealedPushAppleTests",
+            dependencies: [
+                "SealedPushAppleOnStandIns", "SealedPushAppleExampleExtension", "SealedPushReceiver", "SealedPushWire",
+                "SealedPushCrypto", "SealedPushSender", "SealedPushTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .target(name: "AppleStandInUserNotifications", condition: .when(platforms: [.linux])),
+                .target(name: "AppleStandInSecurity", condition: .when(platforms: [.linux])),
+                .target(name: "AppleStandInOS", condition: .when(platforms: [.linux])),
+            ],
+            swiftSettings: strict + appleStandIns
         ),
         // Reads the object code of the extension's modules for API newer than the declared platforms.
         .testTarget(
