@@ -3,8 +3,15 @@ import PackageDescription
 
 // SealedPush's libraries: what an iOS app (its notification service extension) and a Swift server link.
 //
+// libsodium: on Linux the distribution's (the `CSodium` system library, pkg-config). On Apple platforms
+// there is no system libsodium: an app enables the `AppleSodium` trait, which links swift-sodium's
+// `Clibsodium` product (a full libsodium build as an xcframework). The trait is off by default and the
+// dependency is used only under it, so a Linux build never resolves or fetches swift-sodium
+// (docs/ios.md, "What was verified here").
+//
 // This manifest is one literal, the same on every machine and in every build. Its package dependencies
-// are the two the libraries need (swift-log, swift-system): no HTTP server or client, no NIO, TLS,
+// are the two the libraries need (swift-log, swift-system), and swift-sodium only under the
+// `AppleSodium` trait: no HTTP server or client, no NIO, TLS,
 // certificate or database package, so an app that adds SealedPush resolves none of them. The
 // executables and everything networked live in the nested package `Apps/`; benchmarks in
 // `Benchmarks/`, libFuzzer harnesses in `Fuzz/` (docs/architecture.md).
@@ -16,6 +23,24 @@ let strict: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
+/// The Linux build of the Apple glue: the stand-in modules take the names of Apple's frameworks, and
+/// `SealedPushApple` names the copy of the module compiled against them (docs/ios.md).
+let appleStandIns: [SwiftSetting] = [
+    .unsafeFlags([
+        "-module-alias", "UserNotifications=AppleStandInUserNotifications",
+        "-module-alias", "Security=AppleStandInSecurity",
+        "-module-alias", "os=AppleStandInOS",
+        "-module-alias", "SealedPushApple=SealedPushAppleOnStandIns",
+    ], .when(platforms: [.linux])),
+]
+
+/// libsodium for the targets that call it: the system library on Linux; on iOS and macOS swift-sodium's
+/// `Clibsodium`, only when the `AppleSodium` trait is enabled.
+let sodium: [Target.Dependency] = [
+    .target(name: "CSodium", condition: .when(platforms: [.linux])),
+    .product(name: "Clibsodium", package: "swift-sodium", condition: .when(platforms: [.iOS, .macOS], traits: ["AppleSodium"])),
+]
+
 let package = Package(
     name: "SealedPush",
     // The modules an iOS notification service extension links (SealedPushCrypto, SealedPushWire,
@@ -25,6 +50,7 @@ let package = Package(
         .library(name: "SealedPushCrypto", targets: ["SealedPushCrypto"]),
         .library(name: "SealedPushWire", targets: ["SealedPushWire"]),
         .library(name: "SealedPushReceiver", targets: ["SealedPushReceiver"]),
+        .library(name: "SealedPushApple", targets: ["SealedPushApple"]),
         .library(name: "SealedPushSender", targets: ["SealedPushSender"]),
         .library(name: "SealedPushKeychain", targets: ["SealedPushKeychain"]),
         .library(name: "SealedPushDevice", targets: ["SealedPushDevice"]),
@@ -33,9 +59,18 @@ let package = Package(
         /// the child-process runner, quiet logging). Not for apps.
         .library(name: "SealedPushTestSupport", targets: ["SealedPushTestSupport"]),
     ],
+    traits: [
+        .trait(
+            name: "AppleSodium",
+            description: "Link libsodium on iOS and macOS from swift-sodium's Clibsodium product (jedisct1/swift-sodium)."
+        ),
+    ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+        // Only under the AppleSodium trait, only on iOS and macOS (see SealedPushCrypto). 0.x: minor
+        // versions may break, so up to the next minor.
+        .package(url: "https://github.com/jedisct1/swift-sodium", .upToNextMinor(from: "0.10.0")),
     ],
     targets: [
         // The distribution's libsodium (Debian: libsodium-dev), found through pkg-config.
@@ -45,8 +80,9 @@ let package = Package(
             pkgConfig: "libsodium",
             providers: [.apt(["libsodium-dev"]), .brew(["libsodium"])]
         ),
-        // The only module that touches pointers and libsodium.
-        .target(name: "SealedPushCrypto", dependencies: ["CSodium"], swiftSettings: strict),
+        // The only module that touches pointers and libsodium: the system library on Linux, swift-sodium's
+        // Clibsodium on iOS and macOS when the AppleSodium trait is on (its sources import whichever is present).
+        .target(name: "SealedPushCrypto", dependencies: sodium, swiftSettings: strict),
         // Wire format v1: envelope, padding, inner framing, body model, ordered receiver checks.
         .target(name: "SealedPushWire", dependencies: ["SealedPushCrypto"], swiftSettings: strict),
         // APNs models shared by the sender, the provider client and the local APNs: every documented
@@ -86,6 +122,42 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The iOS glue an app's notification service extension subclasses: the service extension base
+        // class, content conversion over `request.content`, Keychain device keys, attachment options,
+        // swift-log to os.Logger. Every file is inside `#if canImport(UserNotifications)`: empty on Linux.
+        .target(
+            name: "SealedPushApple",
+            dependencies: [
+                "SealedPushReceiver", "SealedPushWire", "SealedPushCrypto",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // Test-only: SealedPushApple's own files (symlinked, Tests/AppleStandIns/SealedPushApple) compiled
+        // on Linux against stand-ins that declare the Apple API they use with Apple's signatures. The
+        // stand-ins are empty outside Linux and in no product.
+        .target(name: "AppleStandInUserNotifications", path: "Tests/AppleStandIns/UserNotifications", swiftSettings: strict),
+        .target(name: "AppleStandInSecurity", path: "Tests/AppleStandIns/Security", swiftSettings: strict),
+        .target(name: "AppleStandInOS", path: "Tests/AppleStandIns/os", swiftSettings: strict),
+        .target(
+            name: "SealedPushAppleOnStandIns",
+            dependencies: [
+                "SealedPushReceiver", "SealedPushWire", "SealedPushCrypto",
+                .product(name: "Logging", package: "swift-log"),
+                .target(name: "AppleStandInUserNotifications", condition: .when(platforms: [.linux])),
+                .target(name: "AppleStandInSecurity", condition: .when(platforms: [.linux])),
+                .target(name: "AppleStandInOS", condition: .when(platforms: [.linux])),
+            ],
+            path: "Tests/AppleStandIns/SealedPushApple",
+            swiftSettings: strict + appleStandIns
+        ),
+        // Test-only: the extension docs/ios.md shows, built with Xcode 26's default MainActor isolation.
+        .target(
+            name: "SealedPushAppleExampleExtension",
+            dependencies: ["SealedPushAppleOnStandIns", "SealedPushReceiver", .product(name: "Logging", package: "swift-log")],
+            path: "Tests/AppleStandIns/ExampleExtension",
+            swiftSettings: strict + appleStandIns + [.defaultIsolation(MainActor.self)]
+        ),
         // Shared helpers for the test targets (vector loading, in-memory keys, the process runner).
         .target(
             name: "SealedPushTestSupport",
@@ -101,7 +173,7 @@ let package = Package(
             dependencies: ["SealedPushKeychain", "SealedPushCrypto", "SealedPushWire"],
             swiftSettings: strict
         ),
-        .testTarget(name: "SealedPushCryptoTests", dependencies: ["SealedPushCrypto", "CSodium", "SealedPushTestSupport"],
+        .testTarget(name: "SealedPushCryptoTests", dependencies: ["SealedPushCrypto", "SealedPushTestSupport"] + sodium,
                     swiftSettings: strict),
         .testTarget(name: "SealedPushWireTests", dependencies: ["SealedPushWire", "SealedPushCrypto", "SealedPushTestSupport"],
                     swiftSettings: strict),
@@ -128,6 +200,20 @@ let package = Package(
             dependencies: ["SealedPushReceiver", "SealedPushDevice", "SealedPushWire", "SealedPushCrypto", "SealedPushTestSupport",
                            "SealedPushKeychain", "SealedPushSender"],
             swiftSettings: strict
+        ),
+        // SealedPushApple against the stand-ins: the base class delivers once, content conversion,
+        // Keychain statuses, attachment options, the log handler; every file of the module is compiled.
+        .testTarget(
+            name: "SealedPushAppleTests",
+            dependencies: [
+                "SealedPushAppleOnStandIns", "SealedPushAppleExampleExtension", "SealedPushReceiver", "SealedPushWire",
+                "SealedPushCrypto", "SealedPushSender", "SealedPushTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .target(name: "AppleStandInUserNotifications", condition: .when(platforms: [.linux])),
+                .target(name: "AppleStandInSecurity", condition: .when(platforms: [.linux])),
+                .target(name: "AppleStandInOS", condition: .when(platforms: [.linux])),
+            ],
+            swiftSettings: strict + appleStandIns
         ),
         // Reads the object code of the extension's modules for API newer than the declared platforms.
         .testTarget(

@@ -1,4 +1,8 @@
-import CSodium
+#if canImport(Clibsodium)
+import Clibsodium  // iOS and macOS, AppleSodium trait: swift-sodium's libsodium
+#else
+import CSodium  // Linux: the system libsodium
+#endif
 
 /// XChaCha20-Poly1305 (IETF) authenticated encryption, used for secrets at rest.
 public enum XChaCha20Poly1305 {

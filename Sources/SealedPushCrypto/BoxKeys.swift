@@ -1,4 +1,8 @@
-import CSodium
+#if canImport(Clibsodium)
+import Clibsodium  // iOS and macOS, AppleSodium trait: swift-sodium's libsodium
+#else
+import CSodium  // Linux: the system libsodium
+#endif
 
 /// An X25519 public key (32 bytes): what a device publishes and senders seal to.
 public struct BoxPublicKey: Hashable, Sendable {

@@ -1,4 +1,8 @@
-import CSodium
+#if canImport(Clibsodium)
+import Clibsodium  // iOS and macOS, AppleSodium trait: swift-sodium's libsodium
+#else
+import CSodium  // Linux: the system libsodium
+#endif
 
 /// BLAKE2b (`crypto_generichash`), unkeyed.
 public enum Blake2b {

@@ -1,4 +1,8 @@
-import CSodium
+#if canImport(Clibsodium)
+import Clibsodium  // iOS and macOS, AppleSodium trait: swift-sodium's libsodium
+#else
+import CSodium  // Linux: the system libsodium
+#endif
 
 /// The arithmetic of an encrypted media object (attachments v1 §2): Padmé, padded and object lengths, the
 /// additional data every chunk carries.

@@ -1,4 +1,8 @@
-import CSodium
+#if canImport(Clibsodium)
+import Clibsodium  // iOS and macOS, AppleSodium trait: swift-sodium's libsodium
+#else
+import CSodium  // Linux: the system libsodium
+#endif
 
 /// ISO/IEC 7816-4 padding: data, one `0x80` byte, then zero bytes up to the padded length.
 public enum ISO7816Padding {

@@ -1,4 +1,8 @@
-import CSodium
+#if canImport(Clibsodium)
+import Clibsodium  // iOS and macOS, AppleSodium trait: swift-sodium's libsodium
+#else
+import CSodium  // Linux: the system libsodium
+#endif
 #if canImport(Glibc)
 import Glibc
 private func readBytes(_ fd: Int32, _ p: UnsafeMutableRawPointer, _ n: Int) -> Int { Glibc.read(fd, p, n) }

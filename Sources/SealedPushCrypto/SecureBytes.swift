@@ -1,4 +1,8 @@
-import CSodium
+#if canImport(Clibsodium)
+import Clibsodium  // iOS and macOS, AppleSodium trait: swift-sodium's libsodium
+#else
+import CSodium  // Linux: the system libsodium
+#endif
 
 /// Bytes that hold a secret: wiped with `sodium_memzero` when the last copy is released.
 ///

@@ -8,6 +8,12 @@ public enum KeyLookup: Sendable {
     case unknown
     /// A key with this id exists but cannot be read in the device's current lock state.
     case locked
+    /// The key store could not be asked: an error other than the lock state (on iOS a missing
+    /// keychain entitlement or access group, or any other Keychain error). Whether a key with this id
+    /// exists is not known, so the opener does not call it `unknownKey` (which tells a sender the
+    /// device's key record is stale); it refuses the message as `keychainLocked`, the reason for a key
+    /// the device could not read.
+    case unavailable
 }
 
 /// Where the receiver finds device private keys by key id.
@@ -107,6 +113,7 @@ public struct MessageOpener: Sendable {
         case let .found(pair): keyPair = pair
         case .unknown: throw OpenFailure(.unknownKey, "no usable device key has the envelope's key id")
         case .locked: throw OpenFailure(.keychainLocked, "the device key cannot be read while the device is locked")
+        case .unavailable: throw OpenFailure(.keychainLocked, "the key store could not be read (not the lock state: e.g. a missing keychain entitlement)")
         }
         // 3. open
         let padded: SecureBytes

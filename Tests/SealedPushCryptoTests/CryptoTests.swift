@@ -1,5 +1,9 @@
 import Testing
-import CSodium
+#if canImport(Clibsodium)
+import Clibsodium  // iOS and macOS, AppleSodium trait: swift-sodium's libsodium
+#else
+import CSodium  // Linux: the system libsodium
+#endif
 @testable import SealedPushCrypto
 
 @Suite("Crypto") struct CryptoTests {

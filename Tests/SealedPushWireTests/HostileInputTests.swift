@@ -409,6 +409,20 @@ private let hostileEnvelopes: [HostileEnvelope] = [
         }
     }
 
+    /// A key store that cannot be asked (iOS: a missing keychain entitlement) answers `.unavailable`:
+    /// the opener refuses as `keychainLocked`, never `unknownKey` (which would call the key record stale).
+    @Test("a key store that cannot be read refuses the message as keychainLocked, not unknownKey")
+    func unavailableKeyStoreIsKeychainLocked() throws {
+        struct UnavailableKeys: DeviceKeyProvider {
+            func lookUpKey(id keyID: KeyID) -> KeyLookup { .unavailable }
+        }
+        let rig = Rig.shared
+        let opener = MessageOpener(keys: UnavailableKeys())
+        let failure = #expect(throws: OpenFailure.self) { try opener.open(encryptedData: try rig.seal(body: rig.body()), now: rig.now) }
+        #expect(failure?.reason == .keychainLocked)
+        #expect(failure?.detail.contains("could not be read") == true)
+    }
+
     @Test func replayedMessageIsRefusedOnlyTheSecondTime() throws {
         let rig = Rig.shared
         let opener = rig.opener(replay: InMemoryReplayGuard())

@@ -1,0 +1,78 @@
+#if canImport(UserNotifications)
+public import SealedPushWire
+public import SealedPushCrypto
+public import Logging
+public import Security
+import Foundation
+
+/// Device private keys in the Keychain, shared by the app and its extension through an access group.
+///
+/// Each key is a generic password: service `service`, account the key id in hex, data the 32-byte
+/// X25519 secret, in the access group both targets list in `keychain-access-groups`, accessible
+/// `kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly` (readable while locked once the device was
+/// unlocked after boot; never in backups or on another device). A lookup answers `.locked` for
+/// `errSecInteractionNotAllowed` (before first unlock), `.unknown` for a missing item or one that
+/// does not hold this key id's secret, and `.unavailable` for any other status (a missing
+/// entitlement: `errSecMissingEntitlement`), which the opener reports as `keychainLocked`.
+public struct KeychainDeviceKeys: DeviceKeyProvider {
+    /// The service the items are stored under by default.
+    public static let defaultService = "sealedpush.device-key"
+
+    /// The keychain access group (`TEAMID.` followed by the group in the entitlement).
+    public let accessGroup: String
+    /// The items' service attribute.
+    public let service: String
+    /// Where lookups that fail with an unexpected status are logged (the status, never key material).
+    public var logger: Logging.Logger
+
+    /// Keys in `accessGroup` under `service`.
+    public init(accessGroup: String, service: String = KeychainDeviceKeys.defaultService,
+                logger: Logging.Logger = Logging.Logger(label: "sealedpush.keychain")) {
+        self.accessGroup = accessGroup
+        self.service = service
+        self.logger = logger
+    }
+
+    /// The key pair whose public key has id `keyID`.
+    public func lookUpKey(id keyID: KeyID) -> KeyLookup {
+        var query = itemQuery(keyID)
+        query[kSecReturnData as String] = true
+        query[kSecMatchLimit as String] = kSecMatchLimitOne
+        var result: CFTypeRef?
+        let status = SecItemCopyMatching(query as CFDictionary, &result)
+        switch status {
+        case errSecSuccess:
+            guard let data = result as? Data, data.count == BoxKeyPair.secretKeyByteCount,
+                  let pair = try? BoxKeyPair(secretKey: SecureBytes(data)), pair.keyID == keyID else { return .unknown }
+            return .found(pair)
+        case errSecItemNotFound:
+            return .unknown
+        case errSecInteractionNotAllowed:
+            return .locked
+        default:
+            logger.error("keychain lookup failed", metadata: ["status": "\(status)", "key_id": "\(keyID.hex)"])
+            return .unavailable
+        }
+    }
+
+    /// Stores `keyPair`'s secret as this provider reads it (the app calls this once, after generating
+    /// the pair); returns the `SecItemAdd` status (`errSecDuplicateItem` if the key id is stored).
+    public func add(_ keyPair: BoxKeyPair) -> OSStatus {
+        var attributes = itemQuery(keyPair.keyID)
+        attributes[kSecAttrAccessible as String] = kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly
+        attributes[kSecValueData as String] = Data(keyPair.secretKey.unsafeCopyToArray())
+        return SecItemAdd(attributes as CFDictionary, nil)
+    }
+
+    /// The attributes that name one key's item.
+    private func itemQuery(_ keyID: KeyID) -> [String: Any] {
+        [
+            kSecClass as String: kSecClassGenericPassword,
+            kSecAttrService as String: service,
+            kSecAttrAccount as String: keyID.hex,
+            kSecAttrAccessGroup as String: accessGroup,
+            kSecUseDataProtectionKeychain as String: true,
+        ]
+    }
+}
+#endif

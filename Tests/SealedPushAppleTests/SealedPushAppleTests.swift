@@ -1,0 +1,247 @@
+// SealedPushApple, compiled from its own files against the Apple stand-ins (Tests/AppleStandIns),
+// exercised on Linux. On other platforms the stand-ins are empty and this file compiles to nothing.
+#if os(Linux)
+import Testing
+import Foundation
+import Dispatch
+import Synchronization
+import Logging
+import SealedPushApple
+import UserNotifications
+import Security
+import os
+import SealedPushReceiver
+import SealedPushWire
+import SealedPushCrypto
+import SealedPushSender
+import SealedPushTestSupport
+@testable import SealedPushAppleExampleExtension
+
+/// Collects what a content handler received, from any thread.
+private final class Received: Sendable {
+    // The stand-in UNNotificationContent is not Sendable: keep only Sendable snapshots of it.
+    struct Snapshot: Sendable, Equatable {
+        var title, subtitle, body, thread, category: String
+        var badge: Int?
+        var soundName: String?
+        var soundCritical: Bool?
+        var level: UInt
+        var relevance: Double
+        var userInfoKeys: [String]
+        var data: String?
+    }
+    let snapshots = Mutex<[Snapshot]>([])
+    var all: [Snapshot] { snapshots.withLock { $0 } }
+
+    func handler() -> (UNNotificationContent) -> Void {
+        { content in
+            let snapshot = Snapshot(title: content.title, subtitle: content.subtitle, body: content.body, thread: content.threadIdentifier,
+                                    category: content.categoryIdentifier, badge: content.badge?.intValue, soundName: content.sound?.standInName,
+                                    soundCritical: content.sound?.standInCritical, level: content.interruptionLevel.rawValue,
+                                    relevance: content.relevanceScore, userInfoKeys: content.userInfo.keys.compactMap { $0.base as? String }.sorted(),
+                                    data: content.userInfo["order"] as? String)
+            self.snapshots.withLock { $0.append(snapshot) }
+        }
+    }
+
+    /// Waits (up to 10 s) until `count` deliveries arrived.
+    func wait(for count: Int) async {
+        for _ in 0..<1000 where all.count < count { try? await Task.sleep(for: .milliseconds(10)) }
+    }
+}
+
+/// Keys that block every lookup until released (work still in flight when the expiry comes).
+private final class GatedKeys: DeviceKeyProvider {
+    let pair: BoxKeyPair
+    let gate = DispatchSemaphore(value: 0)
+    init(_ pair: BoxKeyPair) { self.pair = pair }
+    func lookUpKey(id keyID: KeyID) -> KeyLookup {
+        gate.wait()
+        return keyID == pair.keyID ? .found(pair) : .unknown
+    }
+}
+
+/// The extension under test with a fixed configuration.
+private final class TestService: SealedPushServiceExtension {
+    let make: @Sendable () -> SecretMessageExtension.Configuration
+    init(_ make: @escaping @Sendable () -> SecretMessageExtension.Configuration) {
+        self.make = make
+        super.init()
+    }
+    override func configuration(for request: UNNotificationRequest) -> SecretMessageExtension.Configuration { make() }
+}
+
+/// A request as iOS makes it from a sealed push: the placeholder alert, the payload as userInfo,
+/// and what iOS sets beyond the payload's text (a critical sound, time-sensitive, relevance).
+private func request(for sealed: SealedNotification, identifier: String = "req-1") throws -> UNNotificationRequest {
+    let payload = try #require(try JSONSerialization.jsonObject(with: Data(sealed.payload)) as? [String: Any])
+    let alert = (payload["aps"] as? [String: Any])?["alert"] as? [String: Any]
+    let content = UNMutableNotificationContent()
+    content.title = alert?["title"] as? String ?? ""
+    content.body = alert?["body"] as? String ?? ""
+    content.userInfo = payload
+    content.sound = .criticalSoundNamed(UNNotificationSoundName("alarm.caf"))
+    content.interruptionLevel = .timeSensitive
+    content.relevanceScore = 0.75
+    content.threadIdentifier = "chat-7"
+    return UNNotificationRequest(identifier: identifier, content: content, trigger: nil)
+}
+
+private let device = BoxKeyPair.generate()
+
+private func sealed(_ message: SecretMessage) throws -> SealedNotification {
+    try NotificationSender().seal(message, to: device.publicKey)
+}
+
+@Suite("SealedPushApple against the Apple stand-ins") struct SealedPushAppleTests {
+    init() { TestLogging.quiet() }
+
+    @Test("didReceive: the content handler is called once, with the decrypted text over the request's content")
+    func decrypts() async throws {
+        let received = Received()
+        let service = TestService { SecretMessageExtension.Configuration(keys: InMemoryKeys([device])) }
+        let message = SecretMessage(title: "Lunch?", body: "At noon", badge: 3, data: ["order": .string("42")])
+        service.didReceive(try request(for: try sealed(message)), withContentHandler: received.handler())
+        await received.wait(for: 1)
+        service.serviceExtensionTimeWillExpire()   // after the delivery: nothing more
+        try await Task.sleep(for: .milliseconds(50))
+        let all = received.all
+        #expect(all.count == 1)
+        let got = try #require(all.first)
+        #expect(got.title == "Lunch?" && got.body == "At noon" && got.subtitle == "" && got.badge == 3)
+        // Kept from request.content: the critical sound, interruption level, relevance and thread.
+        #expect(got.soundName == "alarm.caf" && got.soundCritical == true)
+        #expect(got.level == UNNotificationInterruptionLevel.timeSensitive.rawValue && got.relevance == 0.75 && got.thread == "chat-7")
+        // userInfo: ENCRYPTED_DATA gone, the message's data merged in.
+        #expect(!got.userInfoKeys.contains("ENCRYPTED_DATA") && got.data == "42" && got.userInfoKeys.contains("aps"))
+    }
+
+    @Test("a message's sound \"default\" becomes UNNotificationSound.default; without one the request's sound stays")
+    func sounds() async throws {
+        let received = Received()
+        let service = TestService { SecretMessageExtension.Configuration(keys: InMemoryKeys([device])) }
+        service.didReceive(try request(for: try sealed(SecretMessage(title: "a", body: "b", sound: "default"))), withContentHandler: received.handler())
+        await received.wait(for: 1)
+        #expect(received.all.first?.soundName == nil && received.all.first?.soundCritical == false)
+    }
+
+    @Test("expiry while the message is being opened: the timeout content, once; the late result is dropped")
+    func expiryDeliversTimeoutOnce() async throws {
+        let received = Received()
+        let keys = GatedKeys(device)
+        let service = TestService { SecretMessageExtension.Configuration(keys: keys) }
+        service.didReceive(try request(for: try sealed(SecretMessage(title: "secret", body: "text"))), withContentHandler: received.handler())
+        service.serviceExtensionTimeWillExpire()
+        service.serviceExtensionTimeWillExpire()
+        await received.wait(for: 1)
+        keys.gate.signal()   // the open finishes after the expiry
+        try await Task.sleep(for: .milliseconds(200))
+        let all = received.all
+        #expect(all.count == 1)
+        #expect(all.first?.subtitle == SecretMessageExtension.placeholderText && all.first?.body == "")
+        #expect(all.first?.title != "secret")
+    }
+
+    @Test("an extension that does not override configuration(for:) shows the placeholder")
+    func unconfigured() async throws {
+        let received = Received()
+        let service = SealedPushServiceExtension()
+        service.didReceive(try request(for: try sealed(SecretMessage(title: "secret", body: "text"))), withContentHandler: received.handler())
+        await received.wait(for: 1)
+        #expect(received.all.count == 1 && received.all.first?.body == SecretMessageExtension.placeholderText)
+    }
+
+    @Test("the extension docs/ios.md shows is a SealedPushServiceExtension with Keychain keys and os.Logger logging")
+    func docsExample() throws {
+        let service = NotificationService()
+        let content = UNMutableNotificationContent()
+        let configuration = service.configuration(for: UNNotificationRequest(identifier: "x", content: content, trigger: nil))
+        let keys = try #require(configuration.keys as? KeychainDeviceKeys)
+        #expect(keys.accessGroup == "ABCDE12345.com.example.shared" && keys.service == KeychainDeviceKeys.defaultService)
+    }
+}
+
+@Suite("KeychainDeviceKeys against the Security stand-in", .serialized) struct KeychainDeviceKeysTests {
+    init() { StandInKeychain.reset() }
+
+    @Test("a stored key is found; items are AfterFirstUnlockThisDeviceOnly; statuses map to locked, unavailable, unknown")
+    func statuses() throws {
+        let keys = KeychainDeviceKeys(accessGroup: "ABCDE12345.com.example.shared")
+        let pair = BoxKeyPair.generate()
+        #expect(keys.add(pair) == errSecSuccess)
+        #expect(keys.add(pair) == errSecDuplicateItem)
+        #expect(StandInKeychain.accessibility[pair.keyID.hex] == (kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly as String))
+        guard case let .found(found) = keys.lookUpKey(id: pair.keyID) else { Issue.record("expected .found"); return }
+        #expect(found.publicKey == pair.publicKey)
+        guard case .unknown = keys.lookUpKey(id: BoxKeyPair.generate().keyID) else { Issue.record("expected .unknown"); return }
+        guard case .unknown = KeychainDeviceKeys(accessGroup: "OTHER.group").lookUpKey(id: pair.keyID) else { Issue.record("expected .unknown"); return }
+        StandInKeychain.force(errSecInteractionNotAllowed)
+        guard case .locked = keys.lookUpKey(id: pair.keyID) else { Issue.record("expected .locked"); return }
+        StandInKeychain.force(errSecMissingEntitlement)
+        guard case .unavailable = keys.lookUpKey(id: pair.keyID) else { Issue.record("expected .unavailable"); return }
+        StandInKeychain.reset()
+    }
+}
+
+@Suite("Attachment options, logging, the stand-in build") struct AppleGlueTests {
+    @Test("every media type of attachments v1 has a UTI type hint; thumbnail options are passed")
+    func attachmentOptions() throws {
+        for type in MediaType.all {
+            let options = try #require(AttachmentOptions.options(for: NotificationAttachment(identifier: "a", url: "/x", type: type.mime)))
+            let uti = try #require(options[UNNotificationAttachmentOptionsTypeHintKey] as? String)
+            #expect(uti.contains(".") && !uti.contains("/"), "\(type.mime) → \(uti)")
+        }
+        let options = AttachmentOptions.options(for: NotificationAttachment(identifier: "a", url: "/x", type: "video/mp4", thumbnailHidden: true,
+                                                                            thumbnailTime: 3))
+        #expect(options?[UNNotificationAttachmentOptionsThumbnailHiddenKey] as? Bool == true)
+        #expect(options?[UNNotificationAttachmentOptionsThumbnailTimeKey] as? Int64 == 3)
+        #expect(AttachmentOptions.options(for: NotificationAttachment(identifier: "a", url: "/x")) == nil)
+    }
+
+    @Test("an attachment the system refuses is left out and its file deleted; an accepted one carries its UTI")
+    func attachmentsApplied() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sealedpush-apple-\(UInt64.random(in: 0...UInt64.max))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let good = dir.appendingPathComponent("a.jpg").path
+        try Data([0xFF, 0xD8, 0xFF, 0x00]).write(to: URL(fileURLWithPath: good))
+        let refused = dir.appendingPathComponent("sub").path   // a directory: the stand-in refuses it
+        try FileManager.default.createDirectory(atPath: refused, withIntermediateDirectories: true)
+        let original = UNMutableNotificationContent()
+        let converted = try #require(NotificationContent(original))
+        var delivered = converted
+        delivered.attachments = [NotificationAttachment(identifier: "ok", url: good, type: "image/jpeg"),
+                                 NotificationAttachment(identifier: "no", url: refused, type: "image/png")]
+        let apple = original.applying(delivered, over: converted, logger: Logging.Logger(label: "test"))
+        #expect(apple.attachments.map(\.identifier) == ["ok"])
+        #expect(apple.attachments.first?.type == "public.jpeg")
+        #expect(!FileManager.default.fileExists(atPath: refused))
+    }
+
+    @Test("OSLogHandler writes the message and metadata to os.Logger with the mapped type")
+    func logging() {
+        let subsystem = "test.\(UInt64.random(in: 0...UInt64.max))"
+        let logger = Logging.Logger.unifiedLogging(label: "sealedpush.extension", subsystem: subsystem)
+        logger.notice("notification not opened", metadata: ["reason": "keychainLocked"])
+        logger.critical("boom")
+        let mine = StandInLog.entries.withLock { $0.filter { $0.subsystem == subsystem } }
+        #expect(mine.map(\.text) == ["notification not opened reason=keychainLocked", "boom"])
+        #expect(mine.map(\.type) == [.default, .fault])
+        #expect(mine.allSatisfy { $0.category == "sealedpush.extension" })
+    }
+
+    @Test("every file of Sources/SealedPushApple is compiled here: Tests/AppleStandIns/SealedPushApple links each one")
+    func everyFileIsTypeChecked() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let sources = root.appendingPathComponent("Sources/SealedPushApple").path
+        let links = root.appendingPathComponent("Tests/AppleStandIns/SealedPushApple").path
+        let files = try FileManager.default.contentsOfDirectory(atPath: sources).filter { $0.hasSuffix(".swift") }.sorted()
+        #expect(!files.isEmpty)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: links).sorted() == files)
+        for file in files {
+            let target = try FileManager.default.destinationOfSymbolicLink(atPath: links + "/" + file)
+            #expect(target == "../../../Sources/SealedPushApple/" + file)
+        }
+    }
+}
+#endif
