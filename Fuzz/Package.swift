@@ -61,5 +61,11 @@ let package = Package(
                                          .product(name: "SealedPushWire", package: "SealedPush"),
                                          .product(name: "SealedPushCrypto", package: "SealedPush")],
                           path: "FuzzKeychainItem", swiftSettings: harness),
+        // What a receipt collector reads from the network: receipts and failure reports (receipts v1 §2, §3).
+        .executableTarget(name: "FuzzReceipts",
+                          dependencies: ["CFuzzDriver", "FuzzSupport",
+                                         .product(name: "SealedPushWire", package: "SealedPush"),
+                                         .product(name: "SealedPushCrypto", package: "SealedPush")],
+                          path: "FuzzReceipts", swiftSettings: harness),
     ]
 )

@@ -177,20 +177,25 @@ struct DeviceCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Send the receipts and failure reports waiting in the device's outbox.",
             discussion: """
-                Sends oldest first; stops at the first that gets no answer (the server is down: try again later). \
-                Entries answered 2xx are removed, and so are those refused for good (400, 403, 404, 413). \
-                Prints `sent N, rejected N, remaining N` (exit 1 when some remain).
+                Entries are queued per receipt origin (scheme://host:port) and each origin is flushed on its own, \
+                oldest first, until one of its entries gets neither 2xx nor a final refusal (no answer, 3xx, 401, \
+                5xx: that server is down, try again later); a failing origin never holds up another. Entries \
+                answered 2xx are removed, and so are those refused for good (400, 403, 404, 410, 413). Deliveries \
+                respect each origin's backoff (1 minute doubling to 1 hour); this command tries every origin now \
+                unless --respect-backoff. Prints `sent N, rejected N, remaining N` (exit 1 when some remain).
                 """)
         @OptionGroup var store: KeychainOptions
         @Option(parsing: .unconditional, help: ArgumentHelp("The device clock: ISO 8601 (2026-11-21T12:00:00Z) or Unix seconds.", valueName: "TIME"))
         var clock: DeviceClock?
+        @Flag(name: .customLong("respect-backoff"), help: "Skip origins still backing off after a failure, as a delivery's flush does.")
+        var respectBackoff = false
         @OptionGroup var logging: LoggingOptions
 
         func run() async throws {
             logging.apply(default: .notice)
             let s = try openStore(store, create: false, clock: clock?.wallClock ?? .system)
             let summary = await ReceiptsTransportCLI.with { transport in
-                await SimulatedDevice(store: s).flushReceipts(transport: transport)
+                await SimulatedDevice(store: s).flushReceipts(transport: transport, ignoringBackoff: !respectBackoff)
             }
             print("sent \(summary.sent), rejected \(summary.rejected), remaining \(summary.remaining)")
             if summary.remaining > 0 { throw ExitCode(1) }
