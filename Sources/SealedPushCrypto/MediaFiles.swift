@@ -19,6 +19,11 @@ public struct MediaFileError: Error, Equatable, Sendable, CustomStringConvertibl
     /// The system error number.
     public let code: Int32
 
+    /// Whether opening failed because the path is a symbolic link and links were not followed.
+    public var isSymbolicLink: Bool { operation == "open" && code == ELOOP }
+    /// Whether opening failed because the path is not a regular file (a directory, a FIFO, a device…).
+    public var isNotRegularFile: Bool { operation == "open" && (code == EISDIR || code == EINVAL) }
+
     /// `operation path: strerror`.
     public var description: String { "cannot \(operation) \(path): \(String(cString: strerror(code)))" }
 }
@@ -86,9 +91,10 @@ public final class MediaFileReader {
     public let size: Int
     private let descriptor: Int32
 
-    /// Opens `path` for reading; it must be a regular file.
-    public init(path: String) throws(MediaFileError) {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+    /// Opens `path` for reading; it must be a regular file. With `followingSymlinks: false` a symbolic link
+    /// as the last component is refused (`ELOOP`) instead of followed. Never blocks on a FIFO.
+    public init(path: String, followingSymlinks: Bool = true) throws(MediaFileError) {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (followingSymlinks ? 0 : O_NOFOLLOW))
         guard fd >= 0 else { throw MediaFileError(operation: "open", path: path, code: errno) }
         var info = stat()
         guard fstat(fd, &info) == 0 else {
@@ -98,7 +104,7 @@ public final class MediaFileReader {
         }
         guard (info.st_mode & S_IFMT) == S_IFREG else {
             _ = systemClose(fd)
-            throw MediaFileError(operation: "open", path: path, code: EISDIR)
+            throw MediaFileError(operation: "open", path: path, code: (info.st_mode & S_IFMT) == S_IFDIR ? EISDIR : EINVAL)
         }
         self.path = path
         size = Int(info.st_size)
