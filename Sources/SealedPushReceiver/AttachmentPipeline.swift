@@ -1,5 +1,5 @@
 public import SealedPushWire
-import SealedPushCrypto
+public import SealedPushCrypto
 
 /// Why one attachment was not attached (attachments v1 §4): the message still shows its text.
 public struct AttachmentFailure: Error, Sendable, Equatable, CustomStringConvertible {
@@ -21,14 +21,47 @@ public struct AttachmentFailure: Error, Sendable, Equatable, CustomStringConvert
     public var description: String { "\(identifier): \(reason.rawValue) (\(detail))" }
 }
 
+/// Why the attachments directory cannot be used; says which path and how to fix it.
+public struct AttachmentDirectoryError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The directory's path.
+    public var path: String
+    /// What is wrong with it.
+    public var problem: PrivateDirectoryProblem
+
+    /// An error from its parts.
+    public init(path: String, problem: PrivateDirectoryProblem) {
+        self.path = path
+        self.problem = problem
+    }
+
+    /// What is wrong, and what to do.
+    public var description: String {
+        let why: String
+        switch problem {
+        case let .unusable(code):
+            why = "cannot be used or created (\(PrivateDirectory.describe(errno: code))); make sure its parent directory exists, or choose another directory"
+        case .symbolicLink:
+            why = "is a symbolic link; give the real directory, private to you (mkdir -m 700)"
+        case .notDirectory:
+            why = "is not a directory; remove it or choose another directory"
+        case let .notOwner(owner):
+            why = "belongs to user \(owner), who could replace the decrypted files; use a directory of your own (mkdir -m 700)"
+        case let .accessibleByOthers(mode):
+            why = "is open to other users (mode \(String(mode, radix: 8))), who could read or replace the decrypted files; run chmod 700 on it"
+        }
+        return "the attachments directory \(path) \(why)"
+    }
+}
+
 /// Fetches, verifies, decrypts and writes one attachment, applying the §4 checks in order:
 /// type, declared size, URL, HTTP (at most 3 redirects, never to an insecure URL, status 200), announced
 /// length, then the streamed object (the byte cap enforced while reading, every chunk decrypted as it
 /// arrives and written straight to the file), the file's signature, and storage.
 ///
-/// Holds one 64 KiB chunk at a time, never the object or the file. Files are created `0600` in `directory`
-/// under a random name with the type's extension; a failed or cancelled attachment leaves no file.
-/// Cancelling the task fails it with `attachmentTimeExpired`.
+/// Holds one 64 KiB chunk at a time, never the object or the file. The directory is private (`0700`, this
+/// user's, not a symbolic link: checked, or made, when the pipeline is made). Files are created `0600` in it
+/// under a random name with the type's extension; a failed or cancelled attachment leaves no file. Cancelling the task fails it with `attachmentTimeExpired`. Nothing deletes the
+/// files iOS would move away: `removeFiles(olderThan:)` does, for a device that is not iOS.
 public struct AttachmentPipeline: Sendable {
     /// How the media object is fetched.
     public let fetcher: any AttachmentFetcher
@@ -36,11 +69,46 @@ public struct AttachmentPipeline: Sendable {
     public let directory: String
     /// The most redirects followed.
     public static let maximumRedirects = 3
+    /// How long a simulated device keeps attachment files before `removeFiles(olderThan:)` removes them.
+    public static let defaultFileLifetime: Duration = .seconds(3600)
 
-    /// A pipeline writing into `directory` (which must exist) through `fetcher`.
-    public init(fetcher: any AttachmentFetcher, directory: String) {
+    /// A pipeline writing into `directory` through `fetcher`.
+    ///
+    /// `directory` must be private to this user: a directory (not a symbolic link) owned by the user running
+    /// the process, without group or other access. It is made (`0700`, its parent must exist) when missing.
+    public init(fetcher: any AttachmentFetcher, directory: String) throws(AttachmentDirectoryError) {
+        do { try PrivateDirectory.prepare(directory, create: true) } catch {
+            throw AttachmentDirectoryError(path: directory, problem: error)
+        }
         self.fetcher = fetcher
         self.directory = directory
+    }
+
+    /// Whether `name` is one the pipeline writes: a final name (16 base64url characters and a type's
+    /// extension) or its hidden temporary name (`.` final name `.partial`).
+    public static func isPipelineFileName(_ name: String) -> Bool {
+        var final = Substring(name)
+        if final.hasPrefix("."), final.hasSuffix(".partial") { final = final.dropFirst().dropLast(".partial".count) }
+        guard let ext = MediaType.all.first(where: { final.hasSuffix($0.fileExtension) })?.fileExtension else { return false }
+        let stem = final.dropLast(ext.count)
+        return stem.utf8.count == 16 && stem.utf8.allSatisfy { b in
+            (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || (b >= 0x30 && b <= 0x39) || b == 0x2D || b == 0x5F
+        }
+    }
+
+    /// Removes the files the pipeline wrote (finished or left partial by a killed process) that were last
+    /// modified more than `age` before `now` (seconds since 1970; the wall clock when `nil`), and returns
+    /// how many it removed. Other entries of the directory are left alone.
+    @discardableResult
+    public func removeFiles(olderThan age: Duration, now: Int64? = nil) -> Int {
+        let cutoff = (now ?? PrivateDirectory.currentTime()) - age.components.seconds
+        guard let entries = try? PrivateDirectory.entries(of: directory) else { return 0 }
+        let base = directory.hasSuffix("/") ? directory : directory + "/"
+        var removed = 0
+        for entry in entries where entry.isRegularFile && entry.modified < cutoff && Self.isPipelineFileName(entry.name) {
+            if PrivateDirectory.removeFile(base + entry.name) { removed += 1 }
+        }
+        return removed
     }
 
     /// Runs every descriptor in parallel; results in descriptor order.

@@ -1,0 +1,95 @@
+import Testing
+import Foundation
+import SealedPushCrypto
+import SealedPushWire
+import SealedPushReceiver
+import SealedPushTestSupport
+
+/// A private attachments directory made by the test (0700).
+func privateAttachmentsDirectory() throws -> String {
+    let path = NSTemporaryDirectory() + "sealedpush-review-\(UUID().uuidString)"
+    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+    return path
+}
+
+@Suite("Review #22: attachments directory", .timeLimit(.minutes(10)))
+struct AttachmentReviewTests {
+    /// Finding 2: an attachments directory others can read or replace files in is refused when the pipeline is made.
+    @Test("a directory open to others, a symbolic link, or another user's directory is refused; a missing one is made 0700")
+    func directoryMustBePrivate() throws {
+        let open = try privateAttachmentsDirectory()
+        defer { try? FileManager.default.removeItem(atPath: open) }
+        chmod(open, 0o755)
+        #expect(throws: (any Error).self) { _ = try AttachmentPipeline(fetcher: MemoryFetcher([:]), directory: open) }
+        let target = try privateAttachmentsDirectory()
+        defer { try? FileManager.default.removeItem(atPath: target) }
+        let link = target + "-link"
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: target)
+        defer { try? FileManager.default.removeItem(atPath: link) }
+        #expect(throws: (any Error).self) { _ = try AttachmentPipeline(fetcher: MemoryFetcher([:]), directory: link) }
+        #expect(throws: (any Error).self) { _ = try AttachmentPipeline(fetcher: MemoryFetcher([:]), directory: link + "/") }
+        if geteuid() == 0 {
+            let others = try privateAttachmentsDirectory()
+            defer { try? FileManager.default.removeItem(atPath: others) }
+            chown(others, 65534, 65534)
+            #expect(throws: (any Error).self) { _ = try AttachmentPipeline(fetcher: MemoryFetcher([:]), directory: others) }
+        }
+        let missing = target + "/made"
+        _ = try AttachmentPipeline(fetcher: MemoryFetcher([:]), directory: missing)
+        let attributes = try FileManager.default.attributesOfItem(atPath: missing)
+        #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o700)
+        #expect(attributes[.type] as? FileAttributeType == .typeDirectory)
+    }
+}
+
+@Suite("Attachment pipeline: directory errors, cleanup", .timeLimit(.minutes(10)))
+struct AttachmentPipelineHousekeepingTests {
+    @Test("the directory error names the path and the fix")
+    func directoryErrors() throws {
+        let dir = try privateAttachmentsDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        chmod(dir, 0o750)
+        do {
+            _ = try AttachmentPipeline(fetcher: MemoryFetcher([:]), directory: dir)
+            Issue.record("accepted a directory open to its group")
+        } catch {
+            #expect(error.description.contains(dir) && error.description.contains("chmod 700") && error.description.contains("750"))
+            #expect(error.problem == .accessibleByOthers(mode: 0o750))
+        }
+        let file = dir + "/plain"
+        _ = FileManager.default.createFile(atPath: file, contents: Data())
+        chmod(dir, 0o700)
+        do {
+            _ = try AttachmentPipeline(fetcher: MemoryFetcher([:]), directory: file)
+            Issue.record("accepted a file")
+        } catch {
+            #expect(error.problem == .notDirectory && error.description.contains(file))
+        }
+    }
+
+    @Test("removeFiles removes the pipeline's files (finished or partial) older than the age, and nothing else")
+    func cleanup() async throws {
+        let dir = try privateAttachmentsDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let (object, d) = try mediaObject(mediaFile(MediaType.named("image/png")!, size: 500), type: "image/png")
+        let pipeline = try AttachmentPipeline(fetcher: MemoryFetcher([d.url: .object(object)]), directory: dir)
+        let fresh = try await pipeline.run(d).get()
+        let old = try await pipeline.run(d).get()
+        let fm = FileManager.default
+        let partial = dir + "/.AAAAAAAAAAAAAAAA.jpg.partial"
+        let foreign = dir + "/notes.txt"
+        let lookalike = dir + "/AAAAAAAAAAAAAAAA.webp"
+        for path in [partial, foreign, lookalike] { _ = fm.createFile(atPath: path, contents: Data([1])) }
+        try fm.createDirectory(atPath: dir + "/BBBBBBBBBBBBBBBB.png", withIntermediateDirectories: false)
+        let twoHoursAgo = Date(timeIntervalSinceNow: -7200)
+        for path in [old.url, partial, foreign, lookalike, dir + "/BBBBBBBBBBBBBBBB.png"] {
+            try fm.setAttributes([.modificationDate: twoHoursAgo], ofItemAtPath: path)
+        }
+        #expect(pipeline.removeFiles(olderThan: AttachmentPipeline.defaultFileLifetime) == 2)
+        let left = Set(try fm.contentsOfDirectory(atPath: dir))
+        #expect(left == Set([fresh.url, foreign, lookalike, dir + "/BBBBBBBBBBBBBBBB.png"].map { String($0.split(separator: "/").last!) }))
+        #expect(pipeline.removeFiles(olderThan: .seconds(0), now: Int64(Date().timeIntervalSince1970) + 10) == 1)
+        #expect(AttachmentPipeline.isPipelineFileName(String(fresh.url.split(separator: "/").last!)))
+        #expect(!AttachmentPipeline.isPipelineFileName("..png") && !AttachmentPipeline.isPipelineFileName(".partial"))
+    }
+}
