@@ -29,7 +29,8 @@ public struct MediaFileError: Error, Equatable, Sendable, CustomStringConvertibl
 }
 
 /// A file created for one media object or attachment and written in pieces, without Foundation (which the
-/// extension modules do not link): `open(O_CREAT | O_EXCL)` with the given mode, so nothing is overwritten.
+/// extension modules do not link): `open(O_CREAT | O_EXCL | O_NOFOLLOW)` with the given mode, so nothing is
+/// overwritten and no symbolic link is followed.
 ///
 /// Not `Sendable`: one task writes it. Closed when released if `close()` was not called.
 public final class MediaFileWriter {
@@ -39,7 +40,7 @@ public final class MediaFileWriter {
 
     /// Creates `path` (which must not exist) with permissions `mode` (e.g. `0o600`).
     public init(creating path: String, mode: UInt32) throws(MediaFileError) {
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode_t(mode))
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode_t(mode))
         guard fd >= 0 else { throw MediaFileError(operation: "create", path: path, code: errno) }
         self.path = path
         descriptor = fd
@@ -76,6 +77,20 @@ public final class MediaFileWriter {
     public func remove() {
         try? close()
         _ = unlink(path)
+    }
+
+    /// Closes the file and renames it to `finalPath` (in the same directory, so the name changes atomically);
+    /// on failure the file is removed.
+    public func commit(renamingTo finalPath: String) throws(MediaFileError) {
+        do { try close() } catch {
+            _ = unlink(path)
+            throw error
+        }
+        guard rename(path, finalPath) == 0 else {
+            let code = errno
+            _ = unlink(path)
+            throw MediaFileError(operation: "rename", path: path, code: code)
+        }
     }
 
     deinit { if descriptor >= 0 { _ = systemClose(descriptor) } }

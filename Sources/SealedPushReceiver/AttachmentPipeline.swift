@@ -59,8 +59,10 @@ public struct AttachmentDirectoryError: Error, Sendable, Equatable, CustomString
 /// arrives and written straight to the file), the file's signature, and storage.
 ///
 /// Holds one 64 KiB chunk at a time, never the object or the file. The directory is private (`0700`, this
-/// user's, not a symbolic link: checked, or made, when the pipeline is made). Files are created `0600` in it
-/// under a random name with the type's extension; a failed or cancelled attachment leaves no file. Cancelling the task fails it with `attachmentTimeExpired`. Nothing deletes the
+/// user's, not a symbolic link: checked, or made, when the pipeline is made). Each download goes to a hidden
+/// temporary file (`.NAME.partial`, `O_CREAT | O_EXCL | O_NOFOLLOW`, `0600`) that is renamed to its final
+/// name (random, with the type's extension) only after the whole object verified; a failed or cancelled
+/// attachment leaves no file. Cancelling the task fails it with `attachmentTimeExpired`. Nothing deletes the
 /// files iOS would move away: `removeFiles(olderThan:)` does, for a device that is not iOS.
 public struct AttachmentPipeline: Sendable {
     /// How the media object is fetched.
@@ -177,11 +179,13 @@ public struct AttachmentPipeline: Sendable {
             throw fail(.attachmentTooLarge, "the server announced \(announced) bytes, over the \(limit) the object can be")
         }
 
-        // The file: created before the download, removed on any failure.
+        // The file: a hidden temporary one created before the download, renamed to `path` only once the whole
+        // object verified, removed on any failure.
         let name = Base64.encodeURLSafeNoPadding(CryptoLibrary.randomBytes(count: 12)) + type.fileExtension
-        let path = (directory.hasSuffix("/") ? directory : directory + "/") + name
+        let base = directory.hasSuffix("/") ? directory : directory + "/"
+        let path = base + name
         let handle: MediaFileWriter
-        do { handle = try MediaFileWriter(creating: path, mode: 0o600) } catch {
+        do { handle = try MediaFileWriter(creating: base + "." + name + ".partial", mode: 0o600) } catch {
             await response.body.cancel()
             throw fail(.attachmentStorageFailed, "cannot create a file in the attachments directory")
         }
@@ -210,7 +214,8 @@ public struct AttachmentPipeline: Sendable {
             guard type.matches(prefix: prefix) else { throw fail(.attachmentTypeMismatch, "the file does not start as \(type.mime) does") }
             // Not fsynced: iOS takes the file over at once (UNNotificationAttachment moves it), and a file
             // lost in a crash is an attachment lost, never a wrong one.
-            do { try handle.close() } catch { throw StorageError() }
+            if Task.isCancelled { throw fail(.attachmentTimeExpired, "the time ran out") }
+            do { try handle.commit(renamingTo: path) } catch { throw StorageError() }
         } catch let failure as AttachmentFailure {
             await response.body.cancel()
             cleanUp()
@@ -228,7 +233,7 @@ public struct AttachmentPipeline: Sendable {
             throw fail(.attachmentStorageFailed, "the file cannot be written")
         }
         if Task.isCancelled {
-            cleanUp()
+            PrivateDirectory.removeFile(path)
             throw fail(.attachmentTimeExpired, "the time ran out")
         }
         return NotificationAttachment(identifier: d.id, url: path, type: type.mime, size: Int64(d.size),

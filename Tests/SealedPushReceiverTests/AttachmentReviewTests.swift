@@ -5,6 +5,48 @@ import SealedPushWire
 import SealedPushReceiver
 import SealedPushTestSupport
 
+/// Serves `object` in two pieces: the first at once, then the second only after `release()`; counts reads.
+final class HalfwayFetcher: AttachmentFetcher, @unchecked Sendable {
+    // Safe: the flags are guarded by the lock.
+    let object: [UInt8]
+    let lock = NSLock()
+    var firstSent = false
+    var released = false
+    init(_ object: [UInt8]) { self.object = object }
+
+    var hasSentFirstPiece: Bool { lock.withLock { firstSent } }
+    func release() { lock.withLock { released = true } }
+
+    func get(_ url: String, maximumBytes: Int) async throws -> AttachmentResponse {
+        AttachmentResponse(status: 200, announcedLength: object.count, location: nil, body: Body(fetcher: self))
+    }
+
+    final class Body: AttachmentByteStream, @unchecked Sendable {
+        // Safe: one task reads a body.
+        let fetcher: HalfwayFetcher
+        var step = 0
+        init(fetcher: HalfwayFetcher) { self.fetcher = fetcher }
+        func next() async throws -> [UInt8]? {
+            step += 1
+            let half = fetcher.object.count / 2
+            switch step {
+            case 1:
+                return Array(fetcher.object[..<half])
+            case 2:
+                fetcher.lock.withLock { fetcher.firstSent = true }
+                while !fetcher.lock.withLock({ fetcher.released }) {
+                    try Task.checkCancellation()
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+                return Array(fetcher.object[half...])
+            default:
+                return nil
+            }
+        }
+        func cancel() async {}
+    }
+}
+
 /// A private attachments directory made by the test (0700).
 func privateAttachmentsDirectory() throws -> String {
     let path = NSTemporaryDirectory() + "sealedpush-review-\(UUID().uuidString)"
@@ -12,7 +54,7 @@ func privateAttachmentsDirectory() throws -> String {
     return path
 }
 
-@Suite("Review #22: attachments directory", .timeLimit(.minutes(10)))
+@Suite("Review #22: attachments directory, temporary downloads", .timeLimit(.minutes(10)))
 struct AttachmentReviewTests {
     /// Finding 2: an attachments directory others can read or replace files in is refused when the pipeline is made.
     @Test("a directory open to others, a symbolic link, or another user's directory is refused; a missing one is made 0700")
@@ -40,6 +82,31 @@ struct AttachmentReviewTests {
         #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o700)
         #expect(attributes[.type] as? FileAttributeType == .typeDirectory)
     }
+
+    /// Finding 3: while a download runs, no file carries a final name; only a hidden 0600 temporary one exists.
+    @Test("a download is written to a hidden 0600 temporary file and renamed only after the object verified")
+    func temporaryName() async throws {
+        let dir = try privateAttachmentsDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let file = mediaFile(MediaType.named("image/png")!, size: 200_000)
+        let (object, d) = try mediaObject(file, type: "image/png")
+        let fetcher = HalfwayFetcher(object)
+        let pipeline = try AttachmentPipeline(fetcher: fetcher, directory: dir)
+        let task = Task { await pipeline.run(d) }
+        try await waitUntil("the first half of the object to be written", within: .seconds(300)) { fetcher.hasSentFirstPiece }
+        let during = try FileManager.default.contentsOfDirectory(atPath: dir)
+        #expect(during.count == 1 && during.allSatisfy { $0.hasPrefix(".") }, "\(during)")
+        if let temp = during.first {
+            let mode = try FileManager.default.attributesOfItem(atPath: dir + "/" + temp)[.posixPermissions] as? NSNumber
+            #expect(mode?.intValue == 0o600)
+        }
+        fetcher.release()
+        let attachment = try await task.value.get()
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir) == [String(attachment.url.split(separator: "/").last!)])
+        #expect(!attachment.url.split(separator: "/").last!.hasPrefix("."))
+        #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: attachment.url))) == file)
+    }
+
 }
 
 @Suite("Attachment pipeline: directory errors, cleanup", .timeLimit(.minutes(10)))
