@@ -54,9 +54,9 @@ public struct AttachmentDirectoryError: Error, Sendable, Equatable, CustomString
 }
 
 /// Fetches, verifies, decrypts and writes one attachment, applying the §4 checks in order:
-/// type, declared size, URL, HTTP (at most 3 redirects, never to an insecure URL, status 200), announced
-/// length, then the streamed object (the byte cap enforced while reading, every chunk decrypted as it
-/// arrives and written straight to the file), the file's signature, and storage.
+/// type, declared size, URL (under `policy`), HTTP (at most 3 redirects, never to a refused URL nor from
+/// `https` to `http`, status 200), announced length, then the streamed object (the byte cap enforced while
+/// reading, every chunk decrypted as it arrives and written straight to the file), the file's signature, and storage.
 ///
 /// Holds one 64 KiB chunk at a time, never the object or the file. The directory is private (`0700`, this
 /// user's, not a symbolic link: checked, or made, when the pipeline is made). Each download goes to a hidden
@@ -69,21 +69,24 @@ public struct AttachmentPipeline: Sendable {
     public let fetcher: any AttachmentFetcher
     /// The directory files are written to (the app group's container on iOS).
     public let directory: String
+    /// Which URLs may be fetched: `.production` unless a development setup asks for `.development`.
+    public let policy: AttachmentURLPolicy
     /// The most redirects followed.
     public static let maximumRedirects = 3
     /// How long a simulated device keeps attachment files before `removeFiles(olderThan:)` removes them.
     public static let defaultFileLifetime: Duration = .seconds(3600)
 
-    /// A pipeline writing into `directory` through `fetcher`.
+    /// A pipeline writing into `directory` through `fetcher`, fetching what `policy` allows.
     ///
     /// `directory` must be private to this user: a directory (not a symbolic link) owned by the user running
     /// the process, without group or other access. It is made (`0700`, its parent must exist) when missing.
-    public init(fetcher: any AttachmentFetcher, directory: String) throws(AttachmentDirectoryError) {
+    public init(fetcher: any AttachmentFetcher, directory: String, policy: AttachmentURLPolicy = .production) throws(AttachmentDirectoryError) {
         do { try PrivateDirectory.prepare(directory, create: true) } catch {
             throw AttachmentDirectoryError(path: directory, problem: error)
         }
         self.fetcher = fetcher
         self.directory = directory
+        self.policy = policy
     }
 
     /// Whether `name` is one the pipeline writes: a final name (16 base64url characters and a type's
@@ -149,7 +152,7 @@ public struct AttachmentPipeline: Sendable {
         guard d.size <= type.kind.sizeLimit else {
             throw fail(.attachmentTooLarge, "\(d.size) bytes is over the \(type.kind.sizeLimit)-byte \(type.kind.rawValue) limit")
         }
-        guard AttachmentURLPolicy.isAllowed(d.url) else { throw fail(.attachmentInsecureURL, "the URL is not https (nor loopback http)") }
+        if let problem = policy.problem(d.url) { throw fail(.attachmentInsecureURL, problem) }
         let limit = MediaObjectFormat.maximumObjectLength(size: d.size)
 
         // HTTP, following at most 3 redirects, each checked like the first URL.
@@ -163,9 +166,10 @@ public struct AttachmentPipeline: Sendable {
             }
             guard (300...399).contains(response.status), let location = response.location else { break }
             await response.body.cancel()
-            guard let next = AttachmentURLPolicy.resolve(location, against: url), AttachmentURLPolicy.isAllowed(next) else {
-                throw fail(.attachmentInsecureURL, "a redirect goes to a URL that is not https (nor loopback http)")
+            guard let next = AttachmentURLPolicy.resolve(location, against: url) else {
+                throw fail(.attachmentInsecureURL, "a redirect goes to a URL that cannot be resolved")
             }
+            if let problem = policy.redirectProblem(from: url, to: next) { throw fail(.attachmentInsecureURL, problem) }
             redirects += 1
             guard redirects <= Self.maximumRedirects else { throw fail(.attachmentUnavailable, "more than \(Self.maximumRedirects) redirects") }
             url = next

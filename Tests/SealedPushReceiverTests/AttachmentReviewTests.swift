@@ -54,7 +54,7 @@ func privateAttachmentsDirectory() throws -> String {
     return path
 }
 
-@Suite("Review #22: attachments directory, temporary downloads", .timeLimit(.minutes(10)))
+@Suite("Review #22: attachments directory, temporary downloads, URL policy", .timeLimit(.minutes(10)))
 struct AttachmentReviewTests {
     /// Finding 2: an attachments directory others can read or replace files in is refused when the pipeline is made.
     @Test("a directory open to others, a symbolic link, or another user's directory is refused; a missing one is made 0700")
@@ -107,10 +107,70 @@ struct AttachmentReviewTests {
         #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: attachment.url))) == file)
     }
 
+    /// Finding 4: by default (production) loopback http, local address literals over https, and https→http
+    /// redirects are refused before any request to them.
+    @Test("production: no http, no https to loopback, private, link-local or unspecified literals, no https→http redirect")
+    func productionURLPolicy() async throws {
+        let dir = try privateAttachmentsDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let file = mediaFile(MediaType.named("image/gif")!, size: 1_000)
+        let (object, d) = try mediaObject(file, type: "image/gif")
+        let refused = [
+            "http://127.0.0.1:9/o", "http://localhost/o", "http://[::1]/o",
+            "https://127.0.0.1/o", "https://localhost:8443/o", "https://[::1]/o", "https://0.0.0.0/o", "https://[::]/o",
+            "https://10.1.2.3/o", "https://172.16.0.1/o", "https://172.31.255.255/o", "https://192.168.1.1/o",
+            "https://169.254.169.254/latest", "https://[fe80::1]/o", "https://[fc00::1]/o", "https://[fd12:3456::1]/o",
+            "https://2130706433/o", "https://0x7f.0.0.1/o", "https://127.1/o", "https://[::ffff:127.0.0.1]/o",
+            "https://[::ffff:10.0.0.1]/o", "https://10.0.0.1./o", "https://api.localhost/o",
+        ]
+        for url in refused {
+            var descriptor = d
+            descriptor.url = url
+            let fetcher = MemoryFetcher([url: .object(object)])
+            let result = await (try AttachmentPipeline(fetcher: fetcher, directory: dir)).run(descriptor)
+            #expect(result.failureReason == .attachmentInsecureURL, "\(url)")
+            #expect(fetcher.requested.isEmpty, "\(url)")
+        }
+        for target in ["http://127.0.0.1:8080/o", "http://cdn.example/o", "https://192.168.0.10/o", "https://[fe80::1]/o"] {
+            var descriptor = d
+            descriptor.url = "https://a.example/start"
+            let fetcher = MemoryFetcher(["https://a.example/start": .redirect(target), target: .object(object)])
+            let result = await (try AttachmentPipeline(fetcher: fetcher, directory: dir)).run(descriptor)
+            #expect(result.failureReason == .attachmentInsecureURL, "\(target)")
+            #expect(fetcher.requested == ["https://a.example/start"], "\(target)")
+        }
+        for url in ["https://cdn.example/o", "https://8.8.8.8/o", "https://172.32.0.1/o", "https://[2001:db8::1]/o", "https://11.0.0.1/o"] {
+            var descriptor = d
+            descriptor.url = url
+            let result = await (try AttachmentPipeline(fetcher: MemoryFetcher([url: .object(object)]), directory: dir)).run(descriptor)
+            #expect(result.failureReason == nil, "\(url)")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir).count == 5)
+    }
 }
 
-@Suite("Attachment pipeline: directory errors, cleanup", .timeLimit(.minutes(10)))
+@Suite("Attachment pipeline: development switch, directory errors, cleanup", .timeLimit(.minutes(10)))
 struct AttachmentPipelineHousekeepingTests {
+    @Test("the development policy allows loopback http and local https literals, still never an https→http redirect")
+    func development() async throws {
+        let dir = try privateAttachmentsDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let (object, d) = try mediaObject(mediaFile(MediaType.named("image/gif")!, size: 1_000), type: "image/gif")
+        let pipeline = { (fetcher: MemoryFetcher) throws -> AttachmentPipeline in
+            try AttachmentPipeline(fetcher: fetcher, directory: dir, policy: .development)
+        }
+        for url in ["http://127.0.0.1:8080/o", "http://localhost/o", "https://192.168.1.1/o", "https://[fe80::1]/o"] {
+            var descriptor = d
+            descriptor.url = url
+            #expect(try await pipeline(MemoryFetcher([url: .object(object)])).run(descriptor).failureReason == nil, "\(url)")
+        }
+        var descriptor = d
+        descriptor.url = "https://a.example/start"
+        let redirect = MemoryFetcher(["https://a.example/start": .redirect("http://127.0.0.1/o"), "http://127.0.0.1/o": .object(object)])
+        #expect(try await pipeline(redirect).run(descriptor).failureReason == .attachmentInsecureURL)
+        #expect(redirect.requested == ["https://a.example/start"])
+    }
+
     @Test("the directory error names the path and the fix")
     func directoryErrors() throws {
         let dir = try privateAttachmentsDirectory()
