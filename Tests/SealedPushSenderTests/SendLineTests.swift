@@ -24,11 +24,12 @@ struct SendLineTests {
         let plain = try sealer.sealPush(line: line(device.record, #","device_token":"\#(Self.token)","id":"m-17""#).span,
                                         topic: "com.example.app")
         #expect(plain.collapseID == "m-17")
-        let long = String(repeating: "é", count: 40)  // 40 characters, 80 bytes: no collapse id, the apns-id stands
-        let unnamed = try sealer.sealPush(line: line(device.record, #","device_token":"\#(Self.token)","id":"\#(long)""#).span,
-                                          topic: "com.example.app")
-        #expect(unnamed.collapseID == nil)
-        #expect(unnamed.problem == nil)
+        // A message id is at most 64 bytes of UTF-8 (f391d7c), so it always fits as a collapse id: 40 characters
+        // of 2 bytes are refused before any push is made.
+        let long = String(repeating: "é", count: 40)
+        #expect(throws: SenderError.self) {
+            try sealer.sealPush(line: line(device.record, #","device_token":"\#(Self.token)","id":"\#(long)""#).span, topic: "com.example.app")
+        }
         #expect(push.problem == nil)
         let payload = try #require(try JSON.parse(push.payload).objectValue)
         #expect(payload["ENCRYPTED_DATA"] != nil)
