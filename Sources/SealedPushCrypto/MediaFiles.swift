@@ -19,12 +19,18 @@ public struct MediaFileError: Error, Equatable, Sendable, CustomStringConvertibl
     /// The system error number.
     public let code: Int32
 
+    /// Whether opening failed because the path is a symbolic link and links were not followed.
+    public var isSymbolicLink: Bool { operation == "open" && code == ELOOP }
+    /// Whether opening failed because the path is not a regular file (a directory, a FIFO, a device…).
+    public var isNotRegularFile: Bool { operation == "open" && (code == EISDIR || code == EINVAL) }
+
     /// `operation path: strerror`.
     public var description: String { "cannot \(operation) \(path): \(String(cString: strerror(code)))" }
 }
 
 /// A file created for one media object or attachment and written in pieces, without Foundation (which the
-/// extension modules do not link): `open(O_CREAT | O_EXCL)` with the given mode, so nothing is overwritten.
+/// extension modules do not link): `open(O_CREAT | O_EXCL | O_NOFOLLOW)` with the given mode, so nothing is
+/// overwritten and no symbolic link is followed.
 ///
 /// Not `Sendable`: one task writes it. Closed when released if `close()` was not called.
 public final class MediaFileWriter {
@@ -34,7 +40,7 @@ public final class MediaFileWriter {
 
     /// Creates `path` (which must not exist) with permissions `mode` (e.g. `0o600`).
     public init(creating path: String, mode: UInt32) throws(MediaFileError) {
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode_t(mode))
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode_t(mode))
         guard fd >= 0 else { throw MediaFileError(operation: "create", path: path, code: errno) }
         self.path = path
         descriptor = fd
@@ -73,6 +79,20 @@ public final class MediaFileWriter {
         _ = unlink(path)
     }
 
+    /// Closes the file and renames it to `finalPath` (in the same directory, so the name changes atomically);
+    /// on failure the file is removed.
+    public func commit(renamingTo finalPath: String) throws(MediaFileError) {
+        do { try close() } catch {
+            _ = unlink(path)
+            throw error
+        }
+        guard rename(path, finalPath) == 0 else {
+            let code = errno
+            _ = unlink(path)
+            throw MediaFileError(operation: "rename", path: path, code: code)
+        }
+    }
+
     deinit { if descriptor >= 0 { _ = systemClose(descriptor) } }
 }
 
@@ -86,9 +106,10 @@ public final class MediaFileReader {
     public let size: Int
     private let descriptor: Int32
 
-    /// Opens `path` for reading; it must be a regular file.
-    public init(path: String) throws(MediaFileError) {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+    /// Opens `path` for reading; it must be a regular file. With `followingSymlinks: false` a symbolic link
+    /// as the last component is refused (`ELOOP`) instead of followed. Never blocks on a FIFO.
+    public init(path: String, followingSymlinks: Bool = true) throws(MediaFileError) {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (followingSymlinks ? 0 : O_NOFOLLOW))
         guard fd >= 0 else { throw MediaFileError(operation: "open", path: path, code: errno) }
         var info = stat()
         guard fstat(fd, &info) == 0 else {
@@ -98,7 +119,7 @@ public final class MediaFileReader {
         }
         guard (info.st_mode & S_IFMT) == S_IFREG else {
             _ = systemClose(fd)
-            throw MediaFileError(operation: "open", path: path, code: EISDIR)
+            throw MediaFileError(operation: "open", path: path, code: (info.st_mode & S_IFMT) == S_IFDIR ? EISDIR : EINVAL)
         }
         self.path = path
         size = Int(info.st_size)

@@ -43,10 +43,13 @@ public struct SimulatedDevice: Sendable {
     ///
     /// `requestIdentifier` is the notification request identifier it arrives under (`nil`: a new one);
     /// `extensionDelay` makes the extension stall that long before it starts work; `attachments` fetches
-    /// and writes a message's attachments (`nil`: the text alone).
+    /// and writes a message's attachments (`nil`: the text alone). Attachment files older than
+    /// `AttachmentPipeline.defaultFileLifetime` are removed from its directory first: iOS moves each file
+    /// away when it shows it, and on Linux nothing else deletes the decrypted files.
     public func deliver(_ payload: [UInt8], requestIdentifier: String? = nil, options: DeviceSimulator.Options = .init(),
                         extensionDelay: Duration = .zero, logger: Logger = Logger(label: "sealedpush.extension"),
                         attachments: AttachmentPipeline? = nil, receipts: ReceiptCourier? = nil) async -> DeliveryResult {
+        attachments?.removeFiles(olderThan: AttachmentPipeline.defaultFileLifetime)
         var configured = extensionConfiguration(logger: logger, attachments: attachments)
         configured.receipts = receipts
         let configuration = configured

@@ -1,5 +1,5 @@
 public import SealedPushWire
-import SealedPushCrypto
+public import SealedPushCrypto
 
 /// Why one attachment was not attached (attachments v1 §4): the message still shows its text.
 public struct AttachmentFailure: Error, Sendable, Equatable, CustomStringConvertible {
@@ -21,26 +21,99 @@ public struct AttachmentFailure: Error, Sendable, Equatable, CustomStringConvert
     public var description: String { "\(identifier): \(reason.rawValue) (\(detail))" }
 }
 
+/// Why the attachments directory cannot be used; says which path and how to fix it.
+public struct AttachmentDirectoryError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The directory's path.
+    public var path: String
+    /// What is wrong with it.
+    public var problem: PrivateDirectoryProblem
+
+    /// An error from its parts.
+    public init(path: String, problem: PrivateDirectoryProblem) {
+        self.path = path
+        self.problem = problem
+    }
+
+    /// What is wrong, and what to do.
+    public var description: String {
+        let why: String
+        switch problem {
+        case let .unusable(code):
+            why = "cannot be used or created (\(PrivateDirectory.describe(errno: code))); make sure its parent directory exists, or choose another directory"
+        case .symbolicLink:
+            why = "is a symbolic link; give the real directory, private to you (mkdir -m 700)"
+        case .notDirectory:
+            why = "is not a directory; remove it or choose another directory"
+        case let .notOwner(owner):
+            why = "belongs to user \(owner), who could replace the decrypted files; use a directory of your own (mkdir -m 700)"
+        case let .accessibleByOthers(mode):
+            why = "is open to other users (mode \(String(mode, radix: 8))), who could read or replace the decrypted files; run chmod 700 on it"
+        }
+        return "the attachments directory \(path) \(why)"
+    }
+}
+
 /// Fetches, verifies, decrypts and writes one attachment, applying the §4 checks in order:
-/// type, declared size, URL, HTTP (at most 3 redirects, never to an insecure URL, status 200), announced
-/// length, then the streamed object (the byte cap enforced while reading, every chunk decrypted as it
-/// arrives and written straight to the file), the file's signature, and storage.
+/// type, declared size, URL (under `policy`), HTTP (at most 3 redirects, never to a refused URL nor from
+/// `https` to `http`, status 200), announced length, then the streamed object (the byte cap enforced while
+/// reading, every chunk decrypted as it arrives and written straight to the file), the file's signature, and storage.
 ///
-/// Holds one 64 KiB chunk at a time, never the object or the file. Files are created `0600` in `directory`
-/// under a random name with the type's extension; a failed or cancelled attachment leaves no file.
-/// Cancelling the task fails it with `attachmentTimeExpired`.
+/// Holds one 64 KiB chunk at a time, never the object or the file. The directory is private (`0700`, this
+/// user's, not a symbolic link: checked, or made, when the pipeline is made). Each download goes to a hidden
+/// temporary file (`.NAME.partial`, `O_CREAT | O_EXCL | O_NOFOLLOW`, `0600`) that is renamed to its final
+/// name (random, with the type's extension) only after the whole object verified; a failed or cancelled
+/// attachment leaves no file. Cancelling the task fails it with `attachmentTimeExpired`. Nothing deletes the
+/// files iOS would move away: `removeFiles(olderThan:)` does, for a device that is not iOS.
 public struct AttachmentPipeline: Sendable {
     /// How the media object is fetched.
     public let fetcher: any AttachmentFetcher
     /// The directory files are written to (the app group's container on iOS).
     public let directory: String
+    /// Which URLs may be fetched: `.production` unless a development setup asks for `.development`.
+    public let policy: AttachmentURLPolicy
     /// The most redirects followed.
     public static let maximumRedirects = 3
+    /// How long a simulated device keeps attachment files before `removeFiles(olderThan:)` removes them.
+    public static let defaultFileLifetime: Duration = .seconds(3600)
 
-    /// A pipeline writing into `directory` (which must exist) through `fetcher`.
-    public init(fetcher: any AttachmentFetcher, directory: String) {
+    /// A pipeline writing into `directory` through `fetcher`, fetching what `policy` allows.
+    ///
+    /// `directory` must be private to this user: a directory (not a symbolic link) owned by the user running
+    /// the process, without group or other access. It is made (`0700`, its parent must exist) when missing.
+    public init(fetcher: any AttachmentFetcher, directory: String, policy: AttachmentURLPolicy = .production) throws(AttachmentDirectoryError) {
+        do { try PrivateDirectory.prepare(directory, create: true) } catch {
+            throw AttachmentDirectoryError(path: directory, problem: error)
+        }
         self.fetcher = fetcher
         self.directory = directory
+        self.policy = policy
+    }
+
+    /// Whether `name` is one the pipeline writes: a final name (16 base64url characters and a type's
+    /// extension) or its hidden temporary name (`.` final name `.partial`).
+    public static func isPipelineFileName(_ name: String) -> Bool {
+        var final = Substring(name)
+        if final.hasPrefix("."), final.hasSuffix(".partial") { final = final.dropFirst().dropLast(".partial".count) }
+        guard let ext = MediaType.all.first(where: { final.hasSuffix($0.fileExtension) })?.fileExtension else { return false }
+        let stem = final.dropLast(ext.count)
+        return stem.utf8.count == 16 && stem.utf8.allSatisfy { b in
+            (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || (b >= 0x30 && b <= 0x39) || b == 0x2D || b == 0x5F
+        }
+    }
+
+    /// Removes the files the pipeline wrote (finished or left partial by a killed process) that were last
+    /// modified more than `age` before `now` (seconds since 1970; the wall clock when `nil`), and returns
+    /// how many it removed. Other entries of the directory are left alone.
+    @discardableResult
+    public func removeFiles(olderThan age: Duration, now: Int64? = nil) -> Int {
+        let cutoff = (now ?? PrivateDirectory.currentTime()) - age.components.seconds
+        guard let entries = try? PrivateDirectory.entries(of: directory) else { return 0 }
+        let base = directory.hasSuffix("/") ? directory : directory + "/"
+        var removed = 0
+        for entry in entries where entry.isRegularFile && entry.modified < cutoff && Self.isPipelineFileName(entry.name) {
+            if PrivateDirectory.removeFile(base + entry.name) { removed += 1 }
+        }
+        return removed
     }
 
     /// Runs every descriptor in parallel; results in descriptor order.
@@ -79,7 +152,7 @@ public struct AttachmentPipeline: Sendable {
         guard d.size <= type.kind.sizeLimit else {
             throw fail(.attachmentTooLarge, "\(d.size) bytes is over the \(type.kind.sizeLimit)-byte \(type.kind.rawValue) limit")
         }
-        guard AttachmentURLPolicy.isAllowed(d.url) else { throw fail(.attachmentInsecureURL, "the URL is not https (nor loopback http)") }
+        if let problem = policy.problem(d.url) { throw fail(.attachmentInsecureURL, problem) }
         let limit = MediaObjectFormat.maximumObjectLength(size: d.size)
 
         // HTTP, following at most 3 redirects, each checked like the first URL.
@@ -93,9 +166,10 @@ public struct AttachmentPipeline: Sendable {
             }
             guard (300...399).contains(response.status), let location = response.location else { break }
             await response.body.cancel()
-            guard let next = AttachmentURLPolicy.resolve(location, against: url), AttachmentURLPolicy.isAllowed(next) else {
-                throw fail(.attachmentInsecureURL, "a redirect goes to a URL that is not https (nor loopback http)")
+            guard let next = AttachmentURLPolicy.resolve(location, against: url) else {
+                throw fail(.attachmentInsecureURL, "a redirect goes to a URL that cannot be resolved")
             }
+            if let problem = policy.redirectProblem(from: url, to: next) { throw fail(.attachmentInsecureURL, problem) }
             redirects += 1
             guard redirects <= Self.maximumRedirects else { throw fail(.attachmentUnavailable, "more than \(Self.maximumRedirects) redirects") }
             url = next
@@ -109,11 +183,13 @@ public struct AttachmentPipeline: Sendable {
             throw fail(.attachmentTooLarge, "the server announced \(announced) bytes, over the \(limit) the object can be")
         }
 
-        // The file: created before the download, removed on any failure.
+        // The file: a hidden temporary one created before the download, renamed to `path` only once the whole
+        // object verified, removed on any failure.
         let name = Base64.encodeURLSafeNoPadding(CryptoLibrary.randomBytes(count: 12)) + type.fileExtension
-        let path = (directory.hasSuffix("/") ? directory : directory + "/") + name
+        let base = directory.hasSuffix("/") ? directory : directory + "/"
+        let path = base + name
         let handle: MediaFileWriter
-        do { handle = try MediaFileWriter(creating: path, mode: 0o600) } catch {
+        do { handle = try MediaFileWriter(creating: base + "." + name + ".partial", mode: 0o600) } catch {
             await response.body.cancel()
             throw fail(.attachmentStorageFailed, "cannot create a file in the attachments directory")
         }
@@ -142,7 +218,8 @@ public struct AttachmentPipeline: Sendable {
             guard type.matches(prefix: prefix) else { throw fail(.attachmentTypeMismatch, "the file does not start as \(type.mime) does") }
             // Not fsynced: iOS takes the file over at once (UNNotificationAttachment moves it), and a file
             // lost in a crash is an attachment lost, never a wrong one.
-            do { try handle.close() } catch { throw StorageError() }
+            if Task.isCancelled { throw fail(.attachmentTimeExpired, "the time ran out") }
+            do { try handle.commit(renamingTo: path) } catch { throw StorageError() }
         } catch let failure as AttachmentFailure {
             await response.body.cancel()
             cleanUp()
@@ -160,7 +237,7 @@ public struct AttachmentPipeline: Sendable {
             throw fail(.attachmentStorageFailed, "the file cannot be written")
         }
         if Task.isCancelled {
-            cleanUp()
+            PrivateDirectory.removeFile(path)
             throw fail(.attachmentTimeExpired, "the time ran out")
         }
         return NotificationAttachment(identifier: d.id, url: path, type: type.mime, size: Int64(d.size),

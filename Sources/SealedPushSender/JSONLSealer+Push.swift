@@ -2,10 +2,11 @@ public import SealedPushAPNsCore
 public import SealedPushWire
 
 extension JSONLSealer {
-    /// Seals one parsed request object, its `attachments` encrypted into `mediaStore` (refused without one).
+    /// Seals one parsed request object, its `attachments` read inside `mediaSource` and encrypted into
+    /// `mediaStore` (refused without both).
     public func seal(_ object: JSONObject) throws(SenderError) -> SealedNotification {
         var request = try JSONLSealer.request(from: object)
-        let media = try JSONLSealer.attachments(from: object)
+        let media = try JSONLSealer.attachments(from: object, in: mediaSource)
         if !media.isEmpty {
             guard let mediaStore else {
                 throw .invalidRequest("member 'attachments' needs a media directory and URL (--media-dir DIR --media-url BASE_URL)")

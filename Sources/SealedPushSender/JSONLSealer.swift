@@ -11,7 +11,9 @@ public import SealedPushWire
 ///      "collapse_id": "…", "topic": "…", "id": "…", "deliver_once": true (apns-expiration 0; default: 7 days),
 ///      "attachments": [{"file": "photo.jpg", "type": "image/jpeg", "name": "…"}, …]}
 ///
-/// `attachments` (up to 4; `type` and `name` optional) needs a `mediaStore`: each file is encrypted into it.
+/// `attachments` (up to 4; `type` and `name` optional) needs a `mediaStore`, where each file is encrypted, and
+/// a `mediaSource`, the directory the files are read from: a line chooses both its recipient and its files, so
+/// its `file` paths are relative to that directory and can never name a file outside it.
 ///
 /// Output line: `{"payload":{…},"headers":{…}}` (plus `"signed_by":"<sender key id>"` when signed), or `{"line":N,"error":"…"}` when the line failed
 /// (N counts every input line from 1, blank ones included). Unknown members are refused so typos surface.
@@ -30,6 +32,8 @@ public struct JSONLSealer: Sendable {
     public let sender: NotificationSender
     /// Where lines with `attachments` put their encrypted media objects; `nil` refuses such lines.
     public let mediaStore: (any MediaObjectStore)?
+    /// The directory lines' attachment files are read from (their paths relative to it); `nil` refuses such lines.
+    public let mediaSource: MediaSource?
 
     /// The members an input line may have.
     public static let members: Set<String> = [
@@ -47,14 +51,17 @@ public struct JSONLSealer: Sendable {
     /// The members an entry of `attachments` may have.
     public static let attachmentMembers: Set<String> = ["file", "type", "name"]
 
-    /// A JSONL sealer over `sender`; lines with attachments encrypt them into `mediaStore`.
-    public init(sender: NotificationSender, mediaStore: (any MediaObjectStore)? = nil) {
+    /// A JSONL sealer over `sender`; lines with attachments read their files inside `mediaSource` and
+    /// encrypt them into `mediaStore` (both needed for such lines).
+    public init(sender: NotificationSender, mediaStore: (any MediaObjectStore)? = nil, mediaSource: MediaSource? = nil) {
         self.sender = sender
         self.mediaStore = mediaStore
+        self.mediaSource = mediaSource
     }
 
-    /// Reads a line's `attachments` member: `[{"file": PATH, "type": MIME?, "name": NAME?}, …]` (empty if absent).
-    public static func attachments(from o: JSONObject) throws(SenderError) -> [MediaAttachment] {
+    /// Reads a line's `attachments` member: `[{"file": PATH, "type": MIME?, "name": NAME?}, …]` (empty if absent),
+    /// each `file` confined to `source`; refused when it names files and `source` is `nil`.
+    public static func attachments(from o: JSONObject, in source: MediaSource?) throws(SenderError) -> [MediaAttachment] {
         guard let value = o["attachments"] else { return [] }
         guard case let .array(items) = value else { throw .invalidRequest("member 'attachments' must be an array of {\"file\": …} objects") }
         guard items.count <= AttachmentDescriptor.maximumCount else {
@@ -69,7 +76,10 @@ public struct JSONLSealer: Sendable {
             guard case let .string(file)? = entry["file"], !file.isEmpty else {
                 throw .invalidRequest("each attachment needs 'file', a non-empty path string")
             }
-            var attachment = MediaAttachment(file: file)
+            guard let source else {
+                throw .invalidRequest("member 'attachments' names files, and a batch reads files only inside a media source directory: pass the directory the attachment files are in, and give each 'file' relative to it")
+            }
+            var attachment = MediaAttachment(file: file, in: source)
             for key in ["type", "name"] {
                 guard let v = entry[key] else { continue }
                 guard case let .string(s) = v else { throw .invalidRequest("attachment member '\(key)' must be a string") }

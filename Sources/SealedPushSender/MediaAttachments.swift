@@ -13,8 +13,12 @@ import Foundation
 public struct MediaAttachment: Sendable {
     /// Where the file's bytes come from.
     public enum Source: Sendable {
-        /// A file on disk, read 64 KiB at a time.
+        /// A file on disk at a path the API caller chose, read 64 KiB at a time (symbolic links followed).
+        /// For paths that come from input (a batch line), use `sourceFile`.
         case file(path: String)
+        /// A file inside a media source directory: `path` is resolved in it and may not leave it (see
+        /// `MediaSource.open(_:)`).
+        case sourceFile(path: String, in: MediaSource)
         /// A byte stream of exactly `size` bytes: `next` returns the next bytes, or an empty array at the end.
         case stream(size: Int, label: String, next: @Sendable () throws -> [UInt8])
 
@@ -22,6 +26,7 @@ public struct MediaAttachment: Sendable {
         public var label: String {
             switch self {
             case let .file(path): return path
+            case let .sourceFile(path, _): return path
             case let .stream(_, label, _): return label
             }
         }
@@ -51,9 +56,91 @@ public struct MediaAttachment: Sendable {
         self.padding = padding
     }
 
-    /// A file attachment; the type defaults to the one its extension names.
+    /// A file attachment at a path the API caller chose; the type defaults to the one its extension names.
     public init(file path: String, type: String? = nil, name: String? = nil) {
         self.init(source: .file(path: path), type: type, name: name)
+    }
+
+    /// A file attachment confined to `source`: `path` is relative to its directory; the type defaults to the
+    /// one its extension names.
+    public init(file path: String, in source: MediaSource, type: String? = nil, name: String? = nil) {
+        self.init(source: .sourceFile(path: path, in: source), type: type, name: name)
+    }
+}
+
+/// The directory attachment files may be read from when their paths come from input (a batch line): a path
+/// is resolved inside it and can never reach a file outside it.
+///
+/// A relative path is taken inside the directory; an absolute path, or `..` that climbs out of it, is refused.
+/// The real path of the file's directory (every symbolic link resolved) must still lie inside the directory's
+/// real path, and the file itself is opened with `O_NOFOLLOW` and must be a regular file.
+public struct MediaSource: Sendable, Equatable {
+    /// The directory as given.
+    public let directory: String
+    /// Its real path (symbolic links resolved) when the source was made.
+    public let realDirectory: String
+
+    /// A source over `directory`, which must exist and be a directory.
+    public init(directory: String) throws(SenderError) {
+        let real: String
+        do { real = try PrivateDirectory.realPath(directory) } catch {
+            throw .invalidAttachment("the media source directory \(directory) cannot be used (\(Self.describe(error))); give an existing directory")
+        }
+        var isDirectory = false
+        guard FileManager.default.fileExists(atPath: real, isDirectory: &isDirectory), isDirectory else {
+            throw .invalidAttachment("the media source directory \(directory) is not a directory; give the directory the attachment files are in")
+        }
+        self.directory = directory
+        self.realDirectory = real
+    }
+
+    /// Whether `realPath` (already resolved) is the directory or inside it.
+    func contains(realPath: String) -> Bool {
+        realPath == realDirectory || realPath.hasPrefix(realDirectory == "/" ? "/" : realDirectory + "/")
+    }
+
+    /// Opens `path` (relative to the directory) for reading, or refuses it with an error naming the path and
+    /// the directory: an absolute path, `..` leading outside, a directory that resolves outside (through a
+    /// symbolic link), a file that is a symbolic link, or anything but a regular file.
+    public func open(_ path: String) throws(SenderError) -> MediaFileReader {
+        func refuse(_ why: String) -> SenderError {
+            .invalidAttachment("\(path): \(why) (media source directory \(directory))")
+        }
+        guard !path.isEmpty, !path.unicodeScalars.contains("\u{0}") else { throw refuse("the path is empty or holds a NUL") }
+        guard !path.hasPrefix("/") else {
+            throw refuse("is an absolute path; give the path relative to the media source directory")
+        }
+        var components: [Substring] = []
+        for component in path.split(separator: "/", omittingEmptySubsequences: true) {
+            switch component {
+            case ".": continue
+            case "..":
+                guard !components.isEmpty else { throw refuse("leads outside the media source directory (..); only files inside it can be sent") }
+                components.removeLast()
+            default: components.append(component)
+            }
+        }
+        guard let name = components.popLast() else { throw refuse("names the directory itself, not a file in it") }
+        let parent = ([realDirectory == "/" ? "" : realDirectory] + components.map(String.init)).joined(separator: "/")
+        let realParent: String
+        do { realParent = try PrivateDirectory.realPath(parent.isEmpty ? "/" : parent) } catch {
+            throw refuse("cannot be read (\(Self.describe(error))); check the path")
+        }
+        guard contains(realPath: realParent) else {
+            throw refuse("leads outside the media source directory through a symbolic link; only files inside it can be sent")
+        }
+        do {
+            return try MediaFileReader(path: (realParent == "/" ? "" : realParent) + "/" + name, followingSymlinks: false)
+        } catch {
+            if error.isSymbolicLink { throw refuse("is a symbolic link; attachments are read only from regular files inside the media source directory") }
+            if error.isNotRegularFile { throw refuse("is not a regular file") }
+            throw refuse("cannot be read (\(PrivateDirectory.describe(errno: error.code))); check the path and its permissions")
+        }
+    }
+
+    static func describe(_ problem: PrivateDirectoryProblem) -> String {
+        if case let .unusable(code) = problem { return PrivateDirectory.describe(errno: code) }
+        return "\(problem)"
     }
 }
 
@@ -96,7 +183,8 @@ public struct DirectoryMediaStore: MediaObjectStore {
         }
         var base = baseURL
         while base.hasSuffix("/") { base.removeLast() }
-        guard AttachmentURLPolicy.isAllowed(base + "/x") else {
+        // What a device in development accepts: a phone in the field takes https to public hosts only.
+        guard AttachmentURLPolicy.development.isAllowed(base + "/x") else {
             throw .invalidAttachment("the media base URL \(baseURL) is not https (nor http to localhost, 127.0.0.0/8 or [::1]); devices would refuse it")
         }
         self.directory = directory
@@ -181,6 +269,10 @@ public enum MediaSealer {
             do { reader = try MediaFileReader(path: path) } catch {
                 throw .invalidAttachment("\(path): cannot read the file (\(error)); check the path and its permissions")
             }
+            size = reader.size
+            next = { try reader.read(upTo: readSize) }
+        case let .sourceFile(path, source):
+            let reader = try source.open(path)
             size = reader.size
             next = { try reader.read(upTo: readSize) }
         case let .stream(streamSize, _, read):

@@ -210,22 +210,64 @@ public struct AttachmentDescriptor: Sendable, Equatable {
     }
 }
 
-/// The §4 rule for where a media object may be fetched from.
-public enum AttachmentURLPolicy {
-    /// Whether `url` is an absolute `https` URL, or `http` to `localhost`, `127.0.0.0/8` or `[::1]`.
+/// The §4 rule for where a media object may be fetched from, in production or in development.
+///
+/// Production (the default): `https` only, and never to an address literal that names this device or its
+/// local networks (loopback, unspecified, private, link-local, in any spelling a resolver accepts), nor to
+/// `localhost`; a redirect from `https` to `http` is refused whatever the policy. Development
+/// (`allowsLocalHosts`, turned on explicitly by a simulated device or a test): also `http` to `localhost`,
+/// `127.0.0.0/8` or `[::1]`, and `https` to the local addresses. Otherwise a sender could make the phone
+/// probe its own loopback ports and its local network, and learn the answers from receipts' failure counts.
+public struct AttachmentURLPolicy: Sendable, Equatable {
+    /// Whether development hosts are allowed: `http` to loopback, and `https` to loopback, private,
+    /// link-local and unspecified addresses (`localhost` included).
+    public var allowsLocalHosts: Bool
+
+    /// A policy; `allowsLocalHosts` is off unless asked for.
+    public init(allowsLocalHosts: Bool = false) {
+        self.allowsLocalHosts = allowsLocalHosts
+    }
+
+    /// What a phone in the field does: `https` to public hosts only.
+    public static let production = AttachmentURLPolicy()
+    /// What a development setup needs: also loopback `http` and local addresses over `https`.
+    public static let development = AttachmentURLPolicy(allowsLocalHosts: true)
+
+    /// Why `url` may not be fetched under this policy, or `nil` when it may: the one function for the rule.
     ///
-    /// Deliberately strict: ASCII only, no whitespace or control characters, `scheme://host[:port]...`
-    /// with a non-empty host and a numeric port.
-    public static func isAllowed(_ url: String) -> Bool {
-        guard let parts = split(url) else { return false }
+    /// The answer never quotes the URL (it can carry names a log must not).
+    public func problem(_ url: String) -> String? {
+        guard let parts = Self.split(url) else { return "the URL is not a valid absolute URL" }
+        let host = HostAddress.classify(parts.host)
         switch parts.scheme {
-        case "https": return true
-        case "http": return isLoopback(host: parts.host)
-        default: return false
+        case "https":
+            switch host {
+            case .invalid: return "the URL's host is not a valid host name or address"
+            case .publicHost: return nil
+            case .loopback, .unspecified, .privateNetwork, .linkLocal:
+                return allowsLocalHosts ? nil
+                    : "the URL's host is a \(host.rawValue) address, which a device fetches only in development"
+            }
+        case "http":
+            guard allowsLocalHosts else { return "the URL is not https (http only to loopback, in development)" }
+            return Self.isLoopback(host: parts.host) ? nil : "the URL is not https (nor http to localhost, 127.0.0.0/8 or [::1])"
+        default:
+            return "the URL is not https"
         }
     }
 
-    /// Whether `host` (as in a URL, IPv6 in brackets) is `localhost`, in `127.0.0.0/8`, or `[::1]`.
+    /// Whether `url` may be fetched under this policy (`problem(_:)` is `nil`).
+    public func isAllowed(_ url: String) -> Bool { problem(url) == nil }
+
+    /// Why a redirect from `from` to `to` (already resolved) may not be followed, or `nil` when it may:
+    /// never from `https` to `http`, and `to` must pass `problem(_:)`.
+    public func redirectProblem(from: String, to: String) -> String? {
+        if Self.split(from)?.scheme == "https", Self.split(to)?.scheme == "http" { return "a redirect goes from https to http" }
+        return problem(to).map { "a redirect goes to a URL that is refused: " + $0 }
+    }
+
+    /// Whether `host` (as in a URL, IPv6 in brackets) is `localhost`, a dotted quad in `127.0.0.0/8`, or `[::1]`:
+    /// the hosts plain `http` may reach in development (§1).
     public static func isLoopback(host: String) -> Bool {
         let h = host.lowercased()
         if h == "localhost" || h == "[::1]" { return true }
@@ -241,7 +283,8 @@ public enum AttachmentURLPolicy {
     /// The lowercased scheme and the host of an absolute URL, or `nil` if it is not one.
     public static func split(_ url: String) -> (scheme: String, host: String)? {
         let bytes = Array(url.utf8)
-        guard !bytes.isEmpty, bytes.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { return nil }
+        // No backslash: WHATWG parsers read it as `/` in an http(s) URL, so the host they fetch would differ.
+        guard !bytes.isEmpty, bytes.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\\") }) else { return nil }
         guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon > 0 else { return nil }
         let scheme = String(decoding: bytes[..<colon], as: UTF8.self).lowercased()
         guard scheme.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2B || $0 == 0x2D || $0 == 0x2E }),

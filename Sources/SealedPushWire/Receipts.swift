@@ -119,17 +119,8 @@ public struct HTTPURL: Sendable, Equatable {
     /// wait on, or learn about, another's).
     public var origin: String { "\(scheme)://\(host):\(port ?? (scheme == "https" ? 443 : 80))" }
 
-    /// Whether the host is `localhost`, in `127.0.0.0/8`, or `[::1]`.
-    public var isLoopback: Bool {
-        if host == "localhost" || host == "[::1]" { return true }
-        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
-        guard octets.count == 4 else { return false }
-        let values = octets.compactMap { o -> Int? in
-            guard (1...3).contains(o.count), o.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
-            return Int(o)
-        }
-        return values.count == 4 && values.allSatisfy { $0 <= 255 } && values[0] == 127
-    }
+    /// Whether the host is `localhost`, in `127.0.0.0/8`, or `[::1]` (`AttachmentURLPolicy.isLoopback(host:)`).
+    public var isLoopback: Bool { AttachmentURLPolicy.isLoopback(host: host) }
 }
 
 /// What an opened message's attachments came to, as a receipt reports it (§2).

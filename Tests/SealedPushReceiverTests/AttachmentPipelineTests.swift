@@ -6,10 +6,10 @@ import SealedPushReceiver
 import SealedPushDevice
 import SealedPushTestSupport
 
-/// A fresh attachments directory.
+/// A fresh attachments directory (0700: the pipeline refuses one open to others).
 func attachmentsDirectory() throws -> String {
     let path = NSTemporaryDirectory() + "sealedpush-attach-\(UUID().uuidString)"
-    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
     return path
 }
 
@@ -50,7 +50,7 @@ func fileDigest(_ path: String) throws -> String {
         let dir = try attachmentsDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let fetcher = MemoryFetcher([descriptor.url: .object(v.object, piece: 5_000)])
-        let result = await AttachmentPipeline(fetcher: fetcher, directory: dir).run(descriptor)
+        let result = try await AttachmentPipeline(fetcher: fetcher, directory: dir).run(descriptor)
         if let sha = v.fileSHA256 {
             let attachment = try result.get()
             #expect(try fileDigest(attachment.url) == sha)
@@ -77,7 +77,7 @@ func fileDigest(_ path: String) throws -> String {
         for size in [type.minimumSize] + Self.sizes {
             let file = mediaFile(type, size: size)
             let (object, descriptor) = try mediaObject(file, type: mime)
-            let result = await AttachmentPipeline(fetcher: MemoryFetcher([descriptor.url: .object(object, piece: 7_777)]), directory: dir).run(descriptor)
+            let result = try await AttachmentPipeline(fetcher: MemoryFetcher([descriptor.url: .object(object, piece: 7_777)]), directory: dir).run(descriptor)
             let attachment = try result.get()
             #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: attachment.url))) == file, "\(mime) \(size)")
         }
@@ -89,15 +89,16 @@ func fileDigest(_ path: String) throws -> String {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let file = mediaFile(MediaType.named("image/gif")!, size: 1_000)
         let (object, d) = try mediaObject(file, type: "image/gif", url: "https://a.example/start")
-        func run(_ routes: [String: MemoryFetcher.Route], _ descriptor: AttachmentDescriptor = d) async -> Result<NotificationAttachment, AttachmentFailure> {
-            await AttachmentPipeline(fetcher: MemoryFetcher(routes), directory: dir).run(descriptor)
+        func run(_ routes: [String: MemoryFetcher.Route], _ descriptor: AttachmentDescriptor = d,
+                 policy: AttachmentURLPolicy = .production) async throws -> Result<NotificationAttachment, AttachmentFailure> {
+            try await AttachmentPipeline(fetcher: MemoryFetcher(routes), directory: dir, policy: policy).run(descriptor)
         }
         func reason(_ r: Result<NotificationAttachment, AttachmentFailure>) -> ReasonCode? {
             if case let .failure(f) = r { return f.reason } else { return nil }
         }
-        #expect(reason(await run([:])) == .attachmentUnavailable)
-        #expect(reason(await run(["https://a.example/start": .status(500)])) == .attachmentUnavailable)
-        #expect(reason(await run(["https://a.example/start": .connectionFailure])) == .attachmentUnavailable)
+        #expect(reason(try await run([:])) == .attachmentUnavailable)
+        #expect(reason(try await run(["https://a.example/start": .status(500)])) == .attachmentUnavailable)
+        #expect(reason(try await run(["https://a.example/start": .connectionFailure])) == .attachmentUnavailable)
         let three: [String: MemoryFetcher.Route] = [
             "https://a.example/start": .redirect("/one"), "https://a.example/one": .redirect("two"),
             "https://a.example/two": .redirect("https://b.example/three"), "https://b.example/three": .object(object),
@@ -106,15 +107,16 @@ func fileDigest(_ path: String) throws -> String {
         var four = three
         four["https://b.example/three"] = .redirect("//c.example/four")
         four["https://c.example/four"] = .object(object)
-        #expect(reason(await run(four)) == .attachmentUnavailable)
-        #expect(reason(await run(["https://a.example/start": .redirect("http://cdn.example/o")])) == .attachmentInsecureURL)
-        #expect(reason(await run(["https://a.example/start": .redirect("ftp://127.0.0.1/o")])) == .attachmentInsecureURL)
+        #expect(reason(try await run(four)) == .attachmentUnavailable)
+        #expect(reason(try await run(["https://a.example/start": .redirect("http://cdn.example/o")])) == .attachmentInsecureURL)
+        #expect(reason(try await run(["https://a.example/start": .redirect("ftp://127.0.0.1/o")])) == .attachmentInsecureURL)
         var insecure = d
         insecure.url = "http://cdn.example/o"
-        #expect(reason(await run(["http://cdn.example/o": .object(object)], insecure)) == .attachmentInsecureURL)
+        #expect(reason(try await run(["http://cdn.example/o": .object(object)], insecure)) == .attachmentInsecureURL)
         var loopback = d
         loopback.url = "http://127.0.0.1:9/o"
-        #expect(try await run(["http://127.0.0.1:9/o": .object(object)], loopback).get().size == 1_000)
+        #expect(reason(try await run(["http://127.0.0.1:9/o": .object(object)], loopback)) == .attachmentInsecureURL)
+        #expect(try await run(["http://127.0.0.1:9/o": .object(object)], loopback, policy: .development).get().size == 1_000)
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir).count == 2)
     }
 
@@ -125,10 +127,10 @@ func fileDigest(_ path: String) throws -> String {
         let (_, d) = try mediaObject(mediaFile(MediaType.named("image/png")!, size: 3_000), type: "image/png")
         let bound = MediaObjectFormat.maximumObjectLength(size: 3_000)
         let announced = MemoryFetcher([d.url: .endless(announcedLength: bound + 1)])
-        let r1 = await AttachmentPipeline(fetcher: announced, directory: dir).run(d)
+        let r1 = try await AttachmentPipeline(fetcher: announced, directory: dir).run(d)
         #expect(r1.failureReason == .attachmentTooLarge && announced.bytesSent == 0)
         let endless = MemoryFetcher([d.url: .endless(announcedLength: nil)])
-        let r2 = await AttachmentPipeline(fetcher: endless, directory: dir).run(d)
+        let r2 = try await AttachmentPipeline(fetcher: endless, directory: dir).run(d)
         #expect(r2.failureReason == .attachmentTooLarge)
         #expect(endless.bytesSent <= bound + 1_000)  // the piece that crossed the bound was not consumed
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir).isEmpty)
@@ -140,7 +142,7 @@ func fileDigest(_ path: String) throws -> String {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let (_, d) = try mediaObject(mediaFile(MediaType.named("image/png")!, size: 3_000), type: "image/png")
         let fetcher = MemoryFetcher([d.url: .stall])
-        let pipeline = AttachmentPipeline(fetcher: fetcher, directory: dir)
+        let pipeline = try AttachmentPipeline(fetcher: fetcher, directory: dir)
         let task = Task { await pipeline.run([d]) }
         // Cancel mid-download: once the body is being read (not before the request, not after a result).
         // Generous: the synchronous process tests of this run can hold the cooperative threads for minutes.
@@ -151,22 +153,20 @@ func fileDigest(_ path: String) throws -> String {
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir).isEmpty)
     }
 
-    @Test("an unwritable attachments directory is attachmentStorageFailed")
+    @Test("an attachments directory that cannot be written is attachmentStorageFailed; one that cannot be made is refused up front")
     func storage() async throws {
         let (object, d) = try mediaObject(mediaFile(MediaType.named("image/png")!, size: 3_000), type: "image/png")
-        // Root ignores permission bits: then use /sys, which is mounted read-only.
-        let readOnly: String
-        if geteuid() == 0 {
-            readOnly = "/sys"
-        } else {
-            readOnly = try attachmentsDirectory()
-            chmod(readOnly, 0o500)
+        // Removed after the pipeline checked it: creating the file fails (root ignores permission bits, not this).
+        let gone = try attachmentsDirectory()
+        let pipeline = try AttachmentPipeline(fetcher: MemoryFetcher([d.url: .object(object)]), directory: gone)
+        try FileManager.default.removeItem(atPath: gone)
+        #expect(await pipeline.run(d).failureReason == .attachmentStorageFailed)
+        do {
+            _ = try AttachmentPipeline(fetcher: MemoryFetcher([:]), directory: "/nonexistent/dir")
+            Issue.record("a directory without a parent was accepted")
+        } catch {
+            #expect(error.description.contains("/nonexistent/dir") && error.description.contains("parent"), "\(error)")
         }
-        defer { if readOnly != "/sys" { chmod(readOnly, 0o700); try? FileManager.default.removeItem(atPath: readOnly) } }
-        let result = await AttachmentPipeline(fetcher: MemoryFetcher([d.url: .object(object)]), directory: readOnly).run(d)
-        #expect(result.failureReason == .attachmentStorageFailed)
-        let missing = await AttachmentPipeline(fetcher: MemoryFetcher([d.url: .object(object)]), directory: "/nonexistent/dir").run(d)
-        #expect(missing.failureReason == .attachmentStorageFailed)
     }
 
     @Test("descriptors run in parallel and come back in descriptor order")
@@ -175,7 +175,7 @@ func fileDigest(_ path: String) throws -> String {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let (o1, d1) = try mediaObject(mediaFile(MediaType.named("image/png")!, size: 100), type: "image/png", url: "https://x.example/1", id: "one")
         let (_, d2) = try mediaObject(mediaFile(MediaType.named("image/png")!, size: 100), type: "image/png", url: "https://x.example/2", id: "two")
-        let results = await AttachmentPipeline(fetcher: MemoryFetcher([d1.url: .object(o1), d2.url: .status(404)]), directory: dir).run([d1, d2])
+        let results = try await AttachmentPipeline(fetcher: MemoryFetcher([d1.url: .object(o1), d2.url: .status(404)]), directory: dir).run([d1, d2])
         #expect(try results[0].get().identifier == "one")
         #expect(results[1].failureReason == .attachmentUnavailable)
     }
@@ -207,7 +207,7 @@ extension Result where Failure == AttachmentFailure {
         let body = MessageBody(kid: key.keyID, id: UUID().uuidString, issuedAt: Self.now, alert: .init(title: "Agent K", body: "Photo attached."),
                                attachments: descriptors.isEmpty ? nil : descriptors)
         let payload = try TestPayloads.payload(body: body, to: key.publicKey)
-        let pipeline = AttachmentPipeline(fetcher: MemoryFetcher(routes), directory: dir)
+        let pipeline = try AttachmentPipeline(fetcher: MemoryFetcher(routes), directory: dir)
         let simulator = DeviceSimulator(options: .init(timeLimit: timeLimit, expiryGrace: .milliseconds(500))) {
             SecretMessageExtension(configuration: .init(keys: InMemoryKeys([key]), clock: .fixed(unixSeconds: Self.now), attachments: pipeline))
         }

@@ -147,16 +147,23 @@ final class MemoryStore: MediaObjectStore, @unchecked Sendable {
         line["body"] = .string("hi")
         line["attachments"] = .array([.object(JSONObject([("file", .string(dir + "/a.png")), ("name", .string("A"))]))])
         let bytes = JSON.serialize(.object(line))
+        line["attachments"] = .array([.object(JSONObject([("file", .string("a.png")), ("name", .string("A"))]))])
+        let relative = JSON.serialize(.object(line))
+        let source = try MediaSource(directory: dir)
         let store = MemoryStore()
         var out: [UInt8] = []
-        #expect(JSONLSealer(sender: try makeSender(), mediaStore: store).process(line: bytes.span, number: 1, into: &out) == .sealed)
+        #expect(JSONLSealer(sender: try makeSender(), mediaStore: store, mediaSource: source).process(line: relative.span, number: 1, into: &out) == .sealed)
         #expect(store.objects.count == 1)
         out = []
-        #expect(JSONLSealer(sender: try makeSender()).process(line: bytes.span, number: 1, into: &out) == .failed)
+        #expect(JSONLSealer(sender: try makeSender(), mediaSource: source).process(line: relative.span, number: 1, into: &out) == .failed)
         #expect(String(decoding: out, as: UTF8.self).contains("--media-dir"))
+        out = []
+        #expect(JSONLSealer(sender: try makeSender(), mediaStore: store, mediaSource: source).process(line: bytes.span, number: 1, into: &out) == .failed)
+        #expect(String(decoding: out, as: UTF8.self).contains("absolute path"))
         var bad = line
         bad["attachments"] = .array([.object(JSONObject([("path", .string("x"))]))])
-        #expect(throws: SenderError.self) { try JSONLSealer.attachments(from: bad) }
-        #expect(try JSONLSealer.attachments(from: line).first?.name == "A")
+        #expect(throws: SenderError.self) { try JSONLSealer.attachments(from: bad, in: source) }
+        #expect(try JSONLSealer.attachments(from: line, in: source).first?.name == "A")
+        #expect(throws: SenderError.self) { try JSONLSealer.attachments(from: line, in: nil) }
     }
 }

@@ -89,18 +89,64 @@ import SealedPushTestSupport
         #expect(throws: OpenFailure.self) { try AttachmentDescriptor.validatingList(.array(five)) }
     }
 
-    @Test("the URL rule: https anywhere, http only to loopback, nothing malformed")
+    @Test("the URL rule in development: https anywhere, http only to loopback, nothing malformed")
     func urls() {
         for ok in ["https://cdn.example/o/1", "HTTPS://cdn.example:8443/x?y#z", "http://127.0.0.1:8080/o", "http://localhost/o",
-                   "http://127.255.0.9/o", "http://[::1]:9000/o", "http://user@127.0.0.1/o", "https://[2001:db8::1]/o"] {
-            #expect(AttachmentURLPolicy.isAllowed(ok), "\(ok)")
+                   "http://127.255.0.9/o", "http://[::1]:9000/o", "http://user@127.0.0.1/o", "https://[2001:db8::1]/o",
+                   "https://127.0.0.1/o", "https://192.168.1.2/o", "https://[fe80::1]/o"] {
+            #expect(AttachmentURLPolicy.development.isAllowed(ok), "\(ok)")
         }
         for bad in ["http://cdn.example/o", "http://128.0.0.1/o", "http://127.0.0.1.evil.example/o", "http://localhost.evil/o",
                     "http://127.1/o", "ftp://127.0.0.1/o", "file:///etc/passwd", "https:/cdn.example", "https://", "https://:80/o",
                     "https://cdn.example:8x/o", "https://cdn example/o", "//cdn.example/o", "", "https://cdn.example/\u{7F}",
-                    "http://[::2]/o", "http://127.0.0.1@evil.example/o", "javascript:alert(1)", "https://cdn.éxample/o"] {
-            #expect(!AttachmentURLPolicy.isAllowed(bad), "\(bad)")
+                    "http://[::2]/o", "http://127.0.0.1@evil.example/o", "javascript:alert(1)", "https://cdn.éxample/o",
+                    "https://1.2.3.4.5/o", "https://999.0.0.1/o", "https://[fe80::1%25eth0]/o", "https://[1::2::3]/o",
+                    "https://a.example\\@evil.example/o", "https://%31%32%37.0.0.1/o"] {
+            #expect(!AttachmentURLPolicy.development.isAllowed(bad), "\(bad)")
+            #expect(!AttachmentURLPolicy.production.isAllowed(bad), "\(bad)")
         }
+    }
+
+    @Test("the URL rule in production (the default): https to public hosts only; https never redirects to http")
+    func productionURLs() {
+        #expect(AttachmentURLPolicy() == .production && !AttachmentURLPolicy.production.allowsLocalHosts)
+        for ok in ["https://cdn.example/o", "https://8.8.8.8/o", "https://172.15.255.255/o", "https://172.32.0.0/o",
+                   "https://100.128.0.1/o", "https://[2001:db8::1]/o", "https://[::ffff:8.8.8.8]/o", "https://cdn.example./o"] {
+            #expect(AttachmentURLPolicy.production.problem(ok) == nil, "\(ok)")
+        }
+        let local = ["http://127.0.0.1/o", "http://localhost/o", "http://[::1]/o", "https://127.0.0.1/o", "https://127.1/o",
+                     "https://2130706433/o", "https://0x7f000001/o", "https://017700000001/o", "https://localhost/o", "https://a.localhost./o",
+                     "https://0.0.0.0/o", "https://0/o", "https://[::]/o", "https://10.0.0.1/o", "https://172.16.0.1/o", "https://192.168.0.1/o",
+                     "https://100.64.0.1/o", "https://169.254.169.254/o", "https://[fe80::1]/o", "https://[febf::1]/o", "https://[fc00::1]/o",
+                     "https://[fdff::1]/o", "https://[::ffff:192.168.0.1]/o", "https://[::127.0.0.1]/o", "https://[64:ff9b::a00:1]/o",
+                     "https://[2002:c0a8:0101::1]/o", "https://[0:0:0:0:0:ffff:7f00:1]/o"]
+        for url in local {
+            let problem = AttachmentURLPolicy.production.problem(url)
+            #expect(problem != nil, "\(url)")
+            #expect(problem.map { !$0.contains(url) && !$0.contains("example") } ?? true)
+        }
+        #expect(AttachmentURLPolicy.production.redirectProblem(from: "https://a.example/o", to: "https://b.example/o") == nil)
+        #expect(AttachmentURLPolicy.production.redirectProblem(from: "https://a.example/o", to: "https://10.0.0.1/o") != nil)
+        #expect(AttachmentURLPolicy.development.redirectProblem(from: "https://a.example/o", to: "http://127.0.0.1/o") != nil)
+        #expect(AttachmentURLPolicy.development.redirectProblem(from: "http://127.0.0.1/a", to: "http://127.0.0.1/b") == nil)
+        #expect(AttachmentURLPolicy.development.redirectProblem(from: "http://127.0.0.1/a", to: "https://10.0.0.1/b") == nil)
+    }
+
+    @Test("host classes: loopback, unspecified, private, link-local, public, invalid")
+    func hostClasses() {
+        let cases: [(String, HostAddress)] = [
+            ("localhost", .loopback), ("LOCALHOST.", .loopback), ("127.0.0.1", .loopback), ("127.1", .loopback), ("0x7f.1", .loopback),
+            ("[::1]", .loopback), ("[0:0:0:0:0:0:0:1]", .loopback), ("[::ffff:127.0.0.2]", .loopback),
+            ("0.0.0.0", .unspecified), ("[::]", .unspecified), ("0", .unspecified),
+            ("10.255.255.255", .privateNetwork), ("172.16.0.0", .privateNetwork), ("172.31.0.1", .privateNetwork),
+            ("192.168.255.1", .privateNetwork), ("[fc00::]", .privateNetwork), ("[fd00::1]", .privateNetwork),
+            ("169.254.0.1", .linkLocal), ("[fe80::abcd]", .linkLocal), ("[::ffff:169.254.1.1]", .linkLocal),
+            ("cdn.example", .publicHost), ("172.15.0.1", .publicHost), ("192.169.0.1", .publicHost), ("[2001:db8::]", .publicHost),
+            ("1.2.3", .publicHost), ("a1.example", .publicHost),
+            ("256.0.0.1", .invalid), ("1.2.3.4.5", .invalid), ("09.0.0.1", .invalid), ("[::1", .invalid), ("[12345::]", .invalid),
+            ("[1:2:3:4:5:6:7:8:9]", .invalid), ("a..b", .invalid), ("a b", .invalid), ("", .invalid),
+        ]
+        for (host, expected) in cases { #expect(HostAddress.classify(host) == expected, "\(host)") }
     }
 
     @Test("the type table: signatures, extensions, kinds and limits")
