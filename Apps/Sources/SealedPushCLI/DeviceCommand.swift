@@ -8,7 +8,7 @@ package import Logging
 package import SealedPushKeychain
 package import SealedPushDevice
 package import SealedPushReceiver
-import SealedPushWire
+package import SealedPushWire
 import SealedPushSender
 import NIOConcurrencyHelpers
 import SealedPushDeviceHTTP
@@ -44,9 +44,10 @@ struct DeviceCommand: AsyncParsableCommand {
                 request identifier (iOS takes it from `apns-collapse-id`, else `apns-id`): then it is the same \
                 notification and opens again. --request-id sets it; without it each push draws a new one.
 
-                For an opened message with attachments, each is fetched over HTTP (https, or http to a \
-                loopback address), verified, decrypted and written 0600 into --attachments-dir (default: \
-                $TMPDIR/sealedpush-attachments); --json adds notification.attachments [{identifier, type, \
+                For an opened message with attachments, each is fetched over https from a public address (with \
+                --allow-local-media, also http to loopback and https to private addresses), verified, decrypted, \
+                written 0600 under a temporary name and renamed when whole, into --attachments-dir (default: \
+                $TMPDIR/sealedpush-attachments; 0700 and yours, or refused); --json adds notification.attachments [{identifier, type, \
                 size, file}] and attachmentFailures [{identifier, reason}].
 
                 A fallback's reason is logged on standard error at `notice` for a person reading it; with \
@@ -73,6 +74,9 @@ struct DeviceCommand: AsyncParsableCommand {
         @Option(name: .customLong("attachments-dir"), help: ArgumentHelp(
             "Where the extension writes attachment files (default: $TMPDIR/sealedpush-attachments).", valueName: "DIR"))
         var attachmentsDir: String?
+        @Flag(name: .customLong("allow-local-media"), help: ArgumentHelp(
+            "Development: let attachments come over http from loopback, and over https from private and loopback addresses (media serve on this machine)."))
+        var allowLocalMedia = false
         @Option(name: .customLong("request-id"), help: ArgumentHelp(
             "The notification request identifier the push arrives under, as iOS takes it from apns-collapse-id (default: a new one).",
             valueName: "ID"))
@@ -92,7 +96,7 @@ struct DeviceCommand: AsyncParsableCommand {
             let bytes = try readInput(payload, limit: 16 << 20, what: "the payload")
             if let wrapper = DeviceRun.sealOutputWrapper(bytes) { throw CLIError(wrapper) }
             let storeValue = try openStore(store, create: false, clock: clock?.wallClock ?? .system)
-            let media = try DeviceRun.MediaFetching(directory: attachmentsDir)
+            let media = try DeviceRun.MediaFetching(directory: attachmentsDir, policy: allowLocalMedia ? .development : .production)
             let result = await ReceiptsTransportCLI.with { transport in
                 await DeviceRun.deliver(bytes, store: storeValue, requestIdentifier: requestID, options: .init(
                     timeLimit: timeLimit.duration, expiryGrace: expiryGrace.duration, extensionCrash: extensionCrash,
@@ -260,18 +264,16 @@ package enum DeviceRun {
         package let pipeline: AttachmentPipeline?
         let fetcher: LazyHTTPFetcher?
 
-        /// Checks `directory`, or makes the default one (`$TMPDIR/sealedpush-attachments`, 0700), and the fetcher.
-        package init(directory: String?) throws {
+        /// The pipeline over `directory`, or the default one (`$TMPDIR/sealedpush-attachments`): made 0700 when
+        /// missing, refused when it is a link, another user's, or open to group or others; `policy` says whether
+        /// media may come from loopback and private addresses (`--allow-local-media`).
+        package init(directory: String?, policy: AttachmentURLPolicy = .production) throws {
             let path = directory ?? FileManager.default.temporaryDirectory.appendingPathComponent("sealedpush-attachments").path
-            var isDirectory = false
-            if directory == nil {
-                try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            } else if !FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) || !isDirectory {
-                throw CLIError("--attachments-dir \(path) does not exist or is not a directory; create it first")
-            }
             let fetcher = LazyHTTPFetcher()
+            do { pipeline = try AttachmentPipeline(fetcher: fetcher, directory: path, policy: policy) } catch {
+                throw CLIError(directory == nil ? error.description : "--attachments-dir: \(error.description)")
+            }
             self.fetcher = fetcher
-            pipeline = AttachmentPipeline(fetcher: fetcher, directory: path)
         }
 
         /// Closes the fetcher's connections, if it was made.

@@ -122,7 +122,7 @@ struct SealCommand: AsyncParsableCommand {
         let sender = try sealing.sender()
         let mediaStore = try sealing.mediaStore()
         if let batch {
-            try await BatchRunner(sealer: JSONLSealer(sender: sender, mediaStore: mediaStore)).run(path: batch)
+            try await BatchRunner(sealer: JSONLSealer(sender: sender, mediaStore: mediaStore, mediaSource: try sealing.mediaSourceDirectory())).run(path: batch)
             return
         }
         guard let to else { throw ValidationError("Missing --to DEVICE_KEY.json.") }

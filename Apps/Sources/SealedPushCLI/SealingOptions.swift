@@ -58,6 +58,11 @@ struct SealingOptions: ParsableArguments {
     @Option(name: .customLong("media-dir"), help: ArgumentHelp("Write encrypted media objects into this directory.", valueName: "DIR"))
     var mediaDir: String?
 
+    @Option(name: .customLong("media-source"), help: ArgumentHelp(
+        "The directory a --batch line's attachments[].file may be read from (relative to it; nothing outside it). Without it, batch lines with attachment files are refused.",
+        valueName: "DIR"))
+    var mediaSource: String?
+
     @Option(name: .customLong("media-url"), help: ArgumentHelp(
         "The URL --media-dir is served at (https, or http to a loopback address for development).", valueName: "BASE_URL"))
     var mediaURL: String?
@@ -133,6 +138,12 @@ struct SealingOptions: ParsableArguments {
     func sender() throws -> NotificationSender {
         let signer = try signingKey()
         return try NotificationSender(placeholder: Placeholder(title: placeholderTitle), padding: padding, signer: signer)
+    }
+
+    /// The directory of `--media-source` batch attachment files are confined to, or `nil`.
+    func mediaSourceDirectory() throws -> MediaSource? {
+        guard let mediaSource else { return nil }
+        return try MediaSource(directory: mediaSource)
     }
 
     /// The media store of `--media-dir`/`--media-url`, or `nil`.

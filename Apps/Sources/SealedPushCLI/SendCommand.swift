@@ -176,7 +176,7 @@ struct SendCommand: AsyncParsableCommand {
         let summary: SendSummary
         do {
             if let batch {
-                summary = try await SendBatch(client: client, sealer: JSONLSealer(sender: sender, mediaStore: mediaStore),
+                summary = try await SendBatch(client: client, sealer: JSONLSealer(sender: sender, mediaStore: mediaStore, mediaSource: try sealing.mediaSourceDirectory()),
                                               concurrency: concurrency, allowedTopics: Set(allowTopics)).run(path: batch)
             } else {
                 summary = try await sendOne(client: client, sender: sender, mediaStore: mediaStore)

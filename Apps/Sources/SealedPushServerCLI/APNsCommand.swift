@@ -310,7 +310,8 @@ package final class DeviceLine: Service, Sendable {
     package func finish() { continuation.finish() }
 
     private func deliverAll() async {
-        let media = try? DeviceRun.MediaFetching(directory: nil)
+        // The phones of a local APNs fetch from media servers on this machine (a development setup).
+        let media = try? DeviceRun.MediaFetching(directory: nil, policy: .development)
         // One receipt transport (an HTTP client) for the phone's whole life, not one per push.
         await ReceiptsTransportCLI.with { transport in
             let courier = SimulatedDevice(store: store).receiptCourier(transport: transport)

@@ -56,7 +56,10 @@ extension Demo {
                 return try sealOrFail(sender, message, record)
             }
             let fetcher = HTTPAttachmentFetcher()
-            let pipeline = AttachmentPipeline(fetcher: fetcher, directory: attachmentsDir)
+            let pipeline: AttachmentPipeline
+            do { pipeline = try AttachmentPipeline(fetcher: fetcher, directory: attachmentsDir, policy: .development) } catch {
+                throw CLIError(String(describing: error))
+            }
             let payload = try sealPhoto("Photo of the drop site attached.")
             note("sealedpush seal … --attach photo.png --media-dir media --media-url http://\(address)")
             note("The object on the server is ciphertext (\(try objectSizes(media)) bytes for a \(Self.tinyPNG.count)-byte PNG); its key is in the sealed body.")

@@ -82,7 +82,7 @@ func push(_ n: Int, payload: [UInt8] = Array(#"{"aps":{"alert":"x"}}"#.utf8)) ->
 
 @Suite("APNs provider against the local APNs on loopback", .serialized, .timeLimit(.minutes(10)))
 struct ProviderTests {
-    @Test func acceptedPushEchoesItsIDAndReusesOneConnection() async throws {
+    @Test func acceptedPushEchoesItsIDAndReusesItsConnections() async throws {
         let apns = try await LocalAPNs.start { $0.acceptUnknownTokens = true }
         let client = try apns.client()
         let first = try await client.send(push(1))
@@ -96,7 +96,9 @@ struct ProviderTests {
             for n in 0..<200 { group.addTask { _ = try await client.send(push(n)) } }
             try await group.waitForAll()
         }
-        #expect(apns.server.connectionsAccepted == 1, "HTTP/2 multiplexes every push over one connection")
+        // HTTP/2 multiplexes: 202 pushes over the transport's pool of two connections at most (the second opens
+        // only when the first has been up a second and the pushes are still coming).
+        #expect(apns.server.connectionsAccepted <= 2, "HTTP/2 multiplexes every push over the pool's connections")
         #expect(apns.server.rules.counts.accepted == 202)
         await client.shutdown()
         await apns.stop()

@@ -57,7 +57,10 @@ struct MediaWorld {
 
     init() throws {
         root = NSTemporaryDirectory() + "sp-media-\(UUID().uuidString)"
-        for d in [root, root + "/media", root + "/attachments"] { try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true) }
+        for d in [root, root + "/media", root + "/attachments"] {
+            // The attachments directory must be private (0700, ours); the device refuses it otherwise.
+            try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        }
         let generated = try ChildProcess.sealedpush(["keys", "generate", "--keychain", root + "/device"])
         try #require(generated.status == 0, "keys generate: \(generated.stderr)")
         try Data(generated.stdout).write(to: URL(fileURLWithPath: record))
@@ -83,9 +86,10 @@ struct MediaWorld {
         return r.stdout
     }
 
-    /// `device push --json --attachments-dir`; the parsed result.
+    /// `device push --json --attachments-dir --allow-local-media` (the media servers here are on loopback); the parsed result.
     func push(_ payload: [UInt8], _ extra: [String] = []) throws -> JSONObject {
-        let r = try ChildProcess.sealedpush(["device", "push", "--keychain", keychain, "--json", "--attachments-dir", attachments] + extra + ["-"], stdin: payload)
+        let r = try ChildProcess.sealedpush(["device", "push", "--keychain", keychain, "--json", "--attachments-dir", attachments, "--allow-local-media"]
+                                            + extra + ["-"], stdin: payload)
         guard case let .object(o) = try JSON.parse(r.stdout) else { throw MediaServeProcess.ServeError(text: r.stderr) }
         return o
     }
@@ -173,7 +177,7 @@ func hostileServer(_ configure: @escaping @Sendable (Router<BasicRequestContext>
         // Without --json the banner names each attachment.
         let bannerPayload = try world.seal([photo.path], baseURL: "http://\(server.address)")
         for name in try FileManager.default.contentsOfDirectory(atPath: world.media) { try FileManager.default.removeItem(atPath: world.media + "/" + name) }
-        let banner = try ChildProcess.sealedpush(["device", "push", "--keychain", world.keychain, "--attachments-dir", world.attachments, "-"], stdin: bannerPayload)
+        let banner = try ChildProcess.sealedpush(["device", "push", "--keychain", world.keychain, "--attachments-dir", world.attachments, "--allow-local-media", "-"], stdin: bannerPayload)
         #expect(String(decoding: banner.stdout, as: UTF8.self).contains("attachment a1: not attached (reason: attachmentUnavailable)"))
     }
 
@@ -206,13 +210,20 @@ func hostileServer(_ configure: @escaping @Sendable (Router<BasicRequestContext>
         // JSONL: one line with an attachment (type given), one with an unknown member in its attachment.
         let photo = try world.file("p.jpg", type: "image/jpeg", size: 5_000)
         let record = try String(contentsOfFile: world.record, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
-        let lines = #"{"to":\#(record),"body":"one","attachments":[{"file":"\#(photo.path)","type":"image/jpeg","name":"Photo"}]}"# + "\n"
-            + #"{"to":\#(record),"body":"two","attachments":[{"file":"\#(photo.path)","path":"x"}]}"# + "\n"
-        let batch = try ChildProcess.sealedpush(["seal", "--batch", "-"] + media, stdin: Array(lines.utf8))
+        let lines = #"{"to":\#(record),"body":"one","attachments":[{"file":"p.jpg","type":"image/jpeg","name":"Photo"}]}"# + "\n"
+            + #"{"to":\#(record),"body":"two","attachments":[{"file":"p.jpg","path":"x"}]}"# + "\n"
+            + #"{"to":\#(record),"body":"three","attachments":[{"file":"\#(photo.path)"}]}"# + "\n"
+            + #"{"to":\#(record),"body":"four","attachments":[{"file":"../\#(URL(fileURLWithPath: world.root).lastPathComponent)/p.jpg"}]}"# + "\n"
+        let batch = try ChildProcess.sealedpush(["seal", "--batch", "-", "--media-source", world.root] + media, stdin: Array(lines.utf8))
         let out = String(decoding: batch.stdout, as: UTF8.self).split(separator: "\n")
-        #expect(batch.status == 1 && out.count == 2)
-        #expect(out.first?.hasPrefix(#"{"payload":"#) == true && out.last?.contains("unknown member 'path'") == true)
+        #expect(batch.status == 1 && out.count == 4)
+        #expect(out.first?.hasPrefix(#"{"payload":"#) == true && out[1].contains("unknown member 'path'"))
+        // An absolute path, and a path that leaves the source directory, are refused (both were read before).
+        #expect(out[2].contains(#""error""#) && out[3].contains(#""error""#), "\(out)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: world.media).count == 1)
+        // Without --media-source a batch line's files are not read at all.
+        let unconfined = try ChildProcess.sealedpush(["seal", "--batch", "-"] + media, stdin: Array(lines.utf8))
+        #expect(String(decoding: unconfined.stdout, as: UTF8.self).split(separator: "\n").allSatisfy { $0.contains(#""error""#) })
     }
 
     @Test("the fetcher over loopback: media serve answers with Content-Length; traversal, links out, directories and FIFOs are 404")
@@ -246,7 +257,7 @@ func hostileServer(_ configure: @escaping @Sendable (Router<BasicRequestContext>
         #expect(!server.log.contains("\u{1}\u{2}\u{3}"))
     }
 
-    @Test("hostile servers: too many bytes, insecure redirect, stall with a sub-second budget, read-only directory")
+    @Test("hostile servers: too many bytes, insecure redirect, stall with a sub-second budget; an open directory, loopback media without the switch")
     func hostile() async throws {
         let world = try MediaWorld()
         defer { world.cleanUp() }
@@ -293,23 +304,25 @@ func hostileServer(_ configure: @escaping @Sendable (Router<BasicRequestContext>
         // The byte cap, counted on the client side: no more than the bound (plus the piece that crossed it) is read.
         let counting = CountingFetcher(HTTPAttachmentFetcher())
         let descriptor = AttachmentDescriptor(id: "x", url: base + "/endless/obj", key: SecretStream.generateKey(), type: "image/png", size: 3_000)
-        let result = await AttachmentPipeline(fetcher: counting, directory: world.attachments).run(descriptor)
+        let result = await (try AttachmentPipeline(fetcher: counting, directory: world.attachments, policy: .development)).run(descriptor)
         if case let .failure(f) = result { #expect(f.reason == .attachmentTooLarge) } else { Issue.record("attached an endless body") }
         #expect(counting.total.withLockedValue { $0 } - counting.largestPiece.withLockedValue { $0 } <= bound)
         try await counting.inner.shutdown()
         #expect(sentBytes.total >= 0)
 
-        // A read-only attachments directory (root ignores permission bits: /sys is mounted read-only).
+        // An attachments directory open to others is refused before any delivery, naming the flag and the fix.
         let server = try MediaServeProcess(directory: world.media)
-        let readOnly: String
-        if geteuid() == 0 { readOnly = "/sys" } else {
-            readOnly = world.root + "/readonly"
-            try FileManager.default.createDirectory(atPath: readOnly, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o500])
-        }
+        let open = world.root + "/open"
+        try FileManager.default.createDirectory(atPath: open, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
         let payload = try world.seal([photo.path], baseURL: "http://\(server.address)")
-        let r = try ChildProcess.sealedpush(["device", "push", "--keychain", world.keychain, "--json", "--attachments-dir", readOnly, "-"], stdin: payload)
-        guard case let .object(o) = try JSON.parse(r.stdout) else { Issue.record("no JSON: \(r.stderr)"); return }
-        #expect(o["outcome"]?.stringValue == "decrypted" && failures(o) == ["attachmentStorageFailed"])
+        let r = try ChildProcess.sealedpush(["device", "push", "--keychain", world.keychain, "--json", "--attachments-dir", open,
+                                             "--allow-local-media", "-"], stdin: payload)
+        #expect(r.status != 0 && r.stderr.contains("--attachments-dir") && r.stderr.contains(open), "\(r.stderr)")
+        // Without --allow-local-media, media on loopback http is refused as an insecure URL; the text still shows.
+        let production = try ChildProcess.sealedpush(["device", "push", "--keychain", world.keychain, "--json", "--attachments-dir",
+                                                      world.attachments, "-"], stdin: payload)
+        guard case let .object(o) = try JSON.parse(production.stdout) else { Issue.record("no JSON: \(production.stderr)"); return }
+        #expect(o["outcome"]?.stringValue == "decrypted" && failures(o) == ["attachmentInsecureURL"])
     }
 }
 

@@ -29,7 +29,7 @@ struct MediaBench {
         let rounds = option("--rounds", 3)
         let root = NSTemporaryDirectory() + "sealedpush-media-bench-\(UUID().uuidString)"
         let media = root + "/media", files = root + "/attachments"
-        for d in [root, media, files] { try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true) }
+        for d in [root, media, files] { try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700]) }
         defer { try? FileManager.default.removeItem(atPath: root) }
 
         // A movie-sized file: the mp4 signature, then random bytes, written 1 MiB at a time.
@@ -87,7 +87,7 @@ struct MediaBench {
         for await a in addresses { address = a; break }
         descriptor.url = "http://\(address)/\(objectName)"
         let fetcher = HTTPAttachmentFetcher()
-        let pipeline = AttachmentPipeline(fetcher: fetcher, directory: files)
+        let pipeline = try AttachmentPipeline(fetcher: fetcher, directory: files, policy: .development)
         for _ in 0..<rounds {
             rawPull = min(rawPull, RawStreamLoops.pull(object: objectBytes, key: descriptor.key,
                                                         additionalData: MediaObjectFormat.additionalData(size: descriptor.size, type: descriptor.type)))
@@ -103,7 +103,7 @@ struct MediaBench {
         try await fetcher.shutdown()
         serving.cancel()
         // The same without HTTP: the object from memory in 64 KiB pieces (where the loopback's share goes).
-        let memory = AttachmentPipeline(fetcher: MemoryObjectFetcher(object: objectBytes), directory: files)
+        let memory = try AttachmentPipeline(fetcher: MemoryObjectFetcher(object: objectBytes), directory: files, policy: .development)
         for _ in 0..<rounds {
             let start = clock.now
             let result = await memory.run(descriptor)
