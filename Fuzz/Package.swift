@@ -67,5 +67,12 @@ let package = Package(
                                          .product(name: "SealedPushWire", package: "SealedPush"),
                                          .product(name: "SealedPushCrypto", package: "SealedPush")],
                           path: "FuzzReceipts", swiftSettings: harness),
+        // The device's receipt outbox item and its recovery, through `@testable import` (debug builds only).
+        .executableTarget(name: "FuzzOutbox",
+                          dependencies: ["CFuzzDriver", "FuzzSupport",
+                                         .product(name: "SealedPushKeychain", package: "SealedPush"),
+                                         .product(name: "SealedPushWire", package: "SealedPush"),
+                                         .product(name: "SealedPushCrypto", package: "SealedPush")],
+                          path: "FuzzOutbox", swiftSettings: harness),
     ]
 )

@@ -14,7 +14,7 @@ ROOT=$PWD
 
 SWIFT=${SWIFT:-swift}
 FUZZ_SECONDS=${FUZZ_SECONDS:-30}
-FUZZ_TARGETS=${FUZZ_TARGETS:-"FuzzPayload FuzzOpen FuzzKeyRecord FuzzKeychainItem FuzzMedia FuzzReceipts"}
+FUZZ_TARGETS=${FUZZ_TARGETS:-"FuzzPayload FuzzOpen FuzzKeyRecord FuzzKeychainItem FuzzMedia FuzzReceipts FuzzOutbox"}
 FUZZ_CORPUS=${FUZZ_CORPUS:-.build/fuzz-corpus}
 SCRATCH=$ROOT/Fuzz/.build
 SEEDS=.build/fuzz-seeds
