@@ -85,20 +85,25 @@ struct DeviceTLSTests {
     @Test("a refused connection fails at once: receipts and attachments do not retry the connect until its timeout")
     func refusedConnectionFailsAtOnce() async throws {
         let port = try await Self.closedPort()
-        let transport = HTTPReceiptTransport()
-        let start = ContinuousClock.now
-        let result = await transport.post(Array("{}".utf8), to: "http://127.0.0.1:\(port)/r", deadline: .now + .seconds(10))
-        let took = ContinuousClock.now - start
-        await transport.shutdown()
-        #expect(result == .failed)
-        // The transport's connect timeout is 2 s: retrying the refused connect took about that long.
-        #expect(took < .milliseconds(1500), "a refused receipt took \(took)")
+        // The fastest of three tries: a loaded machine (a sanitizer run holding the cooperative threads) can
+        // delay any one of them, but retrying the refused connect until the 2 s connect timeout delays all three.
+        var fastestReceipt = Duration.seconds(3600), fastestFetch = Duration.seconds(3600)
+        for _ in 0..<3 {
+            let transport = HTTPReceiptTransport()
+            let start = ContinuousClock.now
+            let result = await transport.post(Array("{}".utf8), to: "http://127.0.0.1:\(port)/r", deadline: .now + .seconds(10))
+            fastestReceipt = min(fastestReceipt, ContinuousClock.now - start)
+            await transport.shutdown()
+            #expect(result == .failed)
 
-        let fetcher = HTTPAttachmentFetcher(connectTimeout: .seconds(5))
-        let fetchStart = ContinuousClock.now
-        await #expect(throws: (any Error).self) { _ = try await fetcher.get("http://127.0.0.1:\(port)/a.bin", maximumBytes: 16) }
-        let fetchTook = ContinuousClock.now - fetchStart
-        try await fetcher.shutdown()
-        #expect(fetchTook < .seconds(3), "a refused attachment took \(fetchTook)")
+            let fetcher = HTTPAttachmentFetcher(connectTimeout: .seconds(5))
+            let fetchStart = ContinuousClock.now
+            await #expect(throws: (any Error).self) { _ = try await fetcher.get("http://127.0.0.1:\(port)/a.bin", maximumBytes: 16) }
+            fastestFetch = min(fastestFetch, ContinuousClock.now - fetchStart)
+            try await fetcher.shutdown()
+        }
+        // The transport's connect timeout is 2 s and the fetcher's 5 s here: retrying the refused connect took that long.
+        #expect(fastestReceipt < .milliseconds(1500), "a refused receipt took \(fastestReceipt) at best")
+        #expect(fastestFetch < .seconds(3), "a refused attachment took \(fastestFetch) at best")
     }
 }
