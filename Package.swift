@@ -30,6 +30,7 @@ let appleStandIns: [SwiftSetting] = [
         "-module-alias", "UserNotifications=AppleStandInUserNotifications",
         "-module-alias", "Security=AppleStandInSecurity",
         "-module-alias", "os=AppleStandInOS",
+        "-module-alias", "FoundationNetworking=AppleStandInFoundationNetworking",
         "-module-alias", "SealedPushApple=SealedPushAppleOnStandIns",
     ], .when(platforms: [.linux])),
 ]
@@ -139,6 +140,7 @@ let package = Package(
         .target(name: "AppleStandInUserNotifications", path: "Tests/AppleStandIns/UserNotifications", swiftSettings: strict),
         .target(name: "AppleStandInSecurity", path: "Tests/AppleStandIns/Security", swiftSettings: strict),
         .target(name: "AppleStandInOS", path: "Tests/AppleStandIns/os", swiftSettings: strict),
+        .target(name: "AppleStandInFoundationNetworking", path: "Tests/AppleStandIns/FoundationNetworking", swiftSettings: strict),
         .target(
             name: "SealedPushAppleOnStandIns",
             dependencies: [
@@ -147,6 +149,7 @@ let package = Package(
                 .target(name: "AppleStandInUserNotifications", condition: .when(platforms: [.linux])),
                 .target(name: "AppleStandInSecurity", condition: .when(platforms: [.linux])),
                 .target(name: "AppleStandInOS", condition: .when(platforms: [.linux])),
+                .target(name: "AppleStandInFoundationNetworking", condition: .when(platforms: [.linux])),
             ],
             path: "Tests/AppleStandIns/SealedPushApple",
             swiftSettings: strict + appleStandIns
@@ -212,6 +215,7 @@ let package = Package(
                 .target(name: "AppleStandInUserNotifications", condition: .when(platforms: [.linux])),
                 .target(name: "AppleStandInSecurity", condition: .when(platforms: [.linux])),
                 .target(name: "AppleStandInOS", condition: .when(platforms: [.linux])),
+                .target(name: "AppleStandInFoundationNetworking", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strict + appleStandIns
         ),
