@@ -245,3 +245,52 @@ private func sealed(_ message: SecretMessage) throws -> SealedNotification {
     }
 }
 #endif
+
+#if os(Linux)
+/// An extension whose attachments root is a test directory, with an attachment pipeline per request.
+private final class AttachingService: SealedPushServiceExtension {
+    let root: String
+    let pipelines = Mutex<[String]>([])
+    init(root: String) {
+        self.root = root
+        super.init()
+    }
+    override var attachmentsRootDirectory: String { root }
+    override func configuration(for request: UNNotificationRequest) -> SecretMessageExtension.Configuration {
+        let pipeline = attachmentPipeline(for: request, fetcher: MemoryFetcher([:]))
+        if let pipeline { pipelines.withLock { $0.append(pipeline.directory) } }
+        return SecretMessageExtension.Configuration(keys: InMemoryKeys([device]), attachments: pipeline)
+    }
+}
+
+@Suite("Per-request attachment directories") struct AttachmentDirectoryTests {
+    @Test("each request gets a fresh private directory; what a killed extension left under the root is removed at the next start")
+    func emptiedAtStart() async throws {
+        let root = NSTemporaryDirectory() + "sealedpush-root-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        // Left behind by an extension iOS killed: a request directory with a plaintext file, and a stray file.
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(atPath: root + "/OLD", withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        try Data([1, 2, 3]).write(to: URL(fileURLWithPath: root + "/OLD/photo.jpg"))
+        try Data([4]).write(to: URL(fileURLWithPath: root + "/stray.png"))
+        let service = AttachingService(root: root)
+        let received = Received()
+        service.didReceive(try request(for: try sealed(SecretMessage(title: "a", body: "b"))), withContentHandler: received.handler())
+        await received.wait(for: 1)
+        let first = try #require(service.pipelines.withLock { $0.first })
+        #expect(first.hasPrefix(root + "/"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: root) == [(first as NSString).lastPathComponent])
+        let mode = try #require(try FileManager.default.attributesOfItem(atPath: first)[.posixPermissions] as? Int)
+        #expect(mode & 0o777 == 0o700)
+        // The next request: the delivered request's directory is removed, a new one made.
+        service.didReceive(try request(for: try sealed(SecretMessage(title: "c", body: "d")), identifier: "req-2"), withContentHandler: received.handler())
+        await received.wait(for: 2)
+        let second = try #require(service.pipelines.withLock { $0.last })
+        #expect(second != first)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: root) == [(second as NSString).lastPathComponent])
+        // Outside configuration(for:) a request has no directory.
+        #expect(service.attachmentPipeline(for: UNNotificationRequest(identifier: "x", content: UNMutableNotificationContent(), trigger: nil),
+                                           fetcher: MemoryFetcher([:])) == nil)
+    }
+}
+#endif
