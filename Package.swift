@@ -53,6 +53,7 @@ let package = Package(
         .library(name: "SealedPushReceiver", targets: ["SealedPushReceiver"]),
         .library(name: "SealedPushApple", targets: ["SealedPushApple"]),
         .library(name: "SealedPushSender", targets: ["SealedPushSender"]),
+        .library(name: "SealedPushKeyring", targets: ["SealedPushKeyring"]),
         .library(name: "SealedPushKeychain", targets: ["SealedPushKeychain"]),
         .library(name: "SealedPushDevice", targets: ["SealedPushDevice"]),
         .library(name: "SealedPushAPNsCore", targets: ["SealedPushAPNsCore"]),
@@ -92,11 +93,19 @@ let package = Package(
         // Server side: message + device key record -> APNs payload and headers (the header rules of APNsCore).
         .target(name: "SealedPushSender", dependencies: ["SealedPushWire", "SealedPushCrypto", "SealedPushAPNsCore"],
                 swiftSettings: strict),
-        // Keychain-shaped file store, device lock states, key lifecycle.
+        // The key lifecycle (generate, rotate, stage/activate, retire, destroy, prune, look up) over a storage
+        // protocol, its types and KeychainError: shared by the file store and the iOS Keychain store. No file
+        // system, no swift-system.
+        .target(
+            name: "SealedPushKeyring",
+            dependencies: ["SealedPushCrypto", "SealedPushWire", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
+        // Keychain-shaped file store, device lock states, the file storage of the key lifecycle.
         .target(
             name: "SealedPushKeychain",
             dependencies: [
-                "SealedPushCrypto", "SealedPushWire",
+                "SealedPushKeyring", "SealedPushCrypto", "SealedPushWire",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Logging", package: "swift-log"),
             ],
