@@ -138,7 +138,7 @@ let package = Package(
         .target(
             name: "SealedPushApple",
             dependencies: [
-                "SealedPushReceiver", "SealedPushWire", "SealedPushCrypto",
+                "SealedPushReceiver", "SealedPushKeyring", "SealedPushWire", "SealedPushCrypto",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -153,7 +153,7 @@ let package = Package(
         .target(
             name: "SealedPushAppleOnStandIns",
             dependencies: [
-                "SealedPushReceiver", "SealedPushWire", "SealedPushCrypto",
+                "SealedPushReceiver", "SealedPushKeyring", "SealedPushWire", "SealedPushCrypto",
                 .product(name: "Logging", package: "swift-log"),
                 .target(name: "AppleStandInUserNotifications", condition: .when(platforms: [.linux])),
                 .target(name: "AppleStandInSecurity", condition: .when(platforms: [.linux])),
@@ -218,7 +218,7 @@ let package = Package(
         .testTarget(
             name: "SealedPushAppleTests",
             dependencies: [
-                "SealedPushAppleOnStandIns", "SealedPushAppleExampleExtension", "SealedPushReceiver", "SealedPushWire",
+                "SealedPushAppleOnStandIns", "SealedPushAppleExampleExtension", "SealedPushReceiver", "SealedPushKeyring", "SealedPushWire",
                 "SealedPushCrypto", "SealedPushSender", "SealedPushTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .target(name: "AppleStandInUserNotifications", condition: .when(platforms: [.linux])),

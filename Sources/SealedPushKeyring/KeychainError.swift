@@ -60,7 +60,7 @@ public enum KeychainError: Error, Equatable, Sendable, CustomStringConvertible {
         case let .interactionNotAllowed(what):
             return "interactionNotAllowed: \(what) cannot be read or written while the device is in this lock state; unlock the device and retry"
         case let .missingEntitlement(group):
-            return "missingEntitlement: this caller is not entitled to access group '\(group)'; open the store with that group among its access groups"
+            return "missingEntitlement: this caller is not entitled to access group '\(group)'; open the store with that group among its access groups (iOS: list it in the keychain-access-groups entitlement of both the app and the extension)"
         case let .decode(path, why):
             return "decode: the item file \(path) is not a valid keychain item (\(why)); restore it from a backup or delete it and re-create the item"
         case let .authFailed(path, why):
