@@ -45,7 +45,7 @@ let sodium: [Target.Dependency] = [
 let package = Package(
     name: "SealedPush",
     // The modules an iOS notification service extension links (SealedPushCrypto, SealedPushWire,
-    // SealedPushReceiver) use no API newer than these (checked by PlatformAvailabilityTests).
+    // SealedPushReceiver, SealedPushKeyring) use no API newer than these (checked by PlatformAvailabilityTests).
     platforms: [.iOS(.v18), .macOS(.v15)],
     products: [
         .library(name: "SealedPushCrypto", targets: ["SealedPushCrypto"]),
@@ -133,8 +133,9 @@ let package = Package(
             swiftSettings: strict
         ),
         // The iOS glue an app's notification service extension subclasses: the service extension base
-        // class, content conversion over `request.content`, Keychain device keys, attachment options,
-        // swift-log to os.Logger. Every file is inside `#if canImport(UserNotifications)`: empty on Linux.
+        // class (a private attachments directory per request), content conversion over `request.content`,
+        // Keychain device keys and the key lifecycle in the Keychain, the URLSession attachment fetcher,
+        // attachment options, swift-log to os.Logger. Every file is inside `#if canImport(UserNotifications)`: empty on Linux.
         .target(
             name: "SealedPushApple",
             dependencies: [
@@ -166,7 +167,8 @@ let package = Package(
         // Test-only: the extension docs/ios.md shows, built with Xcode 26's default MainActor isolation.
         .target(
             name: "SealedPushAppleExampleExtension",
-            dependencies: ["SealedPushAppleOnStandIns", "SealedPushReceiver", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["SealedPushAppleOnStandIns", "SealedPushReceiver", "SealedPushKeyring", "SealedPushCrypto", "SealedPushWire",
+                           .product(name: "Logging", package: "swift-log")],
             path: "Tests/AppleStandIns/ExampleExtension",
             swiftSettings: strict + appleStandIns + [.defaultIsolation(MainActor.self)]
         ),
@@ -231,7 +233,7 @@ let package = Package(
         // Reads the object code of the extension's modules for API newer than the declared platforms.
         .testTarget(
             name: "SealedPushPlatformTests",
-            dependencies: ["SealedPushCrypto", "SealedPushWire", "SealedPushReceiver", "SealedPushTestSupport"],
+            dependencies: ["SealedPushCrypto", "SealedPushWire", "SealedPushReceiver", "SealedPushKeyring", "SealedPushTestSupport"],
             exclude: ["extract_post_platform_api.py", "post-platform-api.txt"],
             swiftSettings: strict
         ),

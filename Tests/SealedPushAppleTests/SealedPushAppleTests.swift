@@ -152,13 +152,15 @@ private func sealed(_ message: SecretMessage) throws -> SealedNotification {
         #expect(received.all.count == 1 && received.all.first?.body == SecretMessageExtension.placeholderText)
     }
 
-    @Test("the extension docs/ios.md shows is a SealedPushServiceExtension with Keychain keys and os.Logger logging")
+    @Test("the extension docs/ios.md shows is a SealedPushServiceExtension with a Keychain keyring, URLSession attachments and os.Logger logging")
     func docsExample() throws {
         let service = NotificationService()
         let content = UNMutableNotificationContent()
         let configuration = service.configuration(for: UNNotificationRequest(identifier: "x", content: content, trigger: nil))
-        let keys = try #require(configuration.keys as? KeychainDeviceKeys)
-        #expect(keys.accessGroup == "ABCDE12345.com.example.shared" && keys.service == KeychainDeviceKeys.defaultService)
+        let keys = try #require(configuration.keys as? KeychainDeviceKeyring)
+        #expect(keys.lifecycle.storage.accessGroup == "ABCDE12345.com.example.shared")
+        // Outside didReceive the request has no attachments directory, so no pipeline.
+        #expect(configuration.attachments == nil)
     }
 }
 

@@ -32,7 +32,7 @@ private func drain(_ body: any AttachmentByteStream) async throws -> (bytes: [UI
         let response = try await fetcher.get("https://cdn.example/o", maximumBytes: 300_000)
         #expect(response.status == 200 && response.announcedLength == 200_000 && response.location == nil)
         // The download file is gone (opened and unlinked) before the first byte is read.
-        let file = try #require(StandInURLServer.records.first?.file)
+        let file = try #require(StandInURLServer.record(for: "https://cdn.example/o")?.file)
         #expect(!FileManager.default.fileExists(atPath: file))
         let (bytes, pieces) = try await drain(response.body)
         #expect(bytes == body)
@@ -54,21 +54,28 @@ private func drain(_ body: any AttachmentByteStream) async throws -> (bytes: [UI
         StandInURLServer.serve(["https://cdn.example/big": .body(CryptoLibrary.randomBytes(count: 1_000_000), chunk: 16_384, announce: false)])
         let response = try await URLSessionAttachmentFetcher().get("https://cdn.example/big", maximumBytes: 50_000)
         await #expect(throws: AttachmentBodyTooLarge(limit: 50_000)) { _ = try await drain(response.body) }
-        let record = try #require(StandInURLServer.records.first)
+        let record = try #require(StandInURLServer.record(for: "https://cdn.example/big"))
         #expect(record.cancelled && record.bytesWritten < 100_000)
     }
 
     @Test("cancelling the Swift task cancels the download task")
     func cancellation() async throws {
-        StandInURLServer.serve(["https://cdn.example/slow": .body(CryptoLibrary.randomBytes(count: 1_000_000), chunk: 1000, delay: .milliseconds(10))])
+        let url = "https://cdn.example/slow"
+        StandInURLServer.serve([url: .body(CryptoLibrary.randomBytes(count: 1_000_000), chunk: 1000, delay: .milliseconds(100))])
         let fetcher = URLSessionAttachmentFetcher()
-        let task = Task { try await fetcher.get("https://cdn.example/slow", maximumBytes: 2_000_000) }
-        for _ in 0..<500 where (StandInURLServer.records.first?.bytesWritten ?? 0) == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        let task = Task { try await fetcher.get(url, maximumBytes: 2_000_000) }
+        // Waits by the clock (a loaded machine can be slow to start the task and the stand-in's thread).
+        let clock = ContinuousClock()
+        let start = clock.now
+        while (StandInURLServer.record(for: url)?.bytesWritten ?? 0) == 0, clock.now - start < .seconds(60) {
+            try await Task.sleep(for: .milliseconds(5))
+        }
         task.cancel()
         await #expect(throws: CancellationError.self) { _ = try await task.value }
-        for _ in 0..<500 where StandInURLServer.records.first?.cancelled != true { try await Task.sleep(for: .milliseconds(5)) }
-        let record = try #require(StandInURLServer.records.first)
-        #expect(record.cancelled && record.bytesWritten < 1_000_000)
+        // get() returns only after the delegate's didCompleteWithError: the record is final.
+        let record = try #require(StandInURLServer.record(for: url))
+        #expect(record.cancelled, "the download task ran to its end: \(record)")
+        #expect(record.bytesWritten < 1_000_000)
     }
 
     @Test("a connection failure throws; a URL URLSession cannot take is refused before any task")

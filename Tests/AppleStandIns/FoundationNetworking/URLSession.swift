@@ -209,21 +209,27 @@ public enum StandInURLServer {
         public var file: String?
     }
 
-    static let state = Mutex<(routes: [String: Route], records: [Record])>(([:], []))
+    static let state = Mutex<(routes: [String: Route], records: [Int: Record], next: Int)>(([:], [:], 0))
 
-    /// Serves `routes` (any other URL fails to connect) and forgets earlier records.
-    public static func serve(_ routes: [String: Route]) { state.withLock { $0 = (routes, []) } }
-    /// What happened to every task so far.
-    public static var records: [Record] { state.withLock { $0.records } }
+    /// Serves `routes` (any other URL fails to connect) and forgets earlier records (a task still running
+    /// from before no longer records anything).
+    public static func serve(_ routes: [String: Route]) { state.withLock { $0.routes = routes; $0.records = [:] } }
+    /// What happened to every task since `serve`, in the order they started.
+    public static var records: [Record] { state.withLock { $0.records.sorted { $0.key < $1.key }.map(\.value) } }
+    /// What happened to the task for `url` (the first since `serve`).
+    public static func record(for url: String) -> Record? { records.first { $0.url == url } }
 
-    static func record(_ index: Int, _ change: (inout Record) -> Void) { state.withLock { change(&$0.records[index]) } }
+    static func record(_ index: Int, _ change: (inout Record) -> Void) {
+        state.withLock { s in if var record = s.records[index] { change(&record); s.records[index] = record } }
+    }
 
     /// Runs `task` on a thread of its own, calling the session's delegate as URLSession does.
     static func start(_ task: URLSessionDownloadTask, session: URLSession) {
         let url = task.request.url?.absoluteString ?? ""
         let (route, index) = state.withLock { s -> (Route?, Int) in
-            s.records.append(Record(url: url))
-            return (s.routes[url], s.records.count - 1)
+            s.next += 1
+            s.records[s.next] = Record(url: url)
+            return (s.routes[url], s.next)
         }
         // The stand-in's own thread; the objects are used only by it and the test (the test's cancel is an atomic).
         let work = UncheckedBox((task, session))
