@@ -30,6 +30,7 @@ let appleStandIns: [SwiftSetting] = [
         "-module-alias", "UserNotifications=AppleStandInUserNotifications",
         "-module-alias", "Security=AppleStandInSecurity",
         "-module-alias", "os=AppleStandInOS",
+        "-module-alias", "FoundationNetworking=AppleStandInFoundationNetworking",
         "-module-alias", "SealedPushApple=SealedPushAppleOnStandIns",
     ], .when(platforms: [.linux])),
 ]
@@ -44,7 +45,7 @@ let sodium: [Target.Dependency] = [
 let package = Package(
     name: "SealedPush",
     // The modules an iOS notification service extension links (SealedPushCrypto, SealedPushWire,
-    // SealedPushReceiver) use no API newer than these (checked by PlatformAvailabilityTests).
+    // SealedPushReceiver, SealedPushKeyring) use no API newer than these (checked by PlatformAvailabilityTests).
     platforms: [.iOS(.v18), .macOS(.v15)],
     products: [
         .library(name: "SealedPushCrypto", targets: ["SealedPushCrypto"]),
@@ -52,6 +53,7 @@ let package = Package(
         .library(name: "SealedPushReceiver", targets: ["SealedPushReceiver"]),
         .library(name: "SealedPushApple", targets: ["SealedPushApple"]),
         .library(name: "SealedPushSender", targets: ["SealedPushSender"]),
+        .library(name: "SealedPushKeyring", targets: ["SealedPushKeyring"]),
         .library(name: "SealedPushKeychain", targets: ["SealedPushKeychain"]),
         .library(name: "SealedPushDevice", targets: ["SealedPushDevice"]),
         .library(name: "SealedPushAPNsCore", targets: ["SealedPushAPNsCore"]),
@@ -91,11 +93,19 @@ let package = Package(
         // Server side: message + device key record -> APNs payload and headers (the header rules of APNsCore).
         .target(name: "SealedPushSender", dependencies: ["SealedPushWire", "SealedPushCrypto", "SealedPushAPNsCore"],
                 swiftSettings: strict),
-        // Keychain-shaped file store, device lock states, key lifecycle.
+        // The key lifecycle (generate, rotate, stage/activate, retire, destroy, prune, look up) over a storage
+        // protocol, its types and KeychainError: shared by the file store and the iOS Keychain store. No file
+        // system, no swift-system.
+        .target(
+            name: "SealedPushKeyring",
+            dependencies: ["SealedPushCrypto", "SealedPushWire", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
+        // Keychain-shaped file store, device lock states, the file storage of the key lifecycle.
         .target(
             name: "SealedPushKeychain",
             dependencies: [
-                "SealedPushCrypto", "SealedPushWire",
+                "SealedPushKeyring", "SealedPushCrypto", "SealedPushWire",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -123,12 +133,13 @@ let package = Package(
             swiftSettings: strict
         ),
         // The iOS glue an app's notification service extension subclasses: the service extension base
-        // class, content conversion over `request.content`, Keychain device keys, attachment options,
-        // swift-log to os.Logger. Every file is inside `#if canImport(UserNotifications)`: empty on Linux.
+        // class (a private attachments directory per request), content conversion over `request.content`,
+        // Keychain device keys and the key lifecycle in the Keychain, the URLSession attachment fetcher,
+        // attachment options, swift-log to os.Logger. Every file is inside `#if canImport(UserNotifications)`: empty on Linux.
         .target(
             name: "SealedPushApple",
             dependencies: [
-                "SealedPushReceiver", "SealedPushWire", "SealedPushCrypto",
+                "SealedPushReceiver", "SealedPushKeyring", "SealedPushWire", "SealedPushCrypto",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -139,14 +150,16 @@ let package = Package(
         .target(name: "AppleStandInUserNotifications", path: "Tests/AppleStandIns/UserNotifications", swiftSettings: strict),
         .target(name: "AppleStandInSecurity", path: "Tests/AppleStandIns/Security", swiftSettings: strict),
         .target(name: "AppleStandInOS", path: "Tests/AppleStandIns/os", swiftSettings: strict),
+        .target(name: "AppleStandInFoundationNetworking", path: "Tests/AppleStandIns/FoundationNetworking", swiftSettings: strict),
         .target(
             name: "SealedPushAppleOnStandIns",
             dependencies: [
-                "SealedPushReceiver", "SealedPushWire", "SealedPushCrypto",
+                "SealedPushReceiver", "SealedPushKeyring", "SealedPushWire", "SealedPushCrypto",
                 .product(name: "Logging", package: "swift-log"),
                 .target(name: "AppleStandInUserNotifications", condition: .when(platforms: [.linux])),
                 .target(name: "AppleStandInSecurity", condition: .when(platforms: [.linux])),
                 .target(name: "AppleStandInOS", condition: .when(platforms: [.linux])),
+                .target(name: "AppleStandInFoundationNetworking", condition: .when(platforms: [.linux])),
             ],
             path: "Tests/AppleStandIns/SealedPushApple",
             swiftSettings: strict + appleStandIns
@@ -154,7 +167,8 @@ let package = Package(
         // Test-only: the extension docs/ios.md shows, built with Xcode 26's default MainActor isolation.
         .target(
             name: "SealedPushAppleExampleExtension",
-            dependencies: ["SealedPushAppleOnStandIns", "SealedPushReceiver", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["SealedPushAppleOnStandIns", "SealedPushReceiver", "SealedPushKeyring", "SealedPushCrypto", "SealedPushWire",
+                           .product(name: "Logging", package: "swift-log")],
             path: "Tests/AppleStandIns/ExampleExtension",
             swiftSettings: strict + appleStandIns + [.defaultIsolation(MainActor.self)]
         ),
@@ -206,19 +220,20 @@ let package = Package(
         .testTarget(
             name: "SealedPushAppleTests",
             dependencies: [
-                "SealedPushAppleOnStandIns", "SealedPushAppleExampleExtension", "SealedPushReceiver", "SealedPushWire",
+                "SealedPushAppleOnStandIns", "SealedPushAppleExampleExtension", "SealedPushReceiver", "SealedPushKeyring", "SealedPushWire",
                 "SealedPushCrypto", "SealedPushSender", "SealedPushTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .target(name: "AppleStandInUserNotifications", condition: .when(platforms: [.linux])),
                 .target(name: "AppleStandInSecurity", condition: .when(platforms: [.linux])),
                 .target(name: "AppleStandInOS", condition: .when(platforms: [.linux])),
+                .target(name: "AppleStandInFoundationNetworking", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strict + appleStandIns
         ),
         // Reads the object code of the extension's modules for API newer than the declared platforms.
         .testTarget(
             name: "SealedPushPlatformTests",
-            dependencies: ["SealedPushCrypto", "SealedPushWire", "SealedPushReceiver", "SealedPushTestSupport"],
+            dependencies: ["SealedPushCrypto", "SealedPushWire", "SealedPushReceiver", "SealedPushKeyring", "SealedPushTestSupport"],
             exclude: ["extract_post_platform_api.py", "post-platform-api.txt"],
             swiftSettings: strict
         ),

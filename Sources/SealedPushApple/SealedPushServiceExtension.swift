@@ -1,10 +1,11 @@
 #if canImport(UserNotifications)
 public import UserNotifications
 public import SealedPushReceiver
-import SealedPushWire
+public import SealedPushWire
 import SealedPushCrypto
 import Synchronization
 import Logging
+import Foundation
 
 /// A notification service extension that opens SealedPush messages; an app's extension subclasses it.
 ///
@@ -21,6 +22,8 @@ import Logging
 open class SealedPushServiceExtension: UNNotificationServiceExtension {
     /// The requests being worked on; shared with their result handlers.
     private let inFlight = InFlightRequests()
+    /// Each request's private attachments directory.
+    private let directories = AttachmentDirectories()
 
     /// The extension; iOS creates the subclass with `init()`.
     public nonisolated override init() {
@@ -39,11 +42,20 @@ open class SealedPushServiceExtension: UNNotificationServiceExtension {
     /// Opens `request`'s `ENCRYPTED_DATA` and calls `contentHandler` once with the content to show.
     nonisolated open override func didReceive(_ request: UNNotificationRequest,
                                                withContentHandler contentHandler: @escaping (UNNotificationContent) -> Void) {
+        // A fresh private directory for this request's attachments; what earlier requests (or an extension
+        // iOS killed) left under the root is removed first.
+        let directory = directories.begin(ObjectIdentifier(request), root: attachmentsRootDirectory)
         let configuration = configuration(for: request)
+        directories.configured(ObjectIdentifier(request))
+        if directory == nil {
+            configuration.logger.error("the attachments directory cannot be made or is not private (0700, ours); attachments are left out",
+                                       metadata: ["root": "\(attachmentsRootDirectory)"])
+        }
         let handler = AppleContentHandler(original: request.content, handler: contentHandler, logger: configuration.logger)
         guard let content = NotificationContent(request.content) else {
             // userInfo is not JSON (APNs payloads always are): show what iOS gave.
             configuration.logger.notice("userInfo is not JSON; content passed through", metadata: ["reason": "\(ReasonCode.invalidPayload)"])
+            directories.end(directory)
             handler.deliverOriginal()
             return
         }
@@ -51,10 +63,28 @@ open class SealedPushServiceExtension: UNNotificationServiceExtension {
         let receiver = SecretMessageExtension(configuration: configuration)
         let (token, expired) = inFlight.add(receiver)
         if expired { receiver.serviceExtensionTimeWillExpire() }   // the expiry came while this call was starting
-        receiver.didReceive(ours) { [inFlight] delivery in
+        receiver.didReceive(ours) { [inFlight, directories] delivery in
             handler.deliver(delivery.content, original: content)
             inFlight.remove(token)
+            directories.end(directory)
         }
+    }
+
+    /// The directory under which each request gets its private attachments directory: `sealedpush-attachments`
+    /// in the extension's temporary directory. Everything in it that does not belong to a request in flight
+    /// is removed when a request starts (plaintext files iOS did not take, or left by a killed extension).
+    nonisolated open var attachmentsRootDirectory: String {
+        NSTemporaryDirectory() + (NSTemporaryDirectory().hasSuffix("/") ? "" : "/") + "sealedpush-attachments"
+    }
+
+    /// An attachment pipeline for `request` that writes into the request's private directory (`0700`, made
+    /// when the request started), fetching through `fetcher` under `policy`; `nil` when the directory could
+    /// not be made (the message then shows without its attachments). Call it from `configuration(for:)`: the
+    /// directory is known only while that call runs.
+    nonisolated public func attachmentPipeline(for request: UNNotificationRequest, fetcher: any AttachmentFetcher,
+                                               policy: AttachmentURLPolicy = .production) -> AttachmentPipeline? {
+        guard let directory = directories.directory(of: ObjectIdentifier(request)) else { return nil }
+        return try? AttachmentPipeline(fetcher: fetcher, directory: directory, policy: policy)
     }
 
     /// Delivers the best attempt of every request in flight now (once each) and cancels their work.
@@ -85,6 +115,41 @@ final class InFlightRequests: Sendable {
             if s.receivers.isEmpty { s.expiredEarly = true }
             return Array(s.receivers.values)
         }
+    }
+}
+
+/// The private attachments directory of each request in flight, under a root emptied of everything else
+/// whenever a request starts.
+final class AttachmentDirectories: Sendable {
+    /// The directories of requests in flight, and (only while `configuration(for:)` runs) which request has which.
+    private let state = Mutex<(live: Set<String>, byRequest: [ObjectIdentifier: String])>(([], [:]))
+
+    /// Removes what the root holds besides the directories of requests in flight, then makes a fresh
+    /// private directory for `request` and returns it (`nil` if the root or it cannot be made).
+    func begin(_ request: ObjectIdentifier, root: String) -> String? {
+        state.withLock { s -> String? in
+            guard (try? PrivateDirectory.prepare(root, create: true)) != nil else { return nil }
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [] where !s.live.contains(root + "/" + name) {
+                try? FileManager.default.removeItem(atPath: root + "/" + name)
+            }
+            let directory = root + "/" + UUID().uuidString
+            guard (try? PrivateDirectory.prepare(directory, create: true)) != nil else { return nil }
+            s.live.insert(directory)
+            s.byRequest[request] = directory
+            return directory
+        }
+    }
+
+    /// The directory of `request`, between `begin` and `configured`.
+    func directory(of request: ObjectIdentifier) -> String? { state.withLock { $0.byRequest[request] } }
+
+    /// `configuration(for:)` returned: the request is no longer looked up (its object may be reused).
+    func configured(_ request: ObjectIdentifier) { _ = state.withLock { $0.byRequest.removeValue(forKey: request) } }
+
+    /// The request was delivered: its directory is no longer in flight (the next start removes it).
+    func end(_ directory: String?) {
+        guard let directory else { return }
+        _ = state.withLock { $0.live.remove(directory) }
     }
 }
 

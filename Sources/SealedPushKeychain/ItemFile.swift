@@ -4,6 +4,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import SealedPushCrypto
+import SealedPushKeyring
 import SealedPushWire
 
 /// The identity of an item: what makes it unique and names its file.

@@ -5,6 +5,7 @@ public import Foundation
 #endif
 public import SystemPackage
 public import SealedPushCrypto
+public import SealedPushKeyring
 public import SealedPushWire
 import Logging
 #if canImport(Glibc)

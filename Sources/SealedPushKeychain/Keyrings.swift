@@ -5,6 +5,9 @@ public import Foundation
 #endif
 public import SealedPushCrypto
 public import SealedPushWire
+// The lifecycle engine, its types (KeyInfo, KeyState, KeyringMaterial) and KeychainError live in
+// SealedPushKeyring, which the iOS Keychain store shares; `import SealedPushKeychain` keeps bringing them.
+@_exported public import SealedPushKeyring
 
 /// Keys of one kind and their lifecycle (generate, rotate, retire, destroy, prune) in a keychain store.
 ///
@@ -105,13 +108,14 @@ extension Keyring where Material == SigningKeyPair {
     public func activeSigningKey() throws(KeychainError) -> SigningKeyPair { try activeKeyPair() }
 }
 
-extension KeyringCore.Lookup where Material == BoxKeyPair {
+extension KeyLifecycle.Lookup where Material == BoxKeyPair {
     /// The receiver's view of a device-key lookup (the deadline is the cache's business only).
     var keyLookup: KeyLookup {
         switch self {
         case let .found(pair, _): return .found(pair)
         case .unknown: return .unknown
         case .locked: return .locked
+        case .unavailable: return .unavailable
         }
     }
 }

@@ -1,4 +1,5 @@
 public import SealedPushCrypto
+public import SealedPushKeyring
 public import SealedPushWire
 import SystemPackage
 import Logging

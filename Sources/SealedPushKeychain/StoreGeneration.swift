@@ -1,4 +1,5 @@
 import SystemPackage
+import SealedPushKeyring
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)

@@ -1,4 +1,5 @@
 public import SealedPushCrypto
+public import SealedPushKeyring
 public import SealedPushWire
 
 /// The device's trusted sender keys and signature policy, kept as items in the store.

@@ -37,10 +37,26 @@ public struct AttachmentResponse: Sendable {
 
 /// The body of a response, read in order by one task.
 public protocol AttachmentByteStream: Sendable {
-    /// The next bytes of the body (never empty), or `nil` at its end; throws if the connection failed.
+    /// The next bytes of the body (never empty), or `nil` at its end; throws if the connection failed, and
+    /// `AttachmentBodyTooLarge` once the body passed the `maximumBytes` it was fetched with.
     func next() async throws -> [UInt8]?
     /// Stops reading and releases the connection (called when the pipeline gives up early).
     func cancel() async
+}
+
+/// Thrown by a body that passed the `maximumBytes` of its `get`: the fetcher stopped the transfer, and the
+/// pipeline reports `attachmentTooLarge` (the server sends more than the object can be: a wrong file).
+public struct AttachmentBodyTooLarge: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The bound the body passed.
+    public var limit: Int
+
+    /// The error for a body over `limit` bytes.
+    public init(limit: Int) { self.limit = limit }
+
+    /// What happened, and what to do.
+    public var description: String {
+        "the server sent more than the \(limit) bytes the attachment can be; the sender must point at the encrypted object"
+    }
 }
 
 extension AttachmentURLPolicy {

@@ -208,7 +208,9 @@ public struct AttachmentPipeline: Sendable {
             while true {
                 if Task.isCancelled { throw fail(.attachmentTimeExpired, "the time ran out") }
                 let piece: [UInt8]?
-                do { piece = try await response.body.next() } catch {
+                do { piece = try await response.body.next() } catch is AttachmentBodyTooLarge {
+                    throw fail(.attachmentTooLarge, "the server sent more than the \(limit) bytes the object can be")
+                } catch {
                     throw fail(.attachmentUnavailable, "the connection failed while reading")
                 }
                 guard let piece else { break }

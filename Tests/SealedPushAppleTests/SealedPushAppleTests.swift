@@ -13,6 +13,7 @@ import os
 import SealedPushReceiver
 import SealedPushWire
 import SealedPushCrypto
+import SealedPushKeyring
 import SealedPushSender
 import SealedPushTestSupport
 @testable import SealedPushAppleExampleExtension
@@ -151,13 +152,15 @@ private func sealed(_ message: SecretMessage) throws -> SealedNotification {
         #expect(received.all.count == 1 && received.all.first?.body == SecretMessageExtension.placeholderText)
     }
 
-    @Test("the extension docs/ios.md shows is a SealedPushServiceExtension with Keychain keys and os.Logger logging")
+    @Test("the extension docs/ios.md shows is a SealedPushServiceExtension with a Keychain keyring, URLSession attachments and os.Logger logging")
     func docsExample() throws {
         let service = NotificationService()
         let content = UNMutableNotificationContent()
         let configuration = service.configuration(for: UNNotificationRequest(identifier: "x", content: content, trigger: nil))
-        let keys = try #require(configuration.keys as? KeychainDeviceKeys)
-        #expect(keys.accessGroup == "ABCDE12345.com.example.shared" && keys.service == KeychainDeviceKeys.defaultService)
+        let keys = try #require(configuration.keys as? KeychainDeviceKeyring)
+        #expect(keys.lifecycle.storage.accessGroup == "ABCDE12345.com.example.shared")
+        // Outside didReceive the request has no attachments directory, so no pipeline.
+        #expect(configuration.attachments == nil)
     }
 }
 
@@ -242,6 +245,135 @@ private func sealed(_ message: SecretMessage) throws -> SealedNotification {
             let target = try FileManager.default.destinationOfSymbolicLink(atPath: links + "/" + file)
             #expect(target == "../../../Sources/SealedPushApple/" + file)
         }
+    }
+}
+#endif
+
+#if os(Linux)
+/// An extension whose attachments root is a test directory, with an attachment pipeline per request.
+private final class AttachingService: SealedPushServiceExtension {
+    let root: String
+    let pipelines = Mutex<[String]>([])
+    init(root: String) {
+        self.root = root
+        super.init()
+    }
+    override var attachmentsRootDirectory: String { root }
+    override func configuration(for request: UNNotificationRequest) -> SecretMessageExtension.Configuration {
+        let pipeline = attachmentPipeline(for: request, fetcher: MemoryFetcher([:]))
+        if let pipeline { pipelines.withLock { $0.append(pipeline.directory) } }
+        return SecretMessageExtension.Configuration(keys: InMemoryKeys([device]), attachments: pipeline)
+    }
+}
+
+@Suite("Per-request attachment directories") struct AttachmentDirectoryTests {
+    @Test("each request gets a fresh private directory; what a killed extension left under the root is removed at the next start")
+    func emptiedAtStart() async throws {
+        let root = NSTemporaryDirectory() + "sealedpush-root-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        // Left behind by an extension iOS killed: a request directory with a plaintext file, and a stray file.
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(atPath: root + "/OLD", withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        try Data([1, 2, 3]).write(to: URL(fileURLWithPath: root + "/OLD/photo.jpg"))
+        try Data([4]).write(to: URL(fileURLWithPath: root + "/stray.png"))
+        let service = AttachingService(root: root)
+        let received = Received()
+        service.didReceive(try request(for: try sealed(SecretMessage(title: "a", body: "b"))), withContentHandler: received.handler())
+        await received.wait(for: 1)
+        let first = try #require(service.pipelines.withLock { $0.first })
+        #expect(first.hasPrefix(root + "/"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: root) == [(first as NSString).lastPathComponent])
+        let mode = try #require(try FileManager.default.attributesOfItem(atPath: first)[.posixPermissions] as? Int)
+        #expect(mode & 0o777 == 0o700)
+        // The next request: the delivered request's directory is removed, a new one made.
+        service.didReceive(try request(for: try sealed(SecretMessage(title: "c", body: "d")), identifier: "req-2"), withContentHandler: received.handler())
+        await received.wait(for: 2)
+        let second = try #require(service.pipelines.withLock { $0.last })
+        #expect(second != first)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: root) == [(second as NSString).lastPathComponent])
+        // Outside configuration(for:) a request has no directory.
+        #expect(service.attachmentPipeline(for: UNNotificationRequest(identifier: "x", content: UNMutableNotificationContent(), trigger: nil),
+                                           fetcher: MemoryFetcher([:])) == nil)
+    }
+}
+#endif
+
+#if os(Linux)
+/// A wall clock tests move by hand.
+private final class TestClock: Sendable {
+    let seconds = Mutex<TimeInterval>(1_800_000_000)
+    var clock: WallClock { WallClock { [self] in Date(timeIntervalSince1970: self.seconds.withLock { $0 }) } }
+    func advance(_ by: TimeInterval) { seconds.withLock { $0 += by } }
+}
+
+// The key lifecycle in the Keychain: in the serialized suite of KeychainDeviceKeysTests, which resets the
+// stand-ins' in-memory keychain before each test (one keychain for the whole process).
+extension KeychainDeviceKeysTests {
+    @Test("generate, rotate with a grace period, retire, prune: lookups follow each step; secrets are where KeychainDeviceKeys reads them")
+    func lifecycle() throws {
+        let time = TestClock()
+        let group = "ABCDE12345.com.example.shared"
+        let keyring = KeychainDeviceKeyring(accessGroup: group, clock: time.clock)
+        let first = try BoxKeyPair.record(try keyring.lifecycle.generate())
+        #expect(throws: KeychainError.activeKeyExists(keyID: first.keyID.hex)) { try keyring.lifecycle.generate() }
+        guard case .found = keyring.lookUpKey(id: first.keyID) else { Issue.record("the active key must be found"); return }
+        // The simple reader finds the same secret (same service, account and group); items are ThisDeviceOnly.
+        guard case .found = KeychainDeviceKeys(accessGroup: group).lookUpKey(id: first.keyID) else { Issue.record("shared layout"); return }
+        #expect(StandInKeychain.accessibility[first.keyID.hex] == (kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly as String))
+
+        // Rotation: the old key stays usable for its grace period, then not.
+        let second = try BoxKeyPair.record(try keyring.lifecycle.rotate(grace: 3600))
+        #expect(try keyring.lifecycle.activeKey().keyID == second.keyID)
+        guard case .found = keyring.lookUpKey(id: first.keyID) else { Issue.record("retired key within its grace"); return }
+        time.advance(3601)
+        guard case .unknown = keyring.lookUpKey(id: first.keyID) else { Issue.record("retired key past its deadline"); return }
+        #expect(Dictionary(uniqueKeysWithValues: try keyring.lifecycle.list().map { ($0.keyID, $0.state) })
+                    == [first.keyID: .retired, second.keyID: .active])
+
+        // Prune destroys it: its secret item is deleted, a tombstone stays listed.
+        #expect(try keyring.lifecycle.prune().map(\.keyID) == [first.keyID])
+        #expect(!StandInKeychain.items.contains { $0.service == BoxKeyPair.service && $0.account == first.keyID.hex })
+        #expect(try keyring.lifecycle.list().first { $0.keyID == first.keyID }?.state == .destroyed)
+
+        // Stage, export and activate a next key; retire the old one at once.
+        let next = try keyring.lifecycle.stageNext()
+        _ = try keyring.lifecycle.exportInfo(next.keyID)
+        _ = try keyring.lifecycle.activate(next.keyID, force: false, grace: 0)
+        _ = try keyring.lifecycle.retire(second.keyID, grace: 0)
+        time.advance(1)
+        guard case .unknown = keyring.lookUpKey(id: second.keyID) else { Issue.record("retired with no grace"); return }
+        guard case .found = keyring.lookUpKey(id: next.keyID) else { Issue.record("the activated key"); return }
+        #expect(throws: KeychainError.self) { try keyring.lifecycle.retire(next.keyID, grace: 0) }   // the active key is refused
+    }
+
+    @Test("an interrupted rotation (pending key written, pointer not committed) is rolled back by the next writer")
+    func recovery() throws {
+        let keyring = KeychainDeviceKeyring(accessGroup: "G.shared")
+        let first = try BoxKeyPair.record(try keyring.lifecycle.generate())
+        let orphan = BoxKeyPair.generate()
+        try keyring.lifecycle.storage.transaction { (tx: KeychainKeyringStorage) throws(KeychainError) in
+            try keyring.lifecycle.writePointer(tx, KeyPointer(active: first.keyID, pending: orphan.keyID))
+            try keyring.lifecycle.writeKey(tx, orphan)
+        }
+        guard case .unknown = keyring.lookUpKey(id: orphan.keyID) else { Issue.record("a pending key must not be usable"); return }
+        _ = try keyring.lifecycle.rotate(grace: 0)
+        #expect(!StandInKeychain.items.contains { $0.account == orphan.keyID.hex })
+    }
+
+    @Test("statuses: before first unlock .locked; a missing keychain entitlement or another error .unavailable; writes say what to do")
+    func keyringStatuses() throws {
+        let keyring = KeychainDeviceKeyring(accessGroup: "G.shared")
+        let record = try BoxKeyPair.record(try keyring.lifecycle.generate())
+        StandInKeychain.force(errSecInteractionNotAllowed)
+        guard case .locked = keyring.lookUpKey(id: record.keyID) else { Issue.record("expected .locked"); return }
+        StandInKeychain.force(-25291)   // errSecNotAvailable
+        guard case .unavailable = keyring.lookUpKey(id: record.keyID) else { Issue.record("expected .unavailable"); return }
+        #expect(throws: KeychainError.keychainStatus(operation: "SecItemCopyMatching", status: -25291)) { try keyring.lifecycle.rotate(grace: 0) }
+        StandInKeychain.force(nil)
+        StandInKeychain.entitle(["OTHER.group"])
+        guard case .unavailable = keyring.lookUpKey(id: record.keyID) else { Issue.record("expected .unavailable"); return }
+        #expect(throws: KeychainError.missingEntitlement(group: "G.shared")) { try keyring.lifecycle.rotate(grace: 0) }
+        StandInKeychain.reset()
     }
 }
 #endif

@@ -27,6 +27,7 @@ extension KeychainError {
         case .notOwner: return "notOwner"
         case .busy: return "busy"
         case .io: return "io"
+        case .keychainStatus: return "keychainStatus"
         case .activeKeyExists: return "activeKeyExists"
         case .noActiveKey: return "noActiveKey"
         case .activeKeyRefused: return "activeKeyRefused"

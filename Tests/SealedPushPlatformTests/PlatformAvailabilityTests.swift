@@ -10,7 +10,7 @@ import SealedPushTestSupport
 /// `extract_post_platform_api.py` (run it again after a toolchain update).
 @Suite("Platform availability of the extension's modules", .timeLimit(.minutes(10)))
 struct PlatformAvailabilityTests {
-    static let extensionModules = ["SealedPushCrypto", "SealedPushWire", "SealedPushReceiver"]
+    static let extensionModules = ["SealedPushCrypto", "SealedPushWire", "SealedPushReceiver", "SealedPushKeyring"]
 
     /// The checked-in list: `Module.Container.member` per line.
     static func newerDeclarations() throws -> Set<String> {
@@ -118,7 +118,7 @@ struct PlatformAvailabilityTests {
         #expect(Self.violations("Swift.UnsafeBufferPointer.span", newer).isEmpty)
     }
 
-    @Test("Crypto, Wire and Receiver use nothing newer than iOS 18 / macOS 15", arguments: PlatformAvailabilityTests.extensionModules)
+    @Test("Crypto, Wire, Receiver and Keyring use nothing newer than iOS 18 / macOS 15", arguments: PlatformAvailabilityTests.extensionModules)
     func moduleUsesOnlyDeclaredPlatforms(module: String) throws {
         let newer = try Self.newerDeclarations()
         let objects = try Self.objectFiles(of: module)

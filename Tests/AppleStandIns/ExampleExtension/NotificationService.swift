@@ -6,10 +6,14 @@ import UserNotifications
 import Logging
 
 nonisolated final class NotificationService: SealedPushServiceExtension {
+    /// One URLSession for the extension process, reused by every request.
+    let fetcher = URLSessionAttachmentFetcher()
+
     override func configuration(for request: UNNotificationRequest) -> SecretMessageExtension.Configuration {
         SecretMessageExtension.Configuration(
-            keys: KeychainDeviceKeys(accessGroup: "ABCDE12345.com.example.shared"),
-            logger: .unifiedLogging(label: "sealedpush.extension", subsystem: "com.example.app.NotificationService")
+            keys: KeychainDeviceKeyring(accessGroup: "ABCDE12345.com.example.shared"),
+            logger: .unifiedLogging(label: "sealedpush.extension", subsystem: "com.example.app.NotificationService"),
+            attachments: attachmentPipeline(for: request, fetcher: fetcher)
         )
     }
 }

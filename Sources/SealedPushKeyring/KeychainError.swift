@@ -42,6 +42,9 @@ public enum KeychainError: Error, Equatable, Sendable, CustomStringConvertible {
     case nextKeyExists(keyID: String)
     /// The key is not the staged next key, so it cannot be activated (`state`: `active`, `retired`, `destroyed`).
     case notNextKey(keyID: String, state: String)
+    /// A Keychain call (`SecItemAdd`, `SecItemCopyMatching`, …) failed with an `OSStatus` this type has no
+    /// other case for (the iOS Keychain store of `SealedPushApple`).
+    case keychainStatus(operation: String, status: Int32)
     /// The staged next key's record was never exported, so no receiver can trust it yet; activate with `force` to switch anyway.
     case nextKeyNotExported(keyID: String)
 
@@ -57,7 +60,7 @@ public enum KeychainError: Error, Equatable, Sendable, CustomStringConvertible {
         case let .interactionNotAllowed(what):
             return "interactionNotAllowed: \(what) cannot be read or written while the device is in this lock state; unlock the device and retry"
         case let .missingEntitlement(group):
-            return "missingEntitlement: this caller is not entitled to access group '\(group)'; open the store with that group among its access groups"
+            return "missingEntitlement: this caller is not entitled to access group '\(group)'; open the store with that group among its access groups (iOS: list it in the keychain-access-groups entitlement of both the app and the extension)"
         case let .decode(path, why):
             return "decode: the item file \(path) is not a valid keychain item (\(why)); restore it from a backup or delete it and re-create the item"
         case let .authFailed(path, why):
@@ -87,6 +90,9 @@ public enum KeychainError: Error, Equatable, Sendable, CustomStringConvertible {
             return "nextKeyExists: key \(keyID) is already staged as the next key; activate it, or retire it to stage another"
         case let .notNextKey(keyID, state):
             return "notNextKey: key \(keyID) is \(state), not the staged next key; stage a next key first and activate that one"
+        case let .keychainStatus(operation, status):
+            return "keychainStatus: \(operation) failed with OSStatus \(status); check that the app and the extension both list "
+                + "the keychain access group in keychain-access-groups, then look the status up (SecCopyErrorMessageString)"
         case let .nextKeyNotExported(keyID):
             return "nextKeyNotExported: the record of next key \(keyID) was never exported, so no receiver trusts it yet; export it and distribute it first, or activate with force"
         }
