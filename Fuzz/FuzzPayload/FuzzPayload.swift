@@ -104,7 +104,10 @@ func fuzzOne(_ bytes: [UInt8]) {
     let expected = expectedResult(bytes)
     // The real simulator (threads, polling) for one input in 32, chosen by content so runs repeat.
     if Blake2b.hash(bytes, outputLength: 16)[0] & 0x1f == 0 {
-        FuzzFixture.check(simulate(bytes) == expected, "DeviceSimulator.deliver agrees with the synchronous checks")
+        var simulated = simulate(bytes)
+        FuzzFixture.check(simulated.requestID == "fuzz", "DeviceSimulator.deliver reports the request identifier it was given")
+        simulated.requestID = nil
+        FuzzFixture.check(simulated == expected, "DeviceSimulator.deliver agrees with the synchronous checks")
     }
 }
 
