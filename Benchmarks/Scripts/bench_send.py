@@ -76,7 +76,10 @@ async def main():
             payload, _ = sender.seal(pk, kid, {"alert": {"title": "Agent K", "body": f"Message {i}: the eagle lands at noon."},
                                                "exp": now + 7 * 86400}, now)
             request = NotificationRequest(device_token=f"{i:064x}", message=json.loads(payload), time_to_live=7 * 86400)
-            result = await apns.send_notification(request)
+            try:
+                result = await apns.send_notification(request)
+            except Exception:  # aioapns gives up on a push after 5 attempts: counted as not accepted
+                return
             if result.is_successful:
                 ok += 1
     start = time.perf_counter()
@@ -133,7 +136,7 @@ def main():
         raw_rate = n / (time.perf_counter() - raw_start)
         try:
             py = python_run(args.python, os.path.join(work, "ca.pem"), port, key_pem, record, n, args.concurrency)
-            py_rate = py["ok"] / py["seconds"] if py["ok"] == n else 0.0
+            py_rate = py["ok"] / py["seconds"] if py["ok"] > 0 else 0.0
             py_note = f"{py['ok']} of {n} accepted"
         except Exception as e:  # noqa: BLE001 - reported, not hidden
             py_rate, py_note = None, f"not run: {e}"
