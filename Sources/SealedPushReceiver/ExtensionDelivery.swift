@@ -10,11 +10,15 @@ public enum ExtensionOutcome: Sendable, Equatable, Hashable {
     case notEncrypted
     /// Time ran out before the message was opened: the placeholder with subtitle `(Encrypted)` and an empty body.
     case timeExpired
+    /// A reveal message (reveal v1 §3) opened and passed every check; its text was not opened: the content
+    /// is its placeholder alert with the reveal category and the `reveal` envelope in userInfo
+    /// (`SEALEDPUSH_REVEAL`), for the content extension to open when the user presses and holds.
+    case held
 
-    /// The reason code of this outcome; `nil` for `decrypted`.
+    /// The reason code of this outcome; `nil` for `decrypted` and `held`.
     public var reason: ReasonCode? {
         switch self {
-        case .decrypted: return nil
+        case .decrypted, .held: return nil
         case let .fallback(reason): return reason
         case .notEncrypted: return .notEncrypted
         case .timeExpired: return .timeExpired
