@@ -1,5 +1,17 @@
 public import SealedPushWire
 
+/// What the service extension hands iOS for an ordinary message that opened (reveal v1 §5, the
+/// device setting `previews`). A reveal message is `held` whatever the setting.
+public enum PreviewPolicy: String, Sendable, Codable, CaseIterable {
+    /// The decrypted title, subtitle and body, the message's category, `data` merged (the default).
+    case full
+    /// The decrypted title and subtitle; the body `Press and hold to read`, the reveal category,
+    /// `ENCRYPTED_DATA` kept for the content extension, `data` not merged, no attachments fetched.
+    case title
+    /// The placeholder's title and subtitle and the body `Press and hold to read`; otherwise as `title`.
+    case none
+}
+
 /// What the extension did with one request, reported with the content it delivered.
 public enum ExtensionOutcome: Sendable, Equatable, Hashable {
     /// The message opened and passed every check: the content is the decrypted message.

@@ -39,6 +39,8 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         /// The category a reveal message is handed to iOS with (reveal v1 §3): one the app's content
         /// extension lists in `UNNotificationExtensionCategory`. Default `SEALED_REVEAL`.
         public var revealCategory: String = RevealFormat.defaultCategory
+        /// What an ordinary message that opened hands to iOS (reveal v1 §5): `full` (default), `title` or `none`.
+        public var previews: PreviewPolicy = .full
 
         /// A configuration; by default the system clock, a 30-second budget and a `sealedpush.extension` logger.
         public init(keys: any DeviceKeyProvider, policy: @escaping @Sendable () throws(OpenFailure) -> ReceiverPolicy = { ReceiverPolicy() },
@@ -224,6 +226,14 @@ public final class SecretMessageExtension: ReportingServiceExtension {
                 delivery.receiptTicket = opened.body.receipt.map { ReceiptTicket(request: $0, messageID: opened.body.id) }
                 return delivery
             }
+            guard configuration.previews == .full else {
+                // Reveal v1 §5: the text stays in ENCRYPTED_DATA for the content extension; attachments are not fetched.
+                var delivery = ExtensionDelivery(content: Self.previewContent(opened.body, policy: configuration.previews,
+                                                                              category: configuration.revealCategory, original: original),
+                                                 outcome: .decrypted)
+                delivery.receiptTicket = opened.body.receipt.map { ReceiptTicket(request: $0, messageID: opened.body.id) }
+                return delivery
+            }
             onOpen(opened.body)
             var delivery = ExtensionDelivery(content: Self.decryptedContent(opened.body, original: original), outcome: .decrypted)
             delivery.receiptTicket = opened.body.receipt.map { ReceiptTicket(request: $0, messageID: opened.body.id) }
@@ -263,6 +273,25 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         content.attachments = []
         content.userInfo[WireFormat.encryptedDataKey] = nil
         content.userInfo[RevealFormat.userInfoKey] = .string(reveal)
+        return content
+    }
+
+    /// The content handed to iOS for an opened ordinary message under the preview policy `title` or `none`
+    /// (reveal v1 §5): the decrypted title and subtitle (`title`) or the placeholder's (`none`), the body
+    /// `Press and hold to read`, the reveal category, thread, sound and badge; userInfo as it came
+    /// (`ENCRYPTED_DATA` kept, `data` not merged).
+    static func previewContent(_ body: MessageBody, policy: PreviewPolicy, category: String, original: NotificationContent) -> NotificationContent {
+        var content = original
+        if policy == .title {
+            content.title = body.alert.title ?? ""
+            content.subtitle = body.alert.subtitle ?? ""
+        }
+        content.body = RevealFormat.pressAndHoldText
+        if let thread = body.threadID { content.threadIdentifier = thread }
+        if let badge = body.badge { content.badge = badge }
+        if let sound = body.sound { content.sound = sound }
+        content.categoryIdentifier = category
+        content.attachments = []
         return content
     }
 

@@ -320,3 +320,73 @@ struct RevealContentExtensionTests {
         #expect(await ext.protectedDataDidBecomeAvailable() == nil)
     }
 }
+
+@Suite("Reveal: preview policy (§5)", .timeLimit(.minutes(10)))
+struct PreviewPolicyTests {
+    func deliver(_ rig: RevealRig, _ policy: PreviewPolicy, _ sealed: SealedNotification, attachments: AttachmentPipeline? = nil) async throws
+        -> ExtensionDelivery {
+        var configuration = SecretMessageExtension.Configuration(keys: InMemoryKeys([rig.pair]), replayGuard: rig.replay,
+                                                                 clock: .fixed(unixSeconds: rig.now), attachments: attachments)
+        configuration.previews = policy
+        return await SecretMessageExtension(configuration: configuration).delivery(for: try rig.request(sealed))
+    }
+
+    @Test("each row of the table: title, subtitle, body, category and userInfo", arguments: PreviewPolicy.allCases)
+    func rows(_ policy: PreviewPolicy) async throws {
+        let rig = RevealRig()
+        let sealed = try rig.sealed(reveal: false)
+        let original = try rig.request(sealed).content
+        let delivery = try await deliver(rig, policy, sealed)
+        #expect(delivery.outcome == .decrypted)
+        let c = delivery.content
+        #expect(c.threadIdentifier == "ops-7" && c.sound == "chime.caf" && c.badge == 3)
+        switch policy {
+        case .full:
+            #expect(c.title == "Agent K" && c.subtitle == "Field report" && c.body == "The eagle lands at noon.")
+            #expect(c.categoryIdentifier == "SECRET_REPLY")
+            #expect(c.userInfo[WireFormat.encryptedDataKey] == nil && c.userInfo["conversation"] == .string("c-42"))
+        case .title:
+            #expect(c.title == "Agent K" && c.subtitle == "Field report" && c.body == "Press and hold to read")
+            #expect(c.categoryIdentifier == "SEALED_REVEAL")
+            #expect(c.userInfo == original.userInfo, "ENCRYPTED_DATA kept, data not merged")
+            let stored = storedText(c)
+            for secret in ["eagle", "c-42", "conversation"] { #expect(!stored.contains(secret)) }
+        case .none:
+            #expect(c.title == original.title && c.subtitle == original.subtitle && c.body == "Press and hold to read")
+            #expect(c.categoryIdentifier == "SEALED_REVEAL")
+            #expect(c.userInfo == original.userInfo)
+            let stored = storedText(c)
+            for secret in RevealRig.secrets { #expect(!stored.contains(secret)) }
+        }
+        if policy != .full {
+            // Pressing and holding reopens ENCRYPTED_DATA with the device key (the service extension's open does not count).
+            let view = await rig.contentExtension(revealKeys: []).didReceive(DeliveredNotification(
+                request: NotificationRequest(identifier: "R1", content: c), deliveredAt: rig.now))
+            #expect(view.outcome == .revealed && view.body == "The eagle lands at noon.")
+        }
+    }
+
+    @Test("a reveal message is held whatever the setting", arguments: PreviewPolicy.allCases)
+    func revealIsHeld(_ policy: PreviewPolicy) async throws {
+        let rig = RevealRig()
+        let delivery = try await deliver(rig, policy, try rig.sealed())
+        #expect(delivery.outcome == .held)
+        #expect(delivery.content.body == "Press and hold to read")
+        #expect(delivery.content.userInfo[RevealFormat.userInfoKey] != nil)
+    }
+
+    @Test("under title and none the service extension fetches no attachment", arguments: [PreviewPolicy.title, .none])
+    func noAttachments(_ policy: PreviewPolicy) async throws {
+        let rig = RevealRig()
+        let dir = try attachmentsDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let (object, descriptor) = try mediaObject(mediaFile(MediaType.named("image/png")!, size: 500), type: "image/png", url: "https://cdn.example/p")
+        let pipeline = try AttachmentPipeline(fetcher: MemoryFetcher(["https://cdn.example/p": .object(object)]), directory: dir)
+        var message = RevealRig.text
+        message.attachments = [descriptor]
+        let delivery = try await deliver(rig, policy, try rig.sealed(message, reveal: false), attachments: pipeline)
+        #expect(delivery.outcome == .decrypted)
+        #expect(delivery.content.attachments.isEmpty && delivery.attachmentFailures == nil)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir).isEmpty)
+    }
+}
