@@ -172,3 +172,33 @@ struct RevealSenderTests {
         }
     }
 }
+
+@Suite("Sender: batch lines with \"reveal\": true")
+struct RevealBatchTests {
+    func line(_ record: DeviceKeyRecord, _ extra: String) -> [UInt8] {
+        Array(#"{"to":\#(String(decoding: record.jsonBytes, as: UTF8.self)),"body":"The eagle lands."\#(extra)}"#.utf8)
+    }
+
+    @Test("a reveal line seals a reveal message; a record without a reveal key fails with the reason; a non-boolean is refused")
+    func revealLines() throws {
+        let device = makeRevealDevice()
+        let sealer = JSONLSealer(sender: try makeSender())
+        var out: [UInt8] = []
+        #expect(sealer.process(line: line(device.record, #","reveal":true"#).span, number: 1, into: &out) == .sealed)
+        let result = try #require(try JSON.parse(Array(out.dropLast())).objectValue)
+        let payload = try #require(result["payload"]?.objectValue)
+        let encrypted = try #require(payload[WireFormat.encryptedDataKey]?.stringValue)
+        let outer = try MessageOpener(keys: InMemoryKeys([device.pair])).open(encryptedData: encrypted, now: testNow)
+        #expect(outer.body.reveal != nil && outer.body.alert.body == "Press and hold to read")
+        #expect(!String(decoding: JSON.serialize(.object(outer.rawBody)), as: UTF8.self).contains("eagle"))
+
+        let plain = makeDevice()
+        out = []
+        #expect(sealer.process(line: line(plain.record, #","reveal":true"#).span, number: 2, into: &out) == .failed)
+        #expect(String(decoding: out, as: UTF8.self).contains("has no reveal key"))
+        #expect(try JSONLSealer.request(from: try #require(try JSON.parse(line(plain.record, #","reveal":false"#)).objectValue)).message.reveal == nil)
+        #expect(throws: SenderError.invalidRequest("member 'reveal' must be true or false")) {
+            try JSONLSealer.request(from: try #require(try JSON.parse(line(device.record, #","reveal":1"#)).objectValue))
+        }
+    }
+}
