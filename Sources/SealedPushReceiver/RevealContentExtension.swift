@@ -69,6 +69,23 @@ public struct RevealView: Sendable, Equatable {
     }
 }
 
+extension RevealView {
+    /// `{"outcome": "revealed" | "locked" | "fallback", "reason": null | "<code>", "view": {"title", "subtitle", "body",
+    /// "attachments": [{"identifier", "type", "size"}]}}` (reveal v1 §7, `device expand --json`): what the view shows,
+    /// never a file path.
+    public var jsonObject: JSONObject {
+        let files: [JSONValue] = attachments.map { a in
+            .object(JSONObject([("identifier", .string(a.identifier)), ("type", a.type.map { .string($0) } ?? .null),
+                                ("size", a.size.map { .int($0) } ?? .null)]))
+        }
+        return JSONObject([
+            ("outcome", .string(outcome.name)), ("reason", outcome.reason.map { .string($0.rawValue) } ?? .null),
+            ("view", .object(JSONObject([("title", .string(title)), ("subtitle", .string(subtitle)), ("body", .string(body)),
+                                         ("attachments", .array(files))]))),
+        ])
+    }
+}
+
 /// The notification content extension SealedPush ships (reveal v1 §4), shaped like Apple's
 /// `UNNotificationContentExtension`: iOS runs it when the user presses and holds a notification of the
 /// reveal category, and it opens the text in its own view instead of handing it to iOS.
