@@ -1,6 +1,7 @@
 public import SealedPushKeychain
 public import SealedPushReceiver
 public import SealedPushWire
+import SealedPushCrypto
 public import Logging
 import Synchronization
 
@@ -61,13 +62,21 @@ public struct SimulatedDevice: Sendable {
     /// away when it shows it, and on Linux nothing else deletes the decrypted files.
     ///
     /// What is shown is appended to the device's notification store (`NotificationCenterStore`), as iOS keeps
-    /// it; `previews` is the device's preview policy (reveal v1 §5).
+    /// it; `previews` overrides the device's preview policy (reveal v1 §5; `nil`: the setting, `previews()`).
     public func deliver(_ payload: [UInt8], requestIdentifier: String? = nil, options: DeviceSimulator.Options = .init(),
                         extensionDelay: Duration = .zero, logger: Logger = Logger(label: "sealedpush.extension"),
                         attachments: AttachmentPipeline? = nil, receipts: ReceiptCourier? = nil,
-                        previews: PreviewPolicy = .full) async -> DeliveryResult {
+                        previews: PreviewPolicy? = nil) async -> DeliveryResult {
         attachments?.removeFiles(olderThan: AttachmentPipeline.defaultFileLifetime)
-        var configured = extensionConfiguration(logger: logger, attachments: attachments, previews: previews)
+        let policy: PreviewPolicy
+        if let previews { policy = previews } else {
+            do { policy = try self.previews() } catch {
+                // Never fall back to showing more than the user chose: an unreadable setting hands over no text.
+                logger.error("the preview setting cannot be read; no text is handed over", metadata: ["error": "\(error.description)"])
+                policy = .hidden
+            }
+        }
+        var configured = extensionConfiguration(logger: logger, attachments: attachments, previews: policy)
         configured.receipts = receipts
         let configuration = configured
         let made = MadeExtension()
@@ -81,6 +90,31 @@ public struct SimulatedDevice: Sendable {
         if receipts != nil { await made.value.withLock { $0 }?.finishBackgroundWork() }
         keep(result, logger: logger)
         return result
+    }
+
+    static let settingsService = "sealedpush.policy"
+    static let previewsAccount = "previews"
+
+    /// The device's preview policy (`device config --previews`; default `full`).
+    public func previews() throws(KeychainError) -> PreviewPolicy {
+        let item: KeychainItem
+        do {
+            item = try store.read(itemClass: .genericPassword, service: Self.settingsService, account: Self.previewsAccount,
+                                  accessGroup: store.accessGroups[0])
+        } catch .itemNotFound { return .full }
+        let text = String(decoding: item.data?.unsafeCopyToArray() ?? [], as: UTF8.self)
+        guard let policy = PreviewPolicy(rawValue: text) else {
+            throw .decode(path: "\(Self.settingsService)/\(Self.previewsAccount)", why: "the preview setting is not full, title or none")
+        }
+        return policy
+    }
+
+    /// Sets the device's preview policy.
+    public func setPreviews(_ policy: PreviewPolicy) throws(KeychainError) {
+        try store.modify(itemClass: .genericPassword, service: Self.settingsService, account: Self.previewsAccount,
+                         accessGroup: store.accessGroups[0], accessibility: .alwaysThisDeviceOnly) { _ in
+            SecureBytes(Array(policy.rawValue.utf8))
+        }
     }
 
     /// Appends what `result` shows to the notification store (nothing for a rejected or suppressed payload).

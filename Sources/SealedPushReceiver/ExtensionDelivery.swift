@@ -8,8 +8,10 @@ public enum PreviewPolicy: String, Sendable, Codable, CaseIterable {
     /// The decrypted title and subtitle; the body `Press and hold to read`, the reveal category,
     /// `ENCRYPTED_DATA` kept for the content extension, `data` not merged, no attachments fetched.
     case title
-    /// The placeholder's title and subtitle and the body `Press and hold to read`; otherwise as `title`.
-    case none
+    /// `none` in the spec and on the command line: the placeholder's title and subtitle and the body
+    /// `Press and hold to read`; otherwise as `title`. (Not spelled `.none`, which Swift would read as
+    /// `Optional.none` wherever the policy is optional.)
+    case hidden = "none"
 }
 
 /// What the extension did with one request, reported with the content it delivered.

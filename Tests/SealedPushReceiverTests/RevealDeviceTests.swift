@@ -90,7 +90,7 @@ struct RevealDeviceTests {
         #expect(await phone.device.deliver(payload, requestIdentifier: "REQ-1").outcome == .held)
         #expect(try NotificationCenterStore(store: phone.store).entries().count == 1)
 
-        let ordinary = await phone.device.deliver(try phone.payload(reveal: false), requestIdentifier: "REQ-2", previews: .none)
+        let ordinary = await phone.device.deliver(try phone.payload(reveal: false), requestIdentifier: "REQ-2", previews: .hidden)
         #expect(ordinary.outcome == .decrypted && ordinary.notification?.body == "Press and hold to read")
         phone.expectNoSecretStored("previews none")
         let view = try await phone.device.expand(requestID: "REQ-2")
@@ -99,6 +99,26 @@ struct RevealDeviceTests {
         // Previews full (the default) stores the text, as iOS keeps it today: what reveal on demand avoids.
         #expect(await phone.device.deliver(try phone.payload(reveal: false), requestIdentifier: "REQ-3").outcome == .decrypted)
         #expect(phone.storeFile.contains("eagle"))
+    }
+
+    @Test("the device's preview setting: full by default, stored, applied to deliveries; an unreadable one hands over no text")
+    func previewSetting() async throws {
+        let phone = try RevealPhone()
+        #expect(try phone.device.previews() == .full)
+        try phone.device.setPreviews(.title)
+        #expect(try phone.device.previews() == .title)
+        let shown = await phone.device.deliver(try phone.payload(reveal: false), requestIdentifier: "REQ-1")
+        #expect(shown.notification?.title == "Agent K" && shown.notification?.body == "Press and hold to read")
+        try phone.device.setPreviews(.hidden)
+        #expect(PreviewPolicy.hidden.rawValue == "none" && PreviewPolicy(rawValue: "none") == .hidden)
+        try phone.store.modify(itemClass: .genericPassword, service: "sealedpush.policy", account: "previews",
+                               accessGroup: phone.store.accessGroups[0], accessibility: .alwaysThisDeviceOnly) { _ in SecureBytes(Array("some".utf8)) }
+        #expect(throws: KeychainError.self) { try phone.device.previews() }
+        let guarded = await phone.device.deliver(try phone.payload(reveal: false), requestIdentifier: "REQ-2")
+        #expect(guarded.notification?.body == "Press and hold to read" && guarded.notification?.title == "Secret Message!")
+        let kept = try #require(try NotificationCenterStore(store: phone.store).entry(requestID: "REQ-2"))
+        let text = String(decoding: JSON.serialize(.object(kept.jsonObject)), as: UTF8.self)
+        for secret in RevealRig.secrets { #expect(!text.contains(secret), "an unreadable setting") }
     }
 
     @Test("hostile inputs to expand: an unknown id, a store that is not JSON, a tampered envelope, an entry moved to another id")

@@ -351,7 +351,7 @@ struct PreviewPolicyTests {
             #expect(c.userInfo == original.userInfo, "ENCRYPTED_DATA kept, data not merged")
             let stored = storedText(c)
             for secret in ["eagle", "c-42", "conversation"] { #expect(!stored.contains(secret)) }
-        case .none:
+        case .hidden:
             #expect(c.title == original.title && c.subtitle == original.subtitle && c.body == "Press and hold to read")
             #expect(c.categoryIdentifier == "SEALED_REVEAL")
             #expect(c.userInfo == original.userInfo)
@@ -375,7 +375,7 @@ struct PreviewPolicyTests {
         #expect(delivery.content.userInfo[RevealFormat.userInfoKey] != nil)
     }
 
-    @Test("under title and none the service extension fetches no attachment", arguments: [PreviewPolicy.title, .none])
+    @Test("under title and none the service extension fetches no attachment", arguments: [PreviewPolicy.title, .hidden])
     func noAttachments(_ policy: PreviewPolicy) async throws {
         let rig = RevealRig()
         let dir = try attachmentsDirectory()
