@@ -71,11 +71,12 @@ public struct NotificationCenterStore: Sendable {
     public static let fileName = "notifications.json"
     /// The store whose directory holds the file.
     public let store: KeychainStore
-    /// The most entries kept (500).
+    /// The most entries kept (100: an entry is at most about 8 KiB, a payload and its decrypted text, so the
+    /// file stays under the store's 1 MiB read limit).
     public let capacity: Int
 
     /// The notification store of `store`'s device.
-    public init(store: KeychainStore, capacity: Int = 500) {
+    public init(store: KeychainStore, capacity: Int = 100) {
         self.store = store
         self.capacity = max(1, capacity)
     }

@@ -179,3 +179,21 @@ struct RevealDeviceTests {
         phone.expectNoSecretStored()
     }
 }
+
+@Suite("Reveal: the notification store's bound", .timeLimit(.minutes(10)))
+struct NotificationStoreBoundTests {
+    @Test("the oldest entries are dropped beyond the capacity; a request id delivered again moves to the end")
+    func bound() throws {
+        let phone = try RevealPhone()
+        let store = NotificationCenterStore(store: phone.store, capacity: 3)
+        func entry(_ id: String) -> StoredNotification {
+            StoredNotification(requestID: id, deliveredAt: phone.now, title: "t", subtitle: "", body: "b", category: "", thread: "",
+                               userInfo: JSONObject(), attachments: [])
+        }
+        for id in ["a", "b", "c", "d"] { try store.append(entry(id)) }
+        #expect(try store.entries().map(\.requestID) == ["b", "c", "d"])
+        try store.append(entry("b"))
+        #expect(try store.entries().map(\.requestID) == ["c", "d", "b"])
+        #expect(try store.entry(requestID: "a") == nil)
+    }
+}
