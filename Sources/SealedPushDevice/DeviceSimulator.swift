@@ -9,6 +9,9 @@ public struct DeliveryResult: Sendable, Equatable {
     public enum Outcome: String, Sendable, Codable, CaseIterable {
         /// Opened and passed every check; the secret message is shown.
         case decrypted
+        /// A reveal message opened and passed every check; its placeholder is shown with the reveal
+        /// category, and the text waits, sealed, for a press and hold (reveal v1 §3).
+        case held
         /// A check failed; the placeholder is shown with body `(Encrypted)`.
         case fallback
         /// Time ran out; the placeholder is shown with subtitle `(Encrypted)` and an empty body.
@@ -23,7 +26,7 @@ public struct DeliveryResult: Sendable, Equatable {
 
     /// The kind of result.
     public let outcome: Outcome
-    /// Why, as a reason code; `nil` for `decrypted`.
+    /// Why, as a reason code; `nil` for `decrypted` and `held`.
     public let reason: ReasonCode?
     /// What is shown, or `nil` when nothing is.
     public let notification: NotificationContent?
@@ -210,6 +213,7 @@ public struct DeviceSimulator: Sendable {
         switch delivery.outcome {
         case .decrypted?:
             return DeliveryResult(outcome: .decrypted, reason: nil, notification: content, attachmentFailures: delivery.attachmentFailures)
+        case .held?: return DeliveryResult(outcome: .held, reason: nil, notification: content)
         case .notEncrypted?: return DeliveryResult(outcome: .original, reason: .notEncrypted, notification: content)
         case .timeExpired?: return DeliveryResult(outcome: .timeout, reason: .timeExpired, notification: content)
         case let .fallback(reason)?: return DeliveryResult(outcome: .fallback, reason: reason, notification: content)

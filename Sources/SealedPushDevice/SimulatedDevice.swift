@@ -1,6 +1,7 @@
 public import SealedPushKeychain
 public import SealedPushReceiver
 public import SealedPushWire
+import SealedPushCrypto
 public import Logging
 import Synchronization
 
@@ -22,11 +23,12 @@ public struct SimulatedDevice: Sendable {
     /// One delivery per process reads keys through a plain `DeviceKeyring`; a long-lived process
     /// passes a `CachedDeviceKeyring` as `keys`.
     /// `attachments` fetches and writes a message's attachments; `nil` shows the text alone.
+    /// `previews` is the device's preview policy (reveal v1 §5).
     public func extensionConfiguration(keys: (any DeviceKeyProvider)? = nil,
                                        logger: Logger = Logger(label: "sealedpush.extension"),
-                                       attachments: AttachmentPipeline? = nil) -> SecretMessageExtension.Configuration {
+                                       attachments: AttachmentPipeline? = nil, previews: PreviewPolicy = .full) -> SecretMessageExtension.Configuration {
         let trust = TrustStore(store: store)
-        return SecretMessageExtension.Configuration(
+        var configuration = SecretMessageExtension.Configuration(
             keys: keys ?? DeviceKeyring(store: store),
             policy: { () throws(OpenFailure) -> ReceiverPolicy in
                 do { return try trust.receiverPolicy() } catch {
@@ -37,6 +39,18 @@ public struct SimulatedDevice: Sendable {
             clock: clock,
             logger: logger,
             attachments: attachments)
+        configuration.previews = previews
+        return configuration
+    }
+
+    /// The policy the device reads per notification, from its trust items.
+    private var policy: @Sendable () throws(OpenFailure) -> ReceiverPolicy {
+        let trust = TrustStore(store: store)
+        return { () throws(OpenFailure) -> ReceiverPolicy in
+            do { return try trust.receiverPolicy() } catch {
+                throw OpenFailure(.keychainLocked, "the trust settings cannot be read: \(error)")
+            }
+        }
     }
 
     /// Delivers an APNs payload as the phone would receive it and reports what is shown.
@@ -46,11 +60,23 @@ public struct SimulatedDevice: Sendable {
     /// and writes a message's attachments (`nil`: the text alone). Attachment files older than
     /// `AttachmentPipeline.defaultFileLifetime` are removed from its directory first: iOS moves each file
     /// away when it shows it, and on Linux nothing else deletes the decrypted files.
+    ///
+    /// What is shown is appended to the device's notification store (`NotificationCenterStore`), as iOS keeps
+    /// it; `previews` overrides the device's preview policy (reveal v1 §5; `nil`: the setting, `previews()`).
     public func deliver(_ payload: [UInt8], requestIdentifier: String? = nil, options: DeviceSimulator.Options = .init(),
                         extensionDelay: Duration = .zero, logger: Logger = Logger(label: "sealedpush.extension"),
-                        attachments: AttachmentPipeline? = nil, receipts: ReceiptCourier? = nil) async -> DeliveryResult {
+                        attachments: AttachmentPipeline? = nil, receipts: ReceiptCourier? = nil,
+                        previews: PreviewPolicy? = nil) async -> DeliveryResult {
         attachments?.removeFiles(olderThan: AttachmentPipeline.defaultFileLifetime)
-        var configured = extensionConfiguration(logger: logger, attachments: attachments)
+        let policy: PreviewPolicy
+        if let previews { policy = previews } else {
+            do { policy = try self.previews() } catch {
+                // Never fall back to showing more than the user chose: an unreadable setting hands over no text.
+                logger.error("the preview setting cannot be read; no text is handed over", metadata: ["error": "\(error.description)"])
+                policy = .hidden
+            }
+        }
+        var configured = extensionConfiguration(logger: logger, attachments: attachments, previews: policy)
         configured.receipts = receipts
         let configuration = configured
         let made = MadeExtension()
@@ -62,7 +88,89 @@ public struct SimulatedDevice: Sendable {
         let result = await simulator.deliver(payload: payload, identifier: requestIdentifier)
         // Receipts: the outbox flush after the content was handed over finishes before the device reports.
         if receipts != nil { await made.value.withLock { $0 }?.finishBackgroundWork() }
+        keep(result, logger: logger)
         return result
+    }
+
+    static let settingsService = "sealedpush.policy"
+    static let previewsAccount = "previews"
+
+    /// The device's preview policy (`device config --previews`; default `full`).
+    public func previews() throws(KeychainError) -> PreviewPolicy {
+        let item: KeychainItem
+        do {
+            item = try store.read(itemClass: .genericPassword, service: Self.settingsService, account: Self.previewsAccount,
+                                  accessGroup: store.accessGroups[0])
+        } catch .itemNotFound { return .full }
+        let text = String(decoding: item.data?.unsafeCopyToArray() ?? [], as: UTF8.self)
+        guard let policy = PreviewPolicy(rawValue: text) else {
+            throw .decode(path: "\(Self.settingsService)/\(Self.previewsAccount)", why: "the preview setting is not full, title or none")
+        }
+        return policy
+    }
+
+    /// Sets the device's preview policy.
+    public func setPreviews(_ policy: PreviewPolicy) throws(KeychainError) {
+        try store.modify(itemClass: .genericPassword, service: Self.settingsService, account: Self.previewsAccount,
+                         accessGroup: store.accessGroups[0], accessibility: .alwaysThisDeviceOnly) { _ in
+            SecureBytes(Array(policy.rawValue.utf8))
+        }
+    }
+
+    /// Appends what `result` shows to the notification store (nothing for a rejected or suppressed payload).
+    /// A store that cannot be written is logged; the delivery stands.
+    private func keep(_ result: DeliveryResult, logger: Logger) {
+        guard let shown = result.notification, let requestID = result.requestID else { return }
+        let entry = StoredNotification(requestID: requestID, deliveredAt: clock.unixSeconds, title: shown.title, subtitle: shown.subtitle,
+                                       body: shown.body, category: shown.categoryIdentifier, thread: shown.threadIdentifier,
+                                       userInfo: shown.userInfo, attachments: shown.attachments.map { Self.fileName($0.url) })
+        do { try NotificationCenterStore(store: store).append(entry) } catch {
+            logger.error("the notification store could not be written", metadata: ["error": "\(error.description)"])
+        }
+    }
+
+    static func fileName(_ path: String) -> String {
+        String(path.split(separator: "/", omittingEmptySubsequences: false).last ?? Substring(path))
+    }
+
+    /// Presses and holds the stored notification `requestID` under the device's current lock state (reveal v1
+    /// §7, `device expand`): the content extension runs on the notification as the system kept it, with the
+    /// reveal and device keys, trust and replay cache of this device, and its view ends (attachments removed)
+    /// before this returns. Nothing it shows is written to the notification store.
+    public func expand(requestID: String, attachments: AttachmentPipeline? = nil,
+                       logger: Logger = Logger(label: "sealedpush.content-extension")) async throws(ExpandError) -> RevealView {
+        let stored: StoredNotification?
+        do { stored = try NotificationCenterStore(store: store).entry(requestID: requestID) } catch { throw .storeUnreadable(error) }
+        guard let stored else { throw .unknownRequest(requestID) }
+        let content = NotificationContent(title: stored.title, subtitle: stored.subtitle, body: stored.body, threadIdentifier: stored.thread,
+                                          categoryIdentifier: stored.category, userInfo: stored.userInfo)
+        let store = self.store
+        let configuration = RevealContentExtension.Configuration(
+            revealKeys: RevealKeyring(store: store), deviceKeys: DeviceKeyring(store: store), policy: policy,
+            replayGuard: ReplayCache(store: store), protectedDataAvailable: { (try? store.deviceLockState()) == .unlocked },
+            logger: logger, attachments: attachments)
+        let contentExtension = RevealContentExtension(configuration: configuration)
+        let view = await contentExtension.didReceive(DeliveredNotification(
+            request: NotificationRequest(identifier: stored.requestID, content: content), deliveredAt: stored.deliveredAt))
+        contentExtension.viewDidDisappear()
+        return view
+    }
+}
+
+/// Why `SimulatedDevice.expand` could not run the content extension.
+public enum ExpandError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// No notification with this request identifier is in the device's notification store.
+    case unknownRequest(String)
+    /// The notification store could not be read (edited, cut short, wrong permissions).
+    case storeUnreadable(KeychainError)
+
+    /// What happened and what to do.
+    public var description: String {
+        switch self {
+        case let .unknownRequest(id):
+            return "no notification with request id '\(id)' is in this device's notification store; list them with `device notifications`"
+        case let .storeUnreadable(error): return "the device's notification store cannot be read: \(error.description)"
+        }
     }
 }
 

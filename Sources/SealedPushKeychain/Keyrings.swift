@@ -25,10 +25,11 @@ public struct Keyring<Material: KeyringMaterial>: Sendable {
     public let store: KeychainStore
     let core: KeyringCore<Material>
 
-    /// A keyring over `store`; new keys get `accessibility` (default `afterFirstUnlockThisDeviceOnly`).
-    public init(store: KeychainStore, accessibility: Accessibility = .afterFirstUnlockThisDeviceOnly) {
+    /// A keyring over `store`; new keys get `accessibility` (default the kind's: `afterFirstUnlockThisDeviceOnly`
+    /// for device and sender keys, `whenUnlockedThisDeviceOnly` for reveal keys).
+    public init(store: KeychainStore, accessibility: Accessibility? = nil) {
         self.store = store
-        core = KeyringCore(store: store, accessibility: accessibility)
+        core = KeyringCore(store: store, accessibility: accessibility ?? Material.defaultAccessibility)
     }
 
     /// Opens (creating if needed) the store at `root` with an injected clock and returns its keyring.
@@ -95,7 +96,11 @@ public typealias DeviceKeyring = Keyring<BoxKeyPair>
 /// A sender's Ed25519 signing keys (the server side, in its own store).
 public typealias SenderKeyring = Keyring<SigningKeyPair>
 
-extension Keyring: DeviceKeyProvider where Material == BoxKeyPair {
+/// The device's reveal keys (reveal v1 §1): `whenUnlockedThisDeviceOnly`, their own ids and lifecycle;
+/// the content extension's `DeviceKeyProvider` for `SEALEDPUSH_REVEAL`.
+public typealias RevealKeyring = Keyring<RevealKeyPair>
+
+extension Keyring: DeviceKeyProvider where Material: BoxKeyMaterial {
     /// The usable key pair with id `keyID`: `.unknown` if there is none (never made, destroyed,
     /// retired past its deadline), `.locked` if it exists but its class is unavailable now.
     public func lookUpKey(id keyID: KeyID) -> KeyLookup { core.lookUp(keyID).keyLookup }
@@ -108,11 +113,11 @@ extension Keyring where Material == SigningKeyPair {
     public func activeSigningKey() throws(KeychainError) -> SigningKeyPair { try activeKeyPair() }
 }
 
-extension KeyLifecycle.Lookup where Material == BoxKeyPair {
+extension KeyLifecycle.Lookup where Material: BoxKeyMaterial {
     /// The receiver's view of a device-key lookup (the deadline is the cache's business only).
     var keyLookup: KeyLookup {
         switch self {
-        case let .found(pair, _): return .found(pair)
+        case let .found(pair, _): return .found(pair.boxKeyPair)
         case .unknown: return .unknown
         case .locked: return .locked
         case .unavailable: return .unavailable

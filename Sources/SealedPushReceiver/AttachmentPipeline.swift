@@ -116,6 +116,11 @@ public struct AttachmentPipeline: Sendable {
         return removed
     }
 
+    /// Removes every file the pipeline wrote, whatever its age (a content extension's private temporary
+    /// directory when its view goes away); returns how many it removed. Other entries are left alone.
+    @discardableResult
+    public func removeAllFiles() -> Int { removeFiles(olderThan: .zero, now: .max) }
+
     /// Runs every descriptor in parallel; results in descriptor order.
     public func run(_ descriptors: [AttachmentDescriptor]) async -> [Result<NotificationAttachment, AttachmentFailure>] {
         await withTaskGroup(of: (Int, Result<NotificationAttachment, AttachmentFailure>).self) { group in

@@ -1,5 +1,19 @@
 public import SealedPushWire
 
+/// What the service extension hands iOS for an ordinary message that opened (reveal v1 §5, the
+/// device setting `previews`). A reveal message is `held` whatever the setting.
+public enum PreviewPolicy: String, Sendable, Codable, CaseIterable {
+    /// The decrypted title, subtitle and body, the message's category, `data` merged (the default).
+    case full
+    /// The decrypted title and subtitle; the body `Press and hold to read`, the reveal category,
+    /// `ENCRYPTED_DATA` kept for the content extension, `data` not merged, no attachments fetched.
+    case title
+    /// `none` in the spec and on the command line: the placeholder's title and subtitle and the body
+    /// `Press and hold to read`; otherwise as `title`. (Not spelled `.none`, which Swift would read as
+    /// `Optional.none` wherever the policy is optional.)
+    case hidden = "none"
+}
+
 /// What the extension did with one request, reported with the content it delivered.
 public enum ExtensionOutcome: Sendable, Equatable, Hashable {
     /// The message opened and passed every check: the content is the decrypted message.
@@ -10,11 +24,15 @@ public enum ExtensionOutcome: Sendable, Equatable, Hashable {
     case notEncrypted
     /// Time ran out before the message was opened: the placeholder with subtitle `(Encrypted)` and an empty body.
     case timeExpired
+    /// A reveal message (reveal v1 §3) opened and passed every check; its text was not opened: the content
+    /// is its placeholder alert with the reveal category and the `reveal` envelope in userInfo
+    /// (`SEALEDPUSH_REVEAL`), for the content extension to open when the user presses and holds.
+    case held
 
-    /// The reason code of this outcome; `nil` for `decrypted`.
+    /// The reason code of this outcome; `nil` for `decrypted` and `held`.
     public var reason: ReasonCode? {
         switch self {
-        case .decrypted: return nil
+        case .decrypted, .held: return nil
         case let .fallback(reason): return reason
         case .notEncrypted: return .notEncrypted
         case .timeExpired: return .timeExpired

@@ -36,6 +36,11 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         /// Fetches, decrypts and writes a message's attachments (attachments v1 §4); `nil` ignores them
         /// (the text alone is shown, as by a receiver that does not know the member).
         public var attachments: AttachmentPipeline?
+        /// The category a reveal message is handed to iOS with (reveal v1 §3): one the app's content
+        /// extension lists in `UNNotificationExtensionCategory`. Default `SEALED_REVEAL`.
+        public var revealCategory: String = RevealFormat.defaultCategory
+        /// What an ordinary message that opened hands to iOS (reveal v1 §5): `full` (default), `title` or `none`.
+        public var previews: PreviewPolicy = .full
 
         /// A configuration; by default the system clock, a 30-second budget and a `sealedpush.extension` logger.
         public init(keys: any DeviceKeyProvider, policy: @escaping @Sendable () throws(OpenFailure) -> ReceiverPolicy = { ReceiverPolicy() },
@@ -214,6 +219,21 @@ public final class SecretMessageExtension: ReportingServiceExtension {
             configuration.logger.info("notification opened", metadata: [
                 "key_id": "\(opened.keyID.hex)", "signed_by": "\(opened.signedBy?.hex ?? "-")",
             ])
+            if let reveal = opened.body.reveal {
+                // Reveal v1 §3: the text stays sealed to the reveal key; iOS gets the placeholder alert only.
+                var delivery = ExtensionDelivery(content: Self.heldContent(opened.body, reveal: reveal, category: configuration.revealCategory,
+                                                                           original: original), outcome: .held)
+                delivery.receiptTicket = opened.body.receipt.map { ReceiptTicket(request: $0, messageID: opened.body.id) }
+                return delivery
+            }
+            guard configuration.previews == .full else {
+                // Reveal v1 §5: the text stays in ENCRYPTED_DATA for the content extension; attachments are not fetched.
+                var delivery = ExtensionDelivery(content: Self.previewContent(opened.body, policy: configuration.previews,
+                                                                              category: configuration.revealCategory, original: original),
+                                                 outcome: .decrypted)
+                delivery.receiptTicket = opened.body.receipt.map { ReceiptTicket(request: $0, messageID: opened.body.id) }
+                return delivery
+            }
             onOpen(opened.body)
             var delivery = ExtensionDelivery(content: Self.decryptedContent(opened.body, original: original), outcome: .decrypted)
             delivery.receiptTicket = opened.body.receipt.map { ReceiptTicket(request: $0, messageID: opened.body.id) }
@@ -236,6 +256,43 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         content.subtitle = placeholderText
         content.body = ""
         return ExtensionDelivery(content: content, outcome: .timeExpired)
+    }
+
+    /// The content handed to iOS for a reveal message (reveal v1 §3): the outer alert, thread, sound and
+    /// badge, the reveal `category`, and userInfo without `ENCRYPTED_DATA`, with `SEALEDPUSH_REVEAL` set to the
+    /// `reveal` envelope and `data` not merged. The envelope is not opened.
+    static func heldContent(_ body: MessageBody, reveal: String, category: String, original: NotificationContent) -> NotificationContent {
+        var content = original
+        content.title = body.alert.title ?? ""
+        content.subtitle = body.alert.subtitle ?? ""
+        content.body = body.alert.body ?? ""
+        if let thread = body.threadID { content.threadIdentifier = thread }
+        if let badge = body.badge { content.badge = badge }
+        if let sound = body.sound { content.sound = sound }
+        content.categoryIdentifier = category
+        content.attachments = []
+        content.userInfo[WireFormat.encryptedDataKey] = nil
+        content.userInfo[RevealFormat.userInfoKey] = .string(reveal)
+        return content
+    }
+
+    /// The content handed to iOS for an opened ordinary message under the preview policy `title` or `none`
+    /// (reveal v1 §5): the decrypted title and subtitle (`title`) or the placeholder's (`none`), the body
+    /// `Press and hold to read`, the reveal category, thread, sound and badge; userInfo as it came
+    /// (`ENCRYPTED_DATA` kept, `data` not merged).
+    static func previewContent(_ body: MessageBody, policy: PreviewPolicy, category: String, original: NotificationContent) -> NotificationContent {
+        var content = original
+        if policy == .title {
+            content.title = body.alert.title ?? ""
+            content.subtitle = body.alert.subtitle ?? ""
+        }
+        content.body = RevealFormat.pressAndHoldText
+        if let thread = body.threadID { content.threadIdentifier = thread }
+        if let badge = body.badge { content.badge = badge }
+        if let sound = body.sound { content.sound = sound }
+        content.categoryIdentifier = category
+        content.attachments = []
+        return content
     }
 
     /// The content shown for an opened message: its text and members, `data` merged into userInfo
@@ -266,7 +323,7 @@ extension SecretMessageExtension {
                                     deadline: ContinuousClock.Instant) async -> ExtensionDelivery {
         var delivery = delivery
         switch delivery.outcome {
-        case .decrypted:
+        case .decrypted, .held:
             guard let ticket = delivery.receiptTicket else { return delivery }
             delivery.receipt = await courier.sendReceipt(ticket.request, messageID: ticket.messageID,
                                                          attachments: receiptAttachmentCounts(delivery), now: now, deadline: deadline)

@@ -9,7 +9,8 @@ public import SealedPushWire
 ///     {"to": <device key record>, "title": "…", "subtitle": "…", "body": "…", "thread_id": "…",
 ///      "category": "…", "badge": 3, "sound": "…", "data": {…}, "expires_in": "2h" | 7200,
 ///      "collapse_id": "…", "topic": "…", "id": "…", "deliver_once": true (apns-expiration 0; default: 7 days),
-///      "attachments": [{"file": "photo.jpg", "type": "image/jpeg", "name": "…"}, …]}
+///      "attachments": [{"file": "photo.jpg", "type": "image/jpeg", "name": "…"}, …],
+///      "reveal": true (a reveal message, reveal v1 §2: the record needs a reveal key)}
 ///
 /// `attachments` (up to 4; `type` and `name` optional) needs a `mediaStore`, where each file is encrypted, and
 /// a `mediaSource`, the directory the files are read from: a line chooses both its recipient and its files, so
@@ -38,7 +39,7 @@ public struct JSONLSealer: Sendable {
     /// The members an input line may have.
     public static let members: Set<String> = [
         "to", "title", "subtitle", "body", "thread_id", "category", "badge", "sound", "data", "expires_in",
-        "collapse_id", "topic", "id", "attachments", "deliver_once",
+        "collapse_id", "topic", "id", "attachments", "deliver_once", "reveal",
     ]
 
     /// Spellings of members in another style (kebab-case, camelCase), refused with the snake_case name to use.
@@ -137,6 +138,11 @@ public struct JSONLSealer: Sendable {
             }
             message.expiry = .deliverOnce
         default: throw .invalidRequest("member 'deliver_once' must be true or false")
+        }
+        switch o["reveal"] {
+        case nil, .bool(false)?: break
+        case .bool(true)?: message.reveal = .standard
+        default: throw .invalidRequest("member 'reveal' must be true or false")
         }
         return SealRequest(message: message, device: device)
     }

@@ -25,6 +25,8 @@ public struct SealedNotification: Sendable, Equatable {
     /// The receipt the message asks for (URL and the token drawn for it), or `nil`. Keep `SHA-256(token)`
     /// with `messageID` to check the receipt (the token is a secret: do not log it).
     public var receipt: ReceiptRequest? = nil
+    /// For a reveal message (reveal v1 §2): the reveal key its text was sealed to; `nil` for an ordinary message.
+    public var revealKeyID: KeyID? = nil
 
     /// The payload as a string.
     public var payloadString: String { String(decoding: payload, as: UTF8.self) }
@@ -130,21 +132,24 @@ public struct NotificationSender: Sendable {
     public var largestPaddedLength: Int { PaddingPolicy.largestPaddedLength(payloadOverhead: payloadOverhead) }
 
     /// Seals `message` to the device of `record`.
+    ///
+    /// A reveal message (`message.reveal` set) needs the record's reveal key: without one it is refused
+    /// (`noRevealKey`), never sealed with its text to the device key.
     public func seal(_ message: SecretMessage, to record: DeviceKeyRecord) throws(SenderError) -> SealedNotification {
-        try seal(message, to: record.publicKey, messageID: message.messageID ?? makeMessageID(), issuedAt: clock())
+        try seal(message, to: record.publicKey, reveal: record.reveal, messageID: message.messageID ?? makeMessageID(), issuedAt: clock())
     }
 
-    /// Seals `message` to a device public key.
+    /// Seals `message` to a device public key (a reveal message needs the record: `noRevealKey`).
     public func seal(_ message: SecretMessage, to device: BoxPublicKey) throws(SenderError) -> SealedNotification {
-        try seal(message, to: device, messageID: message.messageID ?? makeMessageID(), issuedAt: clock())
+        try seal(message, to: device, reveal: nil, messageID: message.messageID ?? makeMessageID(), issuedAt: clock())
     }
 
     /// Seals `message` to the device of `record`, awaiting the signer when it signs remotely (a KMS or
     /// HSM); with no signer or an in-memory one this is `seal(_:to:)`, with no task hop.
     public func sealAsync(_ message: SecretMessage, to record: DeviceKeyRecord) async throws(SenderError) -> SealedNotification {
         guard signsRemotely, let signer else { return try seal(message, to: record) }
-        return try await sealRemotelySigned(message, to: record.publicKey, messageID: message.messageID ?? makeMessageID(),
-                                            issuedAt: clock(), signer: signer)
+        return try await sealRemotelySigned(message, to: record.publicKey, reveal: record.reveal,
+                                            messageID: message.messageID ?? makeMessageID(), issuedAt: clock(), signer: signer)
     }
 
     /// `seal(_:toEach:)` for any signer: one signature per device copy (it covers the recipient key id),
@@ -157,7 +162,8 @@ public struct NotificationSender: Sendable {
         results.reserveCapacity(records.count)
         for record in records {
             do {
-                let sealed = try await sealRemotelySigned(message, to: record.publicKey, messageID: id, issuedAt: now, signer: signer)
+                let sealed = try await sealRemotelySigned(message, to: record.publicKey, reveal: record.reveal, messageID: id, issuedAt: now,
+                                                          signer: signer)
                 results.append(DeviceSealResult(keyID: record.keyID, result: .success(sealed)))
             } catch {
                 results.append(DeviceSealResult(keyID: record.keyID, result: .failure(error)))
@@ -173,7 +179,7 @@ public struct NotificationSender: Sendable {
         let now = clock()
         return records.map { record in
             DeviceSealResult(keyID: record.keyID, result: Result { () throws(SenderError) -> SealedNotification in
-                try seal(message, to: record.publicKey, messageID: id, issuedAt: now)
+                try seal(message, to: record.publicKey, reveal: record.reveal, messageID: id, issuedAt: now)
             })
         }
     }
@@ -191,36 +197,75 @@ public struct NotificationSender: Sendable {
         }
     }
 
-    func seal(_ message: SecretMessage, to device: BoxPublicKey, messageID: String, issuedAt: Int64) throws(SenderError) -> SealedNotification {
+    func seal(_ message: SecretMessage, to device: BoxPublicKey, reveal revealKey: RevealKeyRecord?, messageID: String,
+              issuedAt: Int64) throws(SenderError) -> SealedNotification {
         if signsRemotely, let signerKeyID { throw .signerIsRemote(keyID: signerKeyID.hex) }
-        let (body, exp) = try prepare(message, to: device, messageID: messageID, issuedAt: issuedAt)
+        var (body, exp) = try prepare(message, to: device, messageID: messageID, issuedAt: issuedAt)
+        let textBody = body
+        if let reveal = message.reveal {
+            // Reveal v1 §2: the text, data and attachments sealed to the reveal key, inside a body sealed to the device key.
+            guard let revealKey else { throw .noRevealKey(deviceKeyID: device.keyID.hex) }
+            let inner = Self.revealInnerBody(body, revealKeyID: revealKey.keyID)
+            let innerEnvelope: Envelope
+            do {
+                innerEnvelope = try MessageSealer.seal(body: inner, to: revealKey.publicKey, signer: localSigner, padding: .none,
+                                                       payloadOverhead: 0)
+            } catch { throw revealError(error, textBody, message) }
+            body = Self.revealOuterBody(body, alert: reveal.alert, envelope: innerEnvelope.base64)
+        }
         let envelope: Envelope
         do {
             envelope = try MessageSealer.seal(body: body, to: device, signer: localSigner, padding: padding, payloadOverhead: payloadOverhead)
-        } catch { throw Self.senderError(error, message) }
-        return try assemble(envelope, message, body: body, expiration: exp)
+        } catch { throw message.reveal == nil ? Self.senderError(error, message) : revealError(error, textBody, message) }
+        var sealed = try assemble(envelope, message, body: body, expiration: exp)
+        sealed.revealKeyID = message.reveal == nil ? nil : revealKey?.keyID
+        return sealed
     }
 
     /// The remote-signer path: the body, then the signer's signature over it, then framing and sealing.
-    func sealRemotelySigned(_ message: SecretMessage, to device: BoxPublicKey, messageID: String, issuedAt: Int64,
-                            signer: any MessageSigner) async throws(SenderError) -> SealedNotification {
-        let (body, exp) = try prepare(message, to: device, messageID: messageID, issuedAt: issuedAt)
+    func sealRemotelySigned(_ message: SecretMessage, to device: BoxPublicKey, reveal revealKey: RevealKeyRecord?, messageID: String,
+                            issuedAt: Int64, signer: any MessageSigner) async throws(SenderError) -> SealedNotification {
+        var (body, exp) = try prepare(message, to: device, messageID: messageID, issuedAt: issuedAt)
+        let textBody = body
+        if let reveal = message.reveal {
+            guard let revealKey else { throw .noRevealKey(deviceKeyID: device.keyID.hex) }
+            let inner = Self.revealInnerBody(body, revealKeyID: revealKey.keyID)
+            let innerBytes: SecureBytes
+            do { innerBytes = try MessageSealer.serialize(inner) } catch { throw revealError(error, textBody, message) }
+            let innerSignature = try await Self.remoteSignature(signer, recipient: revealKey.keyID, body: innerBytes)
+            let innerEnvelope: Envelope
+            do {
+                innerEnvelope = try MessageSealer.seal(inner: InnerMessage.frame(body: innerBytes, signature: innerSignature),
+                                                       to: revealKey.publicKey, padding: .none, payloadOverhead: 0)
+            } catch { throw revealError(error, textBody, message) }
+            body = Self.revealOuterBody(body, alert: reveal.alert, envelope: innerEnvelope.base64)
+        }
         let bodyBytes: SecureBytes
-        do { bodyBytes = try MessageSealer.serialize(body) } catch { throw Self.senderError(error, message) }
+        do { bodyBytes = try MessageSealer.serialize(body) } catch {
+            throw message.reveal == nil ? Self.senderError(error, message) : revealError(error, textBody, message)
+        }
+        let signature = try await Self.remoteSignature(signer, recipient: device.keyID, body: bodyBytes)
+        let envelope: Envelope
+        do {
+            envelope = try MessageSealer.seal(inner: InnerMessage.frame(body: bodyBytes, signature: signature), to: device,
+                                              padding: padding, payloadOverhead: payloadOverhead)
+        } catch { throw message.reveal == nil ? Self.senderError(error, message) : revealError(error, textBody, message) }
+        var sealed = try assemble(envelope, message, body: body, expiration: exp)
+        sealed.revealKeyID = message.reveal == nil ? nil : revealKey?.keyID
+        return sealed
+    }
+
+    /// The remote signer's signature over `body` for `recipient`, checked to be an Ed25519 signature's length.
+    static func remoteSignature(_ signer: any MessageSigner, recipient: KeyID, body: SecureBytes) async throws(SenderError) -> [UInt8] {
         let signature: [UInt8]
-        do { signature = try await signer.sign(InnerMessage.signedBytes(recipient: device.keyID, body: bodyBytes)) } catch {
+        do { signature = try await signer.sign(InnerMessage.signedBytes(recipient: recipient, body: body)) } catch {
             throw .signingFailed(keyID: signer.keyID.hex, why: String(String(describing: error).prefix(200)))
         }
         guard signature.count == SigningPublicKey.signatureByteCount else {
             throw .signingFailed(keyID: signer.keyID.hex,
                                  why: "it returned \(signature.count) bytes, not a \(SigningPublicKey.signatureByteCount)-byte Ed25519 signature")
         }
-        let envelope: Envelope
-        do {
-            envelope = try MessageSealer.seal(inner: InnerMessage.frame(body: bodyBytes, signature: signature), to: device,
-                                              padding: padding, payloadOverhead: payloadOverhead)
-        } catch { throw Self.senderError(error, message) }
-        return try assemble(envelope, message, body: body, expiration: exp)
+        return signature
     }
 
     /// A sealer refusal in the sender's terms (naming the attachments when they made the payload too large).
@@ -252,6 +297,9 @@ public struct NotificationSender: Sendable {
         }
         guard Set(message.attachments.map(\.id)).count == message.attachments.count else {
             throw .invalidAttachment("two attachments have the same id; give each a unique id")
+        }
+        if let reveal = message.reveal, !reveal.alert.hasVisibleText {
+            throw .invalidReveal("has no text, so iOS would not run the service extension")
         }
         return (body, exp)
     }

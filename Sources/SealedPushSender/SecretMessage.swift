@@ -68,6 +68,22 @@ public struct SecretMessage: Sendable, Equatable {
     public var receiptURL: String?
     /// Encrypted media the device fetches (0 to 4 descriptors, in display order): see `attach(_:to:)`.
     public var attachments: [AttachmentDescriptor] = []
+    /// Makes this a reveal message (reveal v1 §2) when set: title, subtitle, body, `data` and the attachments
+    /// are sealed a second time, to the device's reveal key, and iOS is handed only `reveal.alert`. `nil`: an
+    /// ordinary message.
+    public var reveal: Reveal? = nil
+
+    /// How a reveal message shows before it is revealed (reveal v1 §2).
+    public struct Reveal: Sendable, Equatable {
+        /// The alert iOS may show (kept in its notification store): never the secret text. It must show some text.
+        public var alert: MessageBody.Alert
+
+        /// A reveal showing `alert`; by default `Secret Message!` / `Press and hold to read`.
+        public init(alert: MessageBody.Alert = RevealFormat.defaultAlert) { self.alert = alert }
+
+        /// The default: title `Secret Message!`, body `Press and hold to read`.
+        public static var standard: Reveal { Reveal() }
+    }
 
     /// A message from its parts; at least one of title, subtitle and body must be non-empty.
     public init(title: String? = nil, subtitle: String? = nil, body: String? = nil, threadID: String? = nil,

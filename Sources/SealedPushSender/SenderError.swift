@@ -30,6 +30,15 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
     case signerIsRemote(keyID: String)
     /// The `MessageSigner` failed, or returned something that is not a 64-byte signature.
     case signingFailed(keyID: String, why: String)
+    /// A reveal message was asked for a device whose record has no `reveal` key (reveal v1 §2); the text is
+    /// never sealed to the device key instead.
+    case noRevealKey(deviceKeyID: String)
+    /// A reveal message would be over the payload limit: its text is sealed twice, so less fits than in an
+    /// ordinary message; `largestText` is how many bytes of title, subtitle and body together (plain ASCII)
+    /// would fit with the message's other members (0: none, the other members alone are too large).
+    case revealTooLarge(size: Int, limit: Int, largestText: Int)
+    /// The reveal alert shows no text (iOS would not run the extension).
+    case invalidReveal(String)
 
     /// The wrapped wire-format error, when the sealer refused the message.
     public var sealError: SealError? {
@@ -55,6 +64,14 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
             return "the signer of sender key \(keyID) signs remotely (no key in this process); seal with `try await sender.sealAsync(message, to: record)`"
         case let .signingFailed(keyID, why):
             return "signing with sender key \(keyID) failed: \(why); check the signer (a KMS or HSM key must be Ed25519, signing the raw message) and retry"
+        case let .noRevealKey(deviceKeyID):
+            return "the device key record \(deviceKeyID) has no reveal key, so a reveal message cannot be sealed to it (its text is never sealed to the device key instead); ask the device to register a record with a reveal key, or send an ordinary message"
+        case let .revealTooLarge(size, limit, largestText):
+            if largestText == 0 {
+                return "the reveal message would be \(size) bytes, over the APNs limit of \(limit) bytes, even without text; remove custom data or attachments"
+            }
+            return "the reveal message would be \(size) bytes, over the APNs limit of \(limit) bytes; its text is sealed twice, so at most \(largestText) bytes of title, subtitle and body together (plain ASCII; fewer if escaped) fit with its other members: shorten the text"
+        case let .invalidReveal(why): return "the reveal alert \(why); give it a non-empty title, subtitle or body (for example `Press and hold to read`)"
         }
     }
 }

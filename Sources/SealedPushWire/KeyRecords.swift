@@ -17,6 +17,8 @@ public enum KeyRecordError: Error, Equatable, Sendable, CustomStringConvertible 
     case invalidMember(String)
     /// `key_id` does not match the id derived from `public_key`.
     case keyIDMismatch(recorded: String, derived: String)
+    /// `reveal.key_id` does not match the id derived from `reveal.public_key` (reveal v1 §1).
+    case revealKeyIDMismatch(recorded: String, derived: String)
 
     /// What happened and what to do.
     public var description: String {
@@ -28,6 +30,8 @@ public enum KeyRecordError: Error, Equatable, Sendable, CustomStringConvertible 
         case let .invalidMember(name): return "the key record's \"\(name)\" is missing or malformed; re-export the record"
         case let .keyIDMismatch(recorded, derived):
             return "the key record says key_id \(recorded) but its public key has id \(derived); the record was altered or corrupted, re-export it"
+        case let .revealKeyIDMismatch(recorded, derived):
+            return "the key record's reveal member says key_id \(recorded) but its public key has id \(derived); the record was altered or corrupted, re-export it"
         }
     }
 }
@@ -132,14 +136,42 @@ private func recordObject(_ o: JSONObject, type: String) throws(KeyRecordError) 
     return o
 }
 
-private func recordKey(_ o: JSONObject) throws(KeyRecordError) -> (KeyID, [UInt8]) {
-    guard let kidText = o["key_id"]?.stringValue, let kid = KeyID(hex: kidText) else { throw .invalidMember("key_id") }
+private func recordKey(_ o: JSONObject, member prefix: String = "") throws(KeyRecordError) -> (KeyID, [UInt8]) {
+    guard let kidText = o["key_id"]?.stringValue, let kid = KeyID(hex: kidText) else { throw .invalidMember(prefix + "key_id") }
     guard let pkText = o["public_key"]?.stringValue, let pk = try? Base64.decode(pkText), pk.count == 32 else {
-        throw .invalidMember("public_key")
+        throw .invalidMember(prefix + "public_key")
     }
     let derived = KeyID(publicKey: pk)
-    guard derived == kid else { throw .keyIDMismatch(recorded: kid.hex, derived: derived.hex) }
+    guard derived == kid else {
+        if prefix.isEmpty { throw .keyIDMismatch(recorded: kid.hex, derived: derived.hex) }
+        throw .revealKeyIDMismatch(recorded: kid.hex, derived: derived.hex)
+    }
     return (kid, pk)
+}
+
+/// A device's reveal key as its device key record carries it (reveal v1 §1): the `reveal` member,
+/// `{"key_id", "public_key"}`. Reveal messages seal their text to it.
+public struct RevealKeyRecord: Sendable, Equatable {
+    /// The reveal key's X25519 public key.
+    public let publicKey: BoxPublicKey
+
+    /// The reveal key id, derived from the public key.
+    public var keyID: KeyID { publicKey.keyID }
+
+    /// A record for `publicKey`.
+    public init(publicKey: BoxPublicKey) { self.publicKey = publicKey }
+
+    /// Verifies a `reveal` member: both members present, 32 bytes of key, `key_id` recomputed from
+    /// `public_key` (a difference is `revealKeyIDMismatch`).
+    public init(json o: JSONObject) throws(KeyRecordError) {
+        let (_, pk) = try recordKey(o, member: "reveal.")
+        publicKey = try! BoxPublicKey(bytes: pk)  // 32 bytes checked by recordKey
+    }
+
+    /// The member as a JSON object: `{"key_id", "public_key"}`.
+    public var jsonObject: JSONObject {
+        JSONObject([("key_id", .string(keyID.hex)), ("public_key", .string(Base64.encode(publicKey.bytes)))])
+    }
 }
 
 /// A device's public key as registered with the server (`sealedpush-device-key`).
@@ -150,14 +182,22 @@ public struct DeviceKeyRecord: Sendable, Equatable {
     public let publicKey: BoxPublicKey
     /// When the key was created, if known.
     public let createdAt: Date?
+    /// The device's reveal key (reveal v1 §1), or `nil`: a device without one cannot receive reveal messages.
+    public let reveal: RevealKeyRecord?
 
     /// The key id, derived from the public key.
     public var keyID: KeyID { publicKey.keyID }
 
-    /// A record for `publicKey`.
-    public init(publicKey: BoxPublicKey, createdAt: Date?) {
+    /// A record for `publicKey`, with the device's reveal key when it has one.
+    public init(publicKey: BoxPublicKey, createdAt: Date?, reveal: RevealKeyRecord? = nil) {
         self.publicKey = publicKey
         self.createdAt = createdAt.map { Date(timeIntervalSince1970: $0.timeIntervalSince1970.rounded(.down)) }
+        self.reveal = reveal
+    }
+
+    /// This record with `reveal` as its reveal key (`nil` removes it).
+    public func withReveal(_ reveal: RevealKeyRecord?) -> DeviceKeyRecord {
+        DeviceKeyRecord(publicKey: publicKey, createdAt: createdAt, reveal: reveal)
     }
 
     /// Parses and verifies a record: type, version, key id against the public key.
@@ -165,7 +205,8 @@ public struct DeviceKeyRecord: Sendable, Equatable {
         try self.init(json: try recordObject(jsonBytes, type: Self.type))
     }
 
-    /// Verifies a record given as a parsed JSON object.
+    /// Verifies a record given as a parsed JSON object; an optional `reveal` member is verified as
+    /// the device key is (its `key_id` recomputed from its `public_key`).
     public init(json o: JSONObject) throws(KeyRecordError) {
         _ = try recordObject(o, type: Self.type)
         let (_, pk) = try recordKey(o)
@@ -174,15 +215,22 @@ public struct DeviceKeyRecord: Sendable, Equatable {
             guard let s = v.stringValue, let d = Timestamp.parse(s) else { throw .invalidMember("created_at") }
             created = d
         }
+        var reveal: RevealKeyRecord?
+        if let v = o["reveal"] {
+            guard case let .object(member) = v else { throw .invalidMember("reveal") }
+            reveal = try RevealKeyRecord(json: member)
+        }
         publicKey = try! BoxPublicKey(bytes: pk)  // 32 bytes checked by recordKey
         createdAt = created
+        self.reveal = reveal
     }
 
-    /// The record as a JSON object, in the spec's member order.
+    /// The record as a JSON object, in the spec's member order (`reveal` last, when present).
     public var jsonObject: JSONObject {
         var o = JSONObject([("type", .string(Self.type)), ("version", .int(1)), ("key_id", .string(keyID.hex)),
                             ("public_key", .string(Base64.encode(publicKey.bytes)))])
         if let createdAt { o["created_at"] = .string(Timestamp.format(createdAt)) }
+        if let reveal { o["reveal"] = .object(reveal.jsonObject) }
         return o
     }
 
@@ -227,7 +275,12 @@ public struct SenderKeyRecord: Sendable, Equatable {
 
 /// The member names of a key record (wire format §6).
 private enum KeyRecordCodingKeys: String, CodingKey {
-    case type, version, keyID = "key_id", publicKey = "public_key", createdAt = "created_at"
+    case type, version, keyID = "key_id", publicKey = "public_key", createdAt = "created_at", reveal
+}
+
+/// The member names of a record's `reveal` member (reveal v1 §1).
+private enum RevealCodingKeys: String, CodingKey {
+    case keyID = "key_id", publicKey = "public_key"
 }
 
 extension KeyRecordError {
@@ -247,6 +300,11 @@ private func recordJSON(from decoder: any Decoder, withCreatedAt: Bool) throws -
     o["key_id"] = .string(try c.decode(String.self, forKey: .keyID))
     o["public_key"] = .string(try c.decode(String.self, forKey: .publicKey))
     if withCreatedAt, let created = try c.decodeIfPresent(String.self, forKey: .createdAt) { o["created_at"] = .string(created) }
+    if withCreatedAt, c.contains(.reveal) {
+        let r = try c.nestedContainer(keyedBy: RevealCodingKeys.self, forKey: .reveal)
+        o["reveal"] = .object(JSONObject([("key_id", .string(try r.decode(String.self, forKey: .keyID))),
+                                          ("public_key", .string(try r.decode(String.self, forKey: .publicKey)))]))
+    }
     return o
 }
 
@@ -257,13 +315,19 @@ private func encodeRecord(_ o: JSONObject, to encoder: any Encoder) throws {
         switch value {
         case let .string(s): try c.encode(s, forKey: codingKey)
         case let .int(i): try c.encode(i, forKey: codingKey)
+        case let .object(member):
+            var r = c.nestedContainer(keyedBy: RevealCodingKeys.self, forKey: codingKey)
+            for (k, v) in member {
+                guard let rk = RevealCodingKeys(rawValue: k), case let .string(text) = v else { continue }
+                try r.encode(text, forKey: rk)
+            }
         default: continue
         }
     }
 }
 
 extension DeviceKeyRecord: Codable {
-    /// Decodes and verifies a record (type, version, key id against the public key, `created_at`).
+    /// Decodes and verifies a record (type, version, key id against the public key, `created_at`, `reveal`).
     public init(from decoder: any Decoder) throws {
         let o = try recordJSON(from: decoder, withCreatedAt: true)
         do { try self.init(json: o) } catch { throw error.decodingError(decoder) }

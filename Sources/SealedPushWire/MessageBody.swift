@@ -53,16 +53,19 @@ public struct MessageBody: Sendable, Equatable, Codable {
     public var attachments: [AttachmentDescriptor]?
     /// Where to send a delivery receipt, and its token (receipts v1 §1), or `nil` for none.
     public var receipt: ReceiptRequest?
+    /// For a reveal message (reveal v1 §2): the base64 of a wire v1 envelope sealed to the device's
+    /// reveal key, holding the text; `alert` is then the placeholder iOS may show. `nil` otherwise.
+    public var reveal: String?
 
     enum CodingKeys: String, CodingKey {
-        case kid, id, iat, exp, alert, category, sound, badge, data, sender, attachments, receipt
+        case kid, id, iat, exp, alert, category, sound, badge, data, sender, attachments, receipt, reveal
         case threadID = "thread-id"
     }
 
     /// A body from its members.
     public init(kid: KeyID, id: String, issuedAt: Int64, expiresAt: Int64? = nil, alert: Alert, threadID: String? = nil,
                 category: String? = nil, sound: String? = nil, badge: Int64? = nil, data: JSONObject? = nil, sender: KeyID? = nil,
-                attachments: [AttachmentDescriptor]? = nil, receipt: ReceiptRequest? = nil) {
+                attachments: [AttachmentDescriptor]? = nil, receipt: ReceiptRequest? = nil, reveal: String? = nil) {
         self.kid = kid
         self.id = id
         self.issuedAt = issuedAt
@@ -76,6 +79,7 @@ public struct MessageBody: Sendable, Equatable, Codable {
         self.sender = sender
         self.attachments = attachments
         self.receipt = receipt
+        self.reveal = reveal
     }
 
     /// Decodes with the wire names.
@@ -102,6 +106,7 @@ public struct MessageBody: Sendable, Equatable, Codable {
                 throw DecodingError.dataCorruptedError(forKey: .receipt, in: c, debugDescription: error.detail)
             }
         }
+        reveal = try c.decodeIfPresent(String.self, forKey: .reveal)
     }
 
     /// Encodes with the wire names, omitting absent members.
@@ -120,6 +125,7 @@ public struct MessageBody: Sendable, Equatable, Codable {
         try c.encodeIfPresent(sender, forKey: .sender)
         try c.encodeIfPresent(attachments.map { JSONValue.array($0.map { .object($0.jsonObject) }) }, forKey: .attachments)
         try c.encodeIfPresent(receipt.map { JSONValue.object($0.jsonObject) }, forKey: .receipt)
+        try c.encodeIfPresent(reveal, forKey: .reveal)
     }
 
     /// The body as a JSON object, members in the order above, absent members omitted.
@@ -142,6 +148,7 @@ public struct MessageBody: Sendable, Equatable, Codable {
         if let sender { o["sender"] = .string(sender.hex) }
         if let attachments { o["attachments"] = .array(attachments.map { .object($0.jsonObject) }) }
         if let receipt { o["receipt"] = .object(receipt.jsonObject) }
+        if let reveal { o["reveal"] = .string(reveal) }
         return o
     }
 
@@ -198,9 +205,11 @@ public struct MessageBody: Sendable, Equatable, Codable {
         if let v = o["attachments"] { attachments = try AttachmentDescriptor.validatingList(v) }
         var receipt: ReceiptRequest?
         if let v = o["receipt"] { receipt = try ReceiptRequest(validating: v) }
+        let reveal = try optionalString("reveal")
+        if let reveal, reveal.isEmpty { throw fail("member 'reveal' must not be empty") }
         self.init(kid: kid, id: id, issuedAt: iat, expiresAt: exp, alert: alert, threadID: try optionalString("thread-id"),
                   category: try optionalString("category"), sound: try optionalString("sound"), badge: badge, data: data,
-                  sender: try keyID("sender"), attachments: attachments, receipt: receipt)
+                  sender: try keyID("sender"), attachments: attachments, receipt: receipt, reveal: reveal)
     }
 }
 

@@ -256,7 +256,7 @@ private let hostilePayloads: [HostilePayload] = [
             #expect(shown.title == "Agent K")
             #expect(shown.body == canary)
             #expect(shown.userInfo[WireFormat.encryptedDataKey] == nil)
-        case .original, .timeout:
+        case .original, .timeout, .held:
             #expect(result.notification != nil)
         }
         // Nothing but a decrypted message shows the plaintext, anywhere in what is reported.

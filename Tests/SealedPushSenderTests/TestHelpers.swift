@@ -58,6 +58,9 @@ extension SenderError {
         case .payloadTooLargeWithAttachments: return "payloadTooLargeWithAttachments"
         case .signerIsRemote: return "signerIsRemote"
         case .signingFailed: return "signingFailed"
+        case .noRevealKey: return "noRevealKey"
+        case .revealTooLarge: return "revealTooLarge"
+        case .invalidReveal: return "invalidReveal"
         }
     }
 }

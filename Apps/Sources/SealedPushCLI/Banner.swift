@@ -108,7 +108,7 @@ package enum Banner {
         case .decrypted: painted = style.green(name)
         case .fallback, .timeout: painted = style.yellow(name)
         case .rejected: painted = style.red(name)
-        case .original, .suppressed: painted = style.cyan(name)
+        case .original, .suppressed, .held: painted = style.cyan(name)
         }
         return "outcome: " + painted + (result.reason.map { "  reason: \($0.rawValue)" } ?? "")
     }
