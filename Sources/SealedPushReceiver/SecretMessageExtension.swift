@@ -258,6 +258,13 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         return ExtensionDelivery(content: content, outcome: .timeExpired)
     }
 
+    /// Sets the thread, badge and sound the body names (what a held or preview notification keeps).
+    private static func applyThreadBadgeSound(_ body: MessageBody, to content: inout NotificationContent) {
+        if let thread = body.threadID { content.threadIdentifier = thread }
+        if let badge = body.badge { content.badge = badge }
+        if let sound = body.sound { content.sound = sound }
+    }
+
     /// The content handed to iOS for a reveal message (reveal v1 §3): the outer alert, thread, sound and
     /// badge, the reveal `category`, and userInfo without `ENCRYPTED_DATA`, with `SEALEDPUSH_REVEAL` set to the
     /// `reveal` envelope and `data` not merged. The envelope is not opened.
@@ -266,9 +273,7 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         content.title = body.alert.title ?? ""
         content.subtitle = body.alert.subtitle ?? ""
         content.body = body.alert.body ?? ""
-        if let thread = body.threadID { content.threadIdentifier = thread }
-        if let badge = body.badge { content.badge = badge }
-        if let sound = body.sound { content.sound = sound }
+        applyThreadBadgeSound(body, to: &content)
         content.categoryIdentifier = category
         content.attachments = []
         content.userInfo[WireFormat.encryptedDataKey] = nil
@@ -287,9 +292,7 @@ public final class SecretMessageExtension: ReportingServiceExtension {
             content.subtitle = body.alert.subtitle ?? ""
         }
         content.body = RevealFormat.pressAndHoldText
-        if let thread = body.threadID { content.threadIdentifier = thread }
-        if let badge = body.badge { content.badge = badge }
-        if let sound = body.sound { content.sound = sound }
+        applyThreadBadgeSound(body, to: &content)
         content.categoryIdentifier = category
         content.attachments = []
         return content
