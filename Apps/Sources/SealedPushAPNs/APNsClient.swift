@@ -275,18 +275,26 @@ public final class APNsClient: APNsSending {
         case failed(APNsError)
     }
 
+    /// Push headers whose value changes from push to push (kept out of HPACK's dynamic table).
+    static let perPushHeaders: Set<String> = ["apns-id", "apns-collapse-id", "apns-expiration"]
+
     func attempt(_ push: APNsPush, token: String) async -> Attempt {
         var headers = HPACKHeaders()
         headers.reserveCapacity(8 + push.headers.count)
         headers.add(name: ":method", value: "POST")
         headers.add(name: ":scheme", value: "https")
         headers.add(name: ":authority", value: authority)
-        headers.add(name: ":path", value: push.path)
-        // Indexed by HPACK: after the first push on a connection the token, topic and push type are a byte each.
+        // What differs per push (the path with its device token, the apns-id, the collapse id, the expiration,
+        // the length) is sent without indexing, so it never churns HPACK's 4 KiB dynamic table: what stays the
+        // same (the provider token, topic, push type, priority) then stays indexed and costs a byte or two a
+        // push on both sides, instead of being evicted and sent (and Huffman-decoded) again every few pushes.
+        headers.add(name: ":path", value: push.path, indexing: .nonIndexable)
         headers.add(name: "authorization", value: "bearer " + token)
-        for (name, value) in push.headers { headers.add(name: name, value: value) }
+        for (name, value) in push.headers {
+            headers.add(name: name, value: value, indexing: Self.perPushHeaders.contains(name) ? .nonIndexable : .indexable)
+        }
         headers.add(name: "content-type", value: "application/json")
-        headers.add(name: "content-length", value: String(push.payload.count))
+        headers.add(name: "content-length", value: String(push.payload.count), indexing: .nonIndexable)
         let request = HTTP2PushRequest(headers: headers, body: ByteBuffer(bytes: push.payload))
         do {
             let response = try await transport.send(request, timeout: configuration.timeout)

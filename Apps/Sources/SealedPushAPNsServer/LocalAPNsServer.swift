@@ -378,7 +378,11 @@ final class APNsStreamHandler: ChannelInboundHandler {
             headers.append(("content-length", String(json.utf8.count)))
             logger.info("rejected", metadata: ["token": "\(token)", "status": "\(reason.status)", "reason": "\(reason.rawValue)"])
         }
-        let responseHeaders = HPACKHeaders(headers)
+        // Ids differ on every answer: sent without indexing, so they do not churn the client's HPACK table.
+        var responseHeaders = HPACKHeaders()
+        for (name, value) in headers {
+            responseHeaders.add(name: name, value: value, indexing: name == "apns-id" || name == "apns-unique-id" ? .nonIndexable : .indexable)
+        }
         let send = { (context: ChannelHandlerContext) in
             if let responseBody {
                 context.write(self.wrapOutboundOut(.headers(.init(headers: responseHeaders))), promise: nil)
