@@ -108,10 +108,16 @@ let package = Package(
             swiftSettings: strict
         ),
         // `sealedpush-server receipts serve`: the receipt collector (Hummingbird).
+        // Token buckets, global and per source address: the collector's and the gateway's rate limits.
+        .target(
+            name: "SealedPushRateLimit",
+            dependencies: [.product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
+            swiftSettings: strict
+        ),
         .target(
             name: "SealedPushReceiptCollector",
             dependencies: [
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                "SealedPushRateLimit",
                 "SealedPushReceiptsDatabase",
                 .product(name: "SealedPushWire", package: "SealedPush"),
                 .product(name: "SealedPushCrypto", package: "SealedPush"),
@@ -160,6 +166,7 @@ let package = Package(
         .target(
             name: "SealedPushGateway",
             dependencies: [
+                "SealedPushRateLimit",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 "SealedPushAPNs",
                 .product(name: "SealedPushAPNsCore", package: "SealedPush"),

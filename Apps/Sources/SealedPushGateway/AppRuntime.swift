@@ -5,6 +5,7 @@ import SealedPushKeychain
 import SealedPushWire
 import SealedPushCrypto
 import NIOConcurrencyHelpers
+import SealedPushRateLimit
 public import Logging
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -77,62 +78,6 @@ final class AppRuntime: Sendable {
         do { return try APNsClient(configuration: configuration, logger: logger) } catch {
             throw GatewayConfigurationError("/apps/\(config.id)/apns/ca_cert", error.description)
         }
-    }
-}
-
-/// A token bucket `perSecond` deep, refilled continuously.
-final class TokenBucket: Sendable {
-    let rate: Double
-    let state: NIOLockedValueBox<(tokens: Double, last: ContinuousClock.Instant)>
-
-    init(perSecond: Int) {
-        rate = Double(max(1, perSecond))
-        state = NIOLockedValueBox((Double(max(1, perSecond)), .now))
-    }
-
-    /// Whether it has refilled completely (its source has been idle for a second).
-    var isFull: Bool {
-        state.withLockedValue { s in
-            let elapsed = s.last.duration(to: .now)
-            return s.tokens + (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18) * rate >= rate
-        }
-    }
-
-    /// Takes a token if one is left; the tokens left afterwards, or nil when empty.
-    func take() -> Int? {
-        state.withLockedValue { s in
-            let now = ContinuousClock.now
-            let elapsed = s.last.duration(to: now)
-            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-            s.tokens = min(rate, s.tokens + seconds * rate)
-            s.last = now
-            guard s.tokens >= 1 else { return nil }
-            s.tokens -= 1
-            return Int(s.tokens)
-        }
-    }
-}
-
-/// Token buckets per source address for the device endpoints, bounded in size: when full, the buckets of
-/// sources idle for a second (full again) are dropped, so a flood of addresses cannot grow it without limit;
-/// while every tracked source is active, a new source is refused (429) rather than resetting the others.
-final class SourceRateLimiter: Sendable {
-    let perSecond: Int
-    let buckets = NIOLockedValueBox<[String: TokenBucket]>([:])
-    static let maxSources = 10_000
-
-    init(perSecond: Int) { self.perSecond = perSecond }
-
-    func admit(_ source: String) -> Bool {
-        let bucket = buckets.withLockedValue { b -> TokenBucket? in
-            if let bucket = b[source] { return bucket }
-            if b.count >= Self.maxSources { b = b.filter { !$0.value.isFull } }
-            guard b.count < Self.maxSources else { return nil }
-            let bucket = TokenBucket(perSecond: perSecond)
-            b[source] = bucket
-            return bucket
-        }
-        return bucket?.take() != nil
     }
 }
 

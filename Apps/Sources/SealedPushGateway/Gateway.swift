@@ -5,6 +5,7 @@ import SealedPushSender
 import SealedPushWire
 import SealedPushCrypto
 import NIOConcurrencyHelpers
+import SealedPushRateLimit
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else

@@ -3,7 +3,7 @@ public import Logging
 import SealedPushWire
 public import SealedPushReceiptsDatabase
 import NIOCore
-import NIOConcurrencyHelpers
+import SealedPushRateLimit
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -27,10 +27,9 @@ public struct ReceiptCollector: Sendable {
     public let maxRequestsPerSecond: Int
     /// The most failure reports one source address may send a minute (a bucket as deep as one minute).
     public let maxReportsPerSourcePerMinute: Int
-    private let bucket: RateBucket
-    private let sources: SourceBuckets
+    private let bucket: TokenBucket
+    private let sources: SourceRateLimiter
     private let logger: Logger
-    private let now: @Sendable () -> ContinuousClock.Instant
 
     /// A collector over `database`, answering at most `maxRequestsPerSecond` requests a second and
     /// `maxReportsPerSourcePerMinute` failure reports a minute from one address; the rate limiters read
@@ -41,15 +40,16 @@ public struct ReceiptCollector: Sendable {
         self.database = database
         self.maxRequestsPerSecond = max(1, maxRequestsPerSecond)
         self.maxReportsPerSourcePerMinute = max(1, maxReportsPerSourcePerMinute)
-        self.bucket = RateBucket(Double(max(1, maxRequestsPerSecond)), at: now())
-        self.sources = SourceBuckets()
+        self.bucket = TokenBucket(perSecond: maxRequestsPerSecond, now: now)
+        // As deep as a minute's reports, refilled over the minute.
+        self.sources = SourceRateLimiter(capacity: max(1, maxReportsPerSourcePerMinute),
+                                         refillPerSecond: Double(max(1, maxReportsPerSourcePerMinute)) / 60, now: now)
         self.logger = logger
-        self.now = now
     }
 
     /// Takes one token from the global bucket; `false` when it is empty (answer `429`).
     func admit() -> Bool {
-        bucket.take(rate: Double(maxRequestsPerSecond), per: 1, at: now())
+        bucket.take() != nil
     }
 
     /// The answer to one request: its method, its body (read up to one byte past the limit) and the
@@ -74,7 +74,7 @@ public struct ReceiptCollector: Sendable {
                 case .wrongToken: return .forbidden
                 }
             case let .failed(reason, kid, at, count):
-                guard sources.take(source ?? "unknown", perMinute: Double(maxReportsPerSourcePerMinute), at: self.now()) else {
+                guard sources.admit(source ?? "unknown") else {
                     return .tooManyRequests
                 }
                 try await database.recordFailure(reason: reason, kid: kid, at: at, count: count, dropped: dropped, receivedMilliseconds: now)
@@ -125,56 +125,6 @@ public struct ReceiptCollector: Sendable {
             configuration: ApplicationConfiguration(address: .hostname(host, port: port), serverName: "sealedpush-receipts"),
             onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? port) },
             logger: quiet)
-    }
-}
-
-/// The rate limiter's token bucket, shared by every request of one collector.
-final class RateBucket: Sendable {
-    let state: NIOLockedValueBox<(tokens: Double, last: ContinuousClock.Instant)>
-    init(_ tokens: Double, at start: ContinuousClock.Instant) { state = NIOLockedValueBox((tokens, start)) }
-
-    /// Refills at `rate` tokens per `per` seconds (at most `rate` held) and takes one if there is one.
-    func take(rate: Double, per seconds: Double, at now: ContinuousClock.Instant) -> Bool {
-        state.withLockedValue { b in
-            b.tokens = refilled(b.tokens, since: b.last, now: now, rate: rate, per: seconds)
-            b.last = now
-            guard b.tokens >= 1 else { return false }
-            b.tokens -= 1
-            return true
-        }
-    }
-}
-
-/// `tokens` after refilling at `rate` per `seconds` from `last` to `now`, at most `rate`.
-private func refilled(_ tokens: Double, since last: ContinuousClock.Instant, now: ContinuousClock.Instant, rate: Double, per seconds: Double) -> Double {
-    let elapsed = last.duration(to: now)
-    let passed = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-    return min(rate, tokens + max(0, passed) * rate / seconds)
-}
-
-/// One token bucket per source address for failure reports, in a bounded table: when it holds
-/// `capacity` addresses, those whose bucket has refilled (idle for a minute) are forgotten first, then all.
-final class SourceBuckets: Sendable {
-    static let capacity = 10_000
-    private let table = NIOLockedValueBox<[String: (tokens: Double, last: ContinuousClock.Instant)]>([:])
-
-    func take(_ source: String, perMinute rate: Double, at now: ContinuousClock.Instant) -> Bool {
-        table.withLockedValue { table in
-            if table[source] == nil, table.count >= Self.capacity {
-                table = table.filter { refilled($0.value.tokens, since: $0.value.last, now: now, rate: rate, per: 60) < rate }
-                if table.count >= Self.capacity { table.removeAll(keepingCapacity: true) }
-            }
-            var entry = table[source] ?? (rate, now)
-            entry.tokens = refilled(entry.tokens, since: entry.last, now: now, rate: rate, per: 60)
-            entry.last = now
-            guard entry.tokens >= 1 else {
-                table[source] = entry
-                return false
-            }
-            entry.tokens -= 1
-            table[source] = entry
-            return true
-        }
     }
 }
 

@@ -1,0 +1,83 @@
+import NIOConcurrencyHelpers
+
+/// A token bucket holding at most `capacity` tokens, refilled continuously at `refillPerSecond`, read on an
+/// injected clock (tests pass one that stands still, so a slow machine does not refill it).
+package final class TokenBucket: Sendable {
+    let capacity: Double
+    let refillPerSecond: Double
+    let now: @Sendable () -> ContinuousClock.Instant
+    let state: NIOLockedValueBox<(tokens: Double, last: ContinuousClock.Instant)>
+
+    /// A full bucket of `capacity` tokens (at least 1) refilled at `refillPerSecond`.
+    package init(capacity: Int, refillPerSecond: Double, now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
+        self.capacity = Double(max(1, capacity))
+        self.refillPerSecond = refillPerSecond
+        self.now = now
+        state = NIOLockedValueBox((Double(max(1, capacity)), now()))
+    }
+
+    /// A bucket `perSecond` deep refilled at `perSecond` a second (a request rate a second).
+    package convenience init(perSecond: Int, now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
+        self.init(capacity: perSecond, refillPerSecond: Double(max(1, perSecond)), now: now)
+    }
+
+    private func refilled(_ tokens: Double, since last: ContinuousClock.Instant, at now: ContinuousClock.Instant) -> Double {
+        let elapsed = last.duration(to: now)
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        return min(capacity, tokens + max(0, seconds) * refillPerSecond)
+    }
+
+    /// Whether it has refilled completely (its source has been idle long enough).
+    package var isFull: Bool {
+        state.withLockedValue { s in refilled(s.tokens, since: s.last, at: now()) >= capacity }
+    }
+
+    /// Takes a token if one is left; the whole tokens left afterwards, or nil when empty.
+    package func take() -> Int? {
+        state.withLockedValue { s in
+            let now = self.now()
+            s.tokens = refilled(s.tokens, since: s.last, at: now)
+            s.last = now
+            guard s.tokens >= 1 else { return nil }
+            s.tokens -= 1
+            return Int(s.tokens)
+        }
+    }
+}
+
+/// One token bucket per source address, bounded in size: when full, the buckets of sources idle long enough
+/// to be full again are dropped, so a flood of addresses cannot grow it without limit; while every tracked
+/// source is active, a new source is refused rather than resetting the others.
+package final class SourceRateLimiter: Sendable {
+    let capacity: Int
+    let refillPerSecond: Double
+    let now: @Sendable () -> ContinuousClock.Instant
+    let buckets = NIOLockedValueBox<[String: TokenBucket]>([:])
+    /// The most sources tracked at once.
+    package static let maxSources = 10_000
+
+    /// Buckets of `capacity` tokens refilled at `refillPerSecond`, per source.
+    package init(capacity: Int, refillPerSecond: Double, now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
+        self.capacity = capacity
+        self.refillPerSecond = refillPerSecond
+        self.now = now
+    }
+
+    /// `perSecond` requests a second per source.
+    package convenience init(perSecond: Int) {
+        self.init(capacity: perSecond, refillPerSecond: Double(max(1, perSecond)))
+    }
+
+    /// Takes a token from `source`'s bucket; false when it is empty or no bucket can be made for it.
+    package func admit(_ source: String) -> Bool {
+        let bucket = buckets.withLockedValue { b -> TokenBucket? in
+            if let bucket = b[source] { return bucket }
+            if b.count >= Self.maxSources { b = b.filter { !$0.value.isFull } }
+            guard b.count < Self.maxSources else { return nil }
+            let bucket = TokenBucket(capacity: capacity, refillPerSecond: refillPerSecond, now: now)
+            b[source] = bucket
+            return bucket
+        }
+        return bucket?.take() != nil
+    }
+}
