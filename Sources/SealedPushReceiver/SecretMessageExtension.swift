@@ -41,6 +41,11 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         public var revealCategory: String = RevealFormat.defaultCategory
         /// What an ordinary message that opened hands to iOS (reveal v1 §5): `full` (default), `title` or `none`.
         public var previews: PreviewPolicy = .full
+        /// Whether the receipt outbox is flushed after the content was handed over (default `true`: the
+        /// simulated device). On iOS the process may be suspended right after the handler, and a flush
+        /// then holding the outbox's file lock in the shared container gets it killed (`0xdead10cc`): the
+        /// Apple base class sets `false`, and the app flushes (a `BGTaskScheduler` task).
+        public var flushesOutboxAfterDelivery: Bool = true
 
         /// A configuration; by default the system clock, a 30-second budget and a `sealedpush.extension` logger.
         public init(keys: any DeviceKeyProvider, policy: @escaping @Sendable () throws(OpenFailure) -> ReceiverPolicy = { ReceiverPolicy() },
@@ -102,7 +107,7 @@ public final class SecretMessageExtension: ReportingServiceExtension {
             }
             attempt.handler(delivery)
             // The outbox is flushed once this delivery's content was handed over.
-            if let courier = configuration.receipts, attempt.handler.hasDelivered {
+            if configuration.flushesOutboxAfterDelivery, let courier = configuration.receipts, attempt.handler.hasDelivered {
                 _ = await courier.flush(now: configuration.clock.unixSeconds)
             }
         }
