@@ -228,7 +228,9 @@ public final class SecretMessageExtension: ReportingServiceExtension {
                 // Reveal v1 §3: the text stays sealed to the reveal key; iOS gets the placeholder alert only.
                 var delivery = ExtensionDelivery(content: Self.heldContent(opened.body, reveal: reveal, category: configuration.revealCategory,
                                                                            original: original), outcome: .held)
-                delivery.receiptTicket = opened.body.receipt.map { ReceiptTicket(request: $0, messageID: opened.body.id) }
+                delivery.receiptTicket = opened.body.receipt.map {
+                    ReceiptTicket(request: $0, messageID: opened.body.id, expiresAt: opened.body.expiresAt, revealable: true)
+                }
                 return delivery
             }
             guard configuration.previews == .full else {
@@ -236,7 +238,9 @@ public final class SecretMessageExtension: ReportingServiceExtension {
                 var delivery = ExtensionDelivery(content: Self.previewContent(opened.body, policy: configuration.previews,
                                                                               category: configuration.revealCategory, original: original),
                                                  outcome: .decrypted)
-                delivery.receiptTicket = opened.body.receipt.map { ReceiptTicket(request: $0, messageID: opened.body.id) }
+                delivery.receiptTicket = opened.body.receipt.map {
+                    ReceiptTicket(request: $0, messageID: opened.body.id, expiresAt: opened.body.expiresAt, revealable: true)
+                }
                 return delivery
             }
             onOpen(opened.body)
@@ -333,6 +337,12 @@ extension SecretMessageExtension {
         switch delivery.outcome {
         case .decrypted, .held:
             guard let ticket = delivery.receiptTicket else { return delivery }
+            // Reveal v1 §6: the content extension's `revealed` receipt needs the outer body's receipt, which
+            // iOS's store never gets: it is kept on the device under this notification's request identifier.
+            if ticket.revealable {
+                courier.keepRevealTicket(ticket.request, messageID: ticket.messageID, requestIdentifier: request.identifier,
+                                         expiresAt: ticket.expiresAt, now: now)
+            }
             delivery.receipt = await courier.sendReceipt(ticket.request, messageID: ticket.messageID,
                                                          attachments: receiptAttachmentCounts(delivery), now: now, deadline: deadline)
         case let .fallback(reason):

@@ -347,18 +347,20 @@ public final class Gateway: Sendable {
         guard let (message, _) = ReceiptMessage.parse(body) else { return 400 }
         do {
             switch message {
-            case let .delivered(id, token, _, _):
+            case let .delivered(id, token, _, _), let .revealed(id, token, _, _):
+                // Reveal v1 §8: a `revealed` receipt also makes the delivery `delivered`.
                 guard path == "v1/receipts" else { return 400 }
+                let type = if case .revealed = message { "revealed" } else { "delivered" }
                 switch try await store.recordReceipt(messageID: id, tokenSHA256: Digests.sha256(Array(token.utf8)), now: now) {
                 case let .matched(app, changed):
-                    metrics.receipt(app: app, type: "delivered", reason: "matched")
+                    metrics.receipt(app: app, type: type, reason: "matched")
                     if changed { metrics.delivery(app: app, state: .delivered) }
                     return 204
                 case .unknownID:
-                    metrics.receipt(app: "unknown", type: "delivered", reason: "unknown_id")
+                    metrics.receipt(app: "unknown", type: type, reason: "unknown_id")
                     return 404
                 case .wrongToken:
-                    metrics.receipt(app: "unknown", type: "delivered", reason: "wrong_token")
+                    metrics.receipt(app: "unknown", type: type, reason: "wrong_token")
                     return 403
                 }
             case let .failed(reason, kid, _, count):
