@@ -130,11 +130,12 @@ enum Dashboard {
     /// 24 stacked bars, oldest hour on the left, each state in its colour; each bar has a `<title>` naming its
     /// hour and counts (screen readers read it; the table beside it holds the same totals).
     static func chart(_ hourly: [[String: Int]], app: String) -> String {
-        let width = 480, height = 120, gap = 2
+        let width = 480, height = 110, gap = 2
         let bar = width / 24 - gap
         let peak = max(1, hourly.map { $0.values.reduce(0, +) }.max() ?? 1)
-        var out = "<svg viewBox=\"0 0 \(width) \(height + 16)\" width=\"100%\" role=\"img\" aria-labelledby=\"chart-\(escape(app))-title\" "
+        var out = "<svg viewBox=\"0 0 \(width) \(height + 22)\" width=\"100%\" role=\"img\" aria-labelledby=\"chart-\(escape(app))-title\" "
             + "xmlns=\"http://www.w3.org/2000/svg\"><title id=\"chart-\(escape(app))-title\">Deliveries created per hour over the last 24 hours, by current state</title>"
+        out += "<text x=\"0\" y=\"13\" font-size=\"13\" fill=\"#374151\">peak \(peak) per hour</text>"
         out += "<line x1=\"0\" y1=\"\(height)\" x2=\"\(width)\" y2=\"\(height)\" stroke=\"#9ca3af\" stroke-width=\"1\"/>"
         for slot in 0..<24 {
             let hoursAgo = 23 - slot
@@ -147,15 +148,15 @@ enum Dashboard {
             out += "<g><title>\(escape(label))</title>"
             for s in states {
                 guard let n = counts[s.state.rawValue], n > 0 else { continue }
-                let h = max(1, n * height / peak)
+                let h = max(1, n * (height - 18) / peak)  // the top 18 units hold the peak label
                 y -= h
                 out += "<rect x=\"\(x)\" y=\"\(y)\" width=\"\(bar)\" height=\"\(h)\" fill=\"\(s.colour)\"/>"
             }
             out += "</g>"
         }
-        out += "<text x=\"0\" y=\"\(height + 13)\" font-size=\"11\" fill=\"#374151\">24 h ago</text>"
-        out += "<text x=\"\(width)\" y=\"\(height + 13)\" font-size=\"11\" fill=\"#374151\" text-anchor=\"end\">now</text>"
-        out += "<text x=\"\(width)\" y=\"11\" font-size=\"11\" fill=\"#374151\" text-anchor=\"end\">peak \(peak)/h</text></svg>"
+        out += "<text x=\"0\" y=\"\(height + 16)\" font-size=\"13\" fill=\"#374151\">24 h ago</text>"
+        out += "<text x=\"\(width)\" y=\"\(height + 16)\" font-size=\"13\" fill=\"#374151\" text-anchor=\"end\">now</text>"
+        out += "</svg>"
         return out
     }
 
@@ -190,7 +191,8 @@ enum Dashboard {
     header p { margin: 0; color: #374151; font-size: 0.9rem; }
     .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(280px, 1fr)); gap: 12px; }
     .card { background: #fff; border: 1px solid #d1d5db; border-radius: 6px; padding: 8px 10px; min-width: 0; }
-    .wide { grid-column: 1 / -1; }
+    @media (min-width: 760px) { .chart { grid-column: span 2; } }
+    th.state { white-space: nowrap; }
     table { border-collapse: collapse; width: 100%; font-size: 0.92rem; }
     caption { text-align: left; font-weight: 600; padding-bottom: 4px; }
     th, td { padding: 3px 6px; border-bottom: 1px solid #e5e7eb; text-align: left; }
@@ -233,13 +235,13 @@ enum Dashboard {
     <caption>Deliveries by current state, created in the last hour and day</caption>
     <thead><tr><th scope="col">State</th><th scope="col" class="n">Last hour</th><th scope="col" class="n">Last 24 h</th></tr></thead>
     <tbody>
-    {{#states}}<tr><th scope="row"><span class="swatch" style="background: {{colour}}" aria-hidden="true"></span>{{state}}</th><td class="n" data-metric="{{id}}.hour.{{state}}">{{hour}}</td><td class="n" data-metric="{{id}}.day.{{state}}">{{day}}</td></tr>
+    {{#states}}<tr><th scope="row" class="state"><span class="swatch" style="background: {{colour}}" aria-hidden="true"></span>{{state}}</th><td class="n" data-metric="{{id}}.hour.{{state}}">{{hour}}</td><td class="n" data-metric="{{id}}.day.{{state}}">{{day}}</td></tr>
     {{/states}}
     </tbody>
     <tfoot><tr><th scope="row">All</th><td class="n" data-metric="{{id}}.hour.total">{{hourTotal}}</td><td class="n" data-metric="{{id}}.day.total">{{dayTotal}}</td></tr></tfoot>
     </table>
     </div>
-    <div class="card">
+    <div class="card chart">
     <figure>
     {{{chart}}}
     <figcaption>Deliveries created per hour over the last 24 hours, stacked by current state (colours as in the table).</figcaption>
@@ -293,8 +295,8 @@ enum Dashboard {
     <table>
     <caption>Webhook events (kept 7 days)</caption>
     <tbody>
-    <tr><th scope="row">Webhook</th><td class="n">{{webhook}}</td></tr>
-    <tr><th scope="row">Pending</th><td class="n" data-metric="{{id}}.events.pending">{{eventsPending}}</td></tr>
+    <tr><th scope="row">Webhook (events are listed either way)</th><td class="n">{{webhook}}</td></tr>
+    <tr><th scope="row">Not yet acknowledged</th><td class="n" data-metric="{{id}}.events.pending">{{eventsPending}}</td></tr>
     <tr><th scope="row">Dropped after 24 h</th><td class="n" data-metric="{{id}}.events.dropped">{{eventsDropped}}</td></tr>
     </tbody>
     </table>
