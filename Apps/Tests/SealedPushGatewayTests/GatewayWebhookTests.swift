@@ -116,6 +116,8 @@ extension GatewaySuites {
                 #expect(arrivals[0].t < arrivals[1].t && arrivals[1].t < arrivals[2].t, "each attempt has its own t")
                 #expect(Set(arrivals.map(\.v1)).count == 3, "each attempt is signed afresh")
                 #expect(Set(arrivals.map(\.body)).count == 1, "the body is the same on every attempt")
+                // The verification snippets of docs/gateway.md accept every attempt as sent, and refuse a changed body.
+                try await checkDocumentedVerifiers(secret: secret, arrivals: arrivals)
                 let metrics = try await g.admin.call(.GET, "/metrics", key: nil).text
                 #expect(metrics.contains(#"sealedpush_gateway_webhook_requests_total{app="chat",status="500"} 2"#), "\(metrics)")
                 #expect(metrics.contains(#"sealedpush_gateway_webhook_requests_total{app="chat",status="200"} 1"#))
@@ -246,6 +248,52 @@ extension GatewaySuites {
             }
         }
     }
+}
+
+/// Runs the Python and Node verification snippets of docs/gateway.md (as written there) on `arrivals` as
+/// received, and on each with one byte of its body changed: true for the first, false for the second.
+/// Python is required (`$SEALEDPUSH_PYTHON`, else `python3`); Node is run when `node` is installed.
+func checkDocumentedVerifiers(secret: [UInt8], arrivals: [WebhookReceiver.Arrival]) async throws {
+    let docs = try String(contentsOf: ProjectPaths.root.appendingPathComponent("docs/gateway.md"), encoding: .utf8)
+    func snippet(_ fence: String) throws -> String {
+        let start = try #require(docs.range(of: "```\(fence)\n"), "docs/gateway.md has no ```\(fence) block")
+        let end = try #require(docs[start.upperBound...].range(of: "```"))
+        return String(docs[start.upperBound..<end.lowerBound])
+    }
+    var cases: [JSONValue] = []
+    for arrival in arrivals {
+        var changed = arrival.body
+        changed[changed.count / 2] ^= 0x01
+        for (body, expected) in [(arrival.body, true), (changed, false)] {
+            cases.append(.object(JSONObject([("secret", .string(String(decoding: secret, as: UTF8.self))),
+                                             ("header", .string("t=\(arrival.t),v1=\(arrival.v1)")),
+                                             ("body", .string(Data(body).base64EncodedString())), ("expected", .bool(expected))])))
+        }
+    }
+    let input = JSON.serialize(.array(cases))
+    let expected = cases.map { $0.objectValue?["expected"] == .bool(true) ? "true" : "false" }
+    let environment = ProcessInfo.processInfo.environment
+    let python = environment["SEALEDPUSH_PYTHON"] ?? (["/usr/bin/python3", "/usr/local/bin/python3"].first { FileManager.default.isExecutableFile(atPath: $0) } ?? "")
+    try #require(FileManager.default.isExecutableFile(atPath: python), "no python3 to run the documented verifier; set SEALEDPUSH_PYTHON")
+    let pythonProgram = try snippet("python") + """
+
+        import base64, json, sys
+        for c in json.load(sys.stdin):
+            print(str(verify(c["secret"].encode(), c["header"], base64.b64decode(c["body"]))).lower())
+        """
+    let py = try await offPool { try ChildProcess.run(URL(fileURLWithPath: python), ["-c", pythonProgram], stdin: input, timeout: 60) }
+    #expect(py.status == 0 && py.stdoutLines == expected, "the Python snippet: \(py.stdoutText) \(py.stderr)")
+    guard let node = ["/usr/bin/node", "/usr/local/bin/node"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+        print("node is not installed: the Node snippet of docs/gateway.md was not run")
+        return
+    }
+    let nodeProgram = try snippet("javascript") + """
+
+        const cases = JSON.parse(require("node:fs").readFileSync(0, "utf8"));
+        for (const c of cases) console.log(String(verify(c.secret, c.header, Buffer.from(c.body, "base64"))));
+        """
+    let js = try await offPool { try ChildProcess.run(URL(fileURLWithPath: node), ["-e", nodeProgram], stdin: input, timeout: 60) }
+    #expect(js.status == 0 && js.stdoutLines == expected, "the Node snippet: \(js.stdoutText) \(js.stderr)")
 }
 
 /// The number a dashboard page shows under `data-metric="<name>"`, or nil.
