@@ -35,6 +35,19 @@ public struct GatewayOptions: Sendable {
     /// How often records past their keeping time are deleted: messages and deliveries `ttl` + 7 days after
     /// they were sent (receipts can come that late), idempotency answers after 24 hours.
     public var pruneInterval: Duration = .seconds(60)
+    /// How long a webhook receiver has to answer one attempt (gateway v1 §8: 10 s).
+    public var webhookTimeout: Duration = .seconds(10)
+    /// The delay before an event's second attempt; each further attempt doubles it (equal jitter), up to
+    /// `webhookMaxRetryDelay`.
+    public var webhookBaseRetryDelay: Duration = .seconds(5)
+    /// The longest delay between two attempts of an event.
+    public var webhookMaxRetryDelay: Duration = .seconds(3600)
+    /// How long after it was written an unacknowledged event is retried before it is dropped (gateway v1 §8: 24 h).
+    public var webhookRetryWindow: Duration = .seconds(86_400)
+    /// How often each app's webhook loop looks for due events when it found none.
+    public var webhookPollInterval: Duration = .milliseconds(500)
+    /// Events claimed, and POSTed at once, per app.
+    public var webhookConcurrency = 16
 
     /// The defaults.
     public init() {}
@@ -134,6 +147,8 @@ public final class Gateway: Sendable {
 
     /// How long an idempotency key's answer is replayed (gateway v1 §5): 24 hours.
     static let idempotencyWindow: Int64 = 24 * 3600 * 1000
+    /// How long events are kept and listed (gateway v1 §8): 7 days.
+    static let eventsKeptFor: Int64 = 7 * 86_400_000
 
     /// `/readyz`: ready when the database answers and the gateway is not draining; the body lists each app's state.
     func readiness() async -> (Bool, JSONObject) {

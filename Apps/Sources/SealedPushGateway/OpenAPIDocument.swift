@@ -708,6 +708,82 @@ enum OpenAPIDocument {
           }
         }
       }
+    },
+    "/v1/apps/{app}/events": {
+      "parameters": [
+        {
+          "$ref": "#/components/parameters/App"
+        }
+      ],
+      "get": {
+        "operationId": "listEvents",
+        "summary": "List the app's webhook events of the last 7 days, in order (gateway v1 section 8)",
+        "description": "Scope: read. A receiver that was down catches up by listing from the last event id it handled. Events are listed for every app, with or without a webhook.",
+        "parameters": [
+          {
+            "name": "after",
+            "in": "query",
+            "required": false,
+            "description": "An event id from an earlier listing or webhook: list the events written after it. An id of no event kept now (events are kept 7 days) is 400.",
+            "schema": {
+              "type": "string",
+              "pattern": "^evt_[0-9a-f]{32}$"
+            }
+          },
+          {
+            "name": "limit",
+            "in": "query",
+            "required": false,
+            "schema": {
+              "type": "integer",
+              "minimum": 1,
+              "maximum": 1000,
+              "default": 100
+            }
+          }
+        ],
+        "responses": {
+          "200": {
+            "description": "Events of the last 7 days after `after`, in the order they were written, each exactly as POSTed to the webhook.",
+            "headers": {
+              "Request-Id": {
+                "$ref": "#/components/headers/Request-Id"
+              },
+              "RateLimit-Limit": {
+                "$ref": "#/components/headers/RateLimit-Limit"
+              },
+              "RateLimit-Remaining": {
+                "$ref": "#/components/headers/RateLimit-Remaining"
+              },
+              "RateLimit-Reset": {
+                "$ref": "#/components/headers/RateLimit-Reset"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/EventList"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "503": {
+            "$ref": "#/components/responses/Unavailable"
+          }
+        }
+      }
     }
   },
   "components": {
@@ -1590,6 +1666,85 @@ enum OpenAPIDocument {
       "DeviceMessage": {
         "type": "object",
         "description": "A receipt (receipts v1 section 2) or a failure report (section 3), at most 4096 bytes; the server checks it itself and answers 400 for anything else."
+      },
+      "DeliveryEventData": {
+        "type": "object",
+        "required": [
+          "message_id",
+          "delivery"
+        ],
+        "properties": {
+          "message_id": {
+            "type": "string",
+            "minLength": 1
+          },
+          "delivery": {
+            "$ref": "#/components/schemas/Delivery"
+          }
+        },
+        "additionalProperties": false
+      },
+      "Event": {
+        "type": "object",
+        "required": [
+          "id",
+          "type",
+          "created_at",
+          "app",
+          "data"
+        ],
+        "properties": {
+          "id": {
+            "type": "string",
+            "pattern": "^evt_[0-9a-f]{32}$",
+            "description": "Unique: receivers deduplicate by it."
+          },
+          "type": {
+            "type": "string",
+            "enum": [
+              "delivery.accepted",
+              "delivery.delivered",
+              "delivery.rejected",
+              "delivery.unregistered",
+              "delivery.expired",
+              "delivery.cancelled",
+              "device.unregistered"
+            ]
+          },
+          "created_at": {
+            "$ref": "#/components/schemas/Time"
+          },
+          "app": {
+            "type": "string"
+          },
+          "data": {
+            "description": "delivery.*: the message id and the delivery (its seq grows with each change); device.unregistered: the device.",
+            "oneOf": [
+              {
+                "$ref": "#/components/schemas/DeliveryEventData"
+              },
+              {
+                "$ref": "#/components/schemas/Device"
+              }
+            ]
+          }
+        },
+        "additionalProperties": false
+      },
+      "EventList": {
+        "type": "object",
+        "required": [
+          "events"
+        ],
+        "properties": {
+          "events": {
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/Event"
+            }
+          }
+        },
+        "additionalProperties": false
       }
     },
     "responses": {

@@ -90,7 +90,25 @@ public final class SQLiteGatewayStore: GatewayStore {
             "CREATE INDEX deliveries_due ON deliveries(app, state, next_attempt_at, lease_until)",
             "CREATE INDEX deliveries_queued ON deliveries(app, created_at) WHERE state = 'queued'",
         ]),
+        // v4: webhook events (gateway v1 §8), written in the transaction of the change that causes them; `position`
+        // orders the listing. And what the dashboard's last-day counts look up.
+        (4, [
+            """
+            CREATE TABLE events (
+                position INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, app TEXT NOT NULL, type TEXT NOT NULL,
+                created_at INTEGER NOT NULL, body TEXT NOT NULL, state TEXT NOT NULL DEFAULT 'pending',
+                attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at INTEGER NOT NULL, lease_until INTEGER,
+                generation INTEGER NOT NULL DEFAULT 0)
+            """,
+            "CREATE INDEX events_due ON events(app, state, next_attempt_at)",
+            "CREATE INDEX events_app ON events(app, position)",
+            "CREATE INDEX events_created ON events(created_at)",
+            "CREATE INDEX deliveries_created ON deliveries(created_at)",
+        ]),
     ]
+
+    /// When this instance opened the store (the dashboard's instance list).
+    let openedAt = GatewayClock.system.milliseconds()
 
     private init(connection: SQLiteConnection, path: String, lockFD: Int32) {
         self.connection = connection
@@ -147,6 +165,7 @@ public final class SQLiteGatewayStore: GatewayStore {
         // or a kill): its deliveries are due again now, with the same apns-id and collapse id.
         try await transaction { [self] in
             _ = try await connection.query("UPDATE deliveries SET lease_until = NULL WHERE lease_until IS NOT NULL")
+            _ = try await connection.query("UPDATE events SET lease_until = NULL WHERE lease_until IS NOT NULL")
         }
         try await transaction { [self] in
             let rows = try await connection.query("SELECT value FROM settings WHERE name = 'idempotency_secret'")
@@ -287,12 +306,32 @@ public final class SQLiteGatewayStore: GatewayStore {
             tokenReassigned: row.column("token_reassigned")?.integer == 1, lastReport: report)
     }
 
-    /// Cancels a device's unsent deliveries; how many.
+    /// Cancels a device's unsent deliveries, with their events; how many.
     func cancelUnsent(app: String, deviceID: String, reason: String, now: Int64) async throws -> Int {
-        try await connection.query("""
+        let rows = try await connection.query("""
             UPDATE deliveries SET state = 'cancelled', reason = ?, updated_at = ?, next_attempt_at = NULL, seq = seq + 1, payload = x''
-            WHERE app = ? AND device_id = ? AND state = 'queued' RETURNING 1 AS k
-            """, [.text(reason), .integer(Int(now)), .text(app), .text(deviceID)]).count
+            WHERE app = ? AND device_id = ? AND state = 'queued' RETURNING \(Self.deliveryColumns)
+            """, [.text(reason), .integer(Int(now)), .text(app), .text(deviceID)])
+        try await insertDeliveryEvents(rows, now: now)
+        return rows.count
+    }
+
+    /// Writes the events of deliveries an UPDATE just changed (its `RETURNING` rows), in the current transaction.
+    func insertDeliveryEvents(_ rows: [SQLiteRow], now: Int64) async throws {
+        for row in rows {
+            guard let delivery = Self.delivery(row) else { continue }
+            try await insertEvent(GatewayEvents.delivery(delivery, now: now))
+        }
+    }
+
+    /// Inserts one event (pending, due now) in the current transaction: the only SQL the events of §8 add to
+    /// the state-changing methods.
+    func insertEvent(_ event: EventRecord?) async throws {
+        guard let event else { return }
+        _ = try await connection.query("""
+            INSERT INTO events (id, app, type, created_at, body, next_attempt_at) VALUES (?, ?, ?, ?, ?, ?)
+            """, [.text(event.id), .text(event.app), .text(event.type.rawValue), .integer(Int(event.createdAt)),
+                  .text(String(decoding: event.body, as: UTF8.self)), .integer(Int(event.createdAt))])
     }
 
     public func putDevice(_ device: DeviceRecord, maxDevicesPerUser: Int) async throws -> (device: DeviceRecord, created: Bool, cancelled: Int) {
@@ -483,10 +522,12 @@ public final class SQLiteGatewayStore: GatewayStore {
             guard try await !connection.query("SELECT 1 AS k FROM messages WHERE app = ? AND message_id = ?", [.text(app), .text(messageID)]).isEmpty else {
                 return nil
             }
-            return try await connection.query("""
+            let rows = try await connection.query("""
                 UPDATE deliveries SET state = 'cancelled', reason = 'message_deleted', updated_at = ?, next_attempt_at = NULL, seq = seq + 1, payload = x''
-                WHERE message_id = ? AND state = 'queued' RETURNING 1 AS k
-                """, [.integer(Int(now)), .text(messageID)]).count
+                WHERE message_id = ? AND state = 'queued' RETURNING \(Self.deliveryColumns)
+                """, [.integer(Int(now)), .text(messageID)])
+            try await insertDeliveryEvents(rows, now: now)
+            return rows.count
         }
     }
 
@@ -536,8 +577,9 @@ public final class SQLiteGatewayStore: GatewayStore {
                 rows = try await connection.query("""
                     UPDATE deliveries SET state = 'accepted', attempts = attempts + 1, apns_status = ?, reason = NULL, accepted_at = ?,
                         updated_at = ?, next_attempt_at = NULL, lease_until = NULL, seq = seq + 1, payload = x''
-                    WHERE delivery_id = ? AND generation = ? AND state = 'queued' RETURNING seq
+                    WHERE delivery_id = ? AND generation = ? AND state = 'queued' RETURNING \(Self.deliveryColumns)
                     """, [.integer(s), .integer(n), .integer(n)] + key)
+                try await insertDeliveryEvents(rows, now: now)
             case let .retry(at, s, reason):
                 status = s
                 rows = try await connection.query("""
@@ -550,14 +592,17 @@ public final class SQLiteGatewayStore: GatewayStore {
                 rows = try await connection.query("""
                     UPDATE deliveries SET state = ?, attempts = attempts + ?, apns_status = ?, reason = ?, updated_at = ?, next_attempt_at = NULL,
                         lease_until = NULL, seq = seq + 1, payload = x''
-                    WHERE delivery_id = ? AND generation = ? AND state = 'queued' RETURNING seq
+                    WHERE delivery_id = ? AND generation = ? AND state = 'queued' RETURNING \(Self.deliveryColumns)
                     """, [.text(state.rawValue), .integer(attempted ? 1 : 0), s.map { .integer($0) } ?? .null, .text(reason), .integer(n)] + key)
+                try await insertDeliveryEvents(rows, now: now)
                 if state == .unregistered, !rows.isEmpty {
-                    _ = try await connection.query("""
+                    let devices = try await connection.query("""
                         UPDATE devices SET state = 'unregistered', unregistered_at = ?, unregistered_reason = ?, updated_at = ?
                         WHERE app = ? AND environment = ? AND apns_token = ? AND state = 'active' AND registered_at < ?
+                        RETURNING \(Self.deviceColumns)
                         """, [.integer(n), .text(reason), .integer(n), .text(claim.app), .text(claim.environment.rawValue),
                               .text(claim.apnsToken), .integer(Int(unregisteredAt ?? now + 1))])
+                    for device in devices.compactMap(Self.device) { try await insertEvent(GatewayEvents.deviceUnregistered(device, now: now)) }
                 }
             case let .paused(s, reason):
                 status = s
@@ -580,14 +625,17 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
-    public func prune(messagesExpiredBefore: Int64, idempotencyBefore: Int64, limit: Int) async throws -> Int {
+    public func prune(messagesExpiredBefore: Int64, idempotencyBefore: Int64, eventsBefore: Int64, limit: Int) async throws -> Int {
         try await transaction { [self] in
             let picked = "SELECT message_id FROM messages WHERE expires_at < ? ORDER BY expires_at, message_id LIMIT ?"
             let binds: [SQLiteData] = [.integer(Int(messagesExpiredBefore)), .integer(limit)]
             _ = try await connection.query("DELETE FROM deliveries WHERE message_id IN (\(picked))", binds)
             let messages = try await connection.query("DELETE FROM messages WHERE message_id IN (\(picked)) RETURNING 1 AS k", binds).count
             _ = try await connection.query("DELETE FROM idempotency WHERE created_at < ?", [.integer(Int(idempotencyBefore))])
-            return messages
+            let events = try await connection.query("""
+                DELETE FROM events WHERE position IN (SELECT position FROM events WHERE created_at < ? ORDER BY created_at LIMIT ?) RETURNING 1 AS k
+                """, [.integer(Int(eventsBefore)), .integer(limit)]).count
+            return messages + events
         }
     }
 
@@ -635,10 +683,11 @@ public final class SQLiteGatewayStore: GatewayStore {
             guard let match else { return .wrongToken }
             switch match.state {
             case .queued, .accepted, .expired, .cancelled:
-                _ = try await connection.query("""
+                let rows = try await connection.query("""
                     UPDATE deliveries SET state = 'delivered', delivered_at = ?, updated_at = ?, next_attempt_at = NULL, seq = seq + 1, payload = x''
-                    WHERE delivery_id = ?
+                    WHERE delivery_id = ? RETURNING \(Self.deliveryColumns)
                     """, [.integer(Int(now)), .integer(Int(now)), .text(match.id)])
+                try await insertDeliveryEvents(rows, now: now)
                 return .matched(app: match.app, changed: true)
             default:
                 return .matched(app: match.app, changed: false)

@@ -156,15 +156,16 @@ final class GatewayHarness: Sendable {
         return path.path
     }
 
-    /// Starts a gateway; `publicURL` nil means its own API address (receipts come back to it).
+    /// Starts a gateway; `publicURL` nil means its own API address (receipts come back to it). With `directory`,
+    /// in that directory (the database of an earlier harness stopped with `keepFiles`).
     init(name: String, options: GatewayOptions = GatewayOptions(), extraApp: JSONObject = JSONObject([]),
-         apns: TestAPNs? = nil) async throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-\(name)-\(UUID().uuidString)")
+         apns: TestAPNs? = nil, directory: URL? = nil) async throws {
+        self.directory = directory ?? FileManager.default.temporaryDirectory.appendingPathComponent("gateway-\(name)-\(UUID().uuidString)")
         let apns = if let apns { apns } else { try await TestAPNs() }
         self.apns = apns
         // Reserve the API port first so the configuration's public_url can name it.
         let port = try Self.freePort()
-        let path = try Self.writeConfiguration(in: directory, apns: apns, listen: "127.0.0.1:\(port)",
+        let path = try Self.writeConfiguration(in: self.directory, apns: apns, listen: "127.0.0.1:\(port)",
                                                publicURL: "http://127.0.0.1:\(port)", extraApp: extraApp)
         var logger = Logger(label: "gateway-test")
         logger.logLevel = .warning
@@ -225,14 +226,14 @@ final class GatewayHarness: Sendable {
         return last
     }
 
-    func stop() async {
+    func stop(keepFiles: Bool = false) async {
         await group.triggerGracefulShutdown()
         _ = try? await running.value
         await gateway.close()
         try? await http.shutdown()
         await receipts.shutdown()
         await apns.stop()
-        try? FileManager.default.removeItem(at: directory)
+        if !keepFiles { try? FileManager.default.removeItem(at: directory) }
     }
 }
 
