@@ -234,7 +234,9 @@ struct NotAJSONObject: Error, CustomStringConvertible {
         let text = r.stdoutText
         for expected in ["outcome: decrypted", "reason: decryptionFailed", "reason: keychainLocked", "reason: timeExpired",
                          "The eagle lands at noon.", "Secret Message!",
-                         "phone-1: delivered, phone-2: delivered", "skipped: phone-2 (unregistered)"] {
+                         "phone-1: delivered, phone-2: delivered", "skipped: phone-2 (unregistered)",
+                         "Press and hold to read", "outcome: held", "the secret text is in none of them", "Unlock iPhone to read",
+                         "outcome: locked", "outcome: revealed", "The safe house moved to the harbour."] {
             #expect(text.contains(expected), "demo output lacks \(expected)")
         }
         #expect(!text.contains("\u{1B}["), "piped demo output must be plain text")
