@@ -227,6 +227,23 @@ import SealedPushTestSupport
         #expect(unknown.status == 1 && unknown.stdout.isEmpty)
         #expect(unknown.stderr.contains("no-such-request") && unknown.stderr.contains("device notifications"), Comment(rawValue: unknown.stderr))
 
+        // An entry whose sealed envelope was changed in the store: a defined fallback, never the text, exit 0.
+        let storePath = URL(fileURLWithPath: d.device + "/notifications.json")
+        guard case var .array(entries) = try JSON.parse(Array(try Data(contentsOf: storePath))), case var .object(entry)? = entries.last,
+              case var .object(info)? = entry["userInfo"], var envelope = info["SEALEDPUSH_REVEAL"]?.stringValue.map(Array.init) else {
+            Issue.record("the notification store is not as expected"); return
+        }
+        envelope[envelope.count / 2] = envelope[envelope.count / 2] == "A" ? "B" : "A"
+        info["SEALEDPUSH_REVEAL"] = .string(String(envelope))
+        entry["userInfo"] = .object(info)
+        entries[entries.count - 1] = .object(entry)
+        try Data(JSON.serialize(.array(entries))).write(to: storePath)
+        let edited = try d.run(["device", "expand", "r1", "--keychain", d.device, "--json"])
+        #expect(edited.status == 0, "\(edited.stderr)")
+        let editedView = try #require(try JSON.parse(edited.stdout).objectValue)
+        #expect(editedView["outcome"] == .string("fallback") && editedView["reason"]?.stringValue != nil, "\(edited.stdoutText)")
+        #expect(editedView["view"]?.objectValue?["body"] == .string("(Encrypted)") && !edited.stdoutText.contains("harbour"))
+
         try Data("{\"not\": \"a store\"".utf8).write(to: URL(fileURLWithPath: d.device + "/notifications.json"))
         for args in [["device", "expand", "r1"], ["device", "expand", "r1", "--json"], ["device", "notifications"], ["device", "notifications", "--json"]] {
             let tampered = try d.run(args + ["--keychain", d.device])
