@@ -139,7 +139,7 @@ struct DeviceCommand: AsyncParsableCommand {
     }
 
     struct Status: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Print the device's lock state, report URL and receipt outbox.")
+        static let configuration = CommandConfiguration(abstract: "Print the device's lock state, report URL, preview policy and receipt outbox.")
         @OptionGroup var store: KeychainOptions
         func run() throws {
             let s = try openStore(store, create: false)
@@ -148,6 +148,7 @@ struct DeviceCommand: AsyncParsableCommand {
             let url = try keychain { () throws(KeychainError) in try outbox.reportURL() }
             let waiting = try keychain { () throws(KeychainError) in try outbox.entries() }
             print("report URL: \(url ?? "none")")
+            print("previews: \(try keychain { () throws(KeychainError) in try SimulatedDevice(store: s).previews() }.rawValue)")
             print("receipt outbox: \(waiting.entries.count) waiting, \(waiting.dropped) dropped")
         }
     }

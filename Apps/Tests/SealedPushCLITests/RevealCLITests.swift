@@ -256,8 +256,10 @@ import SealedPushTestSupport
     @Test("device config --previews: none and title keep the text out of the store; expand opens it; full is the default")
     func previewPolicy() throws {
         let d = try Self.device()
+        #expect(try d.run(["device", "status", "--keychain", d.device]).stdoutText.contains("previews: full"))
         let noneSet = try d.run(["device", "config", "--previews", "none", "--keychain", d.device])
         #expect(noneSet.status == 0 && noneSet.stdoutText.contains("previews: none"), "\(noneSet.stderr)")
+        #expect(try d.run(["device", "status", "--keychain", d.device]).stdoutText.contains("previews: none"))
         let hidden = try d.push(try d.seal([], body: Self.secret), ["--request-id", "p-none"]).json
         #expect(hidden["outcome"] == .string("decrypted"))
         let shownHidden = try #require(hidden["notification"]?.objectValue)
