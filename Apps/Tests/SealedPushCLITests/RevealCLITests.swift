@@ -112,6 +112,12 @@ import SealedPushTestSupport
         let view = try #require(try JSON.parse(expanded.stdout).objectValue)
         #expect(view["outcome"] == .string("revealed") && view["view"]?.objectValue?["body"] == .string(Self.secret))
 
+        // export --key-id names a device key; the record carries the active reveal key (after the rotation, the new one).
+        let oldExport = try d.run(["keys", "export", "--key-id", old.keyID.hex, "--keychain", d.device])
+        #expect(try DeviceKeyRecord(jsonBytes: oldExport.stdout).reveal?.keyID.hex == newReveal, "\(oldExport.stderr)")
+        let revealExport = try d.run(["keys", "export", "--key-id", newReveal, "--keychain", d.device])
+        #expect(revealExport.status != 0 && revealExport.stderr.contains("is a reveal key"), Comment(rawValue: revealExport.stderr))
+
         // A plain rotate changes the device key only.
         let deviceRotated = try DeviceKeyRecord(jsonBytes: try d.run(["keys", "rotate", "--keychain", d.device]).stdout)
         #expect(deviceRotated.keyID != old.keyID && deviceRotated.reveal?.keyID.hex == newReveal)
