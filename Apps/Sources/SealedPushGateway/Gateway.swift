@@ -213,6 +213,7 @@ public final class Gateway: Sendable {
             ("created_at", GatewayTime.json(d.createdAt)), ("updated_at", GatewayTime.json(d.updatedAt)),
             ("unregistered_at", GatewayTime.json(d.unregisteredAt)), ("unregistered_reason", d.unregisteredReason.map { .string($0) } ?? .null),
             ("token_reassigned", .bool(d.tokenReassigned)),
+            ("reveal_key_id", (try? DeviceKeyRecord(jsonBytes: d.keyRecord))?.reveal.map { JSONValue.string($0.keyID.hex) } ?? .null),
             ("last_report", d.lastReport.map { r in
                 .object(JSONObject([("reason", .string(r.reason)), ("kid", r.kid.map { .string($0) } ?? .null),
                                     ("count", .int(Int64(r.count))), ("at", GatewayTime.json(r.at))]))
@@ -260,9 +261,19 @@ public final class Gateway: Sendable {
                 if let d = byID[id] { devices.append(d) } else { skipped.append((id, "unknown_device")) }
             }
         }
-        var targets: [DeviceRecord] = []
+        var targets: [(device: DeviceRecord, record: DeviceKeyRecord)] = []
         for d in devices {
-            if d.state == .unregistered { skipped.append((d.deviceID, "unregistered")) } else { targets.append(d) }
+            guard d.state != .unregistered else {
+                skipped.append((d.deviceID, "unregistered"))
+                continue
+            }
+            guard let record = try? DeviceKeyRecord(jsonBytes: d.keyRecord) else { continue }
+            // A reveal message is never sealed to the device key instead (reveal v1 §2).
+            if request.reveal && record.reveal == nil {
+                skipped.append((d.deviceID, "no_reveal_key"))
+                continue
+            }
+            targets.append((d, record))
         }
         let queued = app.queued.withLockedValue { $0 }
         guard queued + targets.count <= app.config.maxQueue else {
@@ -278,9 +289,9 @@ public final class Gateway: Sendable {
         message.expiry = request.ttl == 0 ? .deliverOnce : .at(issuedAt + request.ttl)
         message.topic = app.config.topic
         if request.receipt { message.receiptURL = configuration.publicURL + "/v1/receipts" }
+        if request.reveal { message.reveal = .standard }
         var deliveries: [NewDelivery] = []
-        for device in targets {
-            guard let record = try? DeviceKeyRecord(jsonBytes: device.keyRecord) else { continue }
+        for (device, record) in targets {
             let sealed: SealedNotification
             do { sealed = try app.sender.seal(message, to: record) } catch {
                 throw sealProblem(error, request: request, message: message, record: record, app: app)
@@ -312,6 +323,12 @@ public final class Gateway: Sendable {
 
     /// A sealing refusal as a problem; for a message too large, the largest `body` that fits with the other members as sent.
     func sealProblem(_ error: SenderError, request: MessageRequest, message: SecretMessage, record: DeviceKeyRecord, app: AppRuntime) -> Problem {
+        if case let .revealTooLarge(_, _, largestText) = error {
+            return Problem.tooLarge(largestText == 0
+                ? "the reveal message does not fit APNs's 4096 bytes once sealed even without text; remove data or shorten the other members"
+                : "the reveal message does not fit APNs's 4096 bytes once sealed (its text is sealed twice); title, subtitle and body together may hold at most \(largestText) bytes (UTF-8) with the other members as sent",
+                field: "/body")
+        }
         guard case .sealing(.payloadTooLarge) = error else {
             return Problem.invalidField("", "the message cannot be sealed: check title, body, data and sound")
         }

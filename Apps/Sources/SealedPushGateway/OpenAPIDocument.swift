@@ -1158,6 +1158,24 @@ enum OpenAPIDocument {
             "type": "string",
             "format": "date-time",
             "pattern": "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,9})?Z$"
+          },
+          "reveal": {
+            "type": "object",
+            "description": "The device's reveal key (reveal v1 section 1): reveal messages seal their text to it. reveal.key_id must be derived from reveal.public_key. A record without it cannot receive reveal messages.",
+            "required": [
+              "key_id",
+              "public_key"
+            ],
+            "properties": {
+              "key_id": {
+                "type": "string",
+                "pattern": "^[0-9a-f]{16}$"
+              },
+              "public_key": {
+                "type": "string",
+                "description": "Standard base64 of the 32-byte X25519 public key."
+              }
+            }
           }
         },
         "additionalProperties": true
@@ -1251,6 +1269,7 @@ enum OpenAPIDocument {
           "unregistered_at",
           "unregistered_reason",
           "token_reassigned",
+          "reveal_key_id",
           "last_report"
         ],
         "properties": {
@@ -1299,6 +1318,14 @@ enum OpenAPIDocument {
           },
           "token_reassigned": {
             "type": "boolean"
+          },
+          "reveal_key_id": {
+            "type": [
+              "string",
+              "null"
+            ],
+            "pattern": "^[0-9a-f]{16}$",
+            "description": "The key id of the reveal key in the registered record (reveal v1 section 8); null when the record has none (reveal messages skip the device)."
           },
           "last_report": {
             "oneOf": [
@@ -1479,6 +1506,11 @@ enum OpenAPIDocument {
           "receipt": {
             "type": "boolean",
             "default": true
+          },
+          "reveal": {
+            "type": "boolean",
+            "default": false,
+            "description": "A reveal message (reveal v1 sections 2 and 8): iOS is shown only a placeholder (Press and hold to read) and the text is sealed again to each device's reveal key, opened when the user presses and holds on an unlocked phone. Devices whose record has no reveal key are listed in skipped with reason no_reveal_key. Less text fits: a message too large is 413 with how many bytes of title, subtitle and body do."
           }
         },
         "additionalProperties": false
@@ -1544,7 +1576,8 @@ enum OpenAPIDocument {
                   "type": "string",
                   "enum": [
                     "unknown_device",
-                    "unregistered"
+                    "unregistered",
+                    "no_reveal_key"
                   ]
                 }
               },

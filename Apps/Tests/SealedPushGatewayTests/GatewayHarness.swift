@@ -62,10 +62,11 @@ struct Phone {
     let token: String
     let record: JSONObject
 
-    init(in directory: URL, name: String, token: String) throws {
+    /// A phone with a device key and, with `reveal`, a reveal key in its record (reveal v1 §1).
+    init(in directory: URL, name: String, token: String, reveal: Bool = false) throws {
         let root = directory.appendingPathComponent(name)
         store = try KeychainStore(url: root)
-        record = try DeviceKeyring(store: store).generate().jsonObject
+        record = try DeviceKeys(store: store).generate(reveal: reveal).jsonObject
         self.token = token
     }
 
