@@ -283,8 +283,10 @@ struct DeviceCommand: AsyncParsableCommand {
             let device = SimulatedDevice(store: s)
             // A revealed message sends its `revealed` receipt (reveal v1 §6) from the ticket `device push` kept.
             let outcome: Result<RevealView, ExpandError> = await ReceiptsTransportCLI.with { transport in
-                do { return .success(try await device.expand(requestID: requestID, attachments: media.pipeline,
-                                                              receipts: device.receiptCourier(transport: transport))) } catch { return .failure(error) }
+                do throws(ExpandError) {
+                    return .success(try await device.expand(requestID: requestID, attachments: media.pipeline,
+                                                            receipts: device.receiptCourier(transport: transport)))
+                } catch { return .failure(error) }
             }
             await media.shutdown()
             let view: RevealView

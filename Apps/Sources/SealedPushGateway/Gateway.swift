@@ -227,7 +227,8 @@ public final class Gateway: Sendable {
             ("attempts", .int(Int64(d.attempts))), ("apns_id", d.sentOnce ? .string(d.apnsID) : .null),
             ("apns_status", d.apnsStatus.map { .int(Int64($0)) } ?? .null), ("reason", d.reason.map { .string($0) } ?? .null),
             ("updated_at", GatewayTime.json(d.updatedAt)), ("next_attempt_at", GatewayTime.json(d.state == .queued ? d.nextAttemptAt : nil)),
-            ("accepted_at", GatewayTime.json(d.acceptedAt)), ("delivered_at", GatewayTime.json(d.deliveredAt)), ("seq", .int(d.seq)),
+            ("accepted_at", GatewayTime.json(d.acceptedAt)), ("delivered_at", GatewayTime.json(d.deliveredAt)),
+            ("revealed_at", GatewayTime.json(d.revealedAt)), ("seq", .int(d.seq)),
         ])
     }
 
@@ -383,7 +384,8 @@ public final class Gateway: Sendable {
                 // Reveal v1 §8: a `revealed` receipt also makes the delivery `delivered`.
                 guard path == "v1/receipts" else { return 400 }
                 let type = if case .revealed = message { "revealed" } else { "delivered" }
-                switch try await store.recordReceipt(messageID: id, tokenSHA256: Digests.sha256(Array(token.utf8)), now: now) {
+                switch try await store.recordReceipt(messageID: id, tokenSHA256: Digests.sha256(Array(token.utf8)),
+                                                     revealed: type == "revealed", now: now) {
                 case let .matched(app, changed):
                     metrics.receipt(app: app, type: type, reason: "matched")
                     if changed { metrics.delivery(app: app, state: .delivered) }

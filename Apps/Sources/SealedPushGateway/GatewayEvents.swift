@@ -15,6 +15,8 @@ public enum GatewayEventType: String, Sendable, Equatable, CaseIterable {
     case deliveryExpired = "delivery.expired"
     /// The delivery's device or message was deleted, or its token reassigned, before it was sent.
     case deliveryCancelled = "delivery.cancelled"
+    /// The device's `revealed` receipt arrived: the user pressed and held (reveal v1 §8).
+    case deliveryRevealed = "delivery.revealed"
     /// APNs said a device's token is gone and the device is now `unregistered`.
     case deviceUnregistered = "device.unregistered"
 
@@ -108,6 +110,12 @@ public enum GatewayEvents {
         guard let type = GatewayEventType.delivery(d.state) else { return nil }
         let data = JSONObject([("message_id", .string(d.messageID)), ("delivery", .object(Gateway.json(d)))])
         return make(app: d.app, type: type, now: now, data: data)
+    }
+
+    /// The `delivery.revealed` event of a delivery whose `revealed` receipt just arrived.
+    public static func revealed(_ d: DeliveryRecord, now: Int64) -> EventRecord {
+        make(app: d.app, type: .deliveryRevealed, now: now,
+             data: JSONObject([("message_id", .string(d.messageID)), ("delivery", .object(Gateway.json(d)))]))
     }
 
     /// The `device.unregistered` event of a device APNs just unregistered.

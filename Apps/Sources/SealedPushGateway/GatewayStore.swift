@@ -137,6 +137,8 @@ public struct DeliveryRecord: Sendable, Equatable {
     public var acceptedAt: Int64?
     /// When its receipt arrived.
     public var deliveredAt: Int64?
+    /// When its `revealed` receipt arrived (reveal v1 §8), if one did.
+    public var revealedAt: Int64? = nil
     /// Grows with each change.
     public var seq: Int64
     /// Whether a request to APNs has been sent for it (its apns-id is then public).
@@ -313,8 +315,9 @@ public protocol GatewayStore: Sendable {
     /// Per-app queue depth.
     func queueDepths() async throws -> [String: QueueDepth]
 
-    /// Applies a receipt: the delivery of `messageID` whose token hashes to `tokenSHA256` becomes `delivered`.
-    func recordReceipt(messageID: String, tokenSHA256: [UInt8], now: Int64) async throws -> ReceiptResult
+    /// Applies a receipt: the delivery of `messageID` whose token hashes to `tokenSHA256` becomes `delivered`; a
+    /// `revealed` receipt (reveal v1 §8) also sets its `revealed_at` once (`delivery.revealed`).
+    func recordReceipt(messageID: String, tokenSHA256: [UInt8], revealed: Bool, now: Int64) async throws -> ReceiptResult
     /// Records a failure report against the devices whose key id is `kid`; the apps they belong to.
     func recordReport(kid: String?, reason: String, count: Int, now: Int64) async throws -> [String]
     /// Closes the database.

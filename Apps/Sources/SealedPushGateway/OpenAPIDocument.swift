@@ -1601,6 +1601,7 @@ enum OpenAPIDocument {
           "next_attempt_at",
           "accepted_at",
           "delivered_at",
+          "revealed_at",
           "seq"
         ],
         "properties": {
@@ -1658,6 +1659,10 @@ enum OpenAPIDocument {
           },
           "delivered_at": {
             "$ref": "#/components/schemas/NullableTime"
+          },
+          "revealed_at": {
+            "$ref": "#/components/schemas/NullableTime",
+            "description": "When the device's revealed receipt arrived (reveal v1 \u00a78); null until then."
           },
           "seq": {
             "type": "integer",
@@ -1741,6 +1746,7 @@ enum OpenAPIDocument {
               "delivery.unregistered",
               "delivery.expired",
               "delivery.cancelled",
+              "delivery.revealed",
               "device.unregistered"
             ]
           },

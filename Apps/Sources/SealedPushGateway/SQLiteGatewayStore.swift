@@ -105,6 +105,8 @@ public final class SQLiteGatewayStore: GatewayStore {
             "CREATE INDEX events_created ON events(created_at)",
             "CREATE INDEX deliveries_created ON deliveries(created_at)",
         ]),
+        // v5: when a delivery's `revealed` receipt arrived (reveal v1 §8).
+        (5, ["ALTER TABLE deliveries ADD COLUMN revealed_at INTEGER"]),
     ]
 
     /// When this instance opened the store (the dashboard's instance list).
@@ -489,7 +491,7 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     static let deliveryColumns = """
         delivery_id, app, message_id, device_id, state, attempts, apns_id, apns_status, reason, created_at, updated_at,
-        next_attempt_at, accepted_at, delivered_at, seq
+        next_attempt_at, accepted_at, delivered_at, revealed_at, seq
         """
 
     static func delivery(_ row: SQLiteRow) -> DeliveryRecord? {
@@ -502,7 +504,8 @@ public final class SQLiteGatewayStore: GatewayStore {
             deliveryID: id, app: app, messageID: message, deviceID: device, state: state, attempts: attempts, apnsID: apnsID,
             apnsStatus: row.column("apns_status")?.integer, reason: row.column("reason")?.string, createdAt: Int64(created), updatedAt: Int64(updated),
             nextAttemptAt: row.column("next_attempt_at")?.integer.map(Int64.init), acceptedAt: row.column("accepted_at")?.integer.map(Int64.init),
-            deliveredAt: row.column("delivered_at")?.integer.map(Int64.init), seq: Int64(seq))
+            deliveredAt: row.column("delivered_at")?.integer.map(Int64.init), revealedAt: row.column("revealed_at")?.integer.map(Int64.init),
+            seq: Int64(seq))
     }
 
     public func message(app: String, messageID: String) async throws -> (createdAt: Int64, expiresAt: Int64, deliveries: [DeliveryRecord])? {
@@ -669,7 +672,7 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     // MARK: Receipts and reports
 
-    public func recordReceipt(messageID: String, tokenSHA256: [UInt8], now: Int64) async throws -> ReceiptResult {
+    public func recordReceipt(messageID: String, tokenSHA256: [UInt8], revealed: Bool, now: Int64) async throws -> ReceiptResult {
         try await transaction { [self] in
             let rows = try await connection.query("SELECT delivery_id, app, state, receipt_sha256 FROM deliveries WHERE message_id = ?", [.text(messageID)])
             guard !rows.isEmpty else { return .unknownID }
@@ -681,6 +684,7 @@ public final class SQLiteGatewayStore: GatewayStore {
                 if constantTimeEquals(Array(hash.readableBytesView), tokenSHA256) { match = (id, app, state) }
             }
             guard let match else { return .wrongToken }
+            var changed = false
             switch match.state {
             case .queued, .accepted, .expired, .cancelled:
                 let rows = try await connection.query("""
@@ -688,10 +692,19 @@ public final class SQLiteGatewayStore: GatewayStore {
                     WHERE delivery_id = ? RETURNING \(Self.deliveryColumns)
                     """, [.integer(Int(now)), .integer(Int(now)), .text(match.id)])
                 try await insertDeliveryEvents(rows, now: now)
-                return .matched(app: match.app, changed: true)
+                changed = true
             default:
-                return .matched(app: match.app, changed: false)
+                break
             }
+            if revealed {
+                // Reveal v1 §8: the first `revealed` receipt sets revealed_at (delivery.revealed); repeats change nothing.
+                let rows = try await connection.query("""
+                    UPDATE deliveries SET revealed_at = ?, updated_at = ?, seq = seq + 1
+                    WHERE delivery_id = ? AND revealed_at IS NULL RETURNING \(Self.deliveryColumns)
+                    """, [.integer(Int(now)), .integer(Int(now)), .text(match.id)])
+                for row in rows { if let d = Self.delivery(row) { try await insertEvent(GatewayEvents.revealed(d, now: now)) } }
+            }
+            return .matched(app: match.app, changed: changed)
         }
     }
 

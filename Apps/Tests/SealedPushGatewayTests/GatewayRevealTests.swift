@@ -41,10 +41,21 @@ extension GatewaySuites {
                 let requestID = try #require(shown.requestID)
                 let stored = try NotificationCenterStore(store: withKey.store).entries()
                 #expect(!stored.isEmpty && stored.allSatisfy { !String(decoding: JSON.serialize(.object($0.jsonObject)), as: UTF8.self).contains("0451") })
-                let view = try await SimulatedDevice(store: withKey.store).expand(requestID: requestID)
-                #expect(view.outcome == .revealed && view.body == "the vault code is 0451" && view.title == "Ana")
-                // The held message sent its delivered receipt.
+                // The held message sent its delivered receipt: delivered, not yet revealed.
                 try await g.waitForStates(id, ["delivered"])
+                var message = try await g.api.call(.GET, "/v1/apps/chat/messages/\(id)")
+                #expect(message.json["deliveries"]?.arrayValue?.first?.objectValue?["revealed_at"] == .null)
+                // Pressed and held: the revealed receipt sets revealed_at once and writes delivery.revealed (reveal v1 §6, §8).
+                let device = SimulatedDevice(store: withKey.store)
+                let view = try await device.expand(requestID: requestID, receipts: device.receiptCourier(transport: g.receipts))
+                #expect(view.outcome == .revealed && view.body == "the vault code is 0451" && view.title == "Ana")
+                message = try await g.api.call(.GET, "/v1/apps/chat/messages/\(id)")
+                let delivery = try #require(message.json["deliveries"]?.arrayValue?.first?.objectValue)
+                #expect(delivery["state"] == "delivered" && delivery["revealed_at"] != .null, "\(message.text)")
+                _ = try await device.expand(requestID: requestID, receipts: device.receiptCourier(transport: g.receipts))
+                let events = try await g.api.call(.GET, "/v1/apps/chat/events?limit=100")
+                let types = (events.json["events"]?.arrayValue ?? []).compactMap { $0.objectValue?["type"]?.stringValue }
+                #expect(types.filter { $0 == "delivery.revealed" }.count == 1, "\(types)")
 
                 // Without "reveal" both phones get the message; "reveal" must be a boolean.
                 let ordinary = try await g.send(JSONObject([("user_id", "u-7")]))
