@@ -262,8 +262,8 @@ public struct QueueDepth: Sendable, Equatable {
     public var oldestCreatedAt: Int64?
 }
 
-/// Where the gateway keeps devices, messages, deliveries and idempotency keys: SQLite (one instance) today,
-/// PostgreSQL (several instances) next. Every method is one transaction.
+/// Where the gateway keeps devices, messages, deliveries and idempotency keys: SQLite (one instance) or
+/// PostgreSQL (several instances). Every method is one transaction.
 public protocol GatewayStore: Sendable {
     /// The secret the idempotency HMAC is keyed with (made once, shared by every instance).
     func idempotencySecret() async throws -> [UInt8]
@@ -318,4 +318,12 @@ public protocol GatewayStore: Sendable {
     func recordReport(kid: String?, reason: String, count: Int, now: Int64) async throws -> [String]
     /// Closes the database.
     func close() async
+    /// How many gateway instances share this store now, this one included (at least 1): each keeps
+    /// `max_in_flight / liveInstances` APNs requests in flight.
+    var liveInstances: Int { get }
+}
+
+extension GatewayStore {
+    /// One: a store only this instance uses.
+    public var liveInstances: Int { 1 }
 }
