@@ -54,6 +54,8 @@ public final class PostgresGatewayStore: GatewayStore {
     let held = NIOLockedValueBox<(claims: [String: Int64], lease: Int64)>(([:], 60_000))
     let live = NIOLockedValueBox(1)
     let secret = NIOLockedValueBox<[UInt8]?>(nil)
+    /// Set by `close()`: the pool no longer serves connections (a lease asked of it then would wait forever).
+    let closed = NIOLockedValueBox(false)
 
     /// The schema versions this build knows, in order: all that are missing are applied in one transaction,
     /// under an advisory lock, so instances starting together apply each once.
@@ -178,25 +180,25 @@ public final class PostgresGatewayStore: GatewayStore {
         let known = Self.migrations.last?.version ?? 0
         let now = GatewayClock.system.milliseconds()
         try await transaction { conn in
-            _ = try await conn.query("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: logger).collect()
-            let exists = try await conn.query("SELECT to_regclass('schema_version') IS NOT NULL AS e", logger: logger)
-                .collect().first?.makeRandomAccess()["e"].decode(Bool.self) ?? false
+            try await conn.rows("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: logger)
+            let exists = try await conn.rows("SELECT to_regclass('schema_version') IS NOT NULL AS e", logger: logger)
+                .first?.makeRandomAccess()["e"].decode(Bool.self) ?? false
             var current = 0
             if exists {
-                current = try await conn.query("SELECT COALESCE(MAX(version), 0) AS v FROM schema_version", logger: logger)
-                    .collect().first?.makeRandomAccess()["v"].decode(Int.self) ?? 0
+                current = try await conn.rows("SELECT COALESCE(MAX(version), 0) AS v FROM schema_version", logger: logger)
+                    .first?.makeRandomAccess()["v"].decode(Int.self) ?? 0
             }
             guard current <= known else {
                 throw GatewayStoreError("the PostgreSQL database \(location) has schema version \(current), newer than this build knows (\(known)); run the newer gateway on every instance")
             }
             for migration in Self.migrations where migration.version > current {
-                for statement in migration.statements { try await conn.query(PostgresQuery(unsafeSQL: statement), logger: logger) }
-                try await conn.query("INSERT INTO schema_version (version, applied_at) VALUES (\(migration.version), \(now))", logger: logger)
+                for statement in migration.statements { try await conn.rows(PostgresQuery(unsafeSQL: statement), logger: logger) }
+                try await conn.rows("INSERT INTO schema_version (version, applied_at) VALUES (\(migration.version), \(now))", logger: logger)
             }
             let fresh = ByteBuffer(bytes: CryptoLibrary.randomBytes(count: 32))
-            try await conn.query("INSERT INTO settings (name, value) VALUES ('idempotency_secret', \(fresh)) ON CONFLICT (name) DO NOTHING",
+            try await conn.rows("INSERT INTO settings (name, value) VALUES ('idempotency_secret', \(fresh)) ON CONFLICT (name) DO NOTHING",
                                  logger: logger)
-            try await conn.query("""
+            try await conn.rows("""
                 INSERT INTO instances (instance_id, started_at, last_seen) VALUES (\(instanceID), \(now), \(now))
                 ON CONFLICT (instance_id) DO UPDATE SET last_seen = excluded.last_seen
                 """, logger: logger)
@@ -210,17 +212,18 @@ public final class PostgresGatewayStore: GatewayStore {
     /// A method that changes state writes every row of that change here, so that a row recording the change
     /// (an event) can be inserted in the same transaction.
     func transaction<R: Sendable>(_ body: (PostgresConnection) async throws -> R) async throws -> R {
+        try checkOpen()
         var attempt = 0
         while true {
             do {
                 return try await client.withConnection { conn in
-                    try await conn.query("BEGIN", logger: logger)
+                    try await conn.rows("BEGIN", logger: logger)
                     let result: R
                     do { result = try await body(conn) } catch {
-                        _ = try? await conn.query("ROLLBACK", logger: logger)
+                        _ = try? await conn.rows("ROLLBACK", logger: logger)
                         throw error
                     }
-                    try await conn.query("COMMIT", logger: logger)
+                    try await conn.rows("COMMIT", logger: logger)
                     return result
                 }
             } catch let error as PSQLError where attempt < 3 && ["40001", "40P01"].contains(error.serverInfo?[.sqlState] ?? "") {
@@ -232,7 +235,14 @@ public final class PostgresGatewayStore: GatewayStore {
 
     /// Runs one read on a pooled connection.
     func read<R: Sendable>(_ body: (PostgresConnection) async throws -> R) async throws -> R {
-        try await client.withConnection { conn in try await body(conn) }
+        try checkOpen()
+        return try await client.withConnection { conn in try await body(conn) }
+    }
+
+    func checkOpen() throws(GatewayStoreError) {
+        guard !closed.withLockedValue({ $0 }) else {
+            throw GatewayStoreError("the PostgreSQL store of \(location) was closed; nothing more is written through it")
+        }
     }
 
     /// Stops the heartbeat, removes this instance's row (its held leases then lapse at their time) and closes the pool.
@@ -243,7 +253,8 @@ public final class PostgresGatewayStore: GatewayStore {
         }
         beat?.cancel()
         await beat?.value
-        _ = try? await client.query("DELETE FROM instances WHERE instance_id = \(instanceID)", logger: logger)
+        guard !closed.withLockedValue({ c in defer { c = true }; return c }) else { return }
+        _ = try? await client.rows("DELETE FROM instances WHERE instance_id = \(instanceID)", logger: logger)
         await shutDownClient()
     }
 
@@ -253,13 +264,14 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     public func ping() async throws {
-        _ = try await client.query("SELECT 1", logger: logger).collect()
+        try checkOpen()
+        try await client.rows("SELECT 1", logger: logger)
     }
 
     public func idempotencySecret() async throws -> [UInt8] {
         if let s = secret.withLockedValue({ $0 }) { return s }
-        guard let value = try await client.query("SELECT value FROM settings WHERE name = 'idempotency_secret'", logger: logger)
-            .collect().first?.makeRandomAccess()["value"].decode(ByteBuffer.self)
+        guard let value = try await client.rows("SELECT value FROM settings WHERE name = 'idempotency_secret'", logger: logger)
+            .first?.makeRandomAccess()["value"].decode(ByteBuffer.self)
         else {
             throw GatewayStoreError("the idempotency secret is missing from the PostgreSQL database \(location); the database was altered")
         }
@@ -291,29 +303,30 @@ public final class PostgresGatewayStore: GatewayStore {
 
     /// Renews this instance's row and the leases of the attempts it has in flight, and counts the live instances.
     func beat() async throws {
+        try checkOpen()
         let now = GatewayClock.system.milliseconds()
         let (claims, lease) = held.withLockedValue { ($0.claims, $0.lease) }
-        try await client.query("""
+        try await client.rows("""
             INSERT INTO instances (instance_id, started_at, last_seen) VALUES (\(instanceID), \(now), \(now))
             ON CONFLICT (instance_id) DO UPDATE SET last_seen = excluded.last_seen
             """, logger: logger)
         if !claims.isEmpty {
             let ids = Array(claims.keys), generations = ids.map { claims[$0]! }
-            try await client.query("""
+            try await client.rows("""
                 UPDATE deliveries d SET lease_until = GREATEST(d.lease_until, \(now + lease))
                 FROM unnest(\(ids)::text[], \(generations)::bigint[]) AS h(id, generation)
                 WHERE d.delivery_id = h.id AND d.lease_generation = h.generation AND d.state = 'queued'
                 """, logger: logger)
         }
         // Rows not renewed for an hour belong to instances long gone.
-        try await client.query("DELETE FROM instances WHERE last_seen < \(now - 3_600_000)", logger: logger)
+        try await client.rows("DELETE FROM instances WHERE last_seen < \(now - 3_600_000)", logger: logger)
         try await refreshLive(now: now)
     }
 
     func refreshLive(now: Int64) async throws {
         let window = options.heartbeat.milliseconds * 3
-        let count = try await client.query("SELECT COUNT(*) AS n FROM instances WHERE last_seen >= \(now - window)", logger: logger)
-            .collect().first?.makeRandomAccess()["n"].decode(Int.self) ?? 1
+        let count = try await client.rows("SELECT COUNT(*) AS n FROM instances WHERE last_seen >= \(now - window)", logger: logger)
+            .first?.makeRandomAccess()["n"].decode(Int.self) ?? 1
         live.withLockedValue { $0 = max(1, count) }
     }
 
@@ -344,39 +357,39 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     func devices(_ conn: PostgresConnection, _ query: PostgresQuery) async throws -> [DeviceRecord] {
-        try await conn.query(query, logger: logger).collect().compactMap(Self.device)
+        try await conn.rows(query, logger: logger).compactMap(Self.device)
     }
 
     /// Cancels a device's unsent deliveries; how many.
     func cancelUnsent(_ conn: PostgresConnection, app: String, deviceID: String, reason: String, now: Int64) async throws -> Int {
-        try await conn.query("""
+        try await conn.rows("""
             UPDATE deliveries SET state = 'cancelled', reason = \(reason), updated_at = \(now), next_attempt_at = NULL, seq = seq + 1,
                 payload = '\\x'::bytea, lease_until = NULL, leased_by = NULL
             WHERE app = \(app) AND device_id = \(deviceID) AND state = 'queued' RETURNING 1 AS k
-            """, logger: logger).collect().count
+            """, logger: logger).count
     }
 
     public func putDevice(_ device: DeviceRecord, maxDevicesPerUser: Int) async throws -> (device: DeviceRecord, created: Bool, cancelled: Int) {
         try await transaction { conn in
             // One registration at a time per user (the device limit) and per token (its uniqueness), across
             // instances; always user first, then token, so two registrations never wait on each other in a cycle.
-            _ = try await conn.query("SELECT pg_advisory_xact_lock(1, hashtext(\(device.app + "\u{1}" + device.userID)))", logger: logger).collect()
-            _ = try await conn.query("""
+            try await conn.rows("SELECT pg_advisory_xact_lock(1, hashtext(\(device.app + "\u{1}" + device.userID)))", logger: logger)
+            try await conn.rows("""
                 SELECT pg_advisory_xact_lock(2, hashtext(\(device.app + "\u{1}" + device.environment.rawValue + "\u{1}" + device.apnsToken)))
-                """, logger: logger).collect()
+                """, logger: logger)
             let existing = try await devices(conn, """
                 SELECT \(unescaped: Self.deviceColumns) FROM devices WHERE app = \(device.app) AND device_id = \(device.deviceID) FOR UPDATE
                 """).first
             if existing?.userID != device.userID {
-                let count = try await conn.query("SELECT COUNT(*) AS n FROM devices WHERE app = \(device.app) AND user_id = \(device.userID)",
-                                                 logger: logger).collect().first?.makeRandomAccess()["n"].decode(Int.self) ?? 0
+                let count = try await conn.rows("SELECT COUNT(*) AS n FROM devices WHERE app = \(device.app) AND user_id = \(device.userID)",
+                                                 logger: logger).first?.makeRandomAccess()["n"].decode(Int.self) ?? 0
                 if count >= maxDevicesPerUser { throw DeviceRegistrationRefusal.tooManyDevices(limit: maxDevicesPerUser) }
             }
-            let holders = try await conn.query("""
+            let holders = try await conn.rows("""
                 DELETE FROM devices WHERE app = \(device.app) AND environment = \(device.environment.rawValue)
                     AND apns_token = \(device.apnsToken) AND device_id <> \(device.deviceID)
                 RETURNING device_id
-                """, logger: logger).collect().map { try $0.makeRandomAccess()["device_id"].decode(String.self) }
+                """, logger: logger).map { try $0.makeRandomAccess()["device_id"].decode(String.self) }
             var cancelled = 0
             for other in holders {
                 cancelled += try await cancelUnsent(conn, app: device.app, deviceID: other, reason: "token_reassigned", now: device.updatedAt)
@@ -389,7 +402,7 @@ public final class PostgresGatewayStore: GatewayStore {
             stored.unregisteredReason = nil
             stored.lastReport = existing?.lastReport.flatMap { $0.kid == device.keyID ? $0 : nil }
             let report = stored.lastReport
-            try await conn.query("""
+            try await conn.rows("""
                 INSERT INTO devices (\(unescaped: Self.deviceColumns)) VALUES (\(stored.app), \(stored.deviceID), \(stored.userID),
                     \(stored.apnsToken), \(stored.environment.rawValue), \(String(decoding: stored.keyRecord, as: UTF8.self)), \(stored.keyID),
                     'active', \(stored.createdAt), \(stored.updatedAt), \(stored.registeredAt), NULL, NULL, \(stored.tokenReassigned),
@@ -401,7 +414,7 @@ public final class PostgresGatewayStore: GatewayStore {
                     report_reason = excluded.report_reason, report_kid = excluded.report_kid, report_count = excluded.report_count,
                     report_at = excluded.report_at
                 """, logger: logger)
-            try await conn.query("INSERT INTO known_users (app, user_id) VALUES (\(device.app), \(device.userID)) ON CONFLICT DO NOTHING",
+            try await conn.rows("INSERT INTO known_users (app, user_id) VALUES (\(device.app), \(device.userID)) ON CONFLICT DO NOTHING",
                                  logger: logger)
             return (stored, existing == nil, cancelled)
         }
@@ -415,8 +428,8 @@ public final class PostgresGatewayStore: GatewayStore {
 
     public func deleteDevice(app: String, deviceID: String, now: Int64) async throws -> Int? {
         try await transaction { conn in
-            let rows = try await conn.query("DELETE FROM devices WHERE app = \(app) AND device_id = \(deviceID) RETURNING device_id", logger: logger)
-                .collect()
+            let rows = try await conn.rows("DELETE FROM devices WHERE app = \(app) AND device_id = \(deviceID) RETURNING device_id", logger: logger)
+                
             guard !rows.isEmpty else { return nil }
             return try await cancelUnsent(conn, app: app, deviceID: deviceID, reason: "device_deleted", now: now)
         }
@@ -432,14 +445,14 @@ public final class PostgresGatewayStore: GatewayStore {
 
     public func userIsKnown(app: String, userID: String) async throws -> Bool {
         try await read { conn in
-            try await !conn.query("SELECT 1 AS k FROM known_users WHERE app = \(app) AND user_id = \(userID)", logger: logger).collect().isEmpty
+            try await !conn.rows("SELECT 1 AS k FROM known_users WHERE app = \(app) AND user_id = \(userID)", logger: logger).isEmpty
         }
     }
 
     public func deleteUserDevices(app: String, userID: String, now: Int64) async throws -> (devices: Int, cancelled: Int) {
         try await transaction { conn in
-            let ids = try await conn.query("DELETE FROM devices WHERE app = \(app) AND user_id = \(userID) RETURNING device_id", logger: logger)
-                .collect().map { try $0.makeRandomAccess()["device_id"].decode(String.self) }
+            let ids = try await conn.rows("DELETE FROM devices WHERE app = \(app) AND user_id = \(userID) RETURNING device_id", logger: logger)
+                .map { try $0.makeRandomAccess()["device_id"].decode(String.self) }
             var cancelled = 0
             for id in ids { cancelled += try await cancelUnsent(conn, app: app, deviceID: id, reason: "device_deleted", now: now) }
             return (ids.count, cancelled)
@@ -480,7 +493,7 @@ public final class PostgresGatewayStore: GatewayStore {
 
     public func insertMessage(_ message: NewMessage, idempotency: (key: String, answer: IdempotentAnswer)?) async throws {
         try await transaction { conn in
-            try await conn.query("""
+            try await conn.rows("""
                 INSERT INTO messages (message_id, app, created_at, expires_at)
                 VALUES (\(message.messageID), \(message.app), \(message.createdAt), \(message.expiresAt))
                 """, logger: logger)
@@ -508,7 +521,7 @@ public final class PostgresGatewayStore: GatewayStore {
                     let p = (first..<first + 10).map { "$\($0)" }
                     rows.append("(\(p[0]), $1, $2, \(p[1]), \(p[2]), \(p[3]), \(p[4]), \(p[5]), \(p[6]), \(p[7]), \(p[8]), $3, \(p[9]), 'queued', 0, $4, $4, $4, 1)")
                 }
-                try await conn.query(PostgresQuery(unsafeSQL: """
+                try await conn.rows(PostgresQuery(unsafeSQL: """
                     INSERT INTO deliveries (delivery_id, app, message_id, device_id, apns_token, environment, payload, receipt_sha256, priority,
                         collapse_id, apns_expiration, expires_at, apns_id, state, attempts, created_at, updated_at, next_attempt_at, seq)
                     VALUES \(rows.joined(separator: ", "))
@@ -527,21 +540,21 @@ public final class PostgresGatewayStore: GatewayStore {
 
     /// Keeps an answer for a key unless another answer younger than the idempotency window is kept; whether it was kept.
     func upsertIdempotency(_ conn: PostgresConnection, app: String, key: String, answer: IdempotentAnswer) async throws -> Bool {
-        try await !conn.query("""
+        try await !conn.rows("""
             INSERT INTO idempotency (app, key, body_hmac, status, response, created_at)
             VALUES (\(app), \(key), \(ByteBuffer(bytes: answer.bodyHMAC)), \(Int32(answer.status)), \(ByteBuffer(bytes: answer.body)), \(answer.createdAt))
             ON CONFLICT (app, key) DO UPDATE SET body_hmac = excluded.body_hmac, status = excluded.status, response = excluded.response,
                 created_at = excluded.created_at
             WHERE idempotency.created_at <= \(answer.createdAt - Gateway.idempotencyWindow)
             RETURNING 1 AS k
-            """, logger: logger).collect().isEmpty
+            """, logger: logger).isEmpty
     }
 
     public func idempotentAnswer(app: String, key: String) async throws -> IdempotentAnswer? {
         try await read { conn in
-            guard let row = try await conn.query("""
+            guard let row = try await conn.rows("""
                 SELECT body_hmac, status, response, created_at FROM idempotency WHERE app = \(app) AND key = \(key)
-                """, logger: logger).collect().first?.makeRandomAccess()
+                """, logger: logger).first?.makeRandomAccess()
             else { return nil }
             return IdempotentAnswer(bodyHMAC: Array(try row["body_hmac"].decode(ByteBuffer.self).readableBytesView),
                                     status: try row["status"].decode(Int.self),
@@ -575,27 +588,27 @@ public final class PostgresGatewayStore: GatewayStore {
 
     public func message(app: String, messageID: String) async throws -> (createdAt: Int64, expiresAt: Int64, deliveries: [DeliveryRecord])? {
         try await read { conn in
-            guard let row = try await conn.query("""
+            guard let row = try await conn.rows("""
                 SELECT created_at, expires_at FROM messages WHERE app = \(app) AND message_id = \(messageID)
-                """, logger: logger).collect().first?.makeRandomAccess()
+                """, logger: logger).first?.makeRandomAccess()
             else { return nil }
-            let deliveries = try await conn.query("""
+            let deliveries = try await conn.rows("""
                 SELECT \(unescaped: Self.deliveryColumns) FROM deliveries WHERE message_id = \(messageID) ORDER BY device_id, delivery_id
-                """, logger: logger).collect().compactMap(Self.delivery)
+                """, logger: logger).compactMap(Self.delivery)
             return (try row["created_at"].decode(Int64.self), try row["expires_at"].decode(Int64.self), deliveries)
         }
     }
 
     public func cancelMessage(app: String, messageID: String, now: Int64) async throws -> Int? {
         try await transaction { conn in
-            guard try await !conn.query("SELECT 1 AS k FROM messages WHERE app = \(app) AND message_id = \(messageID)", logger: logger)
-                .collect().isEmpty
+            guard try await !conn.rows("SELECT 1 AS k FROM messages WHERE app = \(app) AND message_id = \(messageID)", logger: logger)
+                .isEmpty
             else { return nil }
-            return try await conn.query("""
+            return try await conn.rows("""
                 UPDATE deliveries SET state = 'cancelled', reason = 'message_deleted', updated_at = \(now), next_attempt_at = NULL,
                     seq = seq + 1, payload = '\\x'::bytea, lease_until = NULL, leased_by = NULL
                 WHERE message_id = \(messageID) AND state = 'queued' RETURNING 1 AS k
-                """, logger: logger).collect().count
+                """, logger: logger).count
         }
     }
 
@@ -603,7 +616,7 @@ public final class PostgresGatewayStore: GatewayStore {
 
     public func claimDue(app: String, now: Int64, leaseUntil: Int64, limit: Int) async throws -> [ClaimedDelivery] {
         let claims = try await transaction { conn in
-            try await conn.query("""
+            try await conn.rows("""
                 UPDATE deliveries d SET lease_until = \(leaseUntil), lease_generation = d.lease_generation + 1, leased_by = \(instanceID)
                 FROM (SELECT delivery_id FROM deliveries
                       WHERE app = \(app) AND state = 'queued' AND next_attempt_at <= \(now) AND (lease_until IS NULL OR lease_until < \(now))
@@ -611,7 +624,7 @@ public final class PostgresGatewayStore: GatewayStore {
                 WHERE d.delivery_id = due.delivery_id
                 RETURNING d.delivery_id, d.app, d.device_id, d.apns_token, d.environment, d.payload, d.priority, d.collapse_id,
                           d.apns_expiration, d.expires_at, d.apns_id, d.attempts, d.lease_generation
-                """, logger: logger).collect().compactMap { row -> ClaimedDelivery? in
+                """, logger: logger).compactMap { row -> ClaimedDelivery? in
                 let r = row.makeRandomAccess()
                 guard let env = APNsEnvironmentName(rawValue: try r["environment"].decode(String.self)) else { return nil }
                 return ClaimedDelivery(
@@ -642,35 +655,35 @@ public final class PostgresGatewayStore: GatewayStore {
             var status: Int?
             switch outcome {
             case .handBack:
-                rows = try await conn.query("""
+                rows = try await conn.rows("""
                     UPDATE deliveries SET lease_until = NULL, leased_by = NULL WHERE delivery_id = \(id) AND lease_generation = \(generation)
                     RETURNING seq
-                    """, logger: logger).collect()
+                    """, logger: logger)
             case let .accepted(s):
                 status = s
-                rows = try await conn.query("""
+                rows = try await conn.rows("""
                     UPDATE deliveries SET state = 'accepted', attempts = attempts + 1, apns_status = \(Int32(s)), reason = NULL,
                         accepted_at = \(now), updated_at = \(now), next_attempt_at = NULL, lease_until = NULL, leased_by = NULL,
                         seq = seq + 1, payload = '\\x'::bytea
                     WHERE delivery_id = \(id) AND lease_generation = \(generation) AND state = 'queued' RETURNING seq
-                    """, logger: logger).collect()
+                    """, logger: logger)
             case let .retry(at, s, reason):
                 status = s
-                rows = try await conn.query("""
+                rows = try await conn.rows("""
                     UPDATE deliveries SET attempts = attempts + 1, apns_status = \(s.map(Int32.init)), reason = \(reason), updated_at = \(now),
                         next_attempt_at = \(at), lease_until = NULL, leased_by = NULL, seq = seq + 1
                     WHERE delivery_id = \(id) AND lease_generation = \(generation) AND state = 'queued' RETURNING seq
-                    """, logger: logger).collect()
+                    """, logger: logger)
             case let .final(state, s, reason, attempted):
                 status = s
-                rows = try await conn.query("""
+                rows = try await conn.rows("""
                     UPDATE deliveries SET state = \(state.rawValue), attempts = attempts + \(Int32(attempted ? 1 : 0)),
                         apns_status = \(s.map(Int32.init)), reason = \(reason), updated_at = \(now), next_attempt_at = NULL,
                         lease_until = NULL, leased_by = NULL, seq = seq + 1, payload = '\\x'::bytea
                     WHERE delivery_id = \(id) AND lease_generation = \(generation) AND state = 'queued' RETURNING seq
-                    """, logger: logger).collect()
+                    """, logger: logger)
                 if state == .unregistered, !rows.isEmpty {
-                    try await conn.query("""
+                    try await conn.rows("""
                         UPDATE devices SET state = 'unregistered', unregistered_at = \(now), unregistered_reason = \(reason), updated_at = \(now)
                         WHERE app = \(claim.app) AND environment = \(claim.environment.rawValue) AND apns_token = \(claim.apnsToken)
                             AND state = 'active' AND registered_at < \(unregisteredAt ?? now + 1)
@@ -678,20 +691,20 @@ public final class PostgresGatewayStore: GatewayStore {
                 }
             case let .paused(s, _):
                 status = s
-                rows = try await conn.query("""
+                rows = try await conn.rows("""
                     UPDATE deliveries SET apns_status = \(s.map(Int32.init)), reason = 'credentials_paused', updated_at = \(now),
                         lease_until = NULL, leased_by = NULL, seq = seq + 1
                     WHERE delivery_id = \(id) AND lease_generation = \(generation) AND state = 'queued' RETURNING seq
-                    """, logger: logger).collect()
+                    """, logger: logger)
                 // The app's other queued deliveries wait for the same reason (gateway v1 §6).
-                try await conn.query("""
+                try await conn.rows("""
                     UPDATE deliveries SET reason = 'credentials_paused'
                     WHERE app = \(claim.app) AND state = 'queued' AND reason IS DISTINCT FROM 'credentials_paused'
                     """, logger: logger)
             }
             if rows.isEmpty, let status {
                 // Delivered (its receipt came first) or cancelled meanwhile: the answer only sets apns_status.
-                try await conn.query("""
+                try await conn.rows("""
                     UPDATE deliveries SET apns_status = \(Int32(status)), lease_until = NULL, leased_by = NULL
                     WHERE delivery_id = \(id) AND lease_generation = \(generation)
                     """, logger: logger)
@@ -702,30 +715,30 @@ public final class PostgresGatewayStore: GatewayStore {
 
     public func prune(messagesExpiredBefore: Int64, idempotencyBefore: Int64, limit: Int) async throws -> Int {
         try await transaction { conn in
-            let messages = try await conn.query("""
+            let messages = try await conn.rows("""
                 WITH picked AS (SELECT message_id FROM messages WHERE expires_at < \(messagesExpiredBefore)
                                 ORDER BY expires_at, message_id LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED),
                      gone AS (DELETE FROM deliveries WHERE message_id IN (SELECT message_id FROM picked))
                 DELETE FROM messages WHERE message_id IN (SELECT message_id FROM picked) RETURNING 1 AS k
-                """, logger: logger).collect().count
-            try await conn.query("DELETE FROM idempotency WHERE created_at < \(idempotencyBefore)", logger: logger)
+                """, logger: logger).count
+            try await conn.rows("DELETE FROM idempotency WHERE created_at < \(idempotencyBefore)", logger: logger)
             return messages
         }
     }
 
     public func nextDue(app: String) async throws -> Int64? {
         try await read { conn in
-            try await conn.query("SELECT MIN(next_attempt_at) AS t FROM deliveries WHERE app = \(app) AND state = 'queued'", logger: logger)
-                .collect().first?.makeRandomAccess()["t"].decode(Int64?.self)
+            try await conn.rows("SELECT MIN(next_attempt_at) AS t FROM deliveries WHERE app = \(app) AND state = 'queued'", logger: logger)
+                .first?.makeRandomAccess()["t"].decode(Int64?.self)
         }
     }
 
     public func queueDepths() async throws -> [String: QueueDepth] {
         try await read { conn in
             var out: [String: QueueDepth] = [:]
-            for row in try await conn.query("""
+            for row in try await conn.rows("""
                 SELECT app, COUNT(*) AS n, MIN(created_at) AS oldest FROM deliveries WHERE state = 'queued' GROUP BY app
-                """, logger: logger).collect() {
+                """, logger: logger) {
                 let r = row.makeRandomAccess()
                 out[try r["app"].decode(String.self)] = QueueDepth(queued: try r["n"].decode(Int.self), oldestCreatedAt: try r["oldest"].decode(Int64?.self))
             }
@@ -737,9 +750,9 @@ public final class PostgresGatewayStore: GatewayStore {
 
     public func recordReceipt(messageID: String, tokenSHA256: [UInt8], now: Int64) async throws -> ReceiptResult {
         try await transaction { conn in
-            let rows = try await conn.query("""
+            let rows = try await conn.rows("""
                 SELECT delivery_id, app, state, receipt_sha256 FROM deliveries WHERE message_id = \(messageID) FOR UPDATE
-                """, logger: logger).collect()
+                """, logger: logger)
             guard !rows.isEmpty else { return .unknownID }
             var match: (id: String, app: String, state: DeliveryState)?
             for row in rows {
@@ -754,7 +767,7 @@ public final class PostgresGatewayStore: GatewayStore {
             guard let match else { return .wrongToken }
             switch match.state {
             case .queued, .accepted, .expired, .cancelled:
-                try await conn.query("""
+                try await conn.rows("""
                     UPDATE deliveries SET state = 'delivered', delivered_at = \(now), updated_at = \(now), next_attempt_at = NULL,
                         seq = seq + 1, payload = '\\x'::bytea
                     WHERE delivery_id = \(match.id)
@@ -769,12 +782,12 @@ public final class PostgresGatewayStore: GatewayStore {
     public func recordReport(kid: String?, reason: String, count: Int, now: Int64) async throws -> [String] {
         guard let kid else { return [] }
         return try await transaction { conn in
-            let apps = Set(try await conn.query("""
+            let apps = Set(try await conn.rows("""
                 UPDATE devices SET report_reason = \(reason), report_kid = \(kid), report_count = \(Int64(count)), report_at = \(now)
                 WHERE key_id = \(kid) RETURNING app
-                """, logger: logger).collect().map { try $0.makeRandomAccess()["app"].decode(String.self) })
+                """, logger: logger).map { try $0.makeRandomAccess()["app"].decode(String.self) })
             for app in apps.sorted() {
-                try await conn.query("""
+                try await conn.rows("""
                     INSERT INTO reports (app, kid, reason, count, last_at) VALUES (\(app), \(kid), \(reason), \(Int64(count)), \(now))
                     ON CONFLICT (app, kid, reason) DO UPDATE SET count = LEAST(reports.count + excluded.count, 1000000000), last_at = excluded.last_at
                     """, logger: logger)
@@ -877,5 +890,21 @@ struct PostgresURL {
             }
         }
         return String(decoding: out, as: UTF8.self)
+    }
+}
+
+extension PostgresConnection {
+    /// Runs `query` and reads its rows to the end (a result left unread would keep the connection busy).
+    @discardableResult
+    func rows(_ query: PostgresQuery, logger: Logger) async throws -> [PostgresRow] {
+        try await self.query(query, logger: logger).collect()
+    }
+}
+
+extension PostgresClient {
+    /// Runs `query` on a pooled connection and reads its rows to the end, so that the connection goes back to the pool.
+    @discardableResult
+    func rows(_ query: PostgresQuery, logger: Logger) async throws -> [PostgresRow] {
+        try await self.query(query, logger: logger).collect()
     }
 }
