@@ -179,7 +179,7 @@ public final class PostgresGatewayStore: GatewayStore {
     private func setUp() async throws {
         let known = Self.migrations.last?.version ?? 0
         let now = GatewayClock.system.milliseconds()
-        try await transaction { conn in
+        try await transaction { [self] conn in
             try await conn.rows("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: logger)
             let exists = try await conn.rows("SELECT to_regclass('schema_version') IS NOT NULL AS e", logger: logger)
                 .first?.makeRandomAccess()["e"].decode(Bool.self) ?? false
@@ -211,32 +211,60 @@ public final class PostgresGatewayStore: GatewayStore {
     ///
     /// A method that changes state writes every row of that change here, so that a row recording the change
     /// (an event) can be inserted in the same transaction.
-    func transaction<R: Sendable>(_ body: (PostgresConnection) async throws -> R) async throws -> R {
+    func transaction<R: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> R) async throws -> R {
         try checkOpen()
-        var attempt = 0
-        while true {
-            do {
-                return try await client.withConnection { conn in
-                    try await conn.rows("BEGIN", logger: logger)
-                    let result: R
-                    do { result = try await body(conn) } catch {
-                        _ = try? await conn.rows("ROLLBACK", logger: logger)
-                        throw error
+        return try await bounded { [self] in
+            var attempt = 0
+            while true {
+                do {
+                    return try await client.withConnection { conn in
+                        try await conn.rows("BEGIN", logger: logger)
+                        let result: R
+                        do { result = try await body(conn) } catch {
+                            _ = try? await conn.rows("ROLLBACK", logger: logger)
+                            throw error
+                        }
+                        try await conn.rows("COMMIT", logger: logger)
+                        return result
                     }
-                    try await conn.rows("COMMIT", logger: logger)
-                    return result
+                } catch let error as PSQLError where attempt < 3 && ["40001", "40P01"].contains(error.serverInfo?[.sqlState] ?? "") {
+                    attempt += 1
+                    try await Task.sleep(for: .milliseconds(Int64.random(in: 5...50)))
                 }
-            } catch let error as PSQLError where attempt < 3 && ["40001", "40P01"].contains(error.serverInfo?[.sqlState] ?? "") {
-                attempt += 1
-                try await Task.sleep(for: .milliseconds(Int64.random(in: 5...50)))
             }
         }
     }
 
+    /// Runs `operation` in a task of its own and gives up on it after the statement timeout and 5 s: an
+    /// operation left waiting on a connection the server cut (a restart) then fails instead of waiting forever.
+    func bounded<R: Sendable>(_ operation: @escaping @Sendable () async throws -> R) async throws -> R {
+        let limit = options.statementTimeout + .seconds(5)
+        let waiter = NIOLockedValueBox<CheckedContinuation<R, any Error>?>(nil)
+        let timer = NIOLockedValueBox<Task<Void, Never>?>(nil)
+        let location = location
+        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
+            waiter.withLockedValue { $0 = continuation }
+            let work = Task {
+                let result: Result<R, any Error>
+                do { result = .success(try await operation()) } catch { result = .failure(error) }
+                timer.withLockedValue { $0 }?.cancel()
+                let c = waiter.withLockedValue { w in defer { w = nil }; return w }
+                c?.resume(with: result)
+            }
+            let sleeper = Task {
+                try? await Task.sleep(for: limit)
+                guard !Task.isCancelled, let c = waiter.withLockedValue({ w in defer { w = nil }; return w }) else { return }
+                work.cancel()
+                c.resume(throwing: GatewayStoreError("the PostgreSQL database \(location) did not finish an operation within \(limit); it is retried or answered 503"))
+            }
+            timer.withLockedValue { $0 = sleeper }
+        }
+    }
+
     /// Runs one read on a pooled connection.
-    func read<R: Sendable>(_ body: (PostgresConnection) async throws -> R) async throws -> R {
+    func read<R: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> R) async throws -> R {
         try checkOpen()
-        return try await client.withConnection { conn in try await body(conn) }
+        return try await bounded { [self] in try await client.withConnection { conn in try await body(conn) } }
     }
 
     func checkOpen() throws(GatewayStoreError) {
@@ -370,7 +398,7 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     public func putDevice(_ device: DeviceRecord, maxDevicesPerUser: Int) async throws -> (device: DeviceRecord, created: Bool, cancelled: Int) {
-        try await transaction { conn in
+        try await transaction { [self] conn in
             // One registration at a time per user (the device limit) and per token (its uniqueness), across
             // instances; always user first, then token, so two registrations never wait on each other in a cycle.
             try await conn.rows("SELECT pg_advisory_xact_lock(1, hashtext(\(device.app + "\u{1}" + device.userID)))", logger: logger)
@@ -421,13 +449,13 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     public func device(app: String, deviceID: String) async throws -> DeviceRecord? {
-        try await read { conn in
+        try await read { [self] conn in
             try await devices(conn, "SELECT \(unescaped: Self.deviceColumns) FROM devices WHERE app = \(app) AND device_id = \(deviceID)").first
         }
     }
 
     public func deleteDevice(app: String, deviceID: String, now: Int64) async throws -> Int? {
-        try await transaction { conn in
+        try await transaction { [self] conn in
             let rows = try await conn.rows("DELETE FROM devices WHERE app = \(app) AND device_id = \(deviceID) RETURNING device_id", logger: logger)
                 
             guard !rows.isEmpty else { return nil }
@@ -436,7 +464,7 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     public func userDevices(app: String, userID: String) async throws -> [DeviceRecord] {
-        try await read { conn in
+        try await read { [self] conn in
             try await devices(conn, """
                 SELECT \(unescaped: Self.deviceColumns) FROM devices WHERE app = \(app) AND user_id = \(userID) ORDER BY updated_at, device_id
                 """)
@@ -444,13 +472,13 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     public func userIsKnown(app: String, userID: String) async throws -> Bool {
-        try await read { conn in
+        try await read { [self] conn in
             try await !conn.rows("SELECT 1 AS k FROM known_users WHERE app = \(app) AND user_id = \(userID)", logger: logger).isEmpty
         }
     }
 
     public func deleteUserDevices(app: String, userID: String, now: Int64) async throws -> (devices: Int, cancelled: Int) {
-        try await transaction { conn in
+        try await transaction { [self] conn in
             let ids = try await conn.rows("DELETE FROM devices WHERE app = \(app) AND user_id = \(userID) RETURNING device_id", logger: logger)
                 .map { try $0.makeRandomAccess()["device_id"].decode(String.self) }
             var cancelled = 0
@@ -479,12 +507,12 @@ public final class PostgresGatewayStore: GatewayStore {
         binds.append(Int64(limit))
         sql += " ORDER BY updated_at, device_id LIMIT $\(binds.count)"
         let query = PostgresQuery(unsafeSQL: sql, binds: binds)
-        return try await read { conn in try await devices(conn, query) }
+        return try await read { [self] conn in try await devices(conn, query) }
     }
 
     public func devices(app: String, ids: [String]) async throws -> [DeviceRecord] {
         guard !ids.isEmpty else { return [] }
-        return try await read { conn in
+        return try await read { [self] conn in
             try await devices(conn, "SELECT \(unescaped: Self.deviceColumns) FROM devices WHERE app = \(app) AND device_id = ANY(\(ids)::text[])")
         }
     }
@@ -492,7 +520,7 @@ public final class PostgresGatewayStore: GatewayStore {
     // MARK: Messages
 
     public func insertMessage(_ message: NewMessage, idempotency: (key: String, answer: IdempotentAnswer)?) async throws {
-        try await transaction { conn in
+        try await transaction { [self] conn in
             try await conn.rows("""
                 INSERT INTO messages (message_id, app, created_at, expires_at)
                 VALUES (\(message.messageID), \(message.app), \(message.createdAt), \(message.expiresAt))
@@ -551,7 +579,7 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     public func idempotentAnswer(app: String, key: String) async throws -> IdempotentAnswer? {
-        try await read { conn in
+        try await read { [self] conn in
             guard let row = try await conn.rows("""
                 SELECT body_hmac, status, response, created_at FROM idempotency WHERE app = \(app) AND key = \(key)
                 """, logger: logger).first?.makeRandomAccess()
@@ -565,7 +593,7 @@ public final class PostgresGatewayStore: GatewayStore {
 
     public func storeIdempotentAnswer(app: String, key: String, answer: IdempotentAnswer) async throws {
         // An answer another instance kept first stands: a repeat replays it.
-        try await transaction { conn in _ = try await upsertIdempotency(conn, app: app, key: key, answer: answer) }
+        try await transaction { [self] conn in _ = try await upsertIdempotency(conn, app: app, key: key, answer: answer) }
     }
 
     static let deliveryColumns = """
@@ -587,7 +615,7 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     public func message(app: String, messageID: String) async throws -> (createdAt: Int64, expiresAt: Int64, deliveries: [DeliveryRecord])? {
-        try await read { conn in
+        try await read { [self] conn in
             guard let row = try await conn.rows("""
                 SELECT created_at, expires_at FROM messages WHERE app = \(app) AND message_id = \(messageID)
                 """, logger: logger).first?.makeRandomAccess()
@@ -600,7 +628,7 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     public func cancelMessage(app: String, messageID: String, now: Int64) async throws -> Int? {
-        try await transaction { conn in
+        try await transaction { [self] conn in
             guard try await !conn.rows("SELECT 1 AS k FROM messages WHERE app = \(app) AND message_id = \(messageID)", logger: logger)
                 .isEmpty
             else { return nil }
@@ -615,7 +643,7 @@ public final class PostgresGatewayStore: GatewayStore {
     // MARK: The queue
 
     public func claimDue(app: String, now: Int64, leaseUntil: Int64, limit: Int) async throws -> [ClaimedDelivery] {
-        let claims = try await transaction { conn in
+        let claims = try await transaction { [self] conn in
             try await conn.rows("""
                 UPDATE deliveries d SET lease_until = \(leaseUntil), lease_generation = d.lease_generation + 1, leased_by = \(instanceID)
                 FROM (SELECT delivery_id FROM deliveries
@@ -650,7 +678,7 @@ public final class PostgresGatewayStore: GatewayStore {
             if h.claims[claim.deliveryID] == claim.generation { h.claims[claim.deliveryID] = nil }
         }
         let id = claim.deliveryID, generation = claim.generation
-        return try await transaction { conn in
+        return try await transaction { [self] conn in
             var rows: [PostgresRow]
             var status: Int?
             switch outcome {
@@ -714,7 +742,7 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     public func prune(messagesExpiredBefore: Int64, idempotencyBefore: Int64, limit: Int) async throws -> Int {
-        try await transaction { conn in
+        try await transaction { [self] conn in
             let messages = try await conn.rows("""
                 WITH picked AS (SELECT message_id FROM messages WHERE expires_at < \(messagesExpiredBefore)
                                 ORDER BY expires_at, message_id LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED),
@@ -727,14 +755,14 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     public func nextDue(app: String) async throws -> Int64? {
-        try await read { conn in
+        try await read { [self] conn in
             try await conn.rows("SELECT MIN(next_attempt_at) AS t FROM deliveries WHERE app = \(app) AND state = 'queued'", logger: logger)
                 .first?.makeRandomAccess()["t"].decode(Int64?.self)
         }
     }
 
     public func queueDepths() async throws -> [String: QueueDepth] {
-        try await read { conn in
+        try await read { [self] conn in
             var out: [String: QueueDepth] = [:]
             for row in try await conn.rows("""
                 SELECT app, COUNT(*) AS n, MIN(created_at) AS oldest FROM deliveries WHERE state = 'queued' GROUP BY app
@@ -749,7 +777,7 @@ public final class PostgresGatewayStore: GatewayStore {
     // MARK: Receipts and reports
 
     public func recordReceipt(messageID: String, tokenSHA256: [UInt8], now: Int64) async throws -> ReceiptResult {
-        try await transaction { conn in
+        try await transaction { [self] conn in
             let rows = try await conn.rows("""
                 SELECT delivery_id, app, state, receipt_sha256 FROM deliveries WHERE message_id = \(messageID) FOR UPDATE
                 """, logger: logger)
@@ -781,7 +809,7 @@ public final class PostgresGatewayStore: GatewayStore {
 
     public func recordReport(kid: String?, reason: String, count: Int, now: Int64) async throws -> [String] {
         guard let kid else { return [] }
-        return try await transaction { conn in
+        return try await transaction { [self] conn in
             let apps = Set(try await conn.rows("""
                 UPDATE devices SET report_reason = \(reason), report_kid = \(kid), report_count = \(Int64(count)), report_at = \(now)
                 WHERE key_id = \(kid) RETURNING app

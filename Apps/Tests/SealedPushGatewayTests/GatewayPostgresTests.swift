@@ -147,8 +147,7 @@ extension GatewaySuites {
 
         /// PostgreSQL restarted while messages are being sent: a send the database could not store is answered
         /// 503 (never a 202 that is lost), the pool reconnects, and every message answered 202 is delivered.
-        @Test(.disabled("hangs: after pg_ctl restart the gateway reconnects (heartbeat and queue queries run) but sending stops and the drain at stop never ends; an operation stuck on a connection cut by the restart is the suspect, not yet diagnosed"))
-        func everyAcceptedMessageIsDeliveredAcrossADatabaseRestart() async throws {
+        @Test func everyAcceptedMessageIsDeliveredAcrossADatabaseRestart() async throws {
             let cluster = try await PostgresCluster.shared()
             let url = try await cluster.makeDatabase()
             // A short lease: an attempt whose outcome could not be written during the restart is tried again soon.
