@@ -31,6 +31,8 @@ let appleStandIns: [SwiftSetting] = [
         "-module-alias", "Security=AppleStandInSecurity",
         "-module-alias", "os=AppleStandInOS",
         "-module-alias", "FoundationNetworking=AppleStandInFoundationNetworking",
+        "-module-alias", "UIKit=AppleStandInUIKit",
+        "-module-alias", "UserNotificationsUI=AppleStandInUserNotificationsUI",
         "-module-alias", "SealedPushApple=SealedPushAppleOnStandIns",
     ], .when(platforms: [.linux])),
 ]
@@ -151,6 +153,10 @@ let package = Package(
         .target(name: "AppleStandInSecurity", path: "Tests/AppleStandIns/Security", swiftSettings: strict),
         .target(name: "AppleStandInOS", path: "Tests/AppleStandIns/os", swiftSettings: strict),
         .target(name: "AppleStandInFoundationNetworking", path: "Tests/AppleStandIns/FoundationNetworking", swiftSettings: strict),
+        .target(name: "AppleStandInUIKit", path: "Tests/AppleStandIns/UIKit", swiftSettings: strict),
+        .target(name: "AppleStandInUserNotificationsUI",
+                dependencies: [.target(name: "AppleStandInUserNotifications", condition: .when(platforms: [.linux]))],
+                path: "Tests/AppleStandIns/UserNotificationsUI", swiftSettings: strict + appleStandIns),
         .target(
             name: "SealedPushAppleOnStandIns",
             dependencies: [
@@ -160,6 +166,8 @@ let package = Package(
                 .target(name: "AppleStandInSecurity", condition: .when(platforms: [.linux])),
                 .target(name: "AppleStandInOS", condition: .when(platforms: [.linux])),
                 .target(name: "AppleStandInFoundationNetworking", condition: .when(platforms: [.linux])),
+                .target(name: "AppleStandInUIKit", condition: .when(platforms: [.linux])),
+                .target(name: "AppleStandInUserNotificationsUI", condition: .when(platforms: [.linux])),
             ],
             path: "Tests/AppleStandIns/SealedPushApple",
             swiftSettings: strict + appleStandIns
@@ -167,8 +175,10 @@ let package = Package(
         // Test-only: the extension docs/ios.md shows, built with Xcode 26's default MainActor isolation.
         .target(
             name: "SealedPushAppleExampleExtension",
-            dependencies: ["SealedPushAppleOnStandIns", "SealedPushReceiver", "SealedPushKeyring", "SealedPushCrypto", "SealedPushWire",
-                           .product(name: "Logging", package: "swift-log")],
+            dependencies: ["SealedPushAppleOnStandIns", "SealedPushReceiver", "SealedPushKeyring", "SealedPushKeychain", "SealedPushCrypto",
+                           "SealedPushWire", .product(name: "Logging", package: "swift-log"),
+                           .target(name: "AppleStandInUIKit", condition: .when(platforms: [.linux])),
+                           .target(name: "AppleStandInUserNotificationsUI", condition: .when(platforms: [.linux]))],
             path: "Tests/AppleStandIns/ExampleExtension",
             swiftSettings: strict + appleStandIns + [.defaultIsolation(MainActor.self)]
         ),
@@ -227,6 +237,8 @@ let package = Package(
                 .target(name: "AppleStandInSecurity", condition: .when(platforms: [.linux])),
                 .target(name: "AppleStandInOS", condition: .when(platforms: [.linux])),
                 .target(name: "AppleStandInFoundationNetworking", condition: .when(platforms: [.linux])),
+                .target(name: "AppleStandInUIKit", condition: .when(platforms: [.linux])),
+                .target(name: "AppleStandInUserNotificationsUI", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strict + appleStandIns
         ),

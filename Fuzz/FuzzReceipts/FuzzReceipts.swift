@@ -3,7 +3,7 @@ import FuzzSupport
 import SealedPushCrypto
 import SealedPushWire
 
-// FuzzReceipts: what a receipt collector reads from the network (receipts v1 §2, §3:
+// FuzzReceipts: what a receipt collector reads from the network (receipts v1 §2, §3, reveal v1 §6:
 // `ReceiptMessage.parse`, unauthenticated for failure reports). Invariants: whatever parses is within
 // the spec's bounds (id 1–64 bytes, a valid token, `at` ≥ 0, count and dropped 1…2³¹−1, a reportable
 // reason), and written back with `jsonObject(dropped:)` it parses to the same message and count; an
@@ -14,7 +14,7 @@ func fuzzOne(_ bytes: [UInt8]) {
     FuzzFixture.check(bytes.count <= ReceiptMessage.maximumBodyBytes, "a body over 4096 bytes never parses")
     FuzzFixture.check(dropped >= 0 && dropped <= Int(Int32.max), "dropped is within 0…2³¹−1")
     switch message {
-    case let .delivered(id, token, at, attachments):
+    case let .delivered(id, token, at, attachments), let .revealed(id, token, at, attachments):
         FuzzFixture.check((1...64).contains(id.utf8.count), "a receipt's id is 1 to 64 bytes")
         FuzzFixture.check(ReceiptRequest.tokenProblem(token) == nil, "a receipt's token is a valid token")
         FuzzFixture.check(at >= 0, "a receipt's time is not negative")
@@ -35,6 +35,7 @@ func seeds() -> [[UInt8]] {
         .delivered(id: "7qBicKVSOw7J1Lwudzytjg", token: token, at: 1_800_000_000, attachments: nil),
         .delivered(id: "m", token: token, at: 0,
                    attachments: ReceiptAttachmentCounts(attached: 1, failed: ["attachmentTimeExpired": 2])),
+        .revealed(id: "7qBicKVSOw7J1Lwudzytjg", token: token, at: 1_800_000_100, attachments: nil),
         .failed(reason: .unknownKey, kid: kid, at: 1_800_000_000, count: 1),
         .failed(reason: .decryptionFailed, kid: nil, at: 5, count: Int(Int32.max)),
     ]

@@ -55,6 +55,22 @@ public struct KeychainDeviceKeys: DeviceKeyProvider {
         }
     }
 
+    /// Whether this provider's keys can be read now: `false` when the Keychain refuses with
+    /// `errSecInteractionNotAllowed` (the device is locked and the keys' class is unavailable); what a
+    /// content extension, which cannot ask `UIApplication`, passes as `protectedDataAvailable`.
+    public func isReadable() -> Bool {
+        var query: [String: Any] = [
+            kSecClass as String: kSecClassGenericPassword,
+            kSecAttrAccessGroup as String: accessGroup,
+            kSecAttrService as String: service,
+            kSecUseDataProtectionKeychain as String: true,
+        ]
+        query[kSecReturnData as String] = true
+        query[kSecMatchLimit as String] = kSecMatchLimitOne
+        var result: CFTypeRef?
+        return SecItemCopyMatching(query as CFDictionary, &result) != errSecInteractionNotAllowed
+    }
+
     /// Stores `keyPair`'s secret as this provider reads it (the app calls this once, after generating
     /// the pair); returns the `SecItemAdd` status (`errSecDuplicateItem` if the key id is stored).
     public func add(_ keyPair: BoxKeyPair) -> OSStatus {

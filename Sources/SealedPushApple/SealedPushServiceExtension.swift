@@ -45,7 +45,10 @@ open class SealedPushServiceExtension: UNNotificationServiceExtension {
         // A fresh private directory for this request's attachments; what earlier requests (or an extension
         // iOS killed) left under the root is removed first.
         let directory = directories.begin(ObjectIdentifier(request), root: attachmentsRootDirectory)
-        let configuration = configuration(for: request)
+        var configuration = configuration(for: request)
+        // No outbox flush after the handler: iOS may suspend the process then, and a flush holding the
+        // outbox's lock in the shared container would get it killed (0xdead10cc). The app flushes.
+        configuration.flushesOutboxAfterDelivery = false
         directories.configured(ObjectIdentifier(request))
         if directory == nil {
             configuration.logger.error("the attachments directory cannot be made or is not private (0700, ours); attachments are left out",

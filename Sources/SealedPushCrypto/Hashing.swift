@@ -22,6 +22,30 @@ public enum Blake2b {
         }
         return out
     }
+
+    /// The keyed BLAKE2b digest (a MAC) of `data` under `key` (16...64 bytes) with an output of
+    /// `outputLength` bytes (16...64).
+    public static func keyedHash(_ data: some Collection<UInt8>, key: some Collection<UInt8>, outputLength: Int) -> [UInt8] {
+        Sodium.ensureInitialized()
+        precondition(outputLength >= Int(crypto_generichash_BYTES_MIN) && outputLength <= Int(crypto_generichash_BYTES_MAX),
+                     "BLAKE2b output length must be 16...64 bytes")
+        precondition(key.count >= Int(crypto_generichash_KEYBYTES_MIN) && key.count <= Int(crypto_generichash_KEYBYTES_MAX),
+                     "a BLAKE2b key is 16...64 bytes")
+        var input = Array(data)
+        let inputCount = input.count
+        if input.isEmpty { input = [0] }
+        let keyBytes = SecureBytes(Array(key))
+        var out = [UInt8](repeating: 0, count: outputLength)
+        input.withUnsafeBufferPointer { inBuf in
+            keyBytes.withUnsafeBytes { keyBuf in
+                out.withUnsafeMutableBufferPointer { outBuf in
+                    _ = crypto_generichash(outBuf.baseAddress!, outputLength, inBuf.baseAddress!, UInt64(inputCount),
+                                           keyBuf.bindMemory(to: UInt8.self).baseAddress!, keyBuf.count)
+                }
+            }
+        }
+        return out
+    }
 }
 
 /// An 8-byte key id: the first 8 bytes of the 16-byte BLAKE2b digest of a 32-byte public key.

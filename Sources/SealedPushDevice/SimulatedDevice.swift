@@ -136,8 +136,9 @@ public struct SimulatedDevice: Sendable {
     /// Presses and holds the stored notification `requestID` under the device's current lock state (reveal v1
     /// §7, `device expand`): the content extension runs on the notification as the system kept it, with the
     /// reveal and device keys, trust and replay cache of this device, and its view ends (attachments removed)
-    /// before this returns. Nothing it shows is written to the notification store.
-    public func expand(requestID: String, attachments: AttachmentPipeline? = nil,
+    /// before this returns. Nothing it shows is written to the notification store. With `receipts` (the device's
+    /// courier, `receiptCourier(transport:)`), a revealed message sends its `revealed` receipt, once per message id.
+    public func expand(requestID: String, attachments: AttachmentPipeline? = nil, receipts: ReceiptCourier? = nil,
                        logger: Logger = Logger(label: "sealedpush.content-extension")) async throws(ExpandError) -> RevealView {
         let stored: StoredNotification?
         do { stored = try NotificationCenterStore(store: store).entry(requestID: requestID) } catch { throw .storeUnreadable(error) }
@@ -145,10 +146,12 @@ public struct SimulatedDevice: Sendable {
         let content = NotificationContent(title: stored.title, subtitle: stored.subtitle, body: stored.body, threadIdentifier: stored.thread,
                                           categoryIdentifier: stored.category, userInfo: stored.userInfo)
         let store = self.store
-        let configuration = RevealContentExtension.Configuration(
+        var configuration = RevealContentExtension.Configuration(
             revealKeys: RevealKeyring(store: store), deviceKeys: DeviceKeyring(store: store), policy: policy,
             replayGuard: ReplayCache(store: store), protectedDataAvailable: { (try? store.deviceLockState()) == .unlocked },
             logger: logger, attachments: attachments)
+        configuration.receipts = receipts
+        configuration.clock = clock
         let contentExtension = RevealContentExtension(configuration: configuration)
         let view = await contentExtension.didReceive(DeliveredNotification(
             request: NotificationRequest(identifier: stored.requestID, content: content), deliveredAt: stored.deliveredAt))

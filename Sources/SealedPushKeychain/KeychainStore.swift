@@ -111,6 +111,7 @@ public struct KeychainStore: Sendable {
         try StoreIO.checkIfPresent(root.appending("replay"), isDirectory: true)
         try StoreIO.checkIfPresent(root.appending("replay/replay.db"), isDirectory: false)
         try StoreIO.checkIfPresent(root.appending("replay/replay-v2.db"), isDirectory: false)
+        try StoreIO.checkIfPresent(root.appending("replay/replay-v3.db"), isDirectory: false)
         try StoreIO.checkIfPresent(root.appending("replay/replay.lock"), isDirectory: false)
         self.root = root
         self.accessGroups = accessGroups

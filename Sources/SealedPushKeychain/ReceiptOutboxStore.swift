@@ -20,12 +20,18 @@ import Logging
 ///   "failures", "retry_at", "touched"}], "entries": [{"seq", "url", "queued_at", "body"}]}` (top-level
 ///   `dropped`: entries lost with no origin known, never sent to any collector);
 /// - `genericPassword@sealedpush.receipts@report-window.item`: `[{"reason", "kid", "last", "suppressed"}]`;
-/// - `genericPassword@sealedpush.receipts@report-url.item`: the report URL.
+/// - `genericPassword@sealedpush.receipts@report-url.item`: the report URL;
+/// - `genericPassword@sealedpush.receipts@reveal-tickets.item`: `[{"request", "url", "token", "id", "until"}]`,
+///   the outer receipts of held messages the content extension sends `revealed` receipts for (reveal v1 §6),
+///   by notification request identifier; at most `maximumRevealTickets`, expired ones dropped.
 public struct ReceiptOutboxStore: Sendable {
     static let service = "sealedpush.receipts"
     static let outboxAccount = "outbox"
     static let windowAccount = "report-window"
     static let reportURLAccount = "report-url"
+    static let ticketsAccount = "reveal-tickets"
+    /// The most `revealed` receipt tickets kept; beyond it the oldest kept go (their receipts are then not sent).
+    public static let maximumRevealTickets = 200
     static let logger = Logger(label: "sealedpush.receipts")
 
     /// The store holding the items.
@@ -444,5 +450,52 @@ public struct ReceiptOutboxStore: Sendable {
             return SecureBytes(JSON.serialize(.array(rows.map { .object($0) })))
         }
         return result
+    }
+
+    // MARK: Reveal receipt tickets
+
+    /// Keeps the outer receipt of a held message for the notification `requestIdentifier` (reveal v1 §6), replacing
+    /// one kept for it; expired tickets go, and beyond `maximumRevealTickets` the oldest kept. One transaction.
+    public func keepRevealTicket(url: String, token: String, messageID: String, keepUntil: Int64, requestIdentifier: String,
+                                 now: Int64) throws(KeychainError) {
+        try modifyTickets { (rows: inout [JSONObject]) in
+            rows.removeAll { $0["request"] == .string(requestIdentifier) || ($0["until"]?.intValue ?? 0) < now }
+            rows.append(JSONObject([("request", .string(requestIdentifier)), ("url", .string(url)), ("token", .string(token)),
+                                    ("id", .string(messageID)), ("until", .int(keepUntil))]))
+            if rows.count > Self.maximumRevealTickets { rows.removeFirst(rows.count - Self.maximumRevealTickets) }
+            return ()
+        }
+    }
+
+    /// Removes and returns the unexpired ticket of `requestIdentifier` (url, token, message id), and every other
+    /// ticket for the same message id: a message's `revealed` receipt goes out once. One transaction.
+    public func takeRevealTicket(requestIdentifier: String, now: Int64) throws(KeychainError) -> (url: String, token: String, messageID: String, keepUntil: Int64)? {
+        try modifyTickets { (rows: inout [JSONObject]) in
+            rows.removeAll { ($0["until"]?.intValue ?? 0) < now }
+            guard let row = rows.first(where: { $0["request"] == .string(requestIdentifier) }),
+                  case let .string(url)? = row["url"], case let .string(token)? = row["token"], case let .string(id)? = row["id"],
+                  let until = row["until"]?.intValue else { return nil }
+            rows.removeAll { $0["id"] == .string(id) }
+            return (url, token, id, until)
+        }
+    }
+
+    private func modifyTickets<R>(_ change: (inout [JSONObject]) -> R) throws(KeychainError) -> R {
+        var result: R?
+        try store.modify(itemClass: .genericPassword, service: Self.service, account: Self.ticketsAccount,
+                         accessGroup: store.accessGroups[0], accessibility: .alwaysThisDeviceOnly) { (old) throws(KeychainError) -> SecureBytes in
+            var rows: [JSONObject] = []
+            if let old, !old.isEmpty {
+                if case let .array(list)? = try? JSON.parse(old.unsafeCopyToArray()) {
+                    rows = list.compactMap(\.objectValue)
+                } else {
+                    // Not as written: the tickets are lost (their revealed receipts are not sent), never the message.
+                    Self.logger.error("the revealed receipt tickets were not as written; starting with none")
+                }
+            }
+            result = change(&rows)
+            return SecureBytes(JSON.serialize(.array(rows.map { .object($0) })))
+        }
+        return result!
     }
 }

@@ -68,4 +68,9 @@ public struct ExtensionDelivery: Sendable, Equatable {
 struct ReceiptTicket: Sendable, Equatable {
     var request: ReceiptRequest
     var messageID: String
+    /// The message's `exp`, if any (how long a `revealed` ticket is kept).
+    var expiresAt: Int64? = nil
+    /// Whether the content extension can still reveal the message (held, or limited by the preview
+    /// policy): then a `revealed` ticket is kept for it.
+    var revealable = false
 }

@@ -38,6 +38,35 @@ public protocol ReceiptOutbox: Sendable {
     func noteFailure(reason: ReasonCode, kid: KeyID?, now: Int64, window: Int64) throws -> Int?
 }
 
+/// What a content extension needs to send a held message's `revealed` receipt (reveal v1 §6): the outer
+/// body's receipt URL and token, which iOS's notification store must never hold, kept on the device by the
+/// service extension under the notification's request identifier.
+public struct RevealReceiptTicket: Sendable, Equatable {
+    /// The outer body's `receipt` (URL and token).
+    public var request: ReceiptRequest
+    /// The message id the receipt names.
+    public var messageID: String
+    /// Kept until then (Unix seconds): the message's expiry, or a bounded time when it has none.
+    public var keepUntil: Int64
+
+    /// A ticket from its parts.
+    public init(request: ReceiptRequest, messageID: String, keepUntil: Int64) {
+        self.request = request
+        self.messageID = messageID
+        self.keepUntil = keepUntil
+    }
+}
+
+/// Where the service extension leaves `revealed` receipt tickets for the content extension (device
+/// storage shared by both, never the notification's content).
+public protocol RevealReceiptTickets: Sendable {
+    /// Keeps `ticket` for the notification `requestIdentifier` (replacing one kept for it before).
+    func keepTicket(_ ticket: RevealReceiptTicket, requestIdentifier: String, now: Int64) throws
+    /// Removes and returns the ticket of `requestIdentifier`, or of another notification carrying the same
+    /// message id, if one is kept and not expired: a `revealed` receipt goes out once per message id.
+    func takeTicket(requestIdentifier: String, now: Int64) throws -> RevealReceiptTicket?
+}
+
 /// Whether a delivered message's receipt was sent (`device push --json` member `receipt`).
 public enum ReceiptStatus: String, Sendable, Equatable {
     /// The receipt URL answered `2xx` before the content was handed over.
@@ -91,6 +120,9 @@ public struct ReceiptCourier: Sendable {
     public var reportWindowSeconds: Int64
     /// Where failures to queue are logged (never a token).
     public var logger: Logger
+    /// Where `revealed` receipt tickets are kept between the service and content extensions; `nil`
+    /// sends no `revealed` receipts (reveal v1 §6).
+    public var revealTickets: (any RevealReceiptTickets)? = nil
 
     /// A courier; by default a 2-second deadline and a 10-minute report window.
     public init(transport: (any ReceiptTransport)?, outbox: any ReceiptOutbox, reportURL: @escaping @Sendable () -> String? = { nil },
@@ -137,6 +169,45 @@ public struct ReceiptCourier: Sendable {
             return .queued
         } catch {
             logger.error("receipt could neither be sent nor queued", metadata: ["error": "\(error)"])
+            return nil
+        }
+    }
+
+    /// The longest a `revealed` receipt ticket is kept for a message without `exp`: 7 days (the outbox's age limit).
+    public static let revealTicketLifetimeSeconds: Int64 = 7 * 86_400
+
+    /// Keeps a held (or preview-limited) message's receipt for the content extension's `revealed` receipt;
+    /// a failure is logged and the receipt is then not sent (never the message's failure).
+    public func keepRevealTicket(_ request: ReceiptRequest, messageID: String, requestIdentifier: String, expiresAt: Int64?, now: Int64) {
+        guard let revealTickets else { return }
+        let keepUntil = min(expiresAt ?? .max, now + Self.revealTicketLifetimeSeconds)
+        do {
+            try revealTickets.keepTicket(RevealReceiptTicket(request: request, messageID: messageID, keepUntil: keepUntil),
+                                         requestIdentifier: requestIdentifier, now: now)
+        } catch {
+            logger.error("revealed receipt ticket could not be kept; no revealed receipt will be sent", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// The `revealed` receipt of the notification `requestIdentifier` (reveal v1 §6), once per message id: sent by
+    /// `deadline`, else queued; `nil` when there is no ticket (no receipt asked, or already sent) or it could be
+    /// neither sent nor queued.
+    public func sendRevealedReceipt(requestIdentifier: String, attachments: ReceiptAttachmentCounts?, now: Int64,
+                                    deadline: ContinuousClock.Instant) async -> ReceiptStatus? {
+        guard let revealTickets else { return nil }
+        let ticket: RevealReceiptTicket?
+        do { ticket = try revealTickets.takeTicket(requestIdentifier: requestIdentifier, now: now) } catch {
+            logger.error("revealed receipt ticket unreadable; no revealed receipt sent", metadata: ["error": "\(error)"])
+            return nil
+        }
+        guard let ticket else { return nil }
+        let message = ReceiptMessage.revealed(id: ticket.messageID, token: ticket.request.token, at: now, attachments: attachments)
+        if case .accepted = await post(message, to: ticket.request.url, deadline: deadline) { return .sent }
+        do {
+            try outbox.enqueue(url: ticket.request.url, message: message, now: now)
+            return .queued
+        } catch {
+            logger.error("revealed receipt could neither be sent nor queued", metadata: ["error": "\(error)"])
             return nil
         }
     }

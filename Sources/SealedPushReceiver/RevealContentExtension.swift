@@ -114,6 +114,12 @@ public final class RevealContentExtension: Sendable {
         /// Fetches and verifies attachments into the extension's own private temporary directory (not the
         /// service extension's); `nil` shows the text alone.
         public var attachments: AttachmentPipeline?
+        /// Sends the `revealed` receipt (reveal v1 §6) from the ticket the service extension kept; `nil` sends none.
+        public var receipts: ReceiptCourier? = nil
+        /// The longest the `revealed` receipt may take before the view is returned (at most 2 s, the courier's own bound).
+        public var receiptBudget: Duration = .seconds(2)
+        /// The device's wall clock: the receipt's `at` and the tickets' expiry.
+        public var clock: WallClock = .system
 
         /// A configuration; by default no replay cache, no attachments and a `sealedpush.content-extension` logger.
         public init(revealKeys: any DeviceKeyProvider, deviceKeys: any DeviceKeyProvider,
@@ -141,11 +147,25 @@ public final class RevealContentExtension: Sendable {
         configuration.attachments?.removeAllFiles()
     }
 
-    /// Opens `notification` for the view (reveal v1 §4) and returns what the view shows.
+    /// Opens `notification` for the view (reveal v1 §4) and returns what the view shows; a revealed message
+    /// also sends its `revealed` receipt, once per message id (§6).
     public func didReceive(_ notification: DeliveredNotification) async -> RevealView {
         let view = await reveal(notification)
         current.withLock { $0 = (notification, view) }
+        if view.outcome == .revealed, let courier = configuration.receipts {
+            let now = configuration.clock.unixSeconds
+            _ = await courier.sendRevealedReceipt(requestIdentifier: notification.request.identifier, attachments: Self.counts(view),
+                                                  now: now, deadline: ContinuousClock.now.advanced(by: configuration.receiptBudget))
+        }
         return view
+    }
+
+    /// The receipt's `attachments` counts for a revealed view: present only when the message had attachments.
+    static func counts(_ view: RevealView) -> ReceiptAttachmentCounts? {
+        guard let failures = view.attachmentFailures else { return nil }
+        var failed: [String: Int] = [:]
+        for failure in failures { failed[failure.reason.rawValue, default: 0] += 1 }
+        return ReceiptAttachmentCounts(attached: view.attachments.count, failed: failed)
     }
 
     /// The phone was unlocked while the view is shown: a notification that showed `Unlock iPhone to read`

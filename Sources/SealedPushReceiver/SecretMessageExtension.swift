@@ -41,6 +41,11 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         public var revealCategory: String = RevealFormat.defaultCategory
         /// What an ordinary message that opened hands to iOS (reveal v1 §5): `full` (default), `title` or `none`.
         public var previews: PreviewPolicy = .full
+        /// Whether the receipt outbox is flushed after the content was handed over (default `true`: the
+        /// simulated device). On iOS the process may be suspended right after the handler, and a flush
+        /// then holding the outbox's file lock in the shared container gets it killed (`0xdead10cc`): the
+        /// Apple base class sets `false`, and the app flushes (a `BGTaskScheduler` task).
+        public var flushesOutboxAfterDelivery: Bool = true
 
         /// A configuration; by default the system clock, a 30-second budget and a `sealedpush.extension` logger.
         public init(keys: any DeviceKeyProvider, policy: @escaping @Sendable () throws(OpenFailure) -> ReceiverPolicy = { ReceiverPolicy() },
@@ -102,7 +107,7 @@ public final class SecretMessageExtension: ReportingServiceExtension {
             }
             attempt.handler(delivery)
             // The outbox is flushed once this delivery's content was handed over.
-            if let courier = configuration.receipts, attempt.handler.hasDelivered {
+            if configuration.flushesOutboxAfterDelivery, let courier = configuration.receipts, attempt.handler.hasDelivered {
                 _ = await courier.flush(now: configuration.clock.unixSeconds)
             }
         }
@@ -223,7 +228,9 @@ public final class SecretMessageExtension: ReportingServiceExtension {
                 // Reveal v1 §3: the text stays sealed to the reveal key; iOS gets the placeholder alert only.
                 var delivery = ExtensionDelivery(content: Self.heldContent(opened.body, reveal: reveal, category: configuration.revealCategory,
                                                                            original: original), outcome: .held)
-                delivery.receiptTicket = opened.body.receipt.map { ReceiptTicket(request: $0, messageID: opened.body.id) }
+                delivery.receiptTicket = opened.body.receipt.map {
+                    ReceiptTicket(request: $0, messageID: opened.body.id, expiresAt: opened.body.expiresAt, revealable: true)
+                }
                 return delivery
             }
             guard configuration.previews == .full else {
@@ -231,7 +238,9 @@ public final class SecretMessageExtension: ReportingServiceExtension {
                 var delivery = ExtensionDelivery(content: Self.previewContent(opened.body, policy: configuration.previews,
                                                                               category: configuration.revealCategory, original: original),
                                                  outcome: .decrypted)
-                delivery.receiptTicket = opened.body.receipt.map { ReceiptTicket(request: $0, messageID: opened.body.id) }
+                delivery.receiptTicket = opened.body.receipt.map {
+                    ReceiptTicket(request: $0, messageID: opened.body.id, expiresAt: opened.body.expiresAt, revealable: true)
+                }
                 return delivery
             }
             onOpen(opened.body)
@@ -328,6 +337,12 @@ extension SecretMessageExtension {
         switch delivery.outcome {
         case .decrypted, .held:
             guard let ticket = delivery.receiptTicket else { return delivery }
+            // Reveal v1 §6: the content extension's `revealed` receipt needs the outer body's receipt, which
+            // iOS's store never gets: it is kept on the device under this notification's request identifier.
+            if ticket.revealable {
+                courier.keepRevealTicket(ticket.request, messageID: ticket.messageID, requestIdentifier: request.identifier,
+                                         expiresAt: ticket.expiresAt, now: now)
+            }
             delivery.receipt = await courier.sendReceipt(ticket.request, messageID: ticket.messageID,
                                                          attachments: receiptAttachmentCounts(delivery), now: now, deadline: deadline)
         case let .fallback(reason):

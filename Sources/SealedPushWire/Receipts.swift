@@ -147,6 +147,9 @@ public struct ReceiptAttachmentCounts: Sendable, Equatable {
 public enum ReceiptMessage: Sendable, Equatable {
     /// §2: the message `id` opened; `token` is the one its body carried.
     case delivered(id: String, token: String, at: Int64, attachments: ReceiptAttachmentCounts?)
+    /// Reveal v1 §6: a content extension revealed message `id` (its outer body carried `token`); the §2
+    /// members with `"type": "revealed"`.
+    case revealed(id: String, token: String, at: Int64, attachments: ReceiptAttachmentCounts?)
     /// §3: a message sealed to `kid` (`nil`: no envelope key id could be read) failed with `reason`;
     /// `count` failures are reported by this one.
     case failed(reason: ReasonCode, kid: KeyID?, at: Int64, count: Int)
@@ -165,8 +168,8 @@ public enum ReceiptMessage: Sendable, Equatable {
         var o = JSONObject()
         o["v"] = .int(1)
         switch self {
-        case let .delivered(id, token, at, attachments):
-            o["type"] = .string("delivered")
+        case let .delivered(id, token, at, attachments), let .revealed(id, token, at, attachments):
+            if case .revealed = self { o["type"] = .string("revealed") } else { o["type"] = .string("delivered") }
             o["id"] = .string(id)
             o["token"] = .string(token)
             o["at"] = .int(at)
@@ -196,7 +199,7 @@ public enum ReceiptMessage: Sendable, Equatable {
         return body
     }
 
-    /// Reads a §2 or §3 body strictly (a collector's check: anything else is a `400`), with its `dropped` count.
+    /// Reads a §2 (or reveal v1 §6 `revealed`) or §3 body strictly (a collector's check: anything else is a `400`), with its `dropped` count.
     /// Unknown members are refused; the message never quotes the token. Whitespace around the object (a
     /// device's padding) is accepted up to the 4096-byte limit.
     public static func parse(_ bytes: [UInt8]) -> (message: ReceiptMessage, dropped: Int)? {
@@ -208,7 +211,7 @@ public enum ReceiptMessage: Sendable, Equatable {
             dropped = Int(n)
         }
         switch type {
-        case "delivered":
+        case "delivered", "revealed":
             guard o.allSatisfy({ ["v", "type", "id", "token", "at", "attachments", "dropped"].contains($0.key) }),
                   case let .string(id)? = o["id"], (1...64).contains(id.utf8.count),
                   case let .string(token)? = o["token"], ReceiptRequest.tokenProblem(token) == nil else { return nil }
@@ -224,6 +227,7 @@ public enum ReceiptMessage: Sendable, Equatable {
                 guard Int(attached) + byReason.values.reduce(0, +) <= 4 else { return nil }
                 counts = ReceiptAttachmentCounts(attached: Int(attached), failed: byReason)
             }
+            if type == "revealed" { return (.revealed(id: id, token: token, at: at, attachments: counts), dropped) }
             return (.delivered(id: id, token: token, at: at, attachments: counts), dropped)
         case "failed":
             guard o.allSatisfy({ ["v", "type", "reason", "kid", "at", "count", "dropped"].contains($0.key) }),

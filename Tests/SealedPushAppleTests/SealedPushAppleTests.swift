@@ -377,3 +377,65 @@ extension KeychainDeviceKeysTests {
     }
 }
 #endif
+
+#if os(Linux)
+import UIKit
+import UserNotificationsUI
+
+/// The content extension's view controller under test: keys in memory, a lock switch, the views it was shown.
+@MainActor
+private final class TestReveal: SealedPushRevealViewController {
+    final class Flag: Sendable { let value = Mutex(false) }
+    let unlocked = Flag()
+    var shown: [RevealView] = []
+    override func configuration(for notification: UNNotification) -> RevealContentExtension.Configuration {
+        let unlocked = self.unlocked
+        return RevealContentExtension.Configuration(revealKeys: InMemoryKeys([]), deviceKeys: InMemoryKeys([device]),
+                                                    protectedDataAvailable: { unlocked.value.withLock { $0 } })
+    }
+    override func show(_ view: RevealView) { shown.append(view) }
+
+    func waitForShown(_ count: Int) async {
+        for _ in 0..<1000 where shown.count < count { try? await Task.sleep(for: .milliseconds(10)) }
+    }
+}
+
+@Suite("SealedPushRevealViewController against the stand-ins") struct RevealViewControllerTests {
+    init() { TestLogging.quiet() }
+
+    @Test("locked, then revealed when protected data becomes available while shown; nothing after the view went away")
+    @MainActor func lockedThenUnlocked() async throws {
+        var message = SecretMessage(title: "Agent K", body: "The eagle lands at noon.")
+        message.messageID = "vc-1"
+        let notification = UNNotification(standInRequest: try request(for: try sealed(message)), date: Date())
+        let controller = TestReveal()
+        controller.didReceive(notification)
+        await controller.waitForShown(1)
+        #expect(controller.shown.map(\.outcome) == [.locked])
+        #expect(controller.shown.first?.body == "Unlock iPhone to read")
+        controller.unlocked.value.withLock { $0 = true }
+        NotificationCenter.default.post(name: UIApplication.protectedDataDidBecomeAvailableNotification, object: nil)
+        await controller.waitForShown(2)
+        #expect(controller.shown.map(\.outcome) == [.locked, .revealed])
+        #expect(controller.shown.last?.title == "Agent K" && controller.shown.last?.body == "The eagle lands at noon.")
+        controller.viewDidDisappear(false)
+        #expect(controller.standInDisappearances == 1)
+        NotificationCenter.default.post(name: UIApplication.protectedDataDidBecomeAvailableNotification, object: nil)
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(controller.shown.count == 2, "a view that went away was shown again")
+    }
+
+    @Test("a subclass that does not override configuration(for:) shows Unlock iPhone to read, never the text")
+    @MainActor func unconfiguredController() async throws {
+        let notification = UNNotification(standInRequest: try request(for: try sealed(SecretMessage(title: "t", body: "secret"))), date: Date())
+        final class Plain: SealedPushRevealViewController {
+            var shown: [RevealView] = []
+            override func show(_ view: RevealView) { shown.append(view) }
+        }
+        let controller = Plain()
+        controller.didReceive(notification)
+        for _ in 0..<1000 where controller.shown.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(controller.shown.map(\.outcome) == [.locked])
+    }
+}
+#endif

@@ -283,7 +283,7 @@ struct PermissionTests {
         #expect(ReplayCache(store: store).recordIfNew(messageID: "m", keyID: KeyID(publicKey: [UInt8](repeating: 1, count: 32)),
                                                           expiresAt: 2_000_000_000, now: 1_800_000_000))
         let root = dir.store.path
-        let files = [".lock", "generation", "lock-state", "replay/replay-v2.db", "replay/replay.lock"]
+        let files = [".lock", "generation", "lock-state", "replay/replay-v3.db", "replay/replay.lock"]
         let directories = ["tmp", "replay"]
         for name in files + directories {
             let path = root + "/" + name

@@ -378,18 +378,82 @@ struct ReplayCacheTests {
         #expect(cache.recordIfNew(messageID: "b", keyID: kid, expiresAt: 100, now: 1))
     }
 
-    @Test("a torn final record from a crash is ignored")
-    func tornRecord() throws {
+    @Test("bytes appended after the table are ignored; a damaged header starts a new table; a short file too")
+    func damagedTable() throws {
         let dir = try TempDirectory()
         let cache = ReplayCache(store: try KeychainStore(url: dir.store))
         #expect(cache.recordIfNew(messageID: "a", keyID: kid, expiresAt: 100, now: 1))
-        let db = dir.store.appendingPathComponent("replay/replay-v2.db")
+        let db = dir.store.appendingPathComponent("replay/replay-v3.db")
+        let size = try Data(contentsOf: db).count
+        #expect(size == 64 + 1250 * 16 * 48)
         let handle = try FileHandle(forWritingTo: db)
         try handle.seekToEnd()
         try handle.write(contentsOf: Data([1, 2, 3, 4, 5]))
         try handle.close()
         #expect(!cache.recordIfNew(messageID: "a", keyID: kid, expiresAt: 100, now: 2))
         #expect(cache.recordIfNew(messageID: "b", keyID: kid, expiresAt: 100, now: 2))
-        #expect(try Data(contentsOf: db).count == 2 * 40)
+        // A header that is not the format's: a new, empty table (the damage already lost the history).
+        var bytes = try Data(contentsOf: db)
+        bytes[0] = UInt8(ascii: "X")
+        try bytes.write(to: db)
+        #expect(cache.recordIfNew(messageID: "a", keyID: kid, expiresAt: 100, now: 3))
+        #expect(!cache.recordIfNew(messageID: "a", keyID: kid, expiresAt: 100, now: 3))
+        #expect(try Data(contentsOf: db).prefix(8) == Data("SPREPLY3".utf8))
+        // Cut short: likewise.
+        try Data(try Data(contentsOf: db).prefix(1000)).write(to: db)
+        #expect(cache.recordIfNew(messageID: "a", keyID: kid, expiresAt: 100, now: 4))
+        #expect(try Data(contentsOf: db).count == size)
+    }
+
+    @Test("a push rewrites nothing: records change in place, the file keeps its inode and size past its capacity")
+    func boundedWorkInPlace() throws {
+        let dir = try TempDirectory()
+        let cache = ReplayCache(store: try KeychainStore(url: dir.store), capacity: 200)
+        #expect(cache.recordIfNew(messageID: "first", keyID: kid, expiresAt: 10_000, now: 1))
+        let db = dir.store.appendingPathComponent("replay/replay-v3.db").path
+        var before = stat()
+        #expect(stat(db, &before) == 0)
+        #expect(Int(before.st_size) == 64 + 25 * 16 * 48)
+        for i in 0..<1000 { #expect(cache.recordIfNew(messageID: "m\(i)", keyID: kid, expiresAt: 10_000, now: 1)) }
+        var after = stat()
+        #expect(stat(db, &after) == 0)
+        #expect(after.st_ino == before.st_ino && after.st_size == before.st_size)
+        #expect(try cache.count(now: 1) == 400)
+        // The most recent ids are still refused: each bucket evicts its oldest inserted first.
+        for i in 900..<1000 { #expect(!cache.recordIfNew(messageID: "m\(i)", keyID: kid, expiresAt: 10_000, now: 1)) }
+    }
+
+    @Test("past its capacity, nearly all of the most recent `capacity` ids are still recorded")
+    func capacityHolds() throws {
+        let dir = try TempDirectory()
+        let capacity = 2000
+        let cache = ReplayCache(store: try KeychainStore(url: dir.store), capacity: capacity)
+        for i in 0..<capacity { #expect(cache.recordIfNew(messageID: "old-\(i)", keyID: kid, expiresAt: 10_000, now: 1)) }
+        for i in 0..<capacity { #expect(cache.recordIfNew(messageID: "new-\(i)", keyID: kid, expiresAt: 10_000, now: 1)) }
+        let kept = try (0..<capacity).filter { try cache.isRecorded(messageID: "new-\($0)", now: 1) }.count
+        // Buckets of 16 for twice the capacity: a bucket that got more than 16 of the newest ids evicted
+        // some early (about 0.1 % of ids expected); the older ids go first everywhere else.
+        #expect(kept >= capacity * 99 / 100, "only \(kept) of the last \(capacity) ids still recorded")
+        #expect(try cache.count(now: 1) <= 2 * capacity)
+    }
+
+    @Test("a version 2 cache is imported with its request identifiers, and removed")
+    func version2Imported() throws {
+        let dir = try TempDirectory()
+        let store = try KeychainStore(url: dir.store)
+        let replayDir = dir.store.appendingPathComponent("replay")
+        try FileManager.default.createDirectory(at: replayDir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        func v2(_ id: String, _ request: String?, _ exp: UInt64) -> [UInt8] {
+            ReplayCache.hash(id) + ReplayCache.requestHash(request) + (0..<8).map { UInt8(truncatingIfNeeded: exp >> (56 - 8 * UInt64($0))) }
+        }
+        let old = replayDir.appendingPathComponent("replay-v2.db")
+        #expect(FileManager.default.createFile(atPath: old.path, contents: Data(v2("kept", "req-1", 100) + v2("gone", nil, 5) + [9, 9]),
+                                               attributes: [.posixPermissions: 0o600]))
+        let cache = ReplayCache(store: store)
+        #expect(cache.recordIfNew(messageID: "kept", requestIdentifier: "req-1", keyID: kid, expiresAt: 100, now: 10))
+        #expect(!cache.recordIfNew(messageID: "kept", requestIdentifier: "req-2", keyID: kid, expiresAt: 100, now: 10))
+        #expect(cache.recordIfNew(messageID: "gone", keyID: kid, expiresAt: 100, now: 10))
+        #expect(!FileManager.default.fileExists(atPath: old.path))
+        #expect(try cache.count(now: 10) == 2)
     }
 }

@@ -23,7 +23,7 @@ struct StorePart: Sendable, CustomTestStringConvertible {
 
     /// Every file the store keeps (the item file is the one `openedStore` adds).
     static let files: [StorePart] = ["store.key", ".lock", "generation", "lock-state", "items/sealedpush/key@s@a.item",
-                                     "replay/replay-v2.db", "replay/replay.lock"].map { StorePart(relativePath: $0, isDirectory: false) }
+                                     "replay/replay-v3.db", "replay/replay.lock"].map { StorePart(relativePath: $0, isDirectory: false) }
     /// Every directory the store keeps, the root included.
     static let directories: [StorePart] = ["", "items", "items/sealedpush", "tmp", "replay"]
         .map { StorePart(relativePath: $0, isDirectory: true) }

@@ -107,7 +107,7 @@ struct ReceiptExtensionTests {
     }
 
     func makeExtension(_ transport: (any ReceiptTransport)?, keys: [BoxKeyPair]? = nil, timeout: Duration = .seconds(2),
-                       replay: InMemoryReplayGuard = InMemoryReplayGuard()) -> SecretMessageExtension {
+                       replay: InMemoryReplayGuard = InMemoryReplayGuard(), flushes: Bool = true) -> SecretMessageExtension {
         let outbox = ReceiptOutboxStore(store: store)
         let clock = WallClock { [time] in Date(timeIntervalSince1970: Double(time.value.withLock { $0 })) }
         // The full 2-second budget: a timer that never fires and a delivery deadline an hour away, so a loaded
@@ -119,6 +119,7 @@ struct ReceiptExtensionTests {
         let timer: any Clock<Duration> = patient ? ManualClock() : ContinuousClock()
         configuration.receipts = ReceiptCourier(transport: transport, outbox: outbox, reportURL: { try? outbox.reportURL() }, timeout: timeout,
                                                 timer: timer)
+        configuration.flushesOutboxAfterDelivery = flushes
         return SecretMessageExtension(configuration: configuration)
     }
 
@@ -236,6 +237,21 @@ struct ReceiptExtensionTests {
         #expect(up.bodies.map { $0["id"] } == [.string("KtvVMSI4I-dcQiaBW7ctpw"), .string(sealed.messageID)])
         #expect(up.bodies.last?["token"] == .string(sealed.receipt!.token))
         #expect(try ReceiptOutboxStore(store: store).entries().entries.isEmpty)
+    }
+
+    @Test("with flushesOutboxAfterDelivery off (the iOS base class), a delivery sends its own receipt and leaves the outbox alone")
+    func noFlushAfterDelivery() async throws {
+        let down = RecordingTransport(answer: .failed)
+        #expect(await deliver(makeExtension(down), try vector("receipt")).receipt == .queued)
+        time.value.withLock { $0 = vectorNow + 3600 }
+        let stranger = BoxKeyPair.generate()
+        let plain = try NotificationSender(clock: { [vectorNow] in vectorNow }).seal(SecretMessage(title: "a", body: "b"), to: stranger.publicKey)
+        guard case let .object(p) = try JSON.parse(plain.payload), let plainData = p[WireFormat.encryptedDataKey]?.stringValue else { return }
+        let up = RecordingTransport()
+        let later = await deliver(makeExtension(up, keys: [stranger], flushes: false), plainData)
+        #expect(later.outcome == .decrypted)
+        #expect(up.posts.withLock { $0.count } == 0, "the outbox was flushed after the content")
+        #expect(try ReceiptOutboxStore(store: store).entries().entries.count == 1)
     }
 
     @Test("the first entry sent after drops carries \"dropped\"; entries refused for good are removed, a server down keeps them")

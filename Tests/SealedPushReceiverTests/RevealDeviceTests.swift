@@ -31,10 +31,11 @@ final class RevealPhone: Sendable {
     var now: Int64 { time.value.withLock { $0 } }
     var device: SimulatedDevice { SimulatedDevice(store: store) }
 
-    func payload(reveal: Bool = true, id: String? = nil, expiry: Expiry? = nil) throws -> [UInt8] {
+    func payload(reveal: Bool = true, id: String? = nil, expiry: Expiry? = nil, receiptURL: String? = nil) throws -> [UInt8] {
         var message = RevealRig.text
         message.messageID = id
         message.expiry = expiry
+        message.receiptURL = receiptURL
         if reveal { message.reveal = .standard }
         let now = self.now
         return try NotificationSender(clock: { now }).seal(message, to: record).payload
@@ -54,6 +55,51 @@ final class RevealPhone: Sendable {
 
 @Suite("Reveal: the simulated device's notification store and press and hold (§7)", .timeLimit(.minutes(10)))
 struct RevealDeviceTests {
+    @Test("revealed receipt (§6): delivered from the service extension, revealed once from the content extension; never on a locked press; the token never in the notification store")
+    func revealedReceipt() async throws {
+        let phone = try RevealPhone()
+        let transport = RecordingTransport()
+        let courier = phone.device.receiptCourier(transport: transport)
+        let result = await phone.device.deliver(try phone.payload(id: "msg-rv-1", receiptURL: "https://push.example.com/r"),
+                                                requestIdentifier: "REQ-R", receipts: courier)
+        #expect(result.outcome == .held && result.receipt == .sent)
+        #expect(transport.bodies.map { $0["type"] } == [.string("delivered")])
+        let token = transport.bodies.first?["token"]?.stringValue ?? ""
+        #expect(!token.isEmpty && !phone.storeFile.contains(token), "the receipt token reached the notification store")
+
+        _ = try phone.store.lock()
+        #expect(try await phone.device.expand(requestID: "REQ-R", receipts: courier).outcome == .locked)
+        #expect(transport.bodies.count == 1, "a locked press sent a receipt")
+
+        _ = try phone.store.unlock()
+        #expect(try await phone.device.expand(requestID: "REQ-R", receipts: courier).outcome == .revealed)
+        #expect(try await phone.device.expand(requestID: "REQ-R", receipts: courier).outcome == .revealed)
+        #expect(transport.bodies.map { $0["type"] } == [.string("delivered"), .string("revealed")], "revealed goes out once per message")
+        let revealed = transport.bodies[1]
+        #expect(revealed["id"] == .string("msg-rv-1") && revealed["token"] == .string(token) && revealed["at"] == .int(phone.now))
+        #expect(transport.posts.withLock { $0.map(\.url) } == ["https://push.example.com/r", "https://push.example.com/r"])
+        // A collector reads it back as the revealed receipt.
+        #expect(ReceiptMessage.parse(transport.raw.withLock { $0[1] })?.message == .revealed(id: "msg-rv-1", token: token, at: phone.now, attachments: nil))
+    }
+
+    @Test("revealed receipt queued when the collector is down, and no ticket for a message without a receipt")
+    func revealedReceiptQueued() async throws {
+        let phone = try RevealPhone()
+        let down = RecordingTransport(answer: .failed)
+        let courier = phone.device.receiptCourier(transport: down)
+        _ = await phone.device.deliver(try phone.payload(id: "msg-rv-2", receiptURL: "https://push.example.com/r"), requestIdentifier: "REQ-Q",
+                                       receipts: courier)
+        #expect(try await phone.device.expand(requestID: "REQ-Q", receipts: courier).outcome == .revealed)
+        let queued = try ReceiptOutboxStore(store: phone.store).entries().entries.map(\.message)
+        #expect(queued.count == 2)
+        if case .revealed(let id, _, _, _)? = queued.last { #expect(id == "msg-rv-2") } else { Issue.record("no revealed receipt queued: \(queued)") }
+        // Without a receipt URL nothing is kept or sent.
+        let up = RecordingTransport()
+        _ = await phone.device.deliver(try phone.payload(id: "msg-rv-3"), requestIdentifier: "REQ-N", receipts: phone.device.receiptCourier(transport: up))
+        #expect(try await phone.device.expand(requestID: "REQ-N", receipts: phone.device.receiptCourier(transport: up)).outcome == .revealed)
+        #expect(up.bodies.isEmpty)
+    }
+
     @Test("held, stored without the secret; locked, then revealed after unlock, twice; the store never gains the text")
     func pressAndHold() async throws {
         let phone = try RevealPhone()

@@ -4,7 +4,7 @@ import FoundationEssentials
 import Foundation
 #endif
 package import SealedPushDevice
-import SealedPushReceiver
+package import SealedPushReceiver
 
 /// Renders a delivered notification the way a person sees it: a banner-like box and an outcome line.
 package enum Banner {
@@ -122,7 +122,35 @@ package enum Banner {
             lines.append(style.dim("(no notification shown)"))
         }
         lines.append(outcomeLine(result, style: style))
+        if result.outcome == .held, let requestID = result.requestID {
+            lines.append(style.dim("press and hold: sealedpush device expand \(requestID)"))
+        }
         lines += attachmentLines(result, style: style)
+        return lines.joined(separator: "\n")
+    }
+
+    /// The outcome line of a press and hold: `revealed`, `locked`, or `fallback  reason: CODE`.
+    package static func outcomeLine(_ view: RevealView, style: Style) -> String {
+        let painted: String
+        switch view.outcome {
+        case .revealed: painted = style.green(view.outcome.name)
+        case .locked: painted = style.cyan(view.outcome.name)
+        case .fallback: painted = style.yellow(view.outcome.name)
+        }
+        return "outcome: " + painted + (view.outcome.reason.map { "  reason: \($0.rawValue)" } ?? "")
+    }
+
+    /// What the content extension's view shows (`device expand`): the box, the outcome line and one line per
+    /// attachment (identifier, type and size; the files are gone once the view has ended).
+    package static func render(_ view: RevealView, style: Style) -> String {
+        var lines = box(title: view.title, subtitle: view.subtitle, body: view.body, style: style)
+        lines.append(outcomeLine(view, style: style))
+        for a in view.attachments {
+            lines.append("attachment \(a.identifier): \(a.type ?? "?"), \(a.size.map(String.init) ?? "?") bytes")
+        }
+        for f in view.attachmentFailures ?? [] {
+            lines.append("attachment \(f.identifier): " + style.yellow("not attached") + " (reason: \(f.reason.rawValue))")
+        }
         return lines.joined(separator: "\n")
     }
 

@@ -18,7 +18,7 @@ struct DeviceCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "device",
         abstract: "Simulate the device: deliver payloads to the notification service extension, change its lock state.",
-        subcommands: [Push.self, Reboot.self, Unlock.self, Lock.self, Status.self, Config.self, Flush.self]
+        subcommands: [Push.self, Notifications.self, Expand.self, Reboot.self, Unlock.self, Lock.self, Status.self, Config.self, Flush.self]
     )
 
     struct Push: AsyncParsableCommand {
@@ -30,7 +30,7 @@ struct DeviceCommand: AsyncParsableCommand {
                 visible alert; it gets --time-limit, then `serviceExtensionTimeWillExpire()`, then the \
                 original content is shown. Prints the notification as shown, or with --json one object:
 
-                  {"outcome": "decrypted|fallback|timeout|original|suppressed|rejected",
+                  {"outcome": "decrypted|held|fallback|timeout|original|suppressed|rejected",
                    "reason": CODE|null,
                    "notification": {title, subtitle, body, threadIdentifier,
                                     categoryIdentifier, badge, sound, userInfo}|null}
@@ -39,6 +39,11 @@ struct DeviceCommand: AsyncParsableCommand {
                 request identifier it arrived under. An opened message that asks for a \
                 receipt adds "receipt": "sent"|"queued"; a fallback reported to the device's report URL \
                 (`device config --report-url`) adds "report": "sent"|"queued"|"suppressed".
+
+                A reveal message (`seal --reveal`) is `held`: iOS is handed only its placeholder (`Press and hold \
+                to read`), kept in the notification store (`device notifications`); `device expand REQUEST_ID` \
+                presses and holds it. The device's preview setting (`device config --previews`) applies to \
+                ordinary messages.
 
                 Replays: a message opened before is `replayed`, unless it arrives again under the same \
                 request identifier (iOS takes it from `apns-collapse-id`, else `apns-id`): then it is the same \
@@ -134,7 +139,7 @@ struct DeviceCommand: AsyncParsableCommand {
     }
 
     struct Status: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Print the device's lock state, report URL and receipt outbox.")
+        static let configuration = CommandConfiguration(abstract: "Print the device's lock state, report URL, preview policy and receipt outbox.")
         @OptionGroup var store: KeychainOptions
         func run() throws {
             let s = try openStore(store, create: false)
@@ -143,28 +148,40 @@ struct DeviceCommand: AsyncParsableCommand {
             let url = try keychain { () throws(KeychainError) in try outbox.reportURL() }
             let waiting = try keychain { () throws(KeychainError) in try outbox.entries() }
             print("report URL: \(url ?? "none")")
+            print("previews: \(try keychain { () throws(KeychainError) in try SimulatedDevice(store: s).previews() }.rawValue)")
             print("receipt outbox: \(waiting.entries.count) waiting, \(waiting.dropped) dropped")
         }
     }
 
     struct Config: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Set the device's failure-report URL (receipts v1 section 3), kept in its keychain store.",
+            abstract: "Set the device's failure-report URL (receipts v1 section 3) and preview policy (reveal v1 section 5), kept in its keychain store.",
             discussion: """
                 With a report URL, a message that fails a check (except replayed) is reported there: reason, \
                 envelope key id, time and count, at most once per reason and key id every 10 minutes.
 
+                --previews says what the service extension hands iOS for an ordinary message: `full` (the \
+                default: title, subtitle and body), `title` (title and subtitle; the body `Press and hold to \
+                read`) or `none` (the placeholder only). Under `title` and `none` the text stays sealed in the \
+                notification and `device expand` opens it. Reveal messages are held whatever the setting.
+
                 Examples: sealedpush device config --report-url https://push.example.com/reports
                           sealedpush device config --no-report-url
+                          sealedpush device config --previews none
                 """)
         @OptionGroup var store: KeychainOptions
         @Option(name: .customLong("report-url"), help: ArgumentHelp("Where failure reports go (https; http only to localhost/127.0.0.1).", valueName: "URL"))
         var reportURL: String?
         @Flag(name: .customLong("no-report-url"), help: "Send no failure reports (the default).")
         var noReportURL = false
+        @Option(help: ArgumentHelp("What iOS is handed for an ordinary message: full (default), title or none.", valueName: "full|title|none"))
+        var previews: PreviewsArgument?
 
         func validate() throws {
-            guard (reportURL != nil) != noReportURL else { throw ValidationError("Give exactly one of --report-url URL and --no-report-url.") }
+            if reportURL != nil && noReportURL { throw ValidationError("Give only one of --report-url URL and --no-report-url.") }
+            guard reportURL != nil || noReportURL || previews != nil else {
+                throw ValidationError("Give --report-url URL, --no-report-url or --previews full|title|none.")
+            }
             if let reportURL, let problem = ReceiptRequest.urlProblem(reportURL) {
                 throw ValidationError("--report-url \(problem); give an https URL (http only to localhost or 127.0.0.1).")
             }
@@ -172,8 +189,116 @@ struct DeviceCommand: AsyncParsableCommand {
 
         func run() throws {
             let s = try openStore(store, create: false)
-            try keychain { () throws(KeychainError) in try ReceiptOutboxStore(store: s).setReportURL(reportURL) }
-            print("report URL: \(reportURL ?? "none")")
+            if reportURL != nil || noReportURL {
+                try keychain { () throws(KeychainError) in try ReceiptOutboxStore(store: s).setReportURL(reportURL) }
+                print("report URL: \(reportURL ?? "none")")
+            }
+            if let previews {
+                try keychain { () throws(KeychainError) in try SimulatedDevice(store: s).setPreviews(previews.policy) }
+                print("previews: \(previews.policy.rawValue)")
+            }
+        }
+    }
+
+    struct Notifications: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print what iOS's notification store holds for this device (what a forensic extraction would read).",
+            discussion: """
+                iOS keeps what a service extension hands it, out of the app's control; the simulated device keeps \
+                the same in its store directory (notifications.json, in the clear, at most 100, oldest first): \
+                request id, delivery time, title, subtitle, body, category, thread, the userInfo key names and \
+                attachment file names. A reveal message leaves only its placeholder there, and so does an ordinary \
+                message under `device config --previews none`.
+
+                With --json, an array of {"request_id", "delivered_at" (Unix seconds), "title", "subtitle", "body", \
+                "category", "thread", "userInfo" (the whole object as stored), "attachments" [file names]}.
+                """)
+        @OptionGroup var store: KeychainOptions
+        @OptionGroup var output: JSONOutputOptions
+
+        func run() throws {
+            let s = try openStore(store, create: false)
+            let entries: [StoredNotification]
+            do { entries = try NotificationCenterStore(store: s).entries() } catch { throw CLIError(CLIErrors.message(ExpandError.storeUnreadable(error))) }
+            if output.json {
+                print(String(decoding: JSON.serialize(.array(entries.map { .object($0.jsonObject) })), as: UTF8.self))
+                return
+            }
+            if entries.isEmpty {
+                print("(the notification store is empty)")
+                return
+            }
+            var lines: [String] = []
+            for e in entries {
+                lines.append("\(e.requestID)  \(Timestamp.format(Date(timeIntervalSince1970: TimeInterval(e.deliveredAt))))")
+                for (name, value) in [("title", e.title), ("subtitle", e.subtitle), ("body", e.body), ("category", e.category),
+                                      ("thread", e.thread)] where !value.isEmpty {
+                    lines.append("  \(name): \(value)")
+                }
+                let keys = e.userInfo.map { $0.key }
+                if !keys.isEmpty { lines.append("  userInfo: " + keys.joined(separator: ", ")) }
+                if !e.attachments.isEmpty { lines.append("  attachments: " + e.attachments.joined(separator: ", ")) }
+            }
+            print(lines.joined(separator: "\n"))
+        }
+    }
+
+    struct Expand: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Press and hold a stored notification: run the content extension on it under the current lock state.",
+            discussion: """
+                Runs the notification content extension (reveal v1 section 4) on the notification the store keeps \
+                under REQUEST_ID (see `device notifications`, or "request_id" in `device push --json`), with this \
+                device's keys, trust and replay cache, and prints what its view shows: the text when `revealed`; \
+                `Unlock iPhone to read` when `locked` (the phone is locked: `sealedpush device unlock`, then expand \
+                again; nothing is recorded); `(Encrypted)` and the reason when `fallback`. Nothing it shows is \
+                written to the notification store; attachments are fetched into --attachments-dir and removed when \
+                the view ends, before this command returns.
+
+                With --json one object: {"outcome": "revealed|locked|fallback", "reason": CODE|null,
+                                         "view": {"title", "subtitle", "body", "attachments": [{"identifier", "type", "size"}]}}
+
+                A revealed message whose push asked for a receipt sends its `revealed` receipt, once per message \
+                (queued in the outbox when the collector does not answer).
+
+                An unknown request id, or a notification store that cannot be read, is an error (exit status 1).
+                """)
+        @OptionGroup var store: KeychainOptions
+        @OptionGroup var output: JSONOutputOptions
+        @Option(name: .customLong("attachments-dir"), help: ArgumentHelp(
+            "Where the content extension writes attachment files while its view is shown (default: $TMPDIR/sealedpush-attachments).",
+            valueName: "DIR"))
+        var attachmentsDir: String?
+        @Flag(name: .customLong("allow-local-media"), help: ArgumentHelp(
+            "Development: let attachments come over http from loopback, and over https from private and loopback addresses."))
+        var allowLocalMedia = false
+        @OptionGroup var logging: LoggingOptions
+        @Argument(help: ArgumentHelp("The notification's request identifier.", valueName: "REQUEST_ID"))
+        var requestID: String
+
+        func run() async throws {
+            logging.apply(default: output.json ? .error : .notice)
+            let s = try openStore(store, create: false)
+            let media = try DeviceRun.MediaFetching(directory: attachmentsDir, policy: allowLocalMedia ? .development : .production)
+            let device = SimulatedDevice(store: s)
+            // A revealed message sends its `revealed` receipt (reveal v1 §6) from the ticket `device push` kept.
+            let outcome: Result<RevealView, ExpandError> = await ReceiptsTransportCLI.with { transport in
+                do throws(ExpandError) {
+                    return .success(try await device.expand(requestID: requestID, attachments: media.pipeline,
+                                                            receipts: device.receiptCourier(transport: transport)))
+                } catch { return .failure(error) }
+            }
+            await media.shutdown()
+            let view: RevealView
+            switch outcome {
+            case let .success(v): view = v
+            case let .failure(error): throw CLIError(CLIErrors.message(error))
+            }
+            if output.json {
+                print(String(decoding: JSON.serialize(.object(view.jsonObject)), as: UTF8.self))
+            } else {
+                print(Banner.render(view, style: .detect()))
+            }
         }
     }
 
@@ -205,6 +330,16 @@ struct DeviceCommand: AsyncParsableCommand {
             if summary.remaining > 0 { throw ExitCode(1) }
         }
     }
+}
+
+/// `--previews full|title|none`: the receiver's preview policy.
+struct PreviewsArgument: ExpressibleByArgument {
+    let policy: PreviewPolicy
+    init?(argument: String) {
+        guard let policy = PreviewPolicy(rawValue: argument) else { return nil }
+        self.policy = policy
+    }
+    static var allValueStrings: [String] { PreviewPolicy.allCases.map(\.rawValue) }
 }
 
 /// The device clock given on the command line.

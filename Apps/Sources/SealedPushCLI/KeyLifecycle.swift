@@ -32,8 +32,8 @@ protocol JSONKeyRecord {
 extension DeviceKeyRecord: JSONKeyRecord {}
 extension SenderKeyRecord: JSONKeyRecord {}
 
-/// The lifecycle subcommands, one set for both groups: `Lifecycle<DeviceKeys>` is `keys …`,
-/// `Lifecycle<SenderKeys>` is `sender …`.
+/// The lifecycle subcommands of one keyring, generic over its kind: `Lifecycle<SenderKeys>` is
+/// `sender …` (the `keys` group, two keyrings at once, is `DeviceKeyGroup`).
 enum Lifecycle<Kind: LifecycleKind> {
     static var subcommands: [any ParsableCommand.Type] {
         [Generate.self, Rotate.self, List.self, Export.self, Retire.self, Destroy.self, Prune.self]
@@ -186,6 +186,35 @@ package enum KeyOutput {
         let header = ["KEY ID", "STATE", "CREATED", "RETIRE BY", "DESTROYED"]
         let rows = infos.map { info in
             [info.keyID.hex, info.state.rawValue, Timestamp.format(info.createdAt),
+             info.retireAfter.map(Timestamp.format) ?? "-", info.destroyedAt.map(Timestamp.format) ?? "-"]
+        }
+        print(table(header: header, rows: rows))
+    }
+
+    /// One listed key of a device, with its kind, as `keys list --json` prints it: `key_id`, `kind`
+    /// (`device` or `reveal`), then the members of `json(_:)`.
+    static func json(_ kind: DeviceKeyKind, _ info: KeyInfo) -> JSONValue {
+        guard case let .object(o) = json(info) else { return json(info) }
+        var out = JSONObject([("key_id", .string(info.keyID.hex)), ("kind", .string(kind.rawValue))])
+        for (name, value) in o where name != "key_id" { out[name] = value }
+        return .object(out)
+    }
+
+    /// Prints a device's keys of both kinds (`keys list`, `retire`, `destroy`, `prune`): a table with a
+    /// KIND column, or with `json` an array of `json(_:_:)` objects.
+    package static func printListings(_ listings: [DeviceKeyListing], json: Bool) {
+        printListings(listings.map { ($0.kind, $0.info) }, json: json)
+    }
+
+    /// Prints `(kind, info)` pairs as `printListings(_:json:)` does.
+    static func printListings(_ listings: [(DeviceKeyKind, KeyInfo)], json: Bool) {
+        if json {
+            print(String(decoding: JSON.serialize(.array(listings.map { Self.json($0.0, $0.1) })), as: UTF8.self))
+            return
+        }
+        let header = ["KEY ID", "KIND", "STATE", "CREATED", "RETIRE BY", "DESTROYED"]
+        let rows = listings.map { kind, info in
+            [info.keyID.hex, kind.rawValue, info.state.rawValue, Timestamp.format(info.createdAt),
              info.retireAfter.map(Timestamp.format) ?? "-", info.destroyedAt.map(Timestamp.format) ?? "-"]
         }
         print(table(header: header, rows: rows))

@@ -49,7 +49,7 @@ struct SealCommand: AsyncParsableCommand {
                "subtitle": "...", "thread_id": "...", "category": "...",
                "badge": 3, "sound": "...", "data": {...},
                "expires_in": "2h" (or seconds, 7200; default 7d), "deliver_once": true, "collapse_id": "...",
-               "topic": "...", "id": "<message id>"}
+               "topic": "...", "id": "<message id>", "reveal": true}
 
             and one output line each, in input order:
 
@@ -74,6 +74,12 @@ struct SealCommand: AsyncParsableCommand {
             sender store; devices that trust its record (`sealedpush trust add`) verify it. The key id \
             that signed is named as "signed_by" in --headers output and in every batch output line.
 
+            --reveal (a batch line's "reveal": true) seals a reveal message (reveal v1): iOS is handed only \
+            `Secret Message!` / `Press and hold to read`, and the text is sealed a second time, to the reveal key \
+            in the record's `reveal` member, for the app's content extension to open when the user presses and \
+            holds on an unlocked phone. A record without `reveal` is refused (the text is never sealed to the \
+            device key instead); less text fits, and a message too large is refused with how much does.
+
             Examples:
               sealedpush seal --to device-key.json --title "Agent K" \\
                   --body "The eagle lands at noon."
@@ -81,6 +87,7 @@ struct SealCommand: AsyncParsableCommand {
                   --thread-id ops-7 --badge 3 --expires-in 2h --headers
               sealedpush seal --to device-key.json --body "Hi" --padding max \\
                   --placeholder-title "New message"
+              sealedpush seal --to device-key.json --title "Agent K" --body "Burn after reading" --reveal
               sealedpush seal --batch messages.jsonl > payloads.jsonl
               cat messages.jsonl | sealedpush seal --batch - > payloads.jsonl
             """

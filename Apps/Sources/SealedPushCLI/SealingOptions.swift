@@ -47,6 +47,10 @@ struct SealingOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("How to pad: bucket (256/512/1024/2048), none, or max.", valueName: "POLICY"))
     var padding: PaddingPolicy = .bucket
 
+    @Flag(name: .long, help: ArgumentHelp(
+        "Seal a reveal message: iOS is shown only `Press and hold to read`; the text is sealed again to the device's reveal key and opens only when the user presses and holds on an unlocked phone (the record needs a `reveal` member)."))
+    var reveal = false
+
     @Option(name: .customLong("placeholder-title"), help: ArgumentHelp("The visible placeholder title (not secret).", valueName: "TITLE"))
     var placeholderTitle: String = Placeholder.defaultTitle
 
@@ -89,7 +93,7 @@ struct SealingOptions: ParsableArguments {
             ("--thread-id", threadID != nil), ("--category", category != nil), ("--badge", badge != nil),
             ("--sound", sound != nil), ("--expires-in", expiresIn != nil), ("--deliver-once", deliverOnce),
             ("--collapse-id", collapseID != nil), ("--attach", !attach.isEmpty), ("--receipt-url", receiptURL != nil),
-            ("--receipts-db", receiptsDB != nil),
+            ("--receipts-db", receiptsDB != nil), ("--reveal", reveal),
         ]
         return given.first { $0.1 }?.0
     }
@@ -164,6 +168,7 @@ struct SealingOptions: ParsableArguments {
             }
         }
         message.receiptURL = receiptURL
+        if reveal { message.reveal = .standard }
         return message
     }
 

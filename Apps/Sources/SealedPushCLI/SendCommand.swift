@@ -100,6 +100,8 @@ struct SendCommand: AsyncParsableCommand {
             else is. On a terminal, stderr shows progress (rate, ETA) and a summary at the end. Exit \
             status 1 when any push failed.
 
+            --reveal sends a reveal message, as `seal --reveal` does (batch lines: "reveal": true).
+
             Messages expire after 7 days unless --expires-in says otherwise (APNs stores the push that \
             long for an offline device); --deliver-once sends apns-expiration 0.
 

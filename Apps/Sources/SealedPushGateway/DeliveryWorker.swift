@@ -64,21 +64,21 @@ public struct DeliveryWorker: Service {
         }
     }
 
-    /// Deletes messages past `expires_at` + 7 days and idempotency answers past 24 hours, in batches.
+    /// Deletes messages past `expires_at` + 7 days, idempotency answers past 24 hours and events past 7 days, in batches.
     func prune() async {
         let now = gateway.now
         var deleted = 0
         do {
             while !Task.isCancelled {
                 let n = try await gateway.store.prune(messagesExpiredBefore: now - 7 * 86_400_000, idempotencyBefore: now - Gateway.idempotencyWindow,
-                                                      limit: 2000)
+                                                      eventsBefore: now - Gateway.eventsKeptFor, limit: 2000)
                 deleted += n
                 if n < 2000 { break }
             }
         } catch {
             gateway.logger.error("cannot prune old records; retrying at the next interval", metadata: ["error": "\(String(describing: type(of: error)))"])
         }
-        if deleted > 0 { gateway.logger.info("pruned messages past their keeping time", metadata: ["messages": "\(deleted)"]) }
+        if deleted > 0 { gateway.logger.info("pruned messages and events past their keeping time", metadata: ["rows": "\(deleted)"]) }
     }
 
     /// One app's loop: claim what is due and fits in the free slots, send each in a child task, wait for a

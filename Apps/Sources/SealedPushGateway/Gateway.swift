@@ -35,6 +35,19 @@ public struct GatewayOptions: Sendable {
     /// How often records past their keeping time are deleted: messages and deliveries `ttl` + 7 days after
     /// they were sent (receipts can come that late), idempotency answers after 24 hours.
     public var pruneInterval: Duration = .seconds(60)
+    /// How long a webhook receiver has to answer one attempt (gateway v1 §8: 10 s).
+    public var webhookTimeout: Duration = .seconds(10)
+    /// The delay before an event's second attempt; each further attempt doubles it (equal jitter), up to
+    /// `webhookMaxRetryDelay`.
+    public var webhookBaseRetryDelay: Duration = .seconds(5)
+    /// The longest delay between two attempts of an event.
+    public var webhookMaxRetryDelay: Duration = .seconds(3600)
+    /// How long after it was written an unacknowledged event is retried before it is dropped (gateway v1 §8: 24 h).
+    public var webhookRetryWindow: Duration = .seconds(86_400)
+    /// How often each app's webhook loop looks for due events when it found none.
+    public var webhookPollInterval: Duration = .milliseconds(500)
+    /// Events claimed, and POSTed at once, per app.
+    public var webhookConcurrency = 16
 
     /// The defaults.
     public init() {}
@@ -143,6 +156,8 @@ public final class Gateway: Sendable {
 
     /// How long an idempotency key's answer is replayed (gateway v1 §5): 24 hours.
     static let idempotencyWindow: Int64 = 24 * 3600 * 1000
+    /// How long events are kept and listed (gateway v1 §8): 7 days.
+    static let eventsKeptFor: Int64 = 7 * 86_400_000
 
     /// `/readyz`: ready when the database answers and the gateway is not draining; the body lists each app's state.
     func readiness() async -> (Bool, JSONObject) {
@@ -207,6 +222,7 @@ public final class Gateway: Sendable {
             ("created_at", GatewayTime.json(d.createdAt)), ("updated_at", GatewayTime.json(d.updatedAt)),
             ("unregistered_at", GatewayTime.json(d.unregisteredAt)), ("unregistered_reason", d.unregisteredReason.map { .string($0) } ?? .null),
             ("token_reassigned", .bool(d.tokenReassigned)),
+            ("reveal_key_id", (try? DeviceKeyRecord(jsonBytes: d.keyRecord))?.reveal.map { JSONValue.string($0.keyID.hex) } ?? .null),
             ("last_report", d.lastReport.map { r in
                 .object(JSONObject([("reason", .string(r.reason)), ("kid", r.kid.map { .string($0) } ?? .null),
                                     ("count", .int(Int64(r.count))), ("at", GatewayTime.json(r.at))]))
@@ -220,7 +236,8 @@ public final class Gateway: Sendable {
             ("attempts", .int(Int64(d.attempts))), ("apns_id", d.sentOnce ? .string(d.apnsID) : .null),
             ("apns_status", d.apnsStatus.map { .int(Int64($0)) } ?? .null), ("reason", d.reason.map { .string($0) } ?? .null),
             ("updated_at", GatewayTime.json(d.updatedAt)), ("next_attempt_at", GatewayTime.json(d.state == .queued ? d.nextAttemptAt : nil)),
-            ("accepted_at", GatewayTime.json(d.acceptedAt)), ("delivered_at", GatewayTime.json(d.deliveredAt)), ("seq", .int(d.seq)),
+            ("accepted_at", GatewayTime.json(d.acceptedAt)), ("delivered_at", GatewayTime.json(d.deliveredAt)),
+            ("revealed_at", GatewayTime.json(d.revealedAt)), ("seq", .int(d.seq)),
         ])
     }
 
@@ -254,9 +271,19 @@ public final class Gateway: Sendable {
                 if let d = byID[id] { devices.append(d) } else { skipped.append((id, "unknown_device")) }
             }
         }
-        var targets: [DeviceRecord] = []
+        var targets: [(device: DeviceRecord, record: DeviceKeyRecord)] = []
         for d in devices {
-            if d.state == .unregistered { skipped.append((d.deviceID, "unregistered")) } else { targets.append(d) }
+            guard d.state != .unregistered else {
+                skipped.append((d.deviceID, "unregistered"))
+                continue
+            }
+            guard let record = try? DeviceKeyRecord(jsonBytes: d.keyRecord) else { continue }
+            // A reveal message is never sealed to the device key instead (reveal v1 §2).
+            if request.reveal && record.reveal == nil {
+                skipped.append((d.deviceID, "no_reveal_key"))
+                continue
+            }
+            targets.append((d, record))
         }
         let queued = app.queued.withLockedValue { $0 }
         guard queued + targets.count <= app.config.maxQueue else {
@@ -272,9 +299,9 @@ public final class Gateway: Sendable {
         message.expiry = request.ttl == 0 ? .deliverOnce : .at(issuedAt + request.ttl)
         message.topic = app.config.topic
         if request.receipt { message.receiptURL = configuration.publicURL + "/v1/receipts" }
+        if request.reveal { message.reveal = .standard }
         var deliveries: [NewDelivery] = []
-        for device in targets {
-            guard let record = try? DeviceKeyRecord(jsonBytes: device.keyRecord) else { continue }
+        for (device, record) in targets {
             let sealed: SealedNotification
             do { sealed = try app.sender.seal(message, to: record) } catch {
                 throw sealProblem(error, request: request, message: message, record: record, app: app)
@@ -306,6 +333,12 @@ public final class Gateway: Sendable {
 
     /// A sealing refusal as a problem; for a message too large, the largest `body` that fits with the other members as sent.
     func sealProblem(_ error: SenderError, request: MessageRequest, message: SecretMessage, record: DeviceKeyRecord, app: AppRuntime) -> Problem {
+        if case let .revealTooLarge(_, _, largestText) = error {
+            return Problem.tooLarge(largestText == 0
+                ? "the reveal message does not fit APNs's 4096 bytes once sealed even without text; remove data or shorten the other members"
+                : "the reveal message does not fit APNs's 4096 bytes once sealed (its text is sealed twice); title, subtitle and body together may hold at most \(largestText) bytes (UTF-8) with the other members as sent",
+                field: "/body")
+        }
         guard case .sealing(.payloadTooLarge) = error else {
             return Problem.invalidField("", "the message cannot be sealed: check title, body, data and sound")
         }
@@ -356,18 +389,21 @@ public final class Gateway: Sendable {
         guard let (message, _) = ReceiptMessage.parse(body) else { return 400 }
         do {
             switch message {
-            case let .delivered(id, token, _, _):
+            case let .delivered(id, token, _, _), let .revealed(id, token, _, _):
+                // Reveal v1 §8: a `revealed` receipt also makes the delivery `delivered`.
                 guard path == "v1/receipts" else { return 400 }
-                switch try await store.recordReceipt(messageID: id, tokenSHA256: Digests.sha256(Array(token.utf8)), now: now) {
+                let type = if case .revealed = message { "revealed" } else { "delivered" }
+                switch try await store.recordReceipt(messageID: id, tokenSHA256: Digests.sha256(Array(token.utf8)),
+                                                     revealed: type == "revealed", now: now) {
                 case let .matched(app, changed):
-                    metrics.receipt(app: app, type: "delivered", reason: "matched")
+                    metrics.receipt(app: app, type: type, reason: "matched")
                     if changed { metrics.delivery(app: app, state: .delivered) }
                     return 204
                 case .unknownID:
-                    metrics.receipt(app: "unknown", type: "delivered", reason: "unknown_id")
+                    metrics.receipt(app: "unknown", type: type, reason: "unknown_id")
                     return 404
                 case .wrongToken:
-                    metrics.receipt(app: "unknown", type: "delivered", reason: "wrong_token")
+                    metrics.receipt(app: "unknown", type: type, reason: "wrong_token")
                     return 403
                 }
             case let .failed(reason, kid, _, count):

@@ -72,6 +72,29 @@ public struct GatewayAppConfiguration: Sendable {
     public let maxQueue: Int
     /// `/v1/apps/{app}` requests per second before 429.
     public let rateLimit: Int
+    /// Where the app's events are POSTed (gateway v1 §8), or `nil` (events are still kept and listed).
+    public let webhook: WebhookConfiguration?
+}
+
+/// An app's webhook (gateway v1 §8): the URL events are POSTed to and the secret they are signed with.
+/// Its `description` names only the URL's origin: never the secret, nor a path that may carry a token.
+public struct WebhookConfiguration: Sendable, CustomStringConvertible {
+    /// The URL (https, or http to a loopback address).
+    public let url: String
+    /// The secret file it was read from (absolute path).
+    public let secretPath: String
+    /// The secret: the file's contents, whitespace trimmed. Kept out of `description`, logs and errors.
+    let secret: [UInt8]
+
+    /// A webhook posting to `url`, signing with `secret` (read from `secretPath`).
+    public init(url: String, secretPath: String, secret: [UInt8]) {
+        self.url = url
+        self.secretPath = secretPath
+        self.secret = secret
+    }
+
+    /// `webhook to <origin>`.
+    public var description: String { "webhook to \(HTTPURL(url)?.origin ?? "?")" }
 }
 
 /// The gateway's configuration file (gateway v1 §1), parsed and checked; relative paths resolved against
@@ -326,21 +349,48 @@ struct ConfigReader {
             }
             keys.append(APIKeyEntry(id: keyName, sha256: digest, scopes: scopes))
         }
-        if o["webhook"] != nil {
-            throw GatewayConfigurationError("\(pointer)/webhook", "webhooks (gateway v1 §8) are not supported by this build; remove the member")
-        }
+        let webhook = try self.webhook(o, at: pointer)
         return GatewayAppConfiguration(
             id: id, topic: topic, authKeyPath: keyPath, keyID: keyID, teamID: teamID, productionURL: urls[0], sandboxURL: urls[1],
             caCertPath: ca, senderKeychain: sender, apiKeys: keys,
             maxInFlight: try integer(o, "max_in_flight", at: pointer, default: 100, range: 1...10_000),
             maxQueue: try integer(o, "max_queue", at: pointer, default: 1_000_000, range: 1...1_000_000_000),
-            rateLimit: try integer(o, "rate_limit", at: pointer, default: 1000, range: 1...1_000_000))
+            rateLimit: try integer(o, "rate_limit", at: pointer, default: 1000, range: 1...1_000_000),
+            webhook: webhook)
     }
 
-    /// A secret file must be readable and not readable by others; group-readable only warns (gateway v1 §1).
-    mutating func checkSecretFile(_ path: String, member: String) throws(GatewayConfigurationError) {
+    /// The shortest webhook secret accepted, in bytes.
+    static let minimumWebhookSecret = 16
+
+    /// `"webhook": {"url", "secret_file"}` (gateway v1 §8), or nil when absent or null.
+    mutating func webhook(_ o: JSONObject, at pointer: String) throws(GatewayConfigurationError) -> WebhookConfiguration? {
+        guard let value = o["webhook"], value != .null else { return nil }
+        let at = "\(pointer)/webhook"
+        guard case let .object(w) = value else {
+            throw GatewayConfigurationError(at, "must be an object {\"url\": \"https://…\", \"secret_file\": \"webhook.secret\"}, or null")
+        }
+        try allowOnly(w, at: at, ["url", "secret_file"])
+        let url = try string(w, "url", at: at)!
+        guard let parsed = HTTPURL(url), parsed.scheme == "https" || parsed.isLoopback else {
+            throw GatewayConfigurationError("\(at)/url", "give the https URL events are POSTed to (http only for a loopback address), e.g. \"https://backend.example.com/sealedpush/events\"")
+        }
+        let path = resolve(try string(w, "secret_file", at: at)!)
+        try checkSecretFile(path, member: "\(at)/secret_file", what: "a file holding the webhook secret (e.g. `openssl rand -hex 32 > webhook.secret`)")
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw GatewayConfigurationError("\(at)/secret_file", "cannot read \(path); check its owner and permissions")
+        }
+        let secret = Array(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+        guard secret.count >= Self.minimumWebhookSecret else {
+            throw GatewayConfigurationError("\(at)/secret_file", "\(path) holds fewer than \(Self.minimumWebhookSecret) bytes once whitespace is trimmed; write a long random secret, e.g. `openssl rand -hex 32`")
+        }
+        return WebhookConfiguration(url: url, secretPath: path, secret: secret)
+    }
+
+    /// A secret file (the `.p8`, the webhook secret) must be readable and not readable by others; group-readable
+    /// only warns (gateway v1 §1).
+    mutating func checkSecretFile(_ path: String, member: String, what: String = "the .p8 key Apple issued") throws(GatewayConfigurationError) {
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: path) else {
-            throw GatewayConfigurationError(member, "cannot read \(path); give the path of the .p8 key Apple issued")
+            throw GatewayConfigurationError(member, "cannot read \(path); give the path of \(what)")
         }
         let mode: Int? = switch attributes[.posixPermissions] {
         case let mode as UInt: Int(mode)

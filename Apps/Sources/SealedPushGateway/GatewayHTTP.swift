@@ -166,6 +166,11 @@ public enum GatewayHTTP {
                 return json(.object(try await gateway.messageJSON(app: app, messageID: id)))
             }
         }
+        router.get("v1/apps/:app/events") { request, context in
+            try await api.call(request, context, [.read]) { app in
+                try await listEvents(gateway, app, request.uri.queryParameters)
+            }
+        }
         router.delete("v1/apps/:app/messages/:message_id") { request, context in
             try await api.call(request, context, [.send]) { app in
                 guard let id = context.parameters.get("message_id"),
@@ -186,10 +191,17 @@ public enum GatewayHTTP {
         return router
     }
 
-    /// The router of `admin_listen`: `/healthz`, `/readyz`, `/metrics`.
+    /// The router of `admin_listen`: the dashboard at `/`, `/healthz`, `/readyz`, `/metrics`.
     public static func adminRouter(_ gateway: Gateway, logger: Logger) -> Router<GatewayRequestContext> {
         let router = Router(context: GatewayRequestContext.self)
         router.add(middleware: RequestMiddleware(metrics: gateway.metrics, logger: logger))
+        router.get("/") { _, _ -> Response in
+            let snapshot = try await gateway.store.dashboard(now: gateway.now)
+            let paused = gateway.apps.compactMapValues { $0.pausedReason.withLockedValue { $0 } }
+            let page = try Dashboard.render(snapshot, apps: gateway.configuration.apps, paused: paused)
+            return Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
+                            body: ResponseBody(byteBuffer: ByteBuffer(string: page)))
+        }
         router.get("healthz") { _, _ in json(.object(JSONObject([("status", "ok")]))) }
         router.get("readyz") { _, _ in
             let (ready, body) = await gateway.readiness()
@@ -284,6 +296,41 @@ public enum GatewayHTTP {
         let devices = try await gateway.store.listDevices(app: app.config.id, state: state, since: since, after: after, limit: limit)
         let next: JSONValue = devices.count == limit ? devices.last.map { .string(Cursor.encode($0.updatedAt, $0.deviceID)) } ?? .null : .null
         return json(.object(JSONObject([("devices", .array(devices.map { .object(Gateway.json($0)) })), ("next_cursor", next)])))
+    }
+
+    /// `GET …/events?after=&limit=` (gateway v1 §8): the app's events of the last 7 days in the order they were
+    /// written, each exactly as POSTed to the webhook.
+    static func listEvents(_ gateway: Gateway, _ app: AppRuntime, _ query: Parameters) async throws -> Response {
+        let known: Set<Substring> = ["after", "limit"]
+        for (name, _) in query where !known.contains(name) {
+            throw Problem(.badRequest, "unknown_member", "Unknown member", "this query parameter is not part of the API; use after or limit")
+        }
+        var limit = 100
+        if let s = query.get("limit") {
+            guard let n = Int(s), (1...1000).contains(n) else { throw Problem.invalidField("", "the query parameter limit must be an integer from 1 to 1000") }
+            limit = n
+        }
+        let after = query.get("after")
+        if let after, !isEventID(after) {
+            throw Problem.invalidField("", "the query parameter after must be an event id (evt_ and 32 hex digits) from an earlier listing or webhook")
+        }
+        let now = gateway.now
+        guard let events = try await gateway.store.events(app: app.config.id, after: after, since: now - Gateway.eventsKeptFor, limit: limit) else {
+            throw Problem.invalidField("", "after names no event of this app kept now (events are kept 7 days); list again without after")
+        }
+        var body = Array(#"{"events":["#.utf8)
+        for (n, event) in events.enumerated() {
+            if n > 0 { body.append(UInt8(ascii: ",")) }
+            body += event.body
+        }
+        body += Array("]}".utf8)
+        return Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+    }
+
+    /// `evt_` and 32 lowercase hex digits.
+    static func isEventID(_ s: String) -> Bool {
+        let b = Array(s.utf8)
+        return b.count == 36 && s.hasPrefix("evt_") && b.dropFirst(4).allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
     }
 
     /// The list cursor: base64url of `<updated_at ms>:<device_id>`.

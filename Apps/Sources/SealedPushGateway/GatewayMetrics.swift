@@ -61,6 +61,16 @@ public final class GatewayMetrics: Sendable {
         Counter(label: "sealedpush_receipts_total", dimensions: [("app", app), ("type", type), ("reason", reason)], factory: factory).increment()
     }
 
+    /// `sealedpush_gateway_webhook_requests_total{app,status}`: webhook attempts by the receiver's status (`none`: no answer).
+    func webhookRequest(app: String, status: String) {
+        Counter(label: "sealedpush_gateway_webhook_requests_total", dimensions: [("app", app), ("status", status)], factory: factory).increment()
+    }
+
+    /// `sealedpush_gateway_webhook_dropped_total{app}`: events given up after the retry window (gateway v1 §8).
+    func webhookDropped(app: String) {
+        Counter(label: "sealedpush_gateway_webhook_dropped_total", dimensions: [("app", app)], factory: factory).increment()
+    }
+
     /// The Prometheus text.
     public func render() -> [UInt8] { registry.emitToBuffer() }
 }

@@ -149,13 +149,15 @@ struct MessageRequest {
     var collapseID: String?
     var priority: Int
     var receipt: Bool
+    /// A reveal message (reveal v1 §8): the text sealed again to each device's reveal key; devices without one are skipped.
+    var reveal: Bool
 
     /// The longest `ttl` accepted: 30 days (APNs stores a push for a limited time).
     static let maximumTTL: Int64 = 30 * 86_400
 
     init(_ o: JSONObject) throws(Problem) {
         let r = try MemberReader(o, allowed: ["to", "title", "subtitle", "body", "thread_id", "category", "badge", "sound", "data",
-                                              "ttl", "collapse_id", "priority", "receipt"])
+                                              "ttl", "collapse_id", "priority", "receipt", "reveal"])
         guard case let .object(toObject)? = o["to"] else {
             throw Problem.invalidField("/to", "to is required: {\"user_id\": …}, {\"user_ids\": […]} or {\"device_ids\": […]}")
         }
@@ -192,5 +194,6 @@ struct MessageRequest {
         default: throw Problem.invalidField("/priority", "priority must be 10 (now) or 5 (when the device saves power)")
         }
         receipt = try r.bool("receipt") ?? true
+        reveal = try r.bool("reveal") ?? false
     }
 }

@@ -36,6 +36,7 @@ public enum GatewayServer {
                 logger: httpLogger))
         }
         services.append(DeliveryWorker(gateway: gateway))
+        services.append(WebhookWorker(gateway: gateway))  // last: it stops first, handing back its events
         return services
     }
 }

@@ -137,6 +137,8 @@ public struct DeliveryRecord: Sendable, Equatable {
     public var acceptedAt: Int64?
     /// When its receipt arrived.
     public var deliveredAt: Int64?
+    /// When its `revealed` receipt arrived (reveal v1 §8), if one did.
+    public var revealedAt: Int64? = nil
     /// Grows with each change.
     public var seq: Int64
     /// Whether a request to APNs has been sent for it (its apns-id is then public).
@@ -304,16 +306,18 @@ public protocol GatewayStore: Sendable {
     /// Writes an attempt's outcome if the lease is still the delivery's current one; false otherwise.
     /// `unregisteredAt` is APNs's 410 timestamp (ms), for the device rule of §4.
     func complete(_ claim: ClaimedDelivery, outcome: AttemptOutcome, unregisteredAt: Int64?, now: Int64) async throws -> Bool
-    /// Deletes up to `limit` messages (with their deliveries) that expired before `messagesExpiredBefore`, and the
-    /// idempotency answers first given before `idempotencyBefore`; the number of messages deleted.
-    func prune(messagesExpiredBefore: Int64, idempotencyBefore: Int64, limit: Int) async throws -> Int
+    /// Deletes up to `limit` messages (with their deliveries) that expired before `messagesExpiredBefore`, the
+    /// idempotency answers first given before `idempotencyBefore`, and up to `limit` events written before
+    /// `eventsBefore` (whatever their state); the number of messages and events deleted.
+    func prune(messagesExpiredBefore: Int64, idempotencyBefore: Int64, eventsBefore: Int64, limit: Int) async throws -> Int
     /// The earliest `next_attempt_at` of a queued delivery of `app`, if any.
     func nextDue(app: String) async throws -> Int64?
     /// Per-app queue depth.
     func queueDepths() async throws -> [String: QueueDepth]
 
-    /// Applies a receipt: the delivery of `messageID` whose token hashes to `tokenSHA256` becomes `delivered`.
-    func recordReceipt(messageID: String, tokenSHA256: [UInt8], now: Int64) async throws -> ReceiptResult
+    /// Applies a receipt: the delivery of `messageID` whose token hashes to `tokenSHA256` becomes `delivered`; a
+    /// `revealed` receipt (reveal v1 §8) also sets its `revealed_at` once (`delivery.revealed`).
+    func recordReceipt(messageID: String, tokenSHA256: [UInt8], revealed: Bool, now: Int64) async throws -> ReceiptResult
     /// Records a failure report against the devices whose key id is `kid`; the apps they belong to.
     func recordReport(kid: String?, reason: String, count: Int, now: Int64) async throws -> [String]
     /// Closes the database.
@@ -321,9 +325,120 @@ public protocol GatewayStore: Sendable {
     /// How many gateway instances share this store now, this one included (at least 1): each keeps
     /// `max_in_flight / liveInstances` APNs requests in flight.
     var liveInstances: Int { get }
+
+    // MARK: Events (gateway v1 §8)
+    //
+    // Every state-changing method above also writes, in its own transaction, the events its change causes:
+    // `GatewayEvents.delivery(_:now:)` for each delivery that moved into `accepted`, `delivered`, `rejected`,
+    // `unregistered`, `expired` or `cancelled` (built from the delivery as it is after the change, `seq`
+    // included), and `GatewayEvents.deviceUnregistered(_:now:)` for a device `complete` marks unregistered.
+    // Events are written for every app (the listing serves apps without a webhook too) with state `pending`.
+
+    /// Claims up to `limit` of `app`'s pending events due at `now` (oldest first) under a lease until
+    /// `leaseUntil`; an event whose lease lapsed is due again.
+    func claimEvents(app: String, now: Int64, leaseUntil: Int64, limit: Int) async throws -> [ClaimedEvent]
+    /// Writes a webhook attempt's outcome if the claim's lease is still the event's current one; false otherwise.
+    /// `acknowledged` and `dropped` are final; `retry` counts the attempt and makes the event due at `at`.
+    func completeEvent(_ claim: ClaimedEvent, outcome: EventOutcome, now: Int64) async throws -> Bool
+    /// `app`'s events written at or after `since`, in the order they were written, after the event `after`
+    /// (exclusive; nil: from the first), at most `limit`. Nil when `after` names no event of `app` that is still kept.
+    func events(app: String, after: String?, since: Int64, limit: Int) async throws -> [EventRecord]?
+
+    // MARK: The dashboard
+
+    /// The numbers the dashboard (on `admin_listen`) shows, for every app with rows, as of `now`.
+    func dashboard(now: Int64) async throws -> DashboardSnapshot
 }
 
 extension GatewayStore {
     /// One: a store only this instance uses.
     public var liveInstances: Int { 1 }
+}
+
+/// What the dashboard shows, per app, from the store: counts only — never a token, device id, user id or body.
+public struct DashboardSnapshot: Sendable, Equatable {
+    /// The numbers of one app.
+    public struct App: Sendable, Equatable {
+        /// The app id.
+        public var app: String
+        /// Deliveries created in the last hour, by their current state (`DeliveryState.rawValue`).
+        public var lastHour: [String: Int] = [:]
+        /// Deliveries created in the last 24 hours, by their current state.
+        public var lastDay: [String: Int] = [:]
+        /// Deliveries created in each of the last 24 hours (index 0: the hour before `now`), by current state.
+        public var hourly: [[String: Int]] = Array(repeating: [:], count: 24)
+        /// Deliveries of the last 24 hours with an APNs answer, by that last answer (status and reason).
+        public var apnsAnswers: [APNsAnswerCount] = []
+        /// Deliveries of the last 24 hours APNs accepted (`accepted_at` set).
+        public var acceptedLastDay = 0
+        /// Deliveries of the last 24 hours whose receipt arrived.
+        public var deliveredLastDay = 0
+        /// Failure reports, by reason and key id, with the time of the last one (all kept).
+        public var reports: [ReportCount] = []
+        /// Deliveries queued now.
+        public var queued = 0
+        /// The oldest queued delivery's creation time (Unix milliseconds), if any.
+        public var oldestQueuedAt: Int64?
+        /// Devices by state.
+        public var devicesActive = 0
+        /// Devices APNs said are gone.
+        public var devicesUnregistered = 0
+        /// Deliveries under a lease now (an attempt in flight).
+        public var leasedDeliveries = 0
+        /// Webhook events not yet acknowledged (nor dropped).
+        public var eventsPending = 0
+        /// Webhook events dropped after 24 hours without a 2xx, among those kept (7 days).
+        public var eventsDropped = 0
+
+        /// An app with no numbers yet.
+        public init(app: String) { self.app = app }
+    }
+
+    /// How many deliveries last got one APNs answer.
+    public struct APNsAnswerCount: Sendable, Equatable {
+        /// The HTTP status APNs answered.
+        public var status: Int
+        /// APNs's reason (empty for 200), or the gateway's (`ttl_expired`, `credentials_paused`).
+        public var reason: String
+        /// How many deliveries.
+        public var count: Int
+    }
+
+    /// One row of failure reports (receipts v1 §3).
+    public struct ReportCount: Sendable, Equatable {
+        /// The reason code devices reported.
+        public var reason: String
+        /// The key id (16 hex) of the key the failing messages were sealed to: a public key's id, not a device's.
+        public var kid: String
+        /// How many failures.
+        public var count: Int
+        /// When the last arrived (Unix milliseconds).
+        public var lastAt: Int64
+    }
+
+    /// One gateway instance and the leases it holds.
+    public struct Instance: Sendable, Equatable {
+        /// A name for it (`host:pid` for SQLite's single instance).
+        public var name: String
+        /// When it started (Unix milliseconds).
+        public var startedAt: Int64
+        /// Deliveries it holds under a lease now.
+        public var leasedDeliveries: Int
+        /// Events it holds under a lease now.
+        public var leasedEvents: Int
+    }
+
+    /// Per app, by app id.
+    public var apps: [String: App]
+    /// The live instances (SQLite: this one).
+    public var instances: [Instance]
+    /// When the numbers were taken (Unix milliseconds).
+    public var takenAt: Int64
+
+    /// A snapshot from its parts.
+    public init(apps: [String: App], instances: [Instance], takenAt: Int64) {
+        self.apps = apps
+        self.instances = instances
+        self.takenAt = takenAt
+    }
 }

@@ -708,6 +708,82 @@ enum OpenAPIDocument {
           }
         }
       }
+    },
+    "/v1/apps/{app}/events": {
+      "parameters": [
+        {
+          "$ref": "#/components/parameters/App"
+        }
+      ],
+      "get": {
+        "operationId": "listEvents",
+        "summary": "List the app's webhook events of the last 7 days, in order (gateway v1 section 8)",
+        "description": "Scope: read. A receiver that was down catches up by listing from the last event id it handled. Events are listed for every app, with or without a webhook.",
+        "parameters": [
+          {
+            "name": "after",
+            "in": "query",
+            "required": false,
+            "description": "An event id from an earlier listing or webhook: list the events written after it. An id of no event kept now (events are kept 7 days) is 400.",
+            "schema": {
+              "type": "string",
+              "pattern": "^evt_[0-9a-f]{32}$"
+            }
+          },
+          {
+            "name": "limit",
+            "in": "query",
+            "required": false,
+            "schema": {
+              "type": "integer",
+              "minimum": 1,
+              "maximum": 1000,
+              "default": 100
+            }
+          }
+        ],
+        "responses": {
+          "200": {
+            "description": "Events of the last 7 days after `after`, in the order they were written, each exactly as POSTed to the webhook.",
+            "headers": {
+              "Request-Id": {
+                "$ref": "#/components/headers/Request-Id"
+              },
+              "RateLimit-Limit": {
+                "$ref": "#/components/headers/RateLimit-Limit"
+              },
+              "RateLimit-Remaining": {
+                "$ref": "#/components/headers/RateLimit-Remaining"
+              },
+              "RateLimit-Reset": {
+                "$ref": "#/components/headers/RateLimit-Reset"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/EventList"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "429": {
+            "$ref": "#/components/responses/RateLimited"
+          },
+          "503": {
+            "$ref": "#/components/responses/Unavailable"
+          }
+        }
+      }
     }
   },
   "components": {
@@ -1082,6 +1158,24 @@ enum OpenAPIDocument {
             "type": "string",
             "format": "date-time",
             "pattern": "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,9})?Z$"
+          },
+          "reveal": {
+            "type": "object",
+            "description": "The device's reveal key (reveal v1 section 1): reveal messages seal their text to it. reveal.key_id must be derived from reveal.public_key. A record without it cannot receive reveal messages.",
+            "required": [
+              "key_id",
+              "public_key"
+            ],
+            "properties": {
+              "key_id": {
+                "type": "string",
+                "pattern": "^[0-9a-f]{16}$"
+              },
+              "public_key": {
+                "type": "string",
+                "description": "Standard base64 of the 32-byte X25519 public key."
+              }
+            }
           }
         },
         "additionalProperties": true
@@ -1175,6 +1269,7 @@ enum OpenAPIDocument {
           "unregistered_at",
           "unregistered_reason",
           "token_reassigned",
+          "reveal_key_id",
           "last_report"
         ],
         "properties": {
@@ -1223,6 +1318,14 @@ enum OpenAPIDocument {
           },
           "token_reassigned": {
             "type": "boolean"
+          },
+          "reveal_key_id": {
+            "type": [
+              "string",
+              "null"
+            ],
+            "pattern": "^[0-9a-f]{16}$",
+            "description": "The key id of the reveal key in the registered record (reveal v1 section 8); null when the record has none (reveal messages skip the device)."
           },
           "last_report": {
             "oneOf": [
@@ -1403,6 +1506,11 @@ enum OpenAPIDocument {
           "receipt": {
             "type": "boolean",
             "default": true
+          },
+          "reveal": {
+            "type": "boolean",
+            "default": false,
+            "description": "A reveal message (reveal v1 sections 2 and 8): iOS is shown only a placeholder (Press and hold to read) and the text is sealed again to each device's reveal key, opened when the user presses and holds on an unlocked phone. Devices whose record has no reveal key are listed in skipped with reason no_reveal_key. Less text fits: a message too large is 413 with how many bytes of title, subtitle and body do."
           }
         },
         "additionalProperties": false
@@ -1468,7 +1576,8 @@ enum OpenAPIDocument {
                   "type": "string",
                   "enum": [
                     "unknown_device",
-                    "unregistered"
+                    "unregistered",
+                    "no_reveal_key"
                   ]
                 }
               },
@@ -1492,6 +1601,7 @@ enum OpenAPIDocument {
           "next_attempt_at",
           "accepted_at",
           "delivered_at",
+          "revealed_at",
           "seq"
         ],
         "properties": {
@@ -1550,6 +1660,10 @@ enum OpenAPIDocument {
           "delivered_at": {
             "$ref": "#/components/schemas/NullableTime"
           },
+          "revealed_at": {
+            "$ref": "#/components/schemas/NullableTime",
+            "description": "When the device's revealed receipt arrived (reveal v1 \u00a78); null until then."
+          },
           "seq": {
             "type": "integer",
             "minimum": 0,
@@ -1590,6 +1704,86 @@ enum OpenAPIDocument {
       "DeviceMessage": {
         "type": "object",
         "description": "A receipt (receipts v1 section 2) or a failure report (section 3), at most 4096 bytes; the server checks it itself and answers 400 for anything else."
+      },
+      "DeliveryEventData": {
+        "type": "object",
+        "required": [
+          "message_id",
+          "delivery"
+        ],
+        "properties": {
+          "message_id": {
+            "type": "string",
+            "minLength": 1
+          },
+          "delivery": {
+            "$ref": "#/components/schemas/Delivery"
+          }
+        },
+        "additionalProperties": false
+      },
+      "Event": {
+        "type": "object",
+        "required": [
+          "id",
+          "type",
+          "created_at",
+          "app",
+          "data"
+        ],
+        "properties": {
+          "id": {
+            "type": "string",
+            "pattern": "^evt_[0-9a-f]{32}$",
+            "description": "Unique: receivers deduplicate by it."
+          },
+          "type": {
+            "type": "string",
+            "enum": [
+              "delivery.accepted",
+              "delivery.delivered",
+              "delivery.rejected",
+              "delivery.unregistered",
+              "delivery.expired",
+              "delivery.cancelled",
+              "delivery.revealed",
+              "device.unregistered"
+            ]
+          },
+          "created_at": {
+            "$ref": "#/components/schemas/Time"
+          },
+          "app": {
+            "type": "string"
+          },
+          "data": {
+            "description": "delivery.*: the message id and the delivery (its seq grows with each change); device.unregistered: the device.",
+            "oneOf": [
+              {
+                "$ref": "#/components/schemas/DeliveryEventData"
+              },
+              {
+                "$ref": "#/components/schemas/Device"
+              }
+            ]
+          }
+        },
+        "additionalProperties": false
+      },
+      "EventList": {
+        "type": "object",
+        "required": [
+          "events"
+        ],
+        "properties": {
+          "events": {
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/Event"
+            }
+          }
+        },
+        "additionalProperties": false
       }
     },
     "responses": {

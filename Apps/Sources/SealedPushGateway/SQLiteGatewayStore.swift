@@ -79,7 +79,38 @@ public final class SQLiteGatewayStore: GatewayStore {
             "CREATE INDEX messages_expires ON messages(expires_at, message_id)",
             "CREATE INDEX idempotency_created ON idempotency(created_at)",
         ]),
+        // v3: the hot statements answered from indexes alone. Without statistics SQLite read a user's devices
+        // through devices_updated (every device of the app, to skip a sort): about 1000 rows per message in
+        // the benchmark. The due index carries lease_until, so a claim skips leased rows without reading
+        // them; queued deliveries have an index of their own for the per-second queue depth.
+        (3, [
+            "DROP INDEX devices_user",
+            "CREATE INDEX devices_user ON devices(app, user_id, updated_at, device_id)",
+            "DROP INDEX deliveries_due",
+            "CREATE INDEX deliveries_due ON deliveries(app, state, next_attempt_at, lease_until)",
+            "CREATE INDEX deliveries_queued ON deliveries(app, created_at) WHERE state = 'queued'",
+        ]),
+        // v4: webhook events (gateway v1 §8), written in the transaction of the change that causes them; `position`
+        // orders the listing. And what the dashboard's last-day counts look up.
+        (4, [
+            """
+            CREATE TABLE events (
+                position INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, app TEXT NOT NULL, type TEXT NOT NULL,
+                created_at INTEGER NOT NULL, body TEXT NOT NULL, state TEXT NOT NULL DEFAULT 'pending',
+                attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at INTEGER NOT NULL, lease_until INTEGER,
+                generation INTEGER NOT NULL DEFAULT 0)
+            """,
+            "CREATE INDEX events_due ON events(app, state, next_attempt_at)",
+            "CREATE INDEX events_app ON events(app, position)",
+            "CREATE INDEX events_created ON events(created_at)",
+            "CREATE INDEX deliveries_created ON deliveries(created_at)",
+        ]),
+        // v5: when a delivery's `revealed` receipt arrived (reveal v1 §8).
+        (5, ["ALTER TABLE deliveries ADD COLUMN revealed_at INTEGER"]),
     ]
+
+    /// When this instance opened the store (the dashboard's instance list).
+    let openedAt = GatewayClock.system.milliseconds()
 
     private init(connection: SQLiteConnection, path: String, lockFD: Int32) {
         self.connection = connection
@@ -136,6 +167,7 @@ public final class SQLiteGatewayStore: GatewayStore {
         // or a kill): its deliveries are due again now, with the same apns-id and collapse id.
         try await transaction { [self] in
             _ = try await connection.query("UPDATE deliveries SET lease_until = NULL WHERE lease_until IS NOT NULL")
+            _ = try await connection.query("UPDATE events SET lease_until = NULL WHERE lease_until IS NOT NULL")
         }
         try await transaction { [self] in
             let rows = try await connection.query("SELECT value FROM settings WHERE name = 'idempotency_secret'")
@@ -276,12 +308,32 @@ public final class SQLiteGatewayStore: GatewayStore {
             tokenReassigned: row.column("token_reassigned")?.integer == 1, lastReport: report)
     }
 
-    /// Cancels a device's unsent deliveries; how many.
+    /// Cancels a device's unsent deliveries, with their events; how many.
     func cancelUnsent(app: String, deviceID: String, reason: String, now: Int64) async throws -> Int {
-        try await connection.query("""
+        let rows = try await connection.query("""
             UPDATE deliveries SET state = 'cancelled', reason = ?, updated_at = ?, next_attempt_at = NULL, seq = seq + 1, payload = x''
-            WHERE app = ? AND device_id = ? AND state = 'queued' RETURNING 1 AS k
-            """, [.text(reason), .integer(Int(now)), .text(app), .text(deviceID)]).count
+            WHERE app = ? AND device_id = ? AND state = 'queued' RETURNING \(Self.deliveryColumns)
+            """, [.text(reason), .integer(Int(now)), .text(app), .text(deviceID)])
+        try await insertDeliveryEvents(rows, now: now)
+        return rows.count
+    }
+
+    /// Writes the events of deliveries an UPDATE just changed (its `RETURNING` rows), in the current transaction.
+    func insertDeliveryEvents(_ rows: [SQLiteRow], now: Int64) async throws {
+        for row in rows {
+            guard let delivery = Self.delivery(row) else { continue }
+            try await insertEvent(GatewayEvents.delivery(delivery, now: now))
+        }
+    }
+
+    /// Inserts one event (pending, due now) in the current transaction: the only SQL the events of §8 add to
+    /// the state-changing methods.
+    func insertEvent(_ event: EventRecord?) async throws {
+        guard let event else { return }
+        _ = try await connection.query("""
+            INSERT INTO events (id, app, type, created_at, body, next_attempt_at) VALUES (?, ?, ?, ?, ?, ?)
+            """, [.text(event.id), .text(event.app), .text(event.type.rawValue), .integer(Int(event.createdAt)),
+                  .text(String(decoding: event.body, as: UTF8.self)), .integer(Int(event.createdAt))])
     }
 
     public func putDevice(_ device: DeviceRecord, maxDevicesPerUser: Int) async throws -> (device: DeviceRecord, created: Bool, cancelled: Int) {
@@ -337,10 +389,12 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
+    /// A user's devices (binds: app, user id): a search of devices_user, which also gives the order.
+    static let userDevicesSQL = "SELECT \(deviceColumns) FROM devices WHERE app = ? AND user_id = ? ORDER BY updated_at, device_id"
+
     public func userDevices(app: String, userID: String) async throws -> [DeviceRecord] {
         try await read {
-            try await connection.query("SELECT \(Self.deviceColumns) FROM devices WHERE app = ? AND user_id = ? ORDER BY updated_at, device_id",
-                                       [.text(app), .text(userID)]).compactMap(Self.device)
+            try await connection.query(Self.userDevicesSQL, [.text(app), .text(userID)]).compactMap(Self.device)
         }
     }
 
@@ -437,7 +491,7 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     static let deliveryColumns = """
         delivery_id, app, message_id, device_id, state, attempts, apns_id, apns_status, reason, created_at, updated_at,
-        next_attempt_at, accepted_at, delivered_at, seq
+        next_attempt_at, accepted_at, delivered_at, revealed_at, seq
         """
 
     static func delivery(_ row: SQLiteRow) -> DeliveryRecord? {
@@ -450,7 +504,8 @@ public final class SQLiteGatewayStore: GatewayStore {
             deliveryID: id, app: app, messageID: message, deviceID: device, state: state, attempts: attempts, apnsID: apnsID,
             apnsStatus: row.column("apns_status")?.integer, reason: row.column("reason")?.string, createdAt: Int64(created), updatedAt: Int64(updated),
             nextAttemptAt: row.column("next_attempt_at")?.integer.map(Int64.init), acceptedAt: row.column("accepted_at")?.integer.map(Int64.init),
-            deliveredAt: row.column("delivered_at")?.integer.map(Int64.init), seq: Int64(seq))
+            deliveredAt: row.column("delivered_at")?.integer.map(Int64.init), revealedAt: row.column("revealed_at")?.integer.map(Int64.init),
+            seq: Int64(seq))
     }
 
     public func message(app: String, messageID: String) async throws -> (createdAt: Int64, expiresAt: Int64, deliveries: [DeliveryRecord])? {
@@ -470,22 +525,29 @@ public final class SQLiteGatewayStore: GatewayStore {
             guard try await !connection.query("SELECT 1 AS k FROM messages WHERE app = ? AND message_id = ?", [.text(app), .text(messageID)]).isEmpty else {
                 return nil
             }
-            return try await connection.query("""
+            let rows = try await connection.query("""
                 UPDATE deliveries SET state = 'cancelled', reason = 'message_deleted', updated_at = ?, next_attempt_at = NULL, seq = seq + 1, payload = x''
-                WHERE message_id = ? AND state = 'queued' RETURNING 1 AS k
-                """, [.integer(Int(now)), .text(messageID)]).count
+                WHERE message_id = ? AND state = 'queued' RETURNING \(Self.deliveryColumns)
+                """, [.integer(Int(now)), .text(messageID)])
+            try await insertDeliveryEvents(rows, now: now)
+            return rows.count
         }
     }
 
     // MARK: The queue
 
+    /// The claim's selection, without its RETURNING clause (binds: lease_until, app, now, now, limit); an
+    /// index-only search of deliveries_due, then a rowid lookup per claimed row.
+    static let claimSQL = """
+        UPDATE deliveries SET lease_until = ?, generation = generation + 1
+        WHERE rowid IN (SELECT rowid FROM deliveries WHERE app = ? AND state = 'queued' AND next_attempt_at <= ?
+                        AND (lease_until IS NULL OR lease_until < ?) ORDER BY next_attempt_at LIMIT ?)
+        """
+
     public func claimDue(app: String, now: Int64, leaseUntil: Int64, limit: Int) async throws -> [ClaimedDelivery] {
         try await transaction { [self] in
-            try await connection.query("""
-                UPDATE deliveries SET lease_until = ?, generation = generation + 1
-                WHERE delivery_id IN (SELECT delivery_id FROM deliveries WHERE app = ? AND state = 'queued' AND next_attempt_at <= ?
-                                      AND (lease_until IS NULL OR lease_until < ?) ORDER BY next_attempt_at LIMIT ?)
-                RETURNING delivery_id, app, device_id, apns_token, environment, payload, priority, collapse_id, apns_expiration,
+            try await connection.query(Self.claimSQL + """
+                 RETURNING delivery_id, app, device_id, apns_token, environment, payload, priority, collapse_id, apns_expiration,
                           expires_at, apns_id, attempts, generation
                 """, [.integer(Int(leaseUntil)), .text(app), .integer(Int(now)), .integer(Int(now)), .integer(limit)]).compactMap { row in
                 guard let id = row.column("delivery_id")?.string, let app = row.column("app")?.string, let device = row.column("device_id")?.string,
@@ -518,8 +580,9 @@ public final class SQLiteGatewayStore: GatewayStore {
                 rows = try await connection.query("""
                     UPDATE deliveries SET state = 'accepted', attempts = attempts + 1, apns_status = ?, reason = NULL, accepted_at = ?,
                         updated_at = ?, next_attempt_at = NULL, lease_until = NULL, seq = seq + 1, payload = x''
-                    WHERE delivery_id = ? AND generation = ? AND state = 'queued' RETURNING seq
+                    WHERE delivery_id = ? AND generation = ? AND state = 'queued' RETURNING \(Self.deliveryColumns)
                     """, [.integer(s), .integer(n), .integer(n)] + key)
+                try await insertDeliveryEvents(rows, now: now)
             case let .retry(at, s, reason):
                 status = s
                 rows = try await connection.query("""
@@ -532,14 +595,17 @@ public final class SQLiteGatewayStore: GatewayStore {
                 rows = try await connection.query("""
                     UPDATE deliveries SET state = ?, attempts = attempts + ?, apns_status = ?, reason = ?, updated_at = ?, next_attempt_at = NULL,
                         lease_until = NULL, seq = seq + 1, payload = x''
-                    WHERE delivery_id = ? AND generation = ? AND state = 'queued' RETURNING seq
+                    WHERE delivery_id = ? AND generation = ? AND state = 'queued' RETURNING \(Self.deliveryColumns)
                     """, [.text(state.rawValue), .integer(attempted ? 1 : 0), s.map { .integer($0) } ?? .null, .text(reason), .integer(n)] + key)
+                try await insertDeliveryEvents(rows, now: now)
                 if state == .unregistered, !rows.isEmpty {
-                    _ = try await connection.query("""
+                    let devices = try await connection.query("""
                         UPDATE devices SET state = 'unregistered', unregistered_at = ?, unregistered_reason = ?, updated_at = ?
                         WHERE app = ? AND environment = ? AND apns_token = ? AND state = 'active' AND registered_at < ?
+                        RETURNING \(Self.deviceColumns)
                         """, [.integer(n), .text(reason), .integer(n), .text(claim.app), .text(claim.environment.rawValue),
                               .text(claim.apnsToken), .integer(Int(unregisteredAt ?? now + 1))])
+                    for device in devices.compactMap(Self.device) { try await insertEvent(GatewayEvents.deviceUnregistered(device, now: now)) }
                 }
             case let .paused(s, reason):
                 status = s
@@ -562,14 +628,17 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
-    public func prune(messagesExpiredBefore: Int64, idempotencyBefore: Int64, limit: Int) async throws -> Int {
+    public func prune(messagesExpiredBefore: Int64, idempotencyBefore: Int64, eventsBefore: Int64, limit: Int) async throws -> Int {
         try await transaction { [self] in
             let picked = "SELECT message_id FROM messages WHERE expires_at < ? ORDER BY expires_at, message_id LIMIT ?"
             let binds: [SQLiteData] = [.integer(Int(messagesExpiredBefore)), .integer(limit)]
             _ = try await connection.query("DELETE FROM deliveries WHERE message_id IN (\(picked))", binds)
             let messages = try await connection.query("DELETE FROM messages WHERE message_id IN (\(picked)) RETURNING 1 AS k", binds).count
             _ = try await connection.query("DELETE FROM idempotency WHERE created_at < ?", [.integer(Int(idempotencyBefore))])
-            return messages
+            let events = try await connection.query("""
+                DELETE FROM events WHERE position IN (SELECT position FROM events WHERE created_at < ? ORDER BY created_at LIMIT ?) RETURNING 1 AS k
+                """, [.integer(Int(eventsBefore)), .integer(limit)]).count
+            return messages + events
         }
     }
 
@@ -580,10 +649,20 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
+    /// Every app's queue depth and oldest queued delivery: a scan of the queued rows' partial index only.
+    static let queueDepthsSQL = "SELECT app, COUNT(*) AS n, MIN(created_at) AS oldest FROM deliveries WHERE state = 'queued' GROUP BY app"
+
+    /// How SQLite runs `sql` (EXPLAIN QUERY PLAN's detail lines): for tests that keep the hot statements on indexes.
+    func queryPlan(_ sql: String, _ binds: [SQLiteData]) async throws -> [String] {
+        try await read {
+            try await connection.query("EXPLAIN QUERY PLAN " + sql, binds).compactMap { $0.column("detail")?.string }
+        }
+    }
+
     public func queueDepths() async throws -> [String: QueueDepth] {
         try await read {
             var out: [String: QueueDepth] = [:]
-            for row in try await connection.query("SELECT app, COUNT(*) AS n, MIN(created_at) AS oldest FROM deliveries WHERE state = 'queued' GROUP BY app") {
+            for row in try await connection.query(Self.queueDepthsSQL) {
                 guard let app = row.column("app")?.string else { continue }
                 out[app] = QueueDepth(queued: row.column("n")?.integer ?? 0, oldestCreatedAt: row.column("oldest")?.integer.map(Int64.init))
             }
@@ -593,7 +672,7 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     // MARK: Receipts and reports
 
-    public func recordReceipt(messageID: String, tokenSHA256: [UInt8], now: Int64) async throws -> ReceiptResult {
+    public func recordReceipt(messageID: String, tokenSHA256: [UInt8], revealed: Bool, now: Int64) async throws -> ReceiptResult {
         try await transaction { [self] in
             let rows = try await connection.query("SELECT delivery_id, app, state, receipt_sha256 FROM deliveries WHERE message_id = ?", [.text(messageID)])
             guard !rows.isEmpty else { return .unknownID }
@@ -605,16 +684,27 @@ public final class SQLiteGatewayStore: GatewayStore {
                 if constantTimeEquals(Array(hash.readableBytesView), tokenSHA256) { match = (id, app, state) }
             }
             guard let match else { return .wrongToken }
+            var changed = false
             switch match.state {
             case .queued, .accepted, .expired, .cancelled:
-                _ = try await connection.query("""
+                let rows = try await connection.query("""
                     UPDATE deliveries SET state = 'delivered', delivered_at = ?, updated_at = ?, next_attempt_at = NULL, seq = seq + 1, payload = x''
-                    WHERE delivery_id = ?
+                    WHERE delivery_id = ? RETURNING \(Self.deliveryColumns)
                     """, [.integer(Int(now)), .integer(Int(now)), .text(match.id)])
-                return .matched(app: match.app, changed: true)
+                try await insertDeliveryEvents(rows, now: now)
+                changed = true
             default:
-                return .matched(app: match.app, changed: false)
+                break
             }
+            if revealed {
+                // Reveal v1 §8: the first `revealed` receipt sets revealed_at (delivery.revealed); repeats change nothing.
+                let rows = try await connection.query("""
+                    UPDATE deliveries SET revealed_at = ?, updated_at = ?, seq = seq + 1
+                    WHERE delivery_id = ? AND revealed_at IS NULL RETURNING \(Self.deliveryColumns)
+                    """, [.integer(Int(now)), .integer(Int(now)), .text(match.id)])
+                for row in rows { if let d = Self.delivery(row) { try await insertEvent(GatewayEvents.revealed(d, now: now)) } }
+            }
+            return .matched(app: match.app, changed: changed)
         }
     }
 

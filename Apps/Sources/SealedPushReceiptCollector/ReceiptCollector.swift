@@ -73,6 +73,12 @@ public struct ReceiptCollector: Sendable {
                 case .unknownID: return .notFound
                 case .wrongToken: return .forbidden
                 }
+            case let .revealed(id, token, at, _):
+                switch try await database.recordRevealed(id: id, token: token, at: at, receivedMilliseconds: now) {
+                case .counted: return .noContent
+                case .unknownID: return .notFound
+                case .wrongToken: return .forbidden
+                }
             case let .failed(reason, kid, at, count):
                 guard sources.admit(source ?? "unknown") else {
                     return .tooManyRequests

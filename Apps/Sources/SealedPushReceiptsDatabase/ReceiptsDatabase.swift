@@ -114,6 +114,12 @@ public actor ReceiptsDatabase {
                 received_ms INTEGER NOT NULL
             )
             """)
+        // Reveal v1 §6: `revealed` receipts, counted apart from `delivered` (added to databases made before).
+        let columns = try await connection.query("PRAGMA table_info(expected)").compactMap { $0.column("name")?.string }
+        if !columns.contains("reveals") {
+            _ = try await connection.query("ALTER TABLE expected ADD COLUMN reveals INTEGER NOT NULL DEFAULT 0")
+            _ = try await connection.query("ALTER TABLE expected ADD COLUMN revealed_at INTEGER")
+        }
         _ = try await connection.query("CREATE INDEX IF NOT EXISTS expected_issued ON expected(issued_at)")
         _ = try await connection.query("CREATE INDEX IF NOT EXISTS failure_reports_received ON failure_reports(received_ms)")
     }
@@ -168,6 +174,19 @@ public actor ReceiptsDatabase {
         return known.isEmpty ? .unknownID : .wrongToken
     }
 
+    /// Counts a `revealed` receipt (reveal v1 §6) for `id` if `token` matches, apart from `delivered`: the
+    /// first sets `revealed_at`; repeats are counted, never a second reveal.
+    public func recordRevealed(id: String, token: String, at: Int64, receivedMilliseconds: Int64) async throws -> ReceiptAnswer {
+        let hash = SHA256Hasher.hash(Array(token.utf8))
+        let rows = try await connection.query("""
+            UPDATE expected SET reveals = reveals + 1, revealed_at = COALESCE(revealed_at, ?1)
+            WHERE message_id = ?2 AND token_sha256 = ?3 RETURNING reveals
+            """, [.integer(Int(at)), .text(id), .blob(ByteBuffer(bytes: hash))])
+        if let row = rows.first { return .counted(firstTime: row.column("reveals")?.integer == 1) }
+        let known = try await connection.query("SELECT 1 AS known FROM expected WHERE message_id = ?", [.text(id)])
+        return known.isEmpty ? .unknownID : .wrongToken
+    }
+
     /// Stores a failure report (§3), its `count` and `dropped` capped at `maximumReportCount`; reports
     /// received more than `reportRetentionMilliseconds` ago are deleted (at most once a minute).
     public func recordFailure(reason: ReasonCode, kid: KeyID?, at: Int64, count: Int, dropped: Int, receivedMilliseconds: Int64) async throws {
@@ -188,11 +207,12 @@ public actor ReceiptsDatabase {
     public func stats(since: Int64 = 0) async throws(ReceiptsDatabaseError) -> ReceiptStats {
         do {
             let expected = try await connection.query(
-                "SELECT issued_at, received_ms, attachments FROM expected WHERE issued_at >= ?", [.integer(Int(since))])
+                "SELECT issued_at, received_ms, attachments, revealed_at FROM expected WHERE issued_at >= ?", [.integer(Int(since))])
             var stats = ReceiptStats()
             var latencies: [Double] = []
             for row in expected {
                 stats.sent += 1
+                if row.column("revealed_at")?.integer != nil { stats.revealed += 1 }
                 guard let received = row.column("received_ms")?.integer, let issued = row.column("issued_at")?.integer else { continue }
                 stats.delivered += 1
                 latencies.append(max(0, Double(received) / 1000 - Double(issued)))
@@ -228,6 +248,8 @@ public struct ReceiptStats: Sendable, Equatable {
     public var sent = 0
     /// Of those, messages whose receipt arrived (each counted once).
     public var delivered = 0
+    /// Of those, messages whose `revealed` receipt arrived (reveal v1 §6; each counted once).
+    public var revealed = 0
     /// Time from the message's issue to its first receipt at the collector, seconds: p50, p95, p99 (`nil` when none).
     public var issueToReceiptSeconds: (p50: Double, p95: Double, p99: Double)?
     /// Attachment failures reported in receipts, by reason code.
@@ -259,7 +281,7 @@ public struct ReceiptStats: Sendable, Equatable {
 
     /// Equal when every figure is.
     public static func == (a: ReceiptStats, b: ReceiptStats) -> Bool {
-        a.sent == b.sent && a.delivered == b.delivered && a.attachmentFailures == b.attachmentFailures
+        a.sent == b.sent && a.delivered == b.delivered && a.revealed == b.revealed && a.attachmentFailures == b.attachmentFailures
             && a.failuresByReason == b.failuresByReason && a.failuresByKeyID == b.failuresByKeyID && a.droppedReported == b.droppedReported
             && a.issueToReceiptSeconds?.p50 == b.issueToReceiptSeconds?.p50 && a.issueToReceiptSeconds?.p95 == b.issueToReceiptSeconds?.p95
             && a.issueToReceiptSeconds?.p99 == b.issueToReceiptSeconds?.p99 && a.registeredKeyIDs == b.registeredKeyIDs
@@ -271,6 +293,7 @@ public struct ReceiptStats: Sendable, Equatable {
         var o = JSONObject()
         o["sent"] = .int(Int64(sent))
         o["delivered"] = .int(Int64(delivered))
+        o["revealed"] = .int(Int64(revealed))
         o["pending"] = .int(Int64(pending))
         o["deliveryRate"] = deliveryRate.map { .double($0) } ?? .null
         if let p = issueToReceiptSeconds {

@@ -17,7 +17,7 @@ import SealedPushWire
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
-        abstract: "Play the whole story: keys, trust, sealing, delivery, rotation, tampering, a locked device, a stalled extension.",
+        abstract: "Play the whole story: keys, trust, sealing, delivery, rotation, tampering, a locked device, reveal on demand, a stalled extension.",
         discussion: "Runs in a throwaway directory (removed afterwards unless --keep). Colour on a terminal, plain text when piped.")
 
     @Flag(help: "Keep the throwaway device and server stores and print where they are.")
@@ -77,14 +77,15 @@ struct Demo {
         let serverStore = try opened("open server store") { () throws(KeychainError) in
             try KeychainStore(url: base.appendingPathComponent("server"))
         }
-        let deviceKeys = DeviceKeyring(store: deviceStore)
+        let keys = DeviceKeys(store: deviceStore)
         let senderKeys = SenderKeyring(store: serverStore)
         let trust = TrustStore(store: deviceStore)
 
         heading("The device makes its key pair and registers the public half with the server")
-        let record = try opened("keys generate") { () throws(KeychainError) in try deviceKeys.generate() }
+        let record = try opened("keys generate") { () throws(KeychainError) in try keys.generate() }
         note("sealedpush keys generate  →  " + style.dim(String(decoding: record.jsonBytes, as: UTF8.self)))
-        note("The private key stays in the device's keychain (encrypted at rest, afterFirstUnlockThisDeviceOnly).")
+        note("The private keys stay in the device's keychain (encrypted at rest): the device key afterFirstUnlockThisDeviceOnly,")
+        note("the reveal key (the record's `reveal`) whenUnlockedThisDeviceOnly.")
 
         heading("The server makes a signing key; the device trusts it and requires signatures")
         let senderRecord = try opened("sender generate") { () throws(KeychainError) in try senderKeys.generate() }
@@ -118,7 +119,7 @@ struct Demo {
 
         heading("Rotation with a message in flight")
         let inFlight = try sealOrFail(sender, SecretMessage(title: "Agent K", body: "Sealed to the old key just before the rotation."), record)
-        let newRecord = try opened("keys rotate") { () throws(KeychainError) in try deviceKeys.rotate(grace: .seconds(7 * 86_400)) }
+        let newRecord = try opened("keys rotate") { () throws(KeychainError) in try keys.rotateDevice(grace: .seconds(7 * 86_400)) }
         note("sealedpush keys rotate --grace 7d  →  new active key " + style.bold(newRecord.keyID.hex)
              + ", old key \(record.keyID.hex) retired for 7 days")
         let lateResult = await deliver(inFlight, store: deviceStore)
@@ -149,6 +150,8 @@ struct Demo {
         note("sealedpush device unlock  →  the same payload delivered again:")
         sideBySide(waiting, await deliver(waiting, store: deviceStore))
 
+        try await revealAct(sender: sender, record: newRecord, store: deviceStore)
+
         heading("A stalled extension runs out of time")
         let slow = try sealOrFail(sender, SecretMessage(title: "Agent K", body: "The network is slow today."), newRecord)
         note("--time-limit 300ms --extension-delay 2s (iOS gives about 30 s, then calls serviceExtensionTimeWillExpire())")
@@ -162,7 +165,7 @@ struct Demo {
         try await gatewayAct(senderStore: base.appendingPathComponent("server"), senderRecord: senderRecord)
 
         heading("The device's keys now")
-        KeyOutput.printInfos(try opened("keys list") { () throws(KeychainError) in try deviceKeys.list() }, json: false)
+        KeyOutput.printListings(try opened("keys list") { () throws(KeychainError) in try keys.list() }, json: false)
         await receipts?.stop()
     }
 
@@ -171,10 +174,53 @@ struct Demo {
     }
 
 
-    func deliver(_ payload: [UInt8], store: KeychainStore, options: DeviceSimulator.Options = .init(),
+    func deliver(_ payload: [UInt8], store: KeychainStore, requestIdentifier: String? = nil, options: DeviceSimulator.Options = .init(),
                  extensionDelay: Duration = .zero, attachments: AttachmentPipeline? = nil) async -> DeliveryResult {
-        await DeviceRun.deliver(payload, store: store, options: options, extensionDelay: extensionDelay, logger: quietLogger,
-                                attachments: attachments, receipts: receipts?.courier(store))
+        await DeviceRun.deliver(payload, store: store, requestIdentifier: requestIdentifier, options: options, extensionDelay: extensionDelay,
+                                logger: quietLogger, attachments: attachments, receipts: receipts?.courier(store))
+    }
+
+    /// Reveal on demand (reveal v1, issue #24): a reveal message is held with its placeholder, the notification
+    /// store is shown and checked for the text, and the press and hold opens it only once the phone is unlocked.
+    mutating func revealAct(sender: NotificationSender, record: DeviceKeyRecord, store: KeychainStore) async throws {
+        heading("Reveal on demand: the text never enters iOS's notification store")
+        let text = "The safe house moved to the harbour."
+        var message = SecretMessage(title: "Agent K", body: text, expiry: .after(seconds: 3600))
+        message.reveal = .standard
+        let payload = try sealOrFail(sender, message, record)
+        note("sealedpush seal --reveal  →  the text is sealed again, to reveal key " + style.bold(record.reveal?.keyID.hex ?? "-"))
+        let requestID = "reveal-demo-1"
+        sideBySide(payload, await deliver(payload, store: store, requestIdentifier: requestID))
+        let entries: [StoredNotification]
+        do { entries = try NotificationCenterStore(store: store).entries() } catch {
+            throw CLIError("demo step failed (device notifications): \(error.description)")
+        }
+        note("sealedpush device notifications  →  what iOS keeps of it (a forensic extraction reads this):")
+        for entry in entries where entry.requestID == requestID {
+            note(style.dim("  \(entry.requestID): title \"\(entry.title)\", body \"\(entry.body)\", category \(entry.category), "
+                           + "userInfo \(entry.userInfo.map { $0.key }.joined(separator: ", "))"))
+        }
+        let leaked = entries.contains { entry in
+            String(decoding: JSON.serialize(.object(entry.jsonObject)), as: UTF8.self).contains(text)
+        }
+        if leaked { throw CLIError("demo check failed: the reveal message's text is in the notification store") }
+        note("Searched all \(entries.count) stored notifications: " + style.green("the secret text is in none of them") + ".")
+
+        _ = try opened("device lock") { () throws(KeychainError) in try store.lock() }
+        note("sealedpush device lock; sealedpush device expand \(requestID)  →  the reveal key cannot be read while locked:")
+        try await expand(requestID, store: store)
+        _ = try opened("device unlock") { () throws(KeychainError) in try store.unlock() }
+        note("sealedpush device unlock; the user presses and holds the notification (sealedpush device expand \(requestID)):")
+        try await expand(requestID, store: store)
+    }
+
+    /// Presses and holds `requestID` and prints the content extension's view, indented.
+    func expand(_ requestID: String, store: KeychainStore) async throws {
+        let view: RevealView
+        do { view = try await SimulatedDevice(store: store).expand(requestID: requestID, logger: quietLogger) } catch {
+            throw CLIError("demo step failed (device expand): \(error.description)")
+        }
+        for line in Banner.render(view, style: style).split(separator: "\n", omittingEmptySubsequences: false) { note(String(line)) }
     }
 
     /// Flips one bit in the middle of the sealed box, keeping the base64 valid.

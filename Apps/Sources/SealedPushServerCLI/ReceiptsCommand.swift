@@ -110,6 +110,7 @@ struct ReceiptsCommand: AsyncParsableCommand {
             }
             var lines = ["\(s.sent) sent, \(s.delivered) delivered, \(s.pending) pending"]
             lines.append("delivery rate: " + (s.deliveryRate.map { fixed($0 * 100, 1) + "%" } ?? "-"))
+            lines.append("revealed: \(s.revealed)")
             if let p = s.issueToReceiptSeconds {
                 lines.append("issue to receipt: p50 \(fixed(p.p50)) s, p95 \(fixed(p.p95)) s, p99 \(fixed(p.p99)) s")
             } else {

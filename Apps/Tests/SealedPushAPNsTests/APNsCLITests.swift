@@ -71,6 +71,28 @@ struct APNsCLITests {
         #expect(!log.contains("eagle") && !log.contains(phoneToken), "the log holds no payload and no whole token")
     }
 
+    @Test("send --reveal: the phone holds the message with its placeholder; its notification store never holds the text; a record without a reveal key is refused")
+    func sendRevealIsHeld() throws {
+        let (server, url) = try serve(["--device", "\(phoneToken)=phone"])
+        defer { server.terminate() }
+        let sent = try ChildProcess.sealedpush(["send", "--to", "device.json", "--device-token", phoneToken, "--title", "Agent K",
+                                                "--body", "The vault code is 0451.", "--reveal", "--environment", url, "--ca-cert", "ca.pem"] + auth,
+                                               in: directory)
+        #expect(sent.status == 0, "\(sent.stderr)")
+        let outcome = try #require(try server.nextLine(within: .seconds(60)).map { try jsonLines($0)[0] }, "the phone reported nothing")
+        #expect(outcome["outcome"] == .string("held"), "\(outcome)")
+        let stored = try ChildProcess.sealedpush(["device", "notifications", "--keychain", "phone", "--json"], in: directory)
+        #expect(stored.status == 0 && stored.stdoutText.contains("Press and hold to read"), "\(stored.stdoutText)\(stored.stderr)")
+        #expect(!stored.stdoutText.contains("0451") && !server.stderrText.contains("0451"))
+
+        try #require(try ChildProcess.sealedpush(["keys", "generate", "--no-reveal", "--keychain", "plain"], in: directory).status == 0)
+        let plain = try ChildProcess.sealedpush(["keys", "export", "--keychain", "plain"], in: directory)
+        try plain.stdoutText.write(to: directory.appendingPathComponent("plain.json"), atomically: true, encoding: .utf8)
+        let refused = try ChildProcess.sealedpush(["send", "--to", "plain.json", "--device-token", phoneToken, "--body", "x", "--reveal",
+                                                   "--environment", url, "--ca-cert", "ca.pem"] + auth, in: directory)
+        #expect(refused.status != 0 && refused.stderr.contains("keys add-reveal"), "\(refused.stdoutText)\(refused.stderr)")
+    }
+
     /// A GOAWAY every 40 requests with 50 in flight resets about 10 streams per connection: each is sent again
     /// on the next connection. With 8 retries every push is accepted (4 tries lost about 1 % here).
     @Test func batchThroughGoawaysEndsEveryPushWithADefiniteResult() throws {

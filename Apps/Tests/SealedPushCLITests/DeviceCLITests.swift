@@ -11,17 +11,18 @@ struct CLIDevice {
     var server: String { dir.appendingPathComponent("server").path }
     var recordPath: String { dir.appendingPathComponent("device.json").path }
 
-    init() throws {
+    /// A fresh device whose keys `keys generate` made (with `generate`'s extra arguments, `--no-reveal` say).
+    init(generate extra: [String] = []) throws {
         dir = try makeScratchDirectory("device")
-        let generated = try ChildProcess.sealedpush(["keys", "generate", "--keychain", device])
+        let generated = try ChildProcess.sealedpush(["keys", "generate", "--keychain", device] + extra)
         try #require(generated.status == 0, "keys generate failed: \(generated.stderr)")
         try Data(generated.stdout).write(to: URL(fileURLWithPath: recordPath))
     }
 
     func run(_ args: [String], stdin: [UInt8]? = nil) throws -> ChildProcess.Result { try ChildProcess.sealedpush(args, stdin: stdin) }
 
-    func seal(_ extra: [String] = [], to record: String? = nil) throws -> [UInt8] {
-        let r = try run(["seal", "--to", record ?? recordPath, "--title", "Agent K", "--body", "The eagle lands at noon."] + extra)
+    func seal(_ extra: [String] = [], to record: String? = nil, body: String = "The eagle lands at noon.") throws -> [UInt8] {
+        let r = try run(["seal", "--to", record ?? recordPath, "--title", "Agent K", "--body", body] + extra)
         try #require(r.status == 0, "seal failed: \(r.stderr)")
         return r.stdout
     }
@@ -156,10 +157,12 @@ struct NotAJSONObject: Error, CustomStringConvertible {
 
         let list = try d.run(["keys", "list", "--keychain", d.device, "--json"])
         guard case let .array(rows) = try JSON.parse(list.stdout) else { Issue.record("list --json is not an array"); return }
-        #expect(rows.count == 2)
-        let states = rows.compactMap { $0.objectValue }.reduce(into: [String: String]()) { $0[$1["key_id"]!.stringValue!] = $1["state"]!.stringValue! }
+        // Two device keys and the reveal key `keys generate` made beside them (rotate left it alone).
+        #expect(rows.count == 3)
+        #expect(rows.filter { $0.objectValue?["kind"] == .string("reveal") }.count == 1)
+        let states = rows.compactMap { $0.objectValue }.filter { $0["kind"] == .string("device") }.reduce(into: [String: String]()) { $0[$1["key_id"]!.stringValue!] = $1["state"]!.stringValue! }
         #expect(states == [newRecord.keyID.hex: "active", oldRecord.keyID.hex: "retired"])
-        #expect(rows.allSatisfy { row in ["key_id", "state", "created_at", "retire_after", "destroyed_at"].allSatisfy { row.objectValue?[$0] != nil } })
+        #expect(rows.allSatisfy { row in ["key_id", "kind", "state", "created_at", "retire_after", "destroyed_at"].allSatisfy { row.objectValue?[$0] != nil } })
         #expect(!list.stdoutText.contains("secret"))
 
         let exported = try d.run(["keys", "export", "--keychain", d.device])
@@ -231,7 +234,9 @@ struct NotAJSONObject: Error, CustomStringConvertible {
         let text = r.stdoutText
         for expected in ["outcome: decrypted", "reason: decryptionFailed", "reason: keychainLocked", "reason: timeExpired",
                          "The eagle lands at noon.", "Secret Message!",
-                         "phone-1: delivered, phone-2: delivered", "skipped: phone-2 (unregistered)"] {
+                         "phone-1: delivered, phone-2: delivered", "skipped: phone-2 (unregistered)",
+                         "Press and hold to read", "outcome: held", "the secret text is in none of them", "Unlock iPhone to read",
+                         "outcome: locked", "outcome: revealed", "The safe house moved to the harbour."] {
             #expect(text.contains(expected), "demo output lacks \(expected)")
         }
         #expect(!text.contains("\u{1B}["), "piped demo output must be plain text")

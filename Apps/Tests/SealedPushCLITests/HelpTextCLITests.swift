@@ -7,10 +7,10 @@ import SealedPushTestSupport
 @Suite("CLI: help text wrapping", .timeLimit(.minutes(10)))
 struct HelpTextCLITests {
     static let commands: [[String]] = [
-        [], ["seal"], ["keys"], ["keys", "generate"], ["keys", "rotate"], ["keys", "list"], ["keys", "export"], ["keys", "retire"],
+        [], ["seal"], ["keys"], ["keys", "generate"], ["keys", "add-reveal"], ["keys", "rotate"], ["keys", "list"], ["keys", "export"], ["keys", "retire"],
         ["keys", "destroy"], ["keys", "prune"], ["sender"], ["sender", "rotate"], ["sender", "activate"], ["sender", "export"],
         ["trust"], ["trust", "add"], ["trust", "remove"], ["trust", "require-signature"], ["device"], ["device", "push"],
-        ["device", "config"], ["device", "flush"], ["device", "status"], ["send"],
+        ["device", "notifications"], ["device", "expand"], ["device", "config"], ["device", "flush"], ["device", "status"], ["send"],
     ]
     /// `sealedpush-server`'s commands.
     static let serverCommands: [[String]] = [

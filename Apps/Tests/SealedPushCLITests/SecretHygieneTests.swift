@@ -156,6 +156,17 @@ struct SecretHygieneTests {
         _ = try succeed("require signature off", ["trust", "require-signature", "off", "--keychain", stores.device])
         try push("decrypted after unlock", try seal(), expect: "decrypted")
 
+        // Reveal on demand (issue #24), on the other device, whose store holds no opened text: the held push, the
+        // notification store in both forms and a key rotation print no plaintext; only the press and hold shows it.
+        let revealPayload = try succeed("seal --reveal", ["seal", "--to", stores.otherRecord, "--reveal"] + message).stdout
+        try push("held", revealPayload, ["--request-id", "hygiene-reveal"], keychain: stores.otherDevice, expect: "held")
+        _ = try succeed("device notifications", ["device", "notifications", "--keychain", stores.otherDevice])
+        _ = try succeed("device notifications --json", ["device", "notifications", "--json", "--keychain", stores.otherDevice])
+        let expanded = try succeed("device expand", ["device", "expand", "hygiene-reveal", "--keychain", stores.otherDevice],
+                                   mayShowPlaintext: true)
+        #expect(expanded.stdoutText.contains(Self.body) && expanded.stdoutText.contains("outcome: revealed"))
+        _ = try succeed("keys rotate --reveal", ["keys", "rotate", "--reveal", "--keychain", stores.otherDevice])
+
         // Failing seals: an oversized message, and a batch with a good and a bad line.
         let oversized = try run("seal oversized", ["seal", "--to", stores.record, "--title", Self.title,
                                                    "--body", Self.body + String(repeating: " \(Self.body)", count: 300)])
@@ -187,6 +198,8 @@ struct SecretHygieneTests {
         for (name, path) in [("device", stores.device), ("other device", stores.otherDevice)] {
             let pair = try DeviceKeyring(store: try KeychainStore(url: URL(fileURLWithPath: path), create: false)).activeKeyPair()
             secretNeedles += Self.spellings(of: pair.secretKey.unsafeCopyToArray(), "\(name) X25519 secret key")
+            let reveal = try RevealKeyring(store: try KeychainStore(url: URL(fileURLWithPath: path), create: false)).activeKeyPair()
+            secretNeedles += Self.spellings(of: reveal.storedSecret.unsafeCopyToArray(), "\(name) reveal secret key")
         }
         let signer = try SenderKeyring(store: try KeychainStore(url: URL(fileURLWithPath: stores.sender), create: false)).activeSigningKey()
         secretNeedles += Self.spellings(of: signer.secretKey.unsafeCopyToArray(), "sender Ed25519 secret key")
@@ -199,7 +212,7 @@ struct SecretHygieneTests {
             secretNeedles += Self.spellings(of: storeKey, "\(name) store key")
         }
         needles += secretNeedles
-        try #require(runs.count == 36, "the flows ran \(runs.count) commands")
+        try #require(runs.count == 42, "the flows ran \(runs.count) commands")
 
         for run in runs {
             let inLogs = Self.found(needles, in: run.result.stderrBytes)

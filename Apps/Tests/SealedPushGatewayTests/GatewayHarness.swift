@@ -62,10 +62,11 @@ struct Phone {
     let token: String
     let record: JSONObject
 
-    init(in directory: URL, name: String, token: String) throws {
+    /// A phone with a device key and, with `reveal`, a reveal key in its record (reveal v1 §1).
+    init(in directory: URL, name: String, token: String, reveal: Bool = false) throws {
         let root = directory.appendingPathComponent(name)
         store = try KeychainStore(url: root)
-        record = try DeviceKeyring(store: store).generate().jsonObject
+        record = try DeviceKeys(store: store).generate(reveal: reveal).jsonObject
         self.token = token
     }
 
@@ -159,16 +160,18 @@ final class GatewayHarness: Sendable {
         return path.path
     }
 
-    /// Starts a gateway over `database` (a fresh SQLite file by default); receipts come back to its own API address.
+    /// Starts a gateway over `database` (a fresh SQLite file by default); `publicURL` nil means its own API address
+    /// (receipts come back to it). With `directory`, in that directory (the database of an earlier harness stopped
+    /// with `keepFiles`).
     init(name: String, options: GatewayOptions = GatewayOptions(), extraApp: JSONObject = JSONObject([]),
-         apns: TestAPNs? = nil, database: String = "sqlite:gateway.db") async throws {
+         apns: TestAPNs? = nil, directory: URL? = nil, database: String = "sqlite:gateway.db") async throws {
         ownsAPNs = apns == nil
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-\(name)-\(UUID().uuidString)")
+        self.directory = directory ?? FileManager.default.temporaryDirectory.appendingPathComponent("gateway-\(name)-\(UUID().uuidString)")
         let apns = if let apns { apns } else { try await TestAPNs() }
         self.apns = apns
         // Reserve the API port first so the configuration's public_url can name it.
         let port = try Self.freePort()
-        let path = try Self.writeConfiguration(in: directory, apns: apns, listen: "127.0.0.1:\(port)",
+        let path = try Self.writeConfiguration(in: self.directory, apns: apns, listen: "127.0.0.1:\(port)",
                                                publicURL: "http://127.0.0.1:\(port)", extraApp: extraApp, database: database)
         var logger = Logger(label: "gateway-test")
         logger.logLevel = .warning
@@ -229,14 +232,14 @@ final class GatewayHarness: Sendable {
         return last
     }
 
-    func stop() async {
+    func stop(keepFiles: Bool = false) async {
         await group.triggerGracefulShutdown()
         _ = try? await running.value
         await gateway.close()
         try? await http.shutdown()
         await receipts.shutdown()
         if ownsAPNs { await apns.stop() }
-        try? FileManager.default.removeItem(at: directory)
+        if !keepFiles { try? FileManager.default.removeItem(at: directory) }
     }
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
-import SealedPushGateway
+@testable import SealedPushGateway
+import SQLiteNIO
 import Testing
 
 extension GatewaySuites {
@@ -48,6 +49,30 @@ extension GatewaySuites {
             let again = try await SQLiteGatewayStore.open(path: directory.appendingPathComponent("g.db").path, logger: Logger(label: "test"))
             #expect(try await again.listDevices(app: "chat", state: nil, since: nil, after: nil, limit: 1000).count == 40)
             await again.close()
+        }
+
+        /// The statements every message runs stay on their indexes whatever the table sizes (without
+        /// statistics SQLite once read a user's devices by scanning every device of the app).
+        @Test func hotStatementsSearchTheirIndexes() async throws {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-store-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let store = try await SQLiteGatewayStore.open(path: directory.appendingPathComponent("g.db").path, logger: Logger(label: "test"))
+            for n in 0..<200 { _ = try await store.putDevice(Self.device("d\(n)", user: "u\(n % 100)", token: n), maxDevicesPerUser: 10) }
+            let plans: [(String, [SQLiteData], String)] = [
+                (SQLiteGatewayStore.userDevicesSQL, [.text("chat"), .text("u1")], "SEARCH devices USING INDEX devices_user (app=? AND user_id=?)"),
+                (SQLiteGatewayStore.claimSQL, [.integer(9), .text("chat"), .integer(5), .integer(5), .integer(10)],
+                 "SEARCH deliveries USING COVERING INDEX deliveries_due (app=? AND state=? AND next_attempt_at<?)"),
+                (SQLiteGatewayStore.queueDepthsSQL, [], "SCAN deliveries USING COVERING INDEX deliveries_queued"),
+            ]
+            for (sql, binds, expected) in plans {
+                let plan = try await store.queryPlan(sql, binds)
+                #expect(plan.contains(expected), "\(sql): \(plan)")
+                // No full scan of a table, nor of an index other than the queued rows' partial one.
+                #expect(plan.allSatisfy { !$0.hasPrefix("SCAN") || $0.hasSuffix("deliveries_queued") }, "\(sql): \(plan)")
+                #expect(plan.allSatisfy { !$0.contains("TEMP B-TREE") }, "\(sql) sorts: \(plan)")
+            }
+            await store.close()
         }
     }
 }

@@ -111,6 +111,27 @@ struct CollectorTests {
         await collector.stop()
     }
 
+    @Test("revealed receipts (reveal v1 §6): 204, counted once and apart from delivered; 404 and 403 as for delivered")
+    func revealedReceipts() async throws {
+        let collector = try await RunningCollector.start(path: directory.appendingPathComponent("rv.sqlite").path)
+        let kid = KeyID(hex: "e2a0cdd02cd5f429")!
+        let token = ReceiptRequest.makeToken()
+        try await collector.database.recordExpected(messageID: "m1", token: token, issuedAt: 1_795_000_000, keyID: kid)
+        try await collector.database.recordExpected(messageID: "m2", token: ReceiptRequest.makeToken(), issuedAt: 1_795_000_000, keyID: kid)
+        let revealed = ReceiptMessage.revealed(id: "m1", token: token, at: 1_795_000_050, attachments: nil)
+        #expect(try await post(revealed.paddedBody(), to: collector.url) == 204)
+        #expect(try await post(revealed.paddedBody(), to: collector.url) == 204)
+        var stats = try await collector.database.stats()
+        #expect(stats.revealed == 1 && stats.delivered == 0 && stats.sent == 2)
+        #expect(try await post(ReceiptMessage.delivered(id: "m1", token: token, at: 1_795_000_010, attachments: nil).paddedBody(), to: collector.url) == 204)
+        stats = try await collector.database.stats()
+        #expect(stats.revealed == 1 && stats.delivered == 1)
+        #expect(stats.jsonObject["revealed"] == .int(1))
+        #expect(try await post(ReceiptMessage.revealed(id: "m3", token: token, at: 1, attachments: nil).paddedBody(), to: collector.url) == 404)
+        #expect(try await post(ReceiptMessage.revealed(id: "m2", token: token, at: 1, attachments: nil).paddedBody(), to: collector.url) == 403)
+        await collector.stop()
+    }
+
     @Test("over the rate limit: 429")
     func rateLimit() async throws {
         // A clock that stands still: the bucket of 2 never refills, however slowly the 4 requests go.

@@ -31,6 +31,8 @@ struct BenchCommand: AsyncParsableCommand {
               receiver_open_warm_oldest_key_N_retired  a message sealed to the first, long-retired key
               receiver_open_keys_in_memory         the same open with the key pair held in memory (no keychain)
               receiver_key_lookup_only_warm        DeviceKeyring.lookUpKey alone (the keychain's share)
+              receiver_replay_record_full          ReplayCache.recordIfNew of a new id, the table holding its
+                                                   10 000-entry capacity (the replay cache's share of a push)
 
             Memory: the peak resident size of a `sealedpush device push` child, and the resident size of \
             this process after 1 000 and 10 000 notifications handled by the extension.
@@ -229,6 +231,10 @@ struct BenchRun {
                 try add("receiver_open_warm_oldest_key_\(count)_retired", .open) { try receiver.openWarm(receiver.oldestKeyPayloads, $0) }
             }
         }
+        // The replay cache's share of a push: recording a new id in a table already holding its capacity.
+        say("replay cache: recording ids in a full table")
+        let replay = try ReplayBench(directory: base.appendingPathComponent("replay-bench"))
+        try add("receiver_replay_record_full", .open) { try replay.record($0) }
         guard failures == 0 else { throw BenchFailure("\(failures) raw libsodium calls failed") }
         report.results = [BenchResult(name: "raw_seal", opsPerSecond: rawSeal, ratio: 1, floor: .seal),
                           BenchResult(name: "raw_open", opsPerSecond: rawOpen, ratio: 1, floor: .open)] + figures

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Logging
 import SealedPushCrypto
 import SealedPushKeychain
@@ -224,4 +225,28 @@ final class ReceiverBench {
 struct MemoryKeys: DeviceKeyProvider {
     let pairs: [KeyID: BoxKeyPair]
     func lookUpKey(id keyID: KeyID) -> KeyLookup { pairs[keyID].map { .found($0) } ?? .unknown }
+}
+
+/// The replay cache alone: a table filled to its capacity, then one new id recorded per operation.
+final class ReplayBench: Sendable {
+    let cache: ReplayCache
+    let next = Mutex(0)
+    let kid = KeyID(publicKey: [UInt8](repeating: 7, count: 32))
+
+    init(directory: URL) throws {
+        cache = ReplayCache(store: try KeychainStore(url: directory))
+        try record(ReplayCache.defaultCapacity)
+    }
+
+    func record(_ n: Int) throws {
+        let start = next.withLock { value in
+            defer { value += n }
+            return value
+        }
+        for i in start..<(start + n) {
+            guard cache.recordIfNew(messageID: "bench-\(i)", requestIdentifier: "request-\(i)", keyID: kid, expiresAt: .max, now: 1) else {
+                throw BenchFailure("the replay cache refused a new id")
+            }
+        }
+    }
 }

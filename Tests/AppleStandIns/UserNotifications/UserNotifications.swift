@@ -222,3 +222,20 @@ open class UNNotificationServiceExtension: NSObject {
     open func serviceExtensionTimeWillExpire() {}
 }
 #endif
+
+#if os(Linux)
+/// Stand-in: `UNNotification` (not Sendable): a delivered notification, its request and delivery date.
+open class UNNotification: NSObject {
+    /// When it was delivered.
+    open private(set) var date: Date = Date(timeIntervalSince1970: 0)
+    /// The request it came from.
+    open private(set) var request: UNNotificationRequest = UNNotificationRequest()
+
+    /// Stand-in only: a delivered notification (iOS makes these; apps do not).
+    public convenience init(standInRequest request: UNNotificationRequest, date: Date) {
+        self.init()
+        self.request = request
+        self.date = date
+    }
+}
+#endif

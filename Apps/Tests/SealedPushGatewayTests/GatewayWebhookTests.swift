@@ -1,0 +1,316 @@
+import Foundation
+import SealedPushAPNs
+import SealedPushAPNsCore
+import SealedPushGateway
+import SealedPushWire
+import SealedPushTestSupport
+import Testing
+
+extension GatewaySuites {
+    /// Webhooks (gateway v1 §8) against an independent receiver on loopback that checks every signature.
+    @Suite("Gateway webhooks: signed events, retries, catching up", .serialized, .timeLimit(.minutes(10)))
+    struct GatewayWebhookTests {
+        /// Every event type the gateway makes reaches the receiver signed and fresh; each event is written in the
+        /// transaction of its change (listed as soon as the API shows the change); the listing, paged with
+        /// `after`, holds exactly the events the receiver acknowledged, in the order they were written.
+        @Test func everyEventTypeArrivesSignedAndTheListingMatches() async throws {
+            let apns = ScriptedAPNs()
+            let (file, secret) = try WebhookReceiver.writeSecret()
+            let receiver = try await WebhookReceiver(secret: secret)
+            defer { try? FileManager.default.removeItem(at: file.deletingLastPathComponent()) }
+            try await withGateway("webhooks", options: webhookOptions(apns),
+                                  extraApp: WebhookReceiver.appMembers(port: receiver.port, secretFile: file)) { g in
+                let phones = try (0..<5).map { n in try Phone(in: g.directory, name: "p\(n)", token: hexToken(0x100 + n)) }
+                for (n, phone) in phones.enumerated() { try await g.register(phone, device: "d\(n)", user: "u\(n)") }
+                apns.answer(phones[1].token, with: [rejection(400, .badTopic)])
+                apns.answer(phones[2].token, with: [rejection(410, .unregistered)])
+                apns.answer(phones[3].token, with: [rejection(503, .serviceUnavailable)])
+
+                // accepted, then delivered (the phone opens it and posts its receipt).
+                let first = try #require(try await g.send(JSONObject([("user_id", "u0")])).json["message_id"]?.stringValue)
+                try await g.waitForStates(first, ["accepted"])
+                let push = try #require(apns.pushes(to: phones[0].token).last)
+                #expect(await phones[0].open(push.payload, transport: g.receipts).outcome == .decrypted)
+                let delivered = try await g.waitForStates(first, ["delivered"])
+                // Written in the transaction that made it delivered: listed as soon as the API shows it.
+                let deliveredDelivery = try #require(delivered["deliveries"]?.arrayValue?.first?.objectValue)
+                let listed = try await g.allEvents(pageSize: 1000)
+                let deliveredEvent = try #require(listed.first {
+                    $0["type"]?.stringValue == "delivery.delivered"
+                        && $0["data"]?.objectValue?["delivery"]?.objectValue?["delivery_id"] == deliveredDelivery["delivery_id"]
+                }, "the delivered event is in the listing as soon as the API shows the delivery delivered")
+                #expect(deliveredEvent["data"]?.objectValue?["delivery"]?.objectValue?["seq"] == deliveredDelivery["seq"])
+                #expect(deliveredEvent["data"]?.objectValue?["message_id"]?.stringValue == first)
+                #expect(deliveredEvent["app"]?.stringValue == "chat")
+
+                // rejected, unregistered (+ device.unregistered), expired (ttl 0 and a 503).
+                for (user, state, extra) in [("u1", "rejected", JSONObject([])), ("u2", "unregistered", JSONObject([])),
+                                             ("u3", "expired", JSONObject([("ttl", .int(0))]))] {
+                    let id = try #require(try await g.send(JSONObject([("user_id", .string(user))]), extra: extra).json["message_id"]?.stringValue)
+                    try await g.waitForStates(id, [state])
+                }
+                // cancelled: deleted while its attempt is in flight (APNs slow), its later 200 only sets apns_status.
+                apns.delay.withLockedValue { $0 = .seconds(2) }
+                let slow = try #require(try await g.send(JSONObject([("user_id", "u4")])).json["message_id"]?.stringValue)
+                #expect(try await g.api.call(.DELETE, "/v1/apps/chat/messages/\(slow)").status == 204)
+                try await g.waitForStates(slow, ["cancelled"])
+                apns.delay.withLockedValue { $0 = .zero }
+
+                let types: Set<String> = ["delivery.accepted", "delivery.delivered", "delivery.rejected", "delivery.unregistered",
+                                          "delivery.expired", "delivery.cancelled", "device.unregistered"]
+                try await waitUntil("every event type to reach the receiver", within: .seconds(60)) {
+                    types.isSubset(of: Set(receiver.all.filter { $0.status == 200 }.map(\.type)))
+                }
+                // The listing, two at a time, holds exactly what the receiver acknowledged, in order.
+                var events: [JSONObject] = []
+                try await waitUntil("the receiver to acknowledge every listed event", within: .seconds(60)) {
+                    events = try await g.allEvents(pageSize: 2)
+                    return Set(events.compactMap { $0["id"]?.stringValue }) == receiver.acknowledged
+                }
+                let ids = events.compactMap { $0["id"]?.stringValue }
+                #expect(Set(ids).count == ids.count, "event ids are unique")
+                #expect(ids.allSatisfy { $0.hasPrefix("evt_") && $0.utf8.count == 36 })
+                let times = events.compactMap { $0["created_at"]?.stringValue.flatMap(GatewayTime.parse) }
+                #expect(times.count == events.count && times == times.sorted(), "listed in the order they were written")
+                #expect(Set(events.compactMap { $0["type"]?.stringValue }) == types)
+                let device = try #require(events.first { $0["type"]?.stringValue == "device.unregistered" }?["data"]?.objectValue)
+                #expect(device["device_id"]?.stringValue == "d2" && device["state"]?.stringValue == "unregistered")
+                #expect(device["apns_token_suffix"]?.stringValue == String(phones[2].token.suffix(8)))
+                // What was POSTed is byte for byte what is listed, and every arrival was signed and fresh.
+                for arrival in receiver.all {
+                    #expect(arrival.signatureValid, "event \(arrival.id): the signature does not match")
+                    #expect(arrival.fresh, "event \(arrival.id): t is not within 5 minutes")
+                }
+                let listedBodies = Dictionary(uniqueKeysWithValues: events.map { ($0["id"]?.stringValue ?? "", JSON.serialize(.object($0))) })
+                for arrival in receiver.all where arrival.status == 200 {
+                    #expect(JSON.serialize(.object(arrival.json)) == listedBodies[arrival.id])
+                }
+                // An unknown, or malformed, `after`; the read scope suffices, send alone does not.
+                #expect(try await g.api.call(.GET, "/v1/apps/chat/events?after=evt_" + String(repeating: "0", count: 32)).status == 400)
+                #expect(try await g.api.call(.GET, "/v1/apps/chat/events?after=nope").status == 400)
+                #expect(try await g.api.call(.GET, "/v1/apps/chat/events", key: Keys.sendOnly).status == 403)
+                #expect(try await g.api.call(.GET, "/v1/apps/chat/events?limit=0").status == 400)
+            }
+            await receiver.stop()
+        }
+
+        /// A receiver that answers 500 twice: the same event id arrives three times, each signed afresh (a later
+        /// `t`, another signature), and is acknowledged by the third.
+        @Test func failuresAreRetriedWithTheSameIDSignedAfresh() async throws {
+            let apns = ScriptedAPNs()
+            let (file, secret) = try WebhookReceiver.writeSecret()
+            let receiver = try await WebhookReceiver(secret: secret, failFirst: 2)
+            defer { try? FileManager.default.removeItem(at: file.deletingLastPathComponent()) }
+            // Retries at least 1.1 s apart, so each attempt has its own `t`.
+            try await withGateway("webhook-retries", options: webhookOptions(apns, base: .milliseconds(2200)),
+                                  extraApp: WebhookReceiver.appMembers(port: receiver.port, secretFile: file)) { g in
+                let phone = try Phone(in: g.directory, name: "p", token: hexToken(0x200))
+                try await g.register(phone, device: "d", user: "u")
+                let id = try #require(try await g.send(JSONObject([("user_id", "u")])).json["message_id"]?.stringValue)
+                try await g.waitForStates(id, ["accepted"])
+                try await waitUntil("the event to be acknowledged on its third attempt", within: .seconds(60)) { !receiver.acknowledged.isEmpty }
+                let arrivals = receiver.all
+                #expect(arrivals.map(\.status) == [500, 500, 200])
+                #expect(Set(arrivals.map(\.id)).count == 1, "one event id on every attempt")
+                #expect(arrivals.allSatisfy { $0.signatureValid && $0.fresh })
+                #expect(arrivals[0].t < arrivals[1].t && arrivals[1].t < arrivals[2].t, "each attempt has its own t")
+                #expect(Set(arrivals.map(\.v1)).count == 3, "each attempt is signed afresh")
+                #expect(Set(arrivals.map(\.body)).count == 1, "the body is the same on every attempt")
+                // The verification snippets of docs/gateway.md accept every attempt as sent, and refuse a changed body.
+                try await checkDocumentedVerifiers(secret: secret, arrivals: arrivals)
+                let metrics = try await g.admin.call(.GET, "/metrics", key: nil).text
+                #expect(metrics.contains(#"sealedpush_gateway_webhook_requests_total{app="chat",status="500"} 2"#), "\(metrics)")
+                #expect(metrics.contains(#"sealedpush_gateway_webhook_requests_total{app="chat",status="200"} 1"#))
+            }
+            await receiver.stop()
+        }
+
+        /// Events made while the receiver is down survive a restart of the gateway and all arrive once it is up.
+        @Test func aReceiverDownThenUpAcrossARestartLosesNothing() async throws {
+            let apns = ScriptedAPNs()
+            let (file, secret) = try WebhookReceiver.writeSecret()
+            defer { try? FileManager.default.removeItem(at: file.deletingLastPathComponent()) }
+            let port = try GatewayHarness.freePort()  // nothing listens there yet
+            let members = WebhookReceiver.appMembers(port: port, secretFile: file)
+            let first = try await GatewayHarness(name: "webhook-down", options: webhookOptions(apns), extraApp: members)
+            var listed: Set<String> = []
+            do {
+                let phone = try Phone(in: first.directory, name: "p", token: hexToken(0x300))
+                try await first.register(phone, device: "d", user: "u")
+                for _ in 0..<3 {
+                    let id = try #require(try await first.send(JSONObject([("user_id", "u")])).json["message_id"]?.stringValue)
+                    try await first.waitForStates(id, ["accepted"])
+                }
+                listed = Set(try await first.allEvents().compactMap { $0["id"]?.stringValue })
+                #expect(listed.count == 3)
+                try await waitUntil("a failed attempt (nobody listening)", within: .seconds(30)) {
+                    try await first.admin.call(.GET, "/metrics", key: nil).text
+                        .contains(#"sealedpush_gateway_webhook_requests_total{app="chat",status="none"}"#)
+                }
+            } catch {
+                await first.stop()
+                throw error
+            }
+            await first.stop(keepFiles: true)
+            // The receiver comes up, and the gateway restarts on the same database.
+            let receiver = try await WebhookReceiver(secret: secret, port: port)
+            let second = try await GatewayHarness(name: "webhook-up", options: webhookOptions(apns), extraApp: members, directory: first.directory)
+            do {
+                try await waitUntil("every event made while the receiver was down to arrive", within: .seconds(60)) {
+                    listed.isSubset(of: receiver.acknowledged)
+                }
+                #expect(receiver.all.allSatisfy { $0.signatureValid && $0.fresh })
+                #expect(Set(try await second.allEvents().compactMap { $0["id"]?.stringValue }) == listed)
+            } catch {
+                await second.stop()
+                await receiver.stop()
+                throw error
+            }
+            await second.stop()
+            await receiver.stop()
+        }
+
+        /// An event never acknowledged within the retry window is dropped and counted, and stays listed.
+        @Test func anEventUnacknowledgedForTheWindowIsDroppedAndCounted() async throws {
+            let apns = ScriptedAPNs()
+            let (file, secret) = try WebhookReceiver.writeSecret()
+            let receiver = try await WebhookReceiver(secret: secret, failFirst: Int.max)
+            defer { try? FileManager.default.removeItem(at: file.deletingLastPathComponent()) }
+            try await withGateway("webhook-dropped", options: webhookOptions(apns, window: .seconds(2)),
+                                  extraApp: WebhookReceiver.appMembers(port: receiver.port, secretFile: file)) { g in
+                let phone = try Phone(in: g.directory, name: "p", token: hexToken(0x400))
+                try await g.register(phone, device: "d", user: "u")
+                let id = try #require(try await g.send(JSONObject([("user_id", "u")])).json["message_id"]?.stringValue)
+                try await g.waitForStates(id, ["accepted"])
+                try await waitUntil("the event to be dropped", within: .seconds(30)) {
+                    try await g.admin.call(.GET, "/metrics", key: nil).text.contains(#"sealedpush_gateway_webhook_dropped_total{app="chat"} 1"#)
+                }
+                #expect(receiver.all.count >= 1 && receiver.acknowledged.isEmpty)
+                #expect(try await g.allEvents().count == 1, "a dropped event is still listed")
+                let page = try await g.admin.call(.GET, "/", key: nil).text
+                #expect(metric(page, "chat.events.dropped") == "1")
+            }
+            await receiver.stop()
+        }
+
+        /// The `webhook` member is checked like the rest of the configuration: each fault names its member, and
+        /// neither an error nor the configuration's description holds the secret.
+        @Test func theWebhookMemberIsChecked() throws {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("webhook-config-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let p8 = directory.appendingPathComponent("key.p8")
+            try Data("not checked at parse".utf8).write(to: p8)
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: p8.path)
+            let secret = "s3cr3t-" + String(repeating: "x", count: 30)
+            func write(_ name: String, _ text: String, mode: Int) throws {
+                let url = directory.appendingPathComponent(name)
+                try Data(text.utf8).write(to: url)
+                try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: url.path)
+            }
+            try write("good.secret", "  \(secret)\n", mode: 0o600)
+            try write("open.secret", secret, mode: 0o644)
+            try write("short.secret", "tooshort", mode: 0o600)
+            func parse(_ webhook: String) throws(GatewayConfigurationError) -> GatewayConfiguration {
+                let text = """
+                    {"public_url": "https://push.example.com", "database": "sqlite:g.db", "apps": [{"id": "chat", "topic": "com.example.chat",
+                     "apns": {"auth_key": "key.p8", "key_id": "KEY0000001", "team_id": "TEAM000001"},
+                     "api_keys": [{"id": "k", "sha256": "\(String(repeating: "ab", count: 32))", "scopes": ["read"]}],
+                     "webhook": \(webhook)}]}
+                    """
+                return try GatewayConfiguration.parse(Array(text.utf8), baseDirectory: directory.path)
+            }
+            let good = try parse(#"{"url": "https://backend.example.com/hooks/sealedpush?token=abc", "secret_file": "good.secret"}"#)
+            let webhook = try #require(good.apps[0].webhook)
+            #expect(webhook.url == "https://backend.example.com/hooks/sealedpush?token=abc")
+            #expect(webhook.secretPath == directory.appendingPathComponent("good.secret").path)
+            #expect(!"\(webhook)".contains(secret) && !"\(webhook)".contains("token=abc"), "\(webhook)")
+            #expect(try parse("null").apps[0].webhook == nil)
+            #expect(try parse(#"{"url": "http://127.0.0.1:9999/hook", "secret_file": "good.secret"}"#).apps[0].webhook != nil, "http to loopback is allowed")
+            let refused: [(String, String)] = [
+                (#""https://x.example""#, "/apps/0/webhook"),
+                (#"{"url": "http://backend.example.com/hook", "secret_file": "good.secret"}"#, "/apps/0/webhook/url"),
+                (#"{"url": "ftp://backend.example.com/hook", "secret_file": "good.secret"}"#, "/apps/0/webhook/url"),
+                (#"{"secret_file": "good.secret"}"#, "/apps/0/webhook/url"),
+                (#"{"url": "https://backend.example.com/hook"}"#, "/apps/0/webhook/secret_file"),
+                (#"{"url": "https://backend.example.com/hook", "secret_file": "missing.secret"}"#, "/apps/0/webhook/secret_file"),
+                (#"{"url": "https://backend.example.com/hook", "secret_file": "open.secret"}"#, "/apps/0/webhook/secret_file"),
+                (#"{"url": "https://backend.example.com/hook", "secret_file": "short.secret"}"#, "/apps/0/webhook/secret_file"),
+                (#"{"url": "https://backend.example.com/hook", "secret_file": "good.secret", "events": []}"#, "/apps/0/webhook/events"),
+            ]
+            for (webhook, member) in refused {
+                #expect {
+                    _ = try parse(webhook)
+                } throws: { error in
+                    guard let error = error as? GatewayConfigurationError else { return false }
+                    return error.member == member && !error.description.contains(secret) && !error.description.contains("tooshort")
+                }
+            }
+        }
+    }
+}
+
+/// Runs the Python and Node verification snippets of docs/gateway.md (as written there) on `arrivals` as
+/// received, and on each with one byte of its body changed: true for the first, false for the second.
+/// Python is required (`$SEALEDPUSH_PYTHON`, else `python3`); Node is run when `node` is installed.
+func checkDocumentedVerifiers(secret: [UInt8], arrivals: [WebhookReceiver.Arrival]) async throws {
+    let docs = try String(contentsOf: ProjectPaths.root.appendingPathComponent("docs/gateway.md"), encoding: .utf8)
+    func snippet(_ fence: String) throws -> String {
+        let start = try #require(docs.range(of: "```\(fence)\n"), "docs/gateway.md has no ```\(fence) block")
+        let end = try #require(docs[start.upperBound...].range(of: "```"))
+        return String(docs[start.upperBound..<end.lowerBound])
+    }
+    var cases: [JSONValue] = []
+    for arrival in arrivals {
+        var changed = arrival.body
+        changed[changed.count / 2] ^= 0x01
+        for (body, expected) in [(arrival.body, true), (changed, false)] {
+            cases.append(.object(JSONObject([("secret", .string(String(decoding: secret, as: UTF8.self))),
+                                             ("header", .string("t=\(arrival.t),v1=\(arrival.v1)")),
+                                             ("body", .string(Data(body).base64EncodedString())), ("expected", .bool(expected))])))
+        }
+    }
+    let input = JSON.serialize(.array(cases))
+    let expected = cases.map { $0.objectValue?["expected"] == .bool(true) ? "true" : "false" }
+    let environment = ProcessInfo.processInfo.environment
+    let python = environment["SEALEDPUSH_PYTHON"] ?? (["/usr/bin/python3", "/usr/local/bin/python3"].first { FileManager.default.isExecutableFile(atPath: $0) } ?? "")
+    try #require(FileManager.default.isExecutableFile(atPath: python), "no python3 to run the documented verifier; set SEALEDPUSH_PYTHON")
+    let pythonProgram = try snippet("python") + """
+
+        import base64, json, sys
+        for c in json.load(sys.stdin):
+            print(str(verify(c["secret"].encode(), c["header"], base64.b64decode(c["body"]))).lower())
+        """
+    let py = try await offPool { try ChildProcess.run(URL(fileURLWithPath: python), ["-c", pythonProgram], stdin: input, timeout: 60) }
+    #expect(py.status == 0 && py.stdoutLines == expected, "the Python snippet: \(py.stdoutText) \(py.stderr)")
+    guard let node = ["/usr/bin/node", "/usr/local/bin/node"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+        print("node is not installed: the Node snippet of docs/gateway.md was not run")
+        return
+    }
+    let nodeProgram = try snippet("javascript") + """
+
+        const cases = JSON.parse(require("node:fs").readFileSync(0, "utf8"));
+        for (const c of cases) console.log(String(verify(c.secret, c.header, Buffer.from(c.body, "base64"))));
+        """
+    let js = try await offPool { try ChildProcess.run(URL(fileURLWithPath: node), ["-e", nodeProgram], stdin: input, timeout: 60) }
+    #expect(js.status == 0 && js.stdoutLines == expected, "the Node snippet: \(js.stdoutText) \(js.stderr)")
+}
+
+/// The number a dashboard page shows under `data-metric="<name>"`, or nil.
+func metric(_ page: String, _ name: String) -> String? { dashboardMetrics(page)[name] }
+
+/// Every `data-metric="<name>"` of a dashboard page (server HTML or a browser's DOM dump) with its cell text.
+func dashboardMetrics(_ page: String) -> [String: String] {
+    var out: [String: String] = [:]
+    var rest = Substring(page)
+    while let start = rest.range(of: "data-metric=\"") {
+        rest = rest[start.upperBound...]
+        guard let close = rest.firstIndex(of: "\""), let gt = rest[close...].firstIndex(of: ">") else { break }
+        let name = String(rest[..<close])
+        let text = rest[rest.index(after: gt)...]
+        guard let lt = text.firstIndex(of: "<") else { break }
+        out[name] = String(text[..<lt]).trimmingCharacters(in: .whitespaces)
+        rest = text[lt...]
+    }
+    return out
+}

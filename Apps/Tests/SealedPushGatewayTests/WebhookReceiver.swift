@@ -1,0 +1,131 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOConcurrencyHelpers
+import SealedPushGateway
+import SealedPushTestSupport
+import SealedPushWire
+
+/// A webhook receiver on loopback written for the tests, independent of the gateway's signing code: it
+/// recomputes `HMAC-SHA256(secret, "<t>." + body)` with swift-crypto from the shared secret, checks that `t`
+/// is within 5 minutes of its own clock, records every arrival, and answers 500 to the first `failFirst`
+/// attempts of each event id, 200 afterwards.
+final class WebhookReceiver: Sendable {
+    /// One POST as it arrived.
+    struct Arrival: Sendable {
+        let id: String
+        let type: String
+        let t: Int64
+        let v1: String
+        /// The signature matches the body under the secret.
+        let signatureValid: Bool
+        /// `t` is within 5 minutes of the receiver's clock.
+        let fresh: Bool
+        let body: [UInt8]
+        /// What the receiver answered.
+        let status: Int
+        var json: JSONObject { (try? JSON.parse(body)).flatMap { if case let .object(o) = $0 { o } else { nil } } ?? JSONObject([]) }
+    }
+
+    let arrivals: NIOLockedValueBox<[Arrival]>
+    let task: Task<Void, any Error>
+    let port: Int
+
+    init(secret: [UInt8], port: Int = 0, failFirst: Int = 0) async throws {
+        let arrivals = NIOLockedValueBox<[Arrival]>([])
+        self.arrivals = arrivals
+        let router = Router()
+        router.post("hook") { request, _ -> Response in
+            let body = Array(try await request.body.collect(upTo: 1 << 20).readableBytesView)
+            let header = request.headers[HTTPField.Name("SealedPush-Signature")!] ?? ""
+            var t: Int64 = 0
+            var v1 = ""
+            for part in header.split(separator: ",") {
+                if part.hasPrefix("t=") { t = Int64(part.dropFirst(2)) ?? 0 }
+                if part.hasPrefix("v1=") { v1 = String(part.dropFirst(3)) }
+            }
+            let expected = HMAC<SHA256>.authenticationCode(for: Array("\(t).".utf8) + body, using: SymmetricKey(data: secret))
+                .map { String(format: "%02x", $0) }.joined()
+            let now = Int64(Date().timeIntervalSince1970)
+            let object = (try? JSON.parse(body)).flatMap { if case let .object(o) = $0 { o } else { nil } } ?? JSONObject([])
+            let id = object["id"]?.stringValue ?? ""
+            let status = arrivals.withLockedValue { list -> Int in
+                let earlier = list.filter { $0.id == id }.count
+                let status = earlier < failFirst ? 500 : 200
+                list.append(Arrival(id: id, type: object["type"]?.stringValue ?? "", t: t, v1: v1, signatureValid: v1 == expected,
+                                    fresh: abs(now - t) <= 300, body: body, status: status))
+                return status
+            }
+            return Response(status: .init(code: status))
+        }
+        var logger = Logger(label: "webhook-receiver")
+        logger.logLevel = .critical  // stopping by cancellation logs a shutdown error that means nothing here
+        let (ports, continuation) = AsyncStream<Int>.makeStream()
+        let application = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)),
+                                      onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) }, logger: logger)
+        let task = Task {
+            defer { continuation.finish() }
+            try await application.runService(gracefulShutdownSignals: [])
+        }
+        self.task = task
+        self.port = try await boundPort(ports, of: task)
+    }
+
+    /// Every arrival so far.
+    var all: [Arrival] { arrivals.withLockedValue { $0 } }
+    /// The ids acknowledged (answered 200).
+    var acknowledged: Set<String> { Set(all.filter { $0.status == 200 }.map(\.id)) }
+
+    func stop() async {
+        task.cancel()
+        _ = try? await task.value
+    }
+
+    /// A fresh secret in a 0600 file of its own directory.
+    static func writeSecret() throws -> (file: URL, secret: [UInt8]) {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("webhook-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let secret = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+        let file = directory.appendingPathComponent("webhook.secret")
+        try Data((secret + "\n").utf8).write(to: file)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file.path)
+        return (file, Array(secret.utf8))
+    }
+
+    /// The app members that point app `chat`'s webhook at a receiver on `port`.
+    static func appMembers(port: Int, secretFile: URL, extra: JSONObject = JSONObject([])) -> JSONObject {
+        var o = JSONObject([("webhook", .object(JSONObject([("url", .string("http://127.0.0.1:\(port)/hook")),
+                                                           ("secret_file", .string(secretFile.path))])))])
+        for m in extra { o[m.key] = m.value }
+        return o
+    }
+}
+
+/// Options for webhook tests: the scripted APNs, short retry delays, a quick poll.
+func webhookOptions(_ apns: ScriptedAPNs, base: Duration = .milliseconds(100), window: Duration = .seconds(86_400)) -> GatewayOptions {
+    var options = scriptedOptions(apns)
+    options.webhookBaseRetryDelay = base
+    options.webhookMaxRetryDelay = max(base, .milliseconds(500))
+    options.webhookPollInterval = .milliseconds(50)
+    options.webhookRetryWindow = window
+    return options
+}
+
+extension GatewayHarness {
+    /// Every event of app `chat` through `GET …/events`, `pageSize` at a time, following `after`.
+    func allEvents(pageSize: Int = 2) async throws -> [JSONObject] {
+        var out: [JSONObject] = []
+        var after: String?
+        for _ in 0..<1000 {
+            let page = try await api.call(.GET, "/v1/apps/chat/events?limit=\(pageSize)" + (after.map { "&after=\($0)" } ?? ""), key: Keys.readOnly)
+            guard page.status == 200 else { throw WaitTimedOut("a 200 from the events listing, got \(page.status) \(page.text)", waited: .zero) }
+            let events = (page.json["events"]?.arrayValue ?? []).compactMap(\.objectValue)
+            out += events
+            guard events.count == pageSize, let last = events.last?["id"]?.stringValue else { break }
+            after = last
+        }
+        return out
+    }
+}
