@@ -47,6 +47,8 @@ public final class PostgresGatewayStore: GatewayStore {
     let options: Options
     /// This instance's id in `instances` (random, per process start).
     public let instanceID: String
+    /// What the dashboard calls this instance: `host:pid` and its id (several stores may share a process).
+    public let instanceName: String
     /// The database's address as given, without its password (for messages).
     public let location: String
     /// The claims this instance holds (delivery id → generation) and the lease length last asked for:
@@ -102,6 +104,25 @@ public final class PostgresGatewayStore: GatewayStore {
             """,
             "CREATE TABLE instances (instance_id TEXT PRIMARY KEY, started_at BIGINT NOT NULL, last_seen BIGINT NOT NULL)",
         ]),
+        // v2: webhook events (gateway v1 §8), written in the transaction of the change that causes them; `position`
+        // (an identity) orders the listing, and claims lease them like deliveries (`lease_generation`, `leased_by`).
+        // What the dashboard's last-day counts look up; when a delivery's `revealed` receipt arrived (reveal v1 §8);
+        // a readable name per instance for the dashboard.
+        (2, [
+            """
+            CREATE TABLE events (
+                position BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, id TEXT NOT NULL UNIQUE, app TEXT NOT NULL,
+                type TEXT NOT NULL, created_at BIGINT NOT NULL, body TEXT NOT NULL, state TEXT NOT NULL DEFAULT 'pending',
+                attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at BIGINT NOT NULL, lease_until BIGINT,
+                lease_generation BIGINT NOT NULL DEFAULT 0, leased_by TEXT)
+            """,
+            "CREATE INDEX events_due ON events(app, next_attempt_at, position) WHERE state = 'pending'",
+            "CREATE INDEX events_app ON events(app, position)",
+            "CREATE INDEX events_created ON events(created_at)",
+            "CREATE INDEX deliveries_created ON deliveries(created_at)",
+            "ALTER TABLE deliveries ADD COLUMN revealed_at BIGINT",
+            "ALTER TABLE instances ADD COLUMN name TEXT",
+        ]),
     ]
 
     /// The advisory lock key migrations run under ("SPGW").
@@ -114,6 +135,7 @@ public final class PostgresGatewayStore: GatewayStore {
         self.options = options
         self.location = location
         instanceID = "i_" + Hex.encode(CryptoLibrary.randomBytes(count: 8))
+        instanceName = SQLiteGatewayStore.hostName() + ":" + String(ProcessInfo.processInfo.processIdentifier) + " " + instanceID
     }
 
     /// Connects to the database at `url` (`postgres://user@host:5432/db`, optional `?sslmode=disable|prefer|require`
@@ -199,7 +221,7 @@ public final class PostgresGatewayStore: GatewayStore {
             try await conn.rows("INSERT INTO settings (name, value) VALUES ('idempotency_secret', \(fresh)) ON CONFLICT (name) DO NOTHING",
                                  logger: logger)
             try await conn.rows("""
-                INSERT INTO instances (instance_id, started_at, last_seen) VALUES (\(instanceID), \(now), \(now))
+                INSERT INTO instances (instance_id, started_at, last_seen, name) VALUES (\(instanceID), \(now), \(now), \(instanceName))
                 ON CONFLICT (instance_id) DO UPDATE SET last_seen = excluded.last_seen
                 """, logger: logger)
         }
@@ -335,7 +357,7 @@ public final class PostgresGatewayStore: GatewayStore {
         let now = GatewayClock.system.milliseconds()
         let (claims, lease) = held.withLockedValue { ($0.claims, $0.lease) }
         try await client.rows("""
-            INSERT INTO instances (instance_id, started_at, last_seen) VALUES (\(instanceID), \(now), \(now))
+            INSERT INTO instances (instance_id, started_at, last_seen, name) VALUES (\(instanceID), \(now), \(now), \(instanceName))
             ON CONFLICT (instance_id) DO UPDATE SET last_seen = excluded.last_seen
             """, logger: logger)
         if !claims.isEmpty {
@@ -388,13 +410,15 @@ public final class PostgresGatewayStore: GatewayStore {
         try await conn.rows(query, logger: logger).compactMap(Self.device)
     }
 
-    /// Cancels a device's unsent deliveries; how many.
+    /// Cancels a device's unsent deliveries, with their events; how many.
     func cancelUnsent(_ conn: PostgresConnection, app: String, deviceID: String, reason: String, now: Int64) async throws -> Int {
-        try await conn.rows("""
+        let rows = try await conn.rows("""
             UPDATE deliveries SET state = 'cancelled', reason = \(reason), updated_at = \(now), next_attempt_at = NULL, seq = seq + 1,
                 payload = '\\x'::bytea, lease_until = NULL, leased_by = NULL
-            WHERE app = \(app) AND device_id = \(deviceID) AND state = 'queued' RETURNING 1 AS k
-            """, logger: logger).count
+            WHERE app = \(app) AND device_id = \(deviceID) AND state = 'queued' RETURNING \(unescaped: Self.deliveryColumns)
+            """, logger: logger)
+        try await insertDeliveryEvents(conn, rows, now: now)
+        return rows.count
     }
 
     public func putDevice(_ device: DeviceRecord, maxDevicesPerUser: Int) async throws -> (device: DeviceRecord, created: Bool, cancelled: Int) {
@@ -598,7 +622,7 @@ public final class PostgresGatewayStore: GatewayStore {
 
     static let deliveryColumns = """
         delivery_id, app, message_id, device_id, state, attempts, apns_id, apns_status, reason, created_at, updated_at,
-        next_attempt_at, accepted_at, delivered_at, seq
+        next_attempt_at, accepted_at, delivered_at, revealed_at, seq
         """
 
     static func delivery(_ row: PostgresRow) throws -> DeliveryRecord? {
@@ -611,7 +635,8 @@ public final class PostgresGatewayStore: GatewayStore {
             apnsStatus: try r["apns_status"].decode(Int?.self), reason: try r["reason"].decode(String?.self),
             createdAt: try r["created_at"].decode(Int64.self), updatedAt: try r["updated_at"].decode(Int64.self),
             nextAttemptAt: try r["next_attempt_at"].decode(Int64?.self), acceptedAt: try r["accepted_at"].decode(Int64?.self),
-            deliveredAt: try r["delivered_at"].decode(Int64?.self), seq: try r["seq"].decode(Int64.self))
+            deliveredAt: try r["delivered_at"].decode(Int64?.self), revealedAt: try r["revealed_at"].decode(Int64?.self),
+            seq: try r["seq"].decode(Int64.self))
     }
 
     public func message(app: String, messageID: String) async throws -> (createdAt: Int64, expiresAt: Int64, deliveries: [DeliveryRecord])? {
@@ -632,11 +657,13 @@ public final class PostgresGatewayStore: GatewayStore {
             guard try await !conn.rows("SELECT 1 AS k FROM messages WHERE app = \(app) AND message_id = \(messageID)", logger: logger)
                 .isEmpty
             else { return nil }
-            return try await conn.rows("""
+            let rows = try await conn.rows("""
                 UPDATE deliveries SET state = 'cancelled', reason = 'message_deleted', updated_at = \(now), next_attempt_at = NULL,
                     seq = seq + 1, payload = '\\x'::bytea, lease_until = NULL, leased_by = NULL
-                WHERE message_id = \(messageID) AND state = 'queued' RETURNING 1 AS k
-                """, logger: logger).count
+                WHERE message_id = \(messageID) AND state = 'queued' RETURNING \(unescaped: Self.deliveryColumns)
+                """, logger: logger)
+            try await insertDeliveryEvents(conn, rows, now: now)
+            return rows.count
         }
     }
 
@@ -693,8 +720,10 @@ public final class PostgresGatewayStore: GatewayStore {
                     UPDATE deliveries SET state = 'accepted', attempts = attempts + 1, apns_status = \(Int32(s)), reason = NULL,
                         accepted_at = \(now), updated_at = \(now), next_attempt_at = NULL, lease_until = NULL, leased_by = NULL,
                         seq = seq + 1, payload = '\\x'::bytea
-                    WHERE delivery_id = \(id) AND lease_generation = \(generation) AND state = 'queued' RETURNING seq
+                    WHERE delivery_id = \(id) AND lease_generation = \(generation) AND state = 'queued'
+                    RETURNING \(unescaped: Self.deliveryColumns)
                     """, logger: logger)
+                try await insertDeliveryEvents(conn, rows, now: now)
             case let .retry(at, s, reason):
                 status = s
                 rows = try await conn.rows("""
@@ -708,14 +737,18 @@ public final class PostgresGatewayStore: GatewayStore {
                     UPDATE deliveries SET state = \(state.rawValue), attempts = attempts + \(Int32(attempted ? 1 : 0)),
                         apns_status = \(s.map(Int32.init)), reason = \(reason), updated_at = \(now), next_attempt_at = NULL,
                         lease_until = NULL, leased_by = NULL, seq = seq + 1, payload = '\\x'::bytea
-                    WHERE delivery_id = \(id) AND lease_generation = \(generation) AND state = 'queued' RETURNING seq
+                    WHERE delivery_id = \(id) AND lease_generation = \(generation) AND state = 'queued'
+                    RETURNING \(unescaped: Self.deliveryColumns)
                     """, logger: logger)
+                try await insertDeliveryEvents(conn, rows, now: now)
                 if state == .unregistered, !rows.isEmpty {
-                    try await conn.rows("""
+                    let devices = try await devices(conn, """
                         UPDATE devices SET state = 'unregistered', unregistered_at = \(now), unregistered_reason = \(reason), updated_at = \(now)
                         WHERE app = \(claim.app) AND environment = \(claim.environment.rawValue) AND apns_token = \(claim.apnsToken)
                             AND state = 'active' AND registered_at < \(unregisteredAt ?? now + 1)
-                        """, logger: logger)
+                        RETURNING \(unescaped: Self.deviceColumns)
+                        """)
+                    for device in devices { try await insertEvent(conn, GatewayEvents.deviceUnregistered(device, now: now)) }
                 }
             case let .paused(s, _):
                 status = s
@@ -741,7 +774,7 @@ public final class PostgresGatewayStore: GatewayStore {
         }
     }
 
-    public func prune(messagesExpiredBefore: Int64, idempotencyBefore: Int64, limit: Int) async throws -> Int {
+    public func prune(messagesExpiredBefore: Int64, idempotencyBefore: Int64, eventsBefore: Int64, limit: Int) async throws -> Int {
         try await transaction { [self] conn in
             let messages = try await conn.rows("""
                 WITH picked AS (SELECT message_id FROM messages WHERE expires_at < \(messagesExpiredBefore)
@@ -750,7 +783,12 @@ public final class PostgresGatewayStore: GatewayStore {
                 DELETE FROM messages WHERE message_id IN (SELECT message_id FROM picked) RETURNING 1 AS k
                 """, logger: logger).count
             try await conn.rows("DELETE FROM idempotency WHERE created_at < \(idempotencyBefore)", logger: logger)
-            return messages
+            let events = try await conn.rows("""
+                DELETE FROM events WHERE position IN (SELECT position FROM events WHERE created_at < \(eventsBefore)
+                                                      ORDER BY created_at LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED)
+                RETURNING 1 AS k
+                """, logger: logger).count
+            return messages + events
         }
     }
 
@@ -776,7 +814,7 @@ public final class PostgresGatewayStore: GatewayStore {
 
     // MARK: Receipts and reports
 
-    public func recordReceipt(messageID: String, tokenSHA256: [UInt8], now: Int64) async throws -> ReceiptResult {
+    public func recordReceipt(messageID: String, tokenSHA256: [UInt8], revealed: Bool, now: Int64) async throws -> ReceiptResult {
         try await transaction { [self] conn in
             let rows = try await conn.rows("""
                 SELECT delivery_id, app, state, receipt_sha256 FROM deliveries WHERE message_id = \(messageID) FOR UPDATE
@@ -793,17 +831,30 @@ public final class PostgresGatewayStore: GatewayStore {
                 }
             }
             guard let match else { return .wrongToken }
+            var changed = false
             switch match.state {
             case .queued, .accepted, .expired, .cancelled:
-                try await conn.rows("""
+                let rows = try await conn.rows("""
                     UPDATE deliveries SET state = 'delivered', delivered_at = \(now), updated_at = \(now), next_attempt_at = NULL,
                         seq = seq + 1, payload = '\\x'::bytea
-                    WHERE delivery_id = \(match.id)
+                    WHERE delivery_id = \(match.id) RETURNING \(unescaped: Self.deliveryColumns)
                     """, logger: logger)
-                return .matched(app: match.app, changed: true)
+                try await insertDeliveryEvents(conn, rows, now: now)
+                changed = true
             default:
-                return .matched(app: match.app, changed: false)
+                break
             }
+            if revealed {
+                // Reveal v1 §8: the first `revealed` receipt sets revealed_at (delivery.revealed); repeats change nothing.
+                let rows = try await conn.rows("""
+                    UPDATE deliveries SET revealed_at = \(now), updated_at = \(now), seq = seq + 1
+                    WHERE delivery_id = \(match.id) AND revealed_at IS NULL RETURNING \(unescaped: Self.deliveryColumns)
+                    """, logger: logger)
+                for row in rows {
+                    if let d = try Self.delivery(row) { try await insertEvent(conn, GatewayEvents.revealed(d, now: now)) }
+                }
+            }
+            return .matched(app: match.app, changed: changed)
         }
     }
 
