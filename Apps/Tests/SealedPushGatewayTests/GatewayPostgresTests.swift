@@ -55,6 +55,49 @@ extension GatewaySuites {
             await a.close(); await b.close()
         }
 
+        /// Two stores claiming one app's events at once (`FOR UPDATE SKIP LOCKED`) never claim an event twice.
+        @Test func twoStoresClaimingEventsAtOnceNeverShareAnEvent() async throws {
+            let url = try await PostgresCluster.shared().makeDatabase()
+            let a = try await PostgresGatewayStore.open(url: url, logger: Self.logger)
+            let b = try await PostgresGatewayStore.open(url: url, logger: Self.logger)
+            do {
+                var devices: [DeviceRecord] = []
+                for n in 0..<100 {
+                    let d = StoreFixtures.device("d\(n)", user: "u\(n)", token: n + 1)
+                    _ = try await a.putDevice(d, maxDevicesPerUser: 10)
+                    devices.append(d)
+                }
+                // 400 `delivery.cancelled` events, written by both stores.
+                for m in 0..<4 {
+                    let store = m % 2 == 0 ? a : b
+                    try await store.insertMessage(StoreFixtures.message("m\(m)", devices: devices), idempotency: nil)
+                    #expect(try await store.cancelMessage(app: "chat", messageID: "m\(m)", now: 1500) == 100)
+                }
+                let claimed = NIOLockedValueBox<[String]>([])
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for store in [a, b, a, b] {
+                        group.addTask {
+                            while true {
+                                let claims = try await store.claimEvents(app: "chat", now: 2000, leaseUntil: 60_000, limit: 7)
+                                if claims.isEmpty { return }
+                                claimed.withLockedValue { $0 += claims.map(\.id) }
+                            }
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+                let ids = claimed.withLockedValue { $0 }
+                #expect(ids.count == 400 && Set(ids).count == 400)
+                let snapshot = try await a.dashboard(now: 2000)
+                #expect(snapshot.instances.count == 2 && snapshot.instances.map(\.leasedEvents).reduce(0, +) == 400)
+                #expect(snapshot.apps["chat"]?.eventsPending == 400)
+            } catch {
+                await a.close(); await b.close()
+                throw error
+            }
+            await a.close(); await b.close()
+        }
+
         /// Two gateways on one database, each taking half the messages: every delivery reaches the local APNs
         /// exactly once (no apns-id twice), whichever instance claimed it.
         @Test func twoInstancesDeliverOneQueueWithNoPushTwice() async throws {

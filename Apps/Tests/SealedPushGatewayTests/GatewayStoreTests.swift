@@ -137,7 +137,7 @@ extension GatewaySuites {
                 #expect(try await store.deleteDevice(app: "chat", deviceID: "c", now: 3000) == 1)
                 #expect(try await store.queueDepths()["chat"]?.queued == 2)
                 // Pruning deletes messages expired before the cut, with their deliveries.
-                #expect(try await store.prune(messagesExpiredBefore: 3_601_500, idempotencyBefore: 0, limit: 10) == 1)
+                #expect(try await store.prune(messagesExpiredBefore: 3_601_500, idempotencyBefore: 0, eventsBefore: 0, limit: 10) == 1)
                 #expect(try await store.message(app: "chat", messageID: "m1") == nil)
                 #expect(try await store.message(app: "chat", messageID: "m2") != nil)
                 #expect(try await store.queueDepths().isEmpty)
@@ -211,22 +211,22 @@ extension GatewaySuites {
                 try await store.storeIdempotentAnswer(app: "chat", key: "key-2", answer: refused)
                 #expect(try await store.idempotentAnswer(app: "chat", key: "key-2") == refused)
                 // Answers older than the cut are pruned.
-                _ = try await store.prune(messagesExpiredBefore: 0, idempotencyBefore: 1050, limit: 10)
+                _ = try await store.prune(messagesExpiredBefore: 0, idempotencyBefore: 1050, eventsBefore: 0, limit: 10)
                 #expect(try await store.idempotentAnswer(app: "chat", key: "key-1") == nil)
                 #expect(try await store.idempotentAnswer(app: "chat", key: "key-2") != nil)
 
                 // Receipts name their delivery by (message id, SHA-256 of its token).
                 let token = SHA256Hasher.hash(Array("r-d-m-a".utf8))
-                #expect(try await store.recordReceipt(messageID: "nope", tokenSHA256: token, now: 2000) == .unknownID)
-                #expect(try await store.recordReceipt(messageID: "m", tokenSHA256: SHA256Hasher.hash(Array("wrong".utf8)), now: 2000) == .wrongToken)
-                #expect(try await store.recordReceipt(messageID: "m", tokenSHA256: token, now: 2000) == .matched(app: "chat", changed: true))
-                #expect(try await store.recordReceipt(messageID: "m", tokenSHA256: token, now: 2001) == .matched(app: "chat", changed: false))
+                #expect(try await store.recordReceipt(messageID: "nope", tokenSHA256: token, revealed: false, now: 2000) == .unknownID)
+                #expect(try await store.recordReceipt(messageID: "m", tokenSHA256: SHA256Hasher.hash(Array("wrong".utf8)), revealed: false, now: 2000) == .wrongToken)
+                #expect(try await store.recordReceipt(messageID: "m", tokenSHA256: token, revealed: false, now: 2000) == .matched(app: "chat", changed: true))
+                #expect(try await store.recordReceipt(messageID: "m", tokenSHA256: token, revealed: false, now: 2001) == .matched(app: "chat", changed: false))
                 let a = try #require(try await store.message(app: "chat", messageID: "m")?.deliveries.first { $0.deviceID == "a" })
                 #expect(a.state == .delivered && a.deliveredAt == 2000)
                 // A delivered delivery is not claimed, and a late APNs answer only sets apns_status.
                 let claims = try await store.claimDue(app: "chat", now: 3000, leaseUntil: 4000, limit: 10)
                 #expect(claims.map(\.deviceID) == ["b"])
-                _ = try await store.recordReceipt(messageID: "m", tokenSHA256: SHA256Hasher.hash(Array("r-d-m-b".utf8)), now: 3001)
+                _ = try await store.recordReceipt(messageID: "m", tokenSHA256: SHA256Hasher.hash(Array("r-d-m-b".utf8)), revealed: false, now: 3001)
                 #expect(try await !store.complete(claims[0], outcome: .accepted(status: 200), unregisteredAt: nil, now: 3002))
                 let b = try #require(try await store.message(app: "chat", messageID: "m")?.deliveries.first { $0.deviceID == "b" })
                 #expect(b.state == .delivered && b.apnsStatus == 200)
