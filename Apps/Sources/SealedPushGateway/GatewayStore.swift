@@ -418,7 +418,7 @@ public struct DashboardSnapshot: Sendable, Equatable {
 
     /// One gateway instance and the leases it holds.
     public struct Instance: Sendable, Equatable {
-        /// A name for it (`host:pid` for SQLite's single instance).
+        /// A name for it: `host:pid` for SQLite's single instance, `host:pid i_<instance id>` on PostgreSQL.
         public var name: String
         /// When it started (Unix milliseconds).
         public var startedAt: Int64
@@ -430,7 +430,7 @@ public struct DashboardSnapshot: Sendable, Equatable {
 
     /// Per app, by app id.
     public var apps: [String: App]
-    /// The live instances (SQLite: this one).
+    /// The live instances (SQLite: this one; PostgreSQL: every instance whose row was renewed within three heartbeats).
     public var instances: [Instance]
     /// When the numbers were taken (Unix milliseconds).
     public var takenAt: Int64
