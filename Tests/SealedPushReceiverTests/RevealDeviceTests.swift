@@ -62,7 +62,10 @@ struct RevealDeviceTests {
         let courier = phone.device.receiptCourier(transport: transport)
         let result = await phone.device.deliver(try phone.payload(id: "msg-rv-1", receiptURL: "https://push.example.com/r"),
                                                 requestIdentifier: "REQ-R", receipts: courier)
-        #expect(result.outcome == .held && result.receipt == .sent)
+        // A receipt is queued instead of sent when its 2-second bound passes first (a loaded sanitizer run):
+        // the outbox then sends it, so what reaches the collector is the same either way.
+        #expect(result.outcome == .held && result.receipt != nil)
+        if result.receipt == .queued { _ = await phone.device.flushReceipts(transport: transport) }
         #expect(transport.bodies.map { $0["type"] } == [.string("delivered")])
         let token = transport.bodies.first?["token"]?.stringValue ?? ""
         #expect(!token.isEmpty && !phone.storeFile.contains(token), "the receipt token reached the notification store")
@@ -73,7 +76,9 @@ struct RevealDeviceTests {
 
         _ = try phone.store.unlock()
         #expect(try await phone.device.expand(requestID: "REQ-R", receipts: courier).outcome == .revealed)
+        _ = await phone.device.flushReceipts(transport: transport)
         #expect(try await phone.device.expand(requestID: "REQ-R", receipts: courier).outcome == .revealed)
+        _ = await phone.device.flushReceipts(transport: transport)
         #expect(transport.bodies.map { $0["type"] } == [.string("delivered"), .string("revealed")], "revealed goes out once per message")
         let revealed = transport.bodies[1]
         #expect(revealed["id"] == .string("msg-rv-1") && revealed["token"] == .string(token) && revealed["at"] == .int(phone.now))
