@@ -91,7 +91,9 @@ public struct DeliveryWorker: Service {
                     await app.wake.wait(upTo: .seconds(1))
                     continue
                 }
-                let free = app.config.maxInFlight - app.inFlight.held
+                // Instances sharing a PostgreSQL database divide the app's bound among them (gateway v1 §9).
+                let share = max(1, app.config.maxInFlight / max(1, gateway.store.liveInstances))
+                let free = share - app.inFlight.held
                 guard free > 0 else {
                     await app.wake.wait(upTo: .seconds(1))
                     continue

@@ -97,8 +97,17 @@ public final class Gateway: Sendable {
         switch configuration.database {
         case let .sqlite(path):
             store = try await SQLiteGatewayStore.open(path: path, logger: logger)
-        case .postgres:
-            throw GatewayConfigurationError("/database", "PostgreSQL is not supported by this build yet; use \"sqlite:PATH\" (one instance)")
+        case let .postgres(url):
+            var password: String?
+            if let file = configuration.databasePasswordFile {
+                guard let data = FileManager.default.contents(atPath: file) else {
+                    throw GatewayConfigurationError("/database_password_file", "cannot read \(file); check that it exists and is readable by the gateway's user")
+                }
+                var text = Substring(String(decoding: data, as: UTF8.self))
+                while let last = text.last, last.isWhitespace { text.removeLast() }
+                password = String(text)
+            }
+            store = try await PostgresGatewayStore.open(url: url, password: password, logger: logger)
         }
         do { return try await Gateway(configuration: configuration, store: store, options: options, logger: logger) } catch {
             await store.close()

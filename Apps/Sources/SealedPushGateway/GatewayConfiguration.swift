@@ -110,6 +110,8 @@ public struct GatewayConfiguration: Sendable {
     public let publicURL: String
     /// The database: `sqlite:PATH` (absolute path here).
     public let database: DatabaseLocation
+    /// The file holding the PostgreSQL password (`database_password_file`, absolute path here), if any.
+    public let databasePasswordFile: String?
     /// Peers whose `X-Forwarded-For` is believed (exact addresses).
     public let trustedProxies: Set<String>
     /// The apps, in file order.
@@ -123,7 +125,7 @@ public struct GatewayConfiguration: Sendable {
     public enum DatabaseLocation: Sendable, Equatable {
         /// An SQLite file (single instance).
         case sqlite(path: String)
-        /// A PostgreSQL URL (the next backend; refused by this build with a clear message).
+        /// A PostgreSQL URL (several instances may share it).
         case postgres(url: String)
     }
 
@@ -191,6 +193,7 @@ public struct GatewayConfiguration: Sendable {
         }
         let trimmedURL = publicURLText.hasSuffix("/") ? String(publicURLText.dropLast()) : publicURLText
         let database = try reader.database(root)
+        let passwordFile = try reader.string(root, "database_password_file", at: "", required: false).map { reader.resolve($0) }
         var proxies = Set<String>()
         if let list = root["trusted_proxies"] {
             guard case let .array(items) = list else { throw GatewayConfigurationError("/trusted_proxies", "must be an array of IP addresses") }
@@ -212,6 +215,7 @@ public struct GatewayConfiguration: Sendable {
             apps.append(app)
         }
         return GatewayConfiguration(listen: listen, adminListen: admin, deviceListen: device, publicURL: trimmedURL, database: database,
+                                    databasePasswordFile: passwordFile,
                                     trustedProxies: proxies, apps: apps, warnings: reader.warnings, path: path)
     }
 

@@ -264,8 +264,8 @@ public struct QueueDepth: Sendable, Equatable {
     public var oldestCreatedAt: Int64?
 }
 
-/// Where the gateway keeps devices, messages, deliveries and idempotency keys: SQLite (one instance) today,
-/// PostgreSQL (several instances) next. Every method is one transaction.
+/// Where the gateway keeps devices, messages, deliveries and idempotency keys: SQLite (one instance) or
+/// PostgreSQL (several instances). Every method is one transaction.
 public protocol GatewayStore: Sendable {
     /// The secret the idempotency HMAC is keyed with (made once, shared by every instance).
     func idempotencySecret() async throws -> [UInt8]
@@ -322,6 +322,9 @@ public protocol GatewayStore: Sendable {
     func recordReport(kid: String?, reason: String, count: Int, now: Int64) async throws -> [String]
     /// Closes the database.
     func close() async
+    /// How many gateway instances share this store now, this one included (at least 1): each keeps
+    /// `max_in_flight / liveInstances` APNs requests in flight.
+    var liveInstances: Int { get }
 
     // MARK: Events (gateway v1 §8)
     //
@@ -345,6 +348,11 @@ public protocol GatewayStore: Sendable {
 
     /// The numbers the dashboard (on `admin_listen`) shows, for every app with rows, as of `now`.
     func dashboard(now: Int64) async throws -> DashboardSnapshot
+}
+
+extension GatewayStore {
+    /// One: a store only this instance uses.
+    public var liveInstances: Int { 1 }
 }
 
 /// What the dashboard shows, per app, from the store: counts only — never a token, device id, user id or body.
@@ -410,7 +418,7 @@ public struct DashboardSnapshot: Sendable, Equatable {
 
     /// One gateway instance and the leases it holds.
     public struct Instance: Sendable, Equatable {
-        /// A name for it (`host:pid` for SQLite's single instance).
+        /// A name for it: `host:pid` for SQLite's single instance, `host:pid i_<instance id>` on PostgreSQL.
         public var name: String
         /// When it started (Unix milliseconds).
         public var startedAt: Int64
@@ -422,7 +430,7 @@ public struct DashboardSnapshot: Sendable, Equatable {
 
     /// Per app, by app id.
     public var apps: [String: App]
-    /// The live instances (SQLite: this one).
+    /// The live instances (SQLite: this one; PostgreSQL: every instance whose row was renewed within three heartbeats).
     public var instances: [Instance]
     /// When the numbers were taken (Unix milliseconds).
     public var takenAt: Int64

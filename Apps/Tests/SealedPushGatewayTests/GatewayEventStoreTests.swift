@@ -2,6 +2,7 @@ import Foundation
 import Logging
 @testable import SealedPushGateway
 import SealedPushWire
+import SealedPushCrypto
 import Testing
 
 extension GatewaySuites {
@@ -21,11 +22,12 @@ extension GatewaySuites {
             (try? JSON.parse(e.body)).flatMap { if case let .object(o) = $0 { o } else { nil } } ?? JSONObject([])
         }
 
-        @Test func eventsAreWrittenByTheirChangeAndClaimedUnderALease() async throws {
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-events-\(UUID().uuidString)")
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            defer { try? FileManager.default.removeItem(at: directory) }
-            let store = try await SQLiteGatewayStore.open(path: directory.appendingPathComponent("g.db").path, logger: Logger(label: "test"))
+        @Test(arguments: StoreBackend.allCases)
+        func eventsAreWrittenByTheirChangeAndClaimedUnderALease(_ backend: StoreBackend) async throws {
+            try await withStore(backend) { store in try await Self.eventsAreWrittenByTheirChangeAndClaimedUnderALease(store) }
+        }
+
+        static func eventsAreWrittenByTheirChangeAndClaimedUnderALease(_ store: any GatewayStore) async throws {
             let t: Int64 = 1_800_000_000_000
             for (n, id) in ["d1", "d2"].enumerated() {
                 _ = try await store.putDevice(DeviceRecord(
@@ -96,7 +98,25 @@ extension GatewaySuites {
             // Pruning deletes events written before the cutoff, whatever their state.
             #expect(try await store.prune(messagesExpiredBefore: 0, idempotencyBefore: 0, eventsBefore: t + 3, limit: 100) == 3)
             #expect(try await store.events(app: "chat", after: nil, since: 0, limit: 100)?.map(\.type) == [.deliveryCancelled])
-            await store.close()
+        }
+
+        /// A revealed receipt makes its delivery delivered and sets `revealed_at` once: `delivery.delivered`, then
+        /// `delivery.revealed`; a repeat writes nothing.
+        @Test(arguments: StoreBackend.allCases)
+        func aRevealedReceiptIsDeliveredAndRevealedOnce(_ backend: StoreBackend) async throws {
+            try await withStore(backend) { store in
+                let device = StoreFixtures.device("a", user: "u", token: 1)
+                _ = try await store.putDevice(device, maxDevicesPerUser: 10)
+                try await store.insertMessage(StoreFixtures.message("m", devices: [device]), idempotency: nil)
+                let token = SHA256Hasher.hash(Array("r-d-m-a".utf8))
+                #expect(try await store.recordReceipt(messageID: "m", tokenSHA256: token, revealed: true, now: 2000) == .matched(app: "chat", changed: true))
+                #expect(try await store.recordReceipt(messageID: "m", tokenSHA256: token, revealed: true, now: 3000) == .matched(app: "chat", changed: false))
+                let d = try #require(try await store.message(app: "chat", messageID: "m")?.deliveries.first)
+                #expect(d.state == .delivered && d.deliveredAt == 2000 && d.revealedAt == 2000)
+                let events = try #require(try await store.events(app: "chat", after: nil, since: 0, limit: 10))
+                #expect(events.map(\.type) == [.deliveryDelivered, .deliveryRevealed])
+                #expect(Self.body(events[1])["data"]?.objectValue?["delivery"]?.objectValue?["revealed_at"] != nil)
+            }
         }
     }
 }

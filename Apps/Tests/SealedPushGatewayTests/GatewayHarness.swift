@@ -120,10 +120,13 @@ final class GatewayHarness: Sendable {
     let adminPort: Int
     let http: HTTPClient
     let receipts = HTTPReceiptTransport()
+    /// Whether `stop()` stops the local APNs (false when the test passed in one that several gateways share).
+    let ownsAPNs: Bool
 
     /// Writes the configuration (the app's `.p8`, CA, API keys) into `directory` and returns its path.
     static func writeConfiguration(in directory: URL, apns: TestAPNs, listen: String = "127.0.0.1:0", admin: String = "127.0.0.1:0",
-                                   publicURL: String = "http://127.0.0.1:1", extraApp: JSONObject = JSONObject([])) throws -> String {
+                                   publicURL: String = "http://127.0.0.1:1", extraApp: JSONObject = JSONObject([]),
+                                   database: String = "sqlite:gateway.db") throws -> String {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let p8 = directory.appendingPathComponent("AuthKey_KEY0000001.p8")
         try Data(apns.pem.utf8).write(to: p8)
@@ -145,7 +148,7 @@ final class GatewayHarness: Sendable {
         }
         let config = JSONObject([
             ("listen", .string(listen)), ("admin_listen", .string(admin)), ("public_url", .string(publicURL)),
-            ("database", "sqlite:gateway.db"),
+            ("database", .string(database)),
             ("apps", .array([
                 app("chat", [key("all", Keys.all, ["send", "devices", "read"]), key("devices", Keys.devicesOnly, ["devices"]),
                              key("send", Keys.sendOnly, ["send"]), key("read", Keys.readOnly, ["read"])]),
@@ -157,17 +160,19 @@ final class GatewayHarness: Sendable {
         return path.path
     }
 
-    /// Starts a gateway; `publicURL` nil means its own API address (receipts come back to it). With `directory`,
-    /// in that directory (the database of an earlier harness stopped with `keepFiles`).
+    /// Starts a gateway over `database` (a fresh SQLite file by default); `publicURL` nil means its own API address
+    /// (receipts come back to it). With `directory`, in that directory (the database of an earlier harness stopped
+    /// with `keepFiles`).
     init(name: String, options: GatewayOptions = GatewayOptions(), extraApp: JSONObject = JSONObject([]),
-         apns: TestAPNs? = nil, directory: URL? = nil) async throws {
+         apns: TestAPNs? = nil, directory: URL? = nil, database: String = "sqlite:gateway.db") async throws {
+        ownsAPNs = apns == nil
         self.directory = directory ?? FileManager.default.temporaryDirectory.appendingPathComponent("gateway-\(name)-\(UUID().uuidString)")
         let apns = if let apns { apns } else { try await TestAPNs() }
         self.apns = apns
         // Reserve the API port first so the configuration's public_url can name it.
         let port = try Self.freePort()
         let path = try Self.writeConfiguration(in: self.directory, apns: apns, listen: "127.0.0.1:\(port)",
-                                               publicURL: "http://127.0.0.1:\(port)", extraApp: extraApp)
+                                               publicURL: "http://127.0.0.1:\(port)", extraApp: extraApp, database: database)
         var logger = Logger(label: "gateway-test")
         logger.logLevel = .warning
         let configuration = try GatewayConfiguration.load(path: path)
@@ -233,7 +238,7 @@ final class GatewayHarness: Sendable {
         await gateway.close()
         try? await http.shutdown()
         await receipts.shutdown()
-        await apns.stop()
+        if ownsAPNs { await apns.stop() }
         if !keepFiles { try? FileManager.default.removeItem(at: directory) }
     }
 }
@@ -244,8 +249,8 @@ extension JSONValue {
 
 /// Runs `body` with a harness, stopping it afterwards whatever happens.
 func withGateway(_ name: String, options: GatewayOptions = GatewayOptions(), extraApp: JSONObject = JSONObject([]),
-                 _ body: (GatewayHarness) async throws -> Void) async throws {
-    let harness = try await GatewayHarness(name: name, options: options, extraApp: extraApp)
+                 database: String = "sqlite:gateway.db", _ body: (GatewayHarness) async throws -> Void) async throws {
+    let harness = try await GatewayHarness(name: name, options: options, extraApp: extraApp, database: database)
     do { try await body(harness) } catch {
         await harness.stop()
         throw error

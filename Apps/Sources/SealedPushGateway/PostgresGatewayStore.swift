@@ -1,0 +1,989 @@
+import PostgresNIO
+import NIOConcurrencyHelpers
+import NIOCore
+public import Logging
+import SealedPushAPNs
+import SealedPushCrypto
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// The gateway's PostgreSQL store: several instances share one database (gateway v1 §9).
+///
+/// Connections come from postgres-nio's `PostgresClient` pool, whose `run()` this store runs in a task of
+/// its own until `close()`; the pool reconnects by itself after the database restarts (a query that fails
+/// meanwhile is an error, which the API answers `503`: nothing answered `202` is lost). Every connection
+/// starts with `statement_timeout`, `lock_timeout` and `idle_in_transaction_session_timeout` set.
+///
+/// Every method is one transaction. Deliveries are claimed with `FOR UPDATE SKIP LOCKED` under a lease
+/// (`lease_until`) whose `lease_generation` grows with each claim; an outcome is written only while the
+/// generation is still the one it was claimed under. Each instance has a row in `instances` that it renews
+/// every `heartbeat`, and with it the leases of the attempts it still has in flight; the leases of an
+/// instance that died lapse, and its deliveries are claimed by the others. `liveInstances` counts the rows
+/// renewed lately, so that each instance keeps `max_in_flight / liveInstances` requests in flight.
+public final class PostgresGatewayStore: GatewayStore {
+    /// How the store connects and times out; the defaults suit production, tests shorten them.
+    public struct Options: Sendable {
+        /// `statement_timeout` of every connection.
+        public var statementTimeout: Duration = .seconds(15)
+        /// `lock_timeout` of every connection.
+        public var lockTimeout: Duration = .seconds(10)
+        /// How often the instance renews its row in `instances` and the leases it holds.
+        public var heartbeat: Duration = .seconds(5)
+        /// The most connections this instance opens.
+        public var maximumConnections = 20
+        /// How long opening waits for the database to answer before giving up.
+        public var startTimeout: Duration = .seconds(20)
+        /// The defaults.
+        public init() {}
+    }
+
+    let client: PostgresClient
+    let running: Task<Void, Never>
+    let heartbeatTask = NIOLockedValueBox<Task<Void, Never>?>(nil)
+    let logger: Logger
+    let options: Options
+    /// This instance's id in `instances` (random, per process start).
+    public let instanceID: String
+    /// What the dashboard calls this instance: `host:pid` and its id (several stores may share a process).
+    public let instanceName: String
+    /// The database's address as given, without its password (for messages).
+    public let location: String
+    /// The claims this instance holds (delivery id → generation) and the lease length last asked for:
+    /// the heartbeat renews these, and no others.
+    let held = NIOLockedValueBox<(claims: [String: Int64], lease: Int64)>(([:], 60_000))
+    let live = NIOLockedValueBox(1)
+    let secret = NIOLockedValueBox<[UInt8]?>(nil)
+    /// Set by `close()`: the pool no longer serves connections (a lease asked of it then would wait forever).
+    let closed = NIOLockedValueBox(false)
+
+    /// The schema versions this build knows, in order: all that are missing are applied in one transaction,
+    /// under an advisory lock, so instances starting together apply each once.
+    static let migrations: [(version: Int, statements: [String])] = [
+        (1, [
+            "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)",
+            "CREATE TABLE settings (name TEXT PRIMARY KEY, value BYTEA NOT NULL)",
+            """
+            CREATE TABLE devices (
+                app TEXT NOT NULL, device_id TEXT NOT NULL, user_id TEXT NOT NULL, apns_token TEXT NOT NULL,
+                environment TEXT NOT NULL, key_record TEXT NOT NULL, key_id TEXT NOT NULL, state TEXT NOT NULL,
+                created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL, registered_at BIGINT NOT NULL,
+                unregistered_at BIGINT, unregistered_reason TEXT, token_reassigned BOOLEAN NOT NULL DEFAULT FALSE,
+                report_reason TEXT, report_kid TEXT, report_count BIGINT, report_at BIGINT,
+                PRIMARY KEY (app, device_id))
+            """,
+            "CREATE UNIQUE INDEX devices_token ON devices(app, environment, apns_token)",
+            "CREATE INDEX devices_user ON devices(app, user_id)",
+            "CREATE INDEX devices_updated ON devices(app, updated_at, device_id)",
+            "CREATE INDEX devices_key ON devices(key_id)",
+            "CREATE TABLE known_users (app TEXT NOT NULL, user_id TEXT NOT NULL, PRIMARY KEY (app, user_id))",
+            "CREATE TABLE messages (message_id TEXT PRIMARY KEY, app TEXT NOT NULL, created_at BIGINT NOT NULL, expires_at BIGINT NOT NULL)",
+            "CREATE INDEX messages_expires ON messages(expires_at, message_id)",
+            """
+            CREATE TABLE deliveries (
+                delivery_id TEXT PRIMARY KEY, app TEXT NOT NULL, message_id TEXT NOT NULL, device_id TEXT NOT NULL,
+                apns_token TEXT NOT NULL, environment TEXT NOT NULL, payload BYTEA NOT NULL, receipt_sha256 BYTEA,
+                priority INTEGER NOT NULL, collapse_id TEXT NOT NULL, apns_expiration BIGINT NOT NULL, expires_at BIGINT NOT NULL,
+                apns_id TEXT NOT NULL, state TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, apns_status INTEGER, reason TEXT,
+                created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL, next_attempt_at BIGINT, accepted_at BIGINT,
+                delivered_at BIGINT, seq BIGINT NOT NULL, lease_until BIGINT, lease_generation BIGINT NOT NULL DEFAULT 0, leased_by TEXT)
+            """,
+            "CREATE INDEX deliveries_due ON deliveries(app, next_attempt_at) WHERE state = 'queued'",
+            "CREATE INDEX deliveries_message ON deliveries(message_id)",
+            "CREATE INDEX deliveries_device ON deliveries(app, device_id) WHERE state = 'queued'",
+            """
+            CREATE TABLE idempotency (app TEXT NOT NULL, key TEXT NOT NULL, body_hmac BYTEA NOT NULL, status INTEGER NOT NULL,
+                response BYTEA NOT NULL, created_at BIGINT NOT NULL, PRIMARY KEY (app, key))
+            """,
+            "CREATE INDEX idempotency_created ON idempotency(created_at)",
+            """
+            CREATE TABLE reports (app TEXT NOT NULL, kid TEXT NOT NULL, reason TEXT NOT NULL, count BIGINT NOT NULL,
+                last_at BIGINT NOT NULL, PRIMARY KEY (app, kid, reason))
+            """,
+            "CREATE TABLE instances (instance_id TEXT PRIMARY KEY, started_at BIGINT NOT NULL, last_seen BIGINT NOT NULL)",
+        ]),
+        // v2: webhook events (gateway v1 §8), written in the transaction of the change that causes them; `position`
+        // (an identity) orders the listing, and claims lease them like deliveries (`lease_generation`, `leased_by`).
+        // What the dashboard's last-day counts look up; when a delivery's `revealed` receipt arrived (reveal v1 §8);
+        // a readable name per instance for the dashboard.
+        (2, [
+            """
+            CREATE TABLE events (
+                position BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, id TEXT NOT NULL UNIQUE, app TEXT NOT NULL,
+                type TEXT NOT NULL, created_at BIGINT NOT NULL, body TEXT NOT NULL, state TEXT NOT NULL DEFAULT 'pending',
+                attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at BIGINT NOT NULL, lease_until BIGINT,
+                lease_generation BIGINT NOT NULL DEFAULT 0, leased_by TEXT)
+            """,
+            "CREATE INDEX events_due ON events(app, next_attempt_at, position) WHERE state = 'pending'",
+            "CREATE INDEX events_app ON events(app, position)",
+            "CREATE INDEX events_created ON events(created_at)",
+            "CREATE INDEX deliveries_created ON deliveries(created_at)",
+            "ALTER TABLE deliveries ADD COLUMN revealed_at BIGINT",
+            "ALTER TABLE instances ADD COLUMN name TEXT",
+        ]),
+    ]
+
+    /// The advisory lock key migrations run under ("SPGW").
+    static let migrationLock: Int64 = 0x5350_4757
+
+    private init(client: PostgresClient, running: Task<Void, Never>, logger: Logger, options: Options, location: String) {
+        self.client = client
+        self.running = running
+        self.logger = logger
+        self.options = options
+        self.location = location
+        instanceID = "i_" + Hex.encode(CryptoLibrary.randomBytes(count: 8))
+        instanceName = SQLiteGatewayStore.hostName() + ":" + String(ProcessInfo.processInfo.processIdentifier) + " " + instanceID
+    }
+
+    /// Connects to the database at `url` (`postgres://user@host:5432/db`, optional `?sslmode=disable|prefer|require`
+    /// and `?host=/socket/dir`), applies migrations, registers this instance and starts its heartbeat.
+    /// `password` comes from `database_password_file`; a password inside the URL is used when none is given.
+    public static func open(url: String, password: String? = nil, options: Options = Options(),
+                            logger: Logger) async throws(GatewayStoreError) -> PostgresGatewayStore {
+        let parsed = try PostgresURL(url)
+        var configuration: PostgresClient.Configuration
+        if let socket = parsed.socketDirectory {
+            configuration = .init(unixSocketPath: socket + "/.s.PGSQL.\(parsed.port)", username: parsed.user,
+                                  password: password ?? parsed.password, database: parsed.database)
+        } else {
+            let tls: PostgresClient.Configuration.TLS = switch parsed.sslmode {
+            case .disable: .disable
+            case .prefer: .prefer(.makeClientConfiguration())
+            case .require: .require(.makeClientConfiguration())
+            }
+            configuration = .init(host: parsed.host, port: parsed.port, username: parsed.user, password: password ?? parsed.password,
+                                  database: parsed.database, tls: tls)
+        }
+        configuration.options.maximumConnections = max(2, options.maximumConnections)
+        configuration.options.connectTimeout = .seconds(5)
+        configuration.options.additionalStartupParameters = [
+            ("application_name", "sealedpush-gateway"),
+            ("statement_timeout", "\(options.statementTimeout.milliseconds)"),
+            ("lock_timeout", "\(options.lockTimeout.milliseconds)"),
+            ("idle_in_transaction_session_timeout", "\(max(options.statementTimeout.milliseconds * 4, 60_000))"),
+        ]
+        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        let running = Task { await client.run() }
+        let store = PostgresGatewayStore(client: client, running: running, logger: logger, options: options, location: parsed.redacted)
+        do {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await store.setUp() }
+                group.addTask {
+                    try await Task.sleep(for: options.startTimeout)
+                    throw GatewayStoreError("cannot use the PostgreSQL database \(parsed.redacted): no answer within \(options.startTimeout); check that it runs, and that the URL's host and port are right")
+                }
+                _ = try await group.next()
+                group.cancelAll()
+            }
+        } catch {
+            await store.shutDownClient()
+            if let error = error as? GatewayStoreError { throw error }
+            throw GatewayStoreError("cannot use the PostgreSQL database \(parsed.redacted): \(Self.describe(error)); check that it runs, that the URL's user, host, port and database are right, and the password in \"database_password_file\"")
+        }
+        store.startHeartbeat()
+        return store
+    }
+
+    /// What a database error says, without the query or its values.
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? PSQLError {
+            if let info = error.serverInfo {
+                return "\(info[.sqlState] ?? "?") \(info[.message] ?? "")"
+            }
+            return "\(error.code)"
+        }
+        return "\(type(of: error))"
+    }
+
+    private func setUp() async throws {
+        let known = Self.migrations.last?.version ?? 0
+        let now = GatewayClock.system.milliseconds()
+        try await transaction { [self] conn in
+            try await conn.rows("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: logger)
+            let exists = try await conn.rows("SELECT to_regclass('schema_version') IS NOT NULL AS e", logger: logger)
+                .first?.makeRandomAccess()["e"].decode(Bool.self) ?? false
+            var current = 0
+            if exists {
+                current = try await conn.rows("SELECT COALESCE(MAX(version), 0) AS v FROM schema_version", logger: logger)
+                    .first?.makeRandomAccess()["v"].decode(Int.self) ?? 0
+            }
+            guard current <= known else {
+                throw GatewayStoreError("the PostgreSQL database \(location) has schema version \(current), newer than this build knows (\(known)); run the newer gateway on every instance")
+            }
+            for migration in Self.migrations where migration.version > current {
+                for statement in migration.statements { try await conn.rows(PostgresQuery(unsafeSQL: statement), logger: logger) }
+                try await conn.rows("INSERT INTO schema_version (version, applied_at) VALUES (\(migration.version), \(now))", logger: logger)
+            }
+            let fresh = ByteBuffer(bytes: CryptoLibrary.randomBytes(count: 32))
+            try await conn.rows("INSERT INTO settings (name, value) VALUES ('idempotency_secret', \(fresh)) ON CONFLICT (name) DO NOTHING",
+                                 logger: logger)
+            try await conn.rows("""
+                INSERT INTO instances (instance_id, started_at, last_seen, name) VALUES (\(instanceID), \(now), \(now), \(instanceName))
+                ON CONFLICT (instance_id) DO UPDATE SET last_seen = excluded.last_seen
+                """, logger: logger)
+        }
+        try await refreshLive(now: now)
+    }
+
+    /// Runs `body` as one transaction on a pooled connection. A serialization failure or deadlock the server
+    /// reported (nothing was committed) is retried, up to 3 times; any other error is thrown as it is.
+    ///
+    /// A method that changes state writes every row of that change here, so that a row recording the change
+    /// (an event) can be inserted in the same transaction.
+    func transaction<R: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> R) async throws -> R {
+        try checkOpen()
+        return try await bounded { [self] in
+            var attempt = 0
+            while true {
+                do {
+                    return try await client.withConnection { conn in
+                        try await conn.rows("BEGIN", logger: logger)
+                        let result: R
+                        do { result = try await body(conn) } catch {
+                            _ = try? await conn.rows("ROLLBACK", logger: logger)
+                            throw error
+                        }
+                        try await conn.rows("COMMIT", logger: logger)
+                        return result
+                    }
+                } catch let error as PSQLError where attempt < 3 && ["40001", "40P01"].contains(error.serverInfo?[.sqlState] ?? "") {
+                    attempt += 1
+                    try await Task.sleep(for: .milliseconds(Int64.random(in: 5...50)))
+                }
+            }
+        }
+    }
+
+    /// Runs `operation` in a task of its own and gives up on it after the statement timeout and 5 s: an
+    /// operation left waiting on a connection the server cut (a restart) then fails instead of waiting forever.
+    func bounded<R: Sendable>(_ operation: @escaping @Sendable () async throws -> R) async throws -> R {
+        let limit = options.statementTimeout + .seconds(5)
+        let waiter = NIOLockedValueBox<CheckedContinuation<R, any Error>?>(nil)
+        let timer = NIOLockedValueBox<Task<Void, Never>?>(nil)
+        let location = location
+        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
+            waiter.withLockedValue { $0 = continuation }
+            let work = Task {
+                let result: Result<R, any Error>
+                do { result = .success(try await operation()) } catch { result = .failure(error) }
+                timer.withLockedValue { $0 }?.cancel()
+                let c = waiter.withLockedValue { w in defer { w = nil }; return w }
+                c?.resume(with: result)
+            }
+            let sleeper = Task {
+                try? await Task.sleep(for: limit)
+                guard !Task.isCancelled, let c = waiter.withLockedValue({ w in defer { w = nil }; return w }) else { return }
+                work.cancel()
+                c.resume(throwing: GatewayStoreError("the PostgreSQL database \(location) did not finish an operation within \(limit); it is retried or answered 503"))
+            }
+            timer.withLockedValue { $0 = sleeper }
+        }
+    }
+
+    /// Runs one read on a pooled connection.
+    func read<R: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> R) async throws -> R {
+        try checkOpen()
+        return try await bounded { [self] in try await client.withConnection { conn in try await body(conn) } }
+    }
+
+    func checkOpen() throws(GatewayStoreError) {
+        guard !closed.withLockedValue({ $0 }) else {
+            throw GatewayStoreError("the PostgreSQL store of \(location) was closed; nothing more is written through it")
+        }
+    }
+
+    /// Stops the heartbeat, removes this instance's row (its held leases then lapse at their time) and closes the pool.
+    public func close() async {
+        let beat = heartbeatTask.withLockedValue { t -> Task<Void, Never>? in
+            defer { t = nil }
+            return t
+        }
+        beat?.cancel()
+        await beat?.value
+        guard !closed.withLockedValue({ c in defer { c = true }; return c }) else { return }
+        _ = try? await client.rows("DELETE FROM instances WHERE instance_id = \(instanceID)", logger: logger)
+        await shutDownClient()
+    }
+
+    func shutDownClient() async {
+        running.cancel()
+        await running.value
+    }
+
+    public func ping() async throws {
+        try checkOpen()
+        try await client.rows("SELECT 1", logger: logger)
+    }
+
+    public func idempotencySecret() async throws -> [UInt8] {
+        if let s = secret.withLockedValue({ $0 }) { return s }
+        guard let value = try await client.rows("SELECT value FROM settings WHERE name = 'idempotency_secret'", logger: logger)
+            .first?.makeRandomAccess()["value"].decode(ByteBuffer.self)
+        else {
+            throw GatewayStoreError("the idempotency secret is missing from the PostgreSQL database \(location); the database was altered")
+        }
+        let bytes = Array(value.readableBytesView)
+        secret.withLockedValue { $0 = bytes }
+        return bytes
+    }
+
+    // MARK: Instances
+
+    /// Instances whose row was renewed within three heartbeats, this one included (at least 1).
+    public var liveInstances: Int { live.withLockedValue { $0 } }
+
+    func startHeartbeat() {
+        let task = Task { [self] in
+            while !Task.isCancelled {
+                // Leases are renewed well before they lapse, however short they are.
+                let lease = held.withLockedValue { $0.lease }
+                try? await Task.sleep(for: min(options.heartbeat, .milliseconds(max(200, lease / 3))))
+                if Task.isCancelled { break }
+                do { try await beat() } catch {
+                    logger.warning("cannot renew this instance's row and leases in PostgreSQL; retrying at the next heartbeat",
+                                   metadata: ["error": "\(Self.describe(error))"])
+                }
+            }
+        }
+        heartbeatTask.withLockedValue { $0 = task }
+    }
+
+    /// Renews this instance's row and the leases of the attempts it has in flight, and counts the live instances.
+    func beat() async throws {
+        try checkOpen()
+        let now = GatewayClock.system.milliseconds()
+        let (claims, lease) = held.withLockedValue { ($0.claims, $0.lease) }
+        try await client.rows("""
+            INSERT INTO instances (instance_id, started_at, last_seen, name) VALUES (\(instanceID), \(now), \(now), \(instanceName))
+            ON CONFLICT (instance_id) DO UPDATE SET last_seen = excluded.last_seen
+            """, logger: logger)
+        if !claims.isEmpty {
+            let ids = Array(claims.keys), generations = ids.map { claims[$0]! }
+            try await client.rows("""
+                UPDATE deliveries d SET lease_until = GREATEST(d.lease_until, \(now + lease))
+                FROM unnest(\(ids)::text[], \(generations)::bigint[]) AS h(id, generation)
+                WHERE d.delivery_id = h.id AND d.lease_generation = h.generation AND d.state = 'queued'
+                """, logger: logger)
+        }
+        // Rows not renewed for an hour belong to instances long gone.
+        try await client.rows("DELETE FROM instances WHERE last_seen < \(now - 3_600_000)", logger: logger)
+        try await refreshLive(now: now)
+    }
+
+    func refreshLive(now: Int64) async throws {
+        let window = options.heartbeat.milliseconds * 3
+        let count = try await client.rows("SELECT COUNT(*) AS n FROM instances WHERE last_seen >= \(now - window)", logger: logger)
+            .first?.makeRandomAccess()["n"].decode(Int.self) ?? 1
+        live.withLockedValue { $0 = max(1, count) }
+    }
+
+    // MARK: Devices
+
+    static let deviceColumns = """
+        app, device_id, user_id, apns_token, environment, key_record, key_id, state, created_at, updated_at, registered_at,
+        unregistered_at, unregistered_reason, token_reassigned, report_reason, report_kid, report_count, report_at
+        """
+
+    static func device(_ row: PostgresRow) throws -> DeviceRecord? {
+        let r = row.makeRandomAccess()
+        guard let env = APNsEnvironmentName(rawValue: try r["environment"].decode(String.self)),
+              let state = DeviceState(rawValue: try r["state"].decode(String.self))
+        else { return nil }
+        var report: FailureReportSummary?
+        if let reason = try r["report_reason"].decode(String?.self), let count = try r["report_count"].decode(Int?.self),
+           let at = try r["report_at"].decode(Int64?.self) {
+            report = FailureReportSummary(reason: reason, kid: try r["report_kid"].decode(String?.self), count: count, at: at)
+        }
+        return DeviceRecord(
+            app: try r["app"].decode(String.self), deviceID: try r["device_id"].decode(String.self), userID: try r["user_id"].decode(String.self),
+            apnsToken: try r["apns_token"].decode(String.self), environment: env, keyRecord: Array(try r["key_record"].decode(String.self).utf8),
+            keyID: try r["key_id"].decode(String.self), state: state, createdAt: try r["created_at"].decode(Int64.self),
+            updatedAt: try r["updated_at"].decode(Int64.self), registeredAt: try r["registered_at"].decode(Int64.self),
+            unregisteredAt: try r["unregistered_at"].decode(Int64?.self), unregisteredReason: try r["unregistered_reason"].decode(String?.self),
+            tokenReassigned: try r["token_reassigned"].decode(Bool.self), lastReport: report)
+    }
+
+    func devices(_ conn: PostgresConnection, _ query: PostgresQuery) async throws -> [DeviceRecord] {
+        try await conn.rows(query, logger: logger).compactMap(Self.device)
+    }
+
+    /// Cancels a device's unsent deliveries, with their events; how many.
+    func cancelUnsent(_ conn: PostgresConnection, app: String, deviceID: String, reason: String, now: Int64) async throws -> Int {
+        let rows = try await conn.rows("""
+            UPDATE deliveries SET state = 'cancelled', reason = \(reason), updated_at = \(now), next_attempt_at = NULL, seq = seq + 1,
+                payload = '\\x'::bytea, lease_until = NULL, leased_by = NULL
+            WHERE app = \(app) AND device_id = \(deviceID) AND state = 'queued' RETURNING \(unescaped: Self.deliveryColumns)
+            """, logger: logger)
+        try await insertDeliveryEvents(conn, rows, now: now)
+        return rows.count
+    }
+
+    public func putDevice(_ device: DeviceRecord, maxDevicesPerUser: Int) async throws -> (device: DeviceRecord, created: Bool, cancelled: Int) {
+        try await transaction { [self] conn in
+            // One registration at a time per user (the device limit) and per token (its uniqueness), across
+            // instances; always user first, then token, so two registrations never wait on each other in a cycle.
+            try await conn.rows("SELECT pg_advisory_xact_lock(1, hashtext(\(device.app + "\u{1}" + device.userID)))", logger: logger)
+            try await conn.rows("""
+                SELECT pg_advisory_xact_lock(2, hashtext(\(device.app + "\u{1}" + device.environment.rawValue + "\u{1}" + device.apnsToken)))
+                """, logger: logger)
+            let existing = try await devices(conn, """
+                SELECT \(unescaped: Self.deviceColumns) FROM devices WHERE app = \(device.app) AND device_id = \(device.deviceID) FOR UPDATE
+                """).first
+            if existing?.userID != device.userID {
+                let count = try await conn.rows("SELECT COUNT(*) AS n FROM devices WHERE app = \(device.app) AND user_id = \(device.userID)",
+                                                 logger: logger).first?.makeRandomAccess()["n"].decode(Int.self) ?? 0
+                if count >= maxDevicesPerUser { throw DeviceRegistrationRefusal.tooManyDevices(limit: maxDevicesPerUser) }
+            }
+            let holders = try await conn.rows("""
+                DELETE FROM devices WHERE app = \(device.app) AND environment = \(device.environment.rawValue)
+                    AND apns_token = \(device.apnsToken) AND device_id <> \(device.deviceID)
+                RETURNING device_id
+                """, logger: logger).map { try $0.makeRandomAccess()["device_id"].decode(String.self) }
+            var cancelled = 0
+            for other in holders {
+                cancelled += try await cancelUnsent(conn, app: device.app, deviceID: other, reason: "token_reassigned", now: device.updatedAt)
+            }
+            var stored = device
+            stored.tokenReassigned = !holders.isEmpty
+            stored.createdAt = existing?.createdAt ?? device.createdAt
+            stored.state = .active
+            stored.unregisteredAt = nil
+            stored.unregisteredReason = nil
+            stored.lastReport = existing?.lastReport.flatMap { $0.kid == device.keyID ? $0 : nil }
+            let report = stored.lastReport
+            try await conn.rows("""
+                INSERT INTO devices (\(unescaped: Self.deviceColumns)) VALUES (\(stored.app), \(stored.deviceID), \(stored.userID),
+                    \(stored.apnsToken), \(stored.environment.rawValue), \(String(decoding: stored.keyRecord, as: UTF8.self)), \(stored.keyID),
+                    'active', \(stored.createdAt), \(stored.updatedAt), \(stored.registeredAt), NULL, NULL, \(stored.tokenReassigned),
+                    \(report?.reason), \(report?.kid), \(report.map { Int64($0.count) }), \(report?.at))
+                ON CONFLICT (app, device_id) DO UPDATE SET user_id = excluded.user_id, apns_token = excluded.apns_token,
+                    environment = excluded.environment, key_record = excluded.key_record, key_id = excluded.key_id, state = 'active',
+                    created_at = excluded.created_at, updated_at = excluded.updated_at, registered_at = excluded.registered_at,
+                    unregistered_at = NULL, unregistered_reason = NULL, token_reassigned = excluded.token_reassigned,
+                    report_reason = excluded.report_reason, report_kid = excluded.report_kid, report_count = excluded.report_count,
+                    report_at = excluded.report_at
+                """, logger: logger)
+            try await conn.rows("INSERT INTO known_users (app, user_id) VALUES (\(device.app), \(device.userID)) ON CONFLICT DO NOTHING",
+                                 logger: logger)
+            return (stored, existing == nil, cancelled)
+        }
+    }
+
+    public func device(app: String, deviceID: String) async throws -> DeviceRecord? {
+        try await read { [self] conn in
+            try await devices(conn, "SELECT \(unescaped: Self.deviceColumns) FROM devices WHERE app = \(app) AND device_id = \(deviceID)").first
+        }
+    }
+
+    public func deleteDevice(app: String, deviceID: String, now: Int64) async throws -> Int? {
+        try await transaction { [self] conn in
+            let rows = try await conn.rows("DELETE FROM devices WHERE app = \(app) AND device_id = \(deviceID) RETURNING device_id", logger: logger)
+                
+            guard !rows.isEmpty else { return nil }
+            return try await cancelUnsent(conn, app: app, deviceID: deviceID, reason: "device_deleted", now: now)
+        }
+    }
+
+    public func userDevices(app: String, userID: String) async throws -> [DeviceRecord] {
+        try await read { [self] conn in
+            try await devices(conn, """
+                SELECT \(unescaped: Self.deviceColumns) FROM devices WHERE app = \(app) AND user_id = \(userID) ORDER BY updated_at, device_id
+                """)
+        }
+    }
+
+    public func userIsKnown(app: String, userID: String) async throws -> Bool {
+        try await read { [self] conn in
+            try await !conn.rows("SELECT 1 AS k FROM known_users WHERE app = \(app) AND user_id = \(userID)", logger: logger).isEmpty
+        }
+    }
+
+    public func deleteUserDevices(app: String, userID: String, now: Int64) async throws -> (devices: Int, cancelled: Int) {
+        try await transaction { [self] conn in
+            let ids = try await conn.rows("DELETE FROM devices WHERE app = \(app) AND user_id = \(userID) RETURNING device_id", logger: logger)
+                .map { try $0.makeRandomAccess()["device_id"].decode(String.self) }
+            var cancelled = 0
+            for id in ids { cancelled += try await cancelUnsent(conn, app: app, deviceID: id, reason: "device_deleted", now: now) }
+            return (ids.count, cancelled)
+        }
+    }
+
+    public func listDevices(app: String, state: DeviceState?, since: Int64?, after: (Int64, String)?, limit: Int) async throws -> [DeviceRecord] {
+        var sql = "SELECT \(Self.deviceColumns) FROM devices WHERE app = $1"
+        var binds = PostgresBindings()
+        binds.append(app)
+        if let state {
+            binds.append(state.rawValue)
+            sql += " AND state = $\(binds.count)"
+        }
+        if let since {
+            binds.append(since)
+            sql += " AND updated_at >= $\(binds.count)"
+        }
+        if let after {
+            binds.append(after.0)
+            binds.append(after.1)
+            sql += " AND (updated_at, device_id) > ($\(binds.count - 1), $\(binds.count))"
+        }
+        binds.append(Int64(limit))
+        sql += " ORDER BY updated_at, device_id LIMIT $\(binds.count)"
+        let query = PostgresQuery(unsafeSQL: sql, binds: binds)
+        return try await read { [self] conn in try await devices(conn, query) }
+    }
+
+    public func devices(app: String, ids: [String]) async throws -> [DeviceRecord] {
+        guard !ids.isEmpty else { return [] }
+        return try await read { [self] conn in
+            try await devices(conn, "SELECT \(unescaped: Self.deviceColumns) FROM devices WHERE app = \(app) AND device_id = ANY(\(ids)::text[])")
+        }
+    }
+
+    // MARK: Messages
+
+    public func insertMessage(_ message: NewMessage, idempotency: (key: String, answer: IdempotentAnswer)?) async throws {
+        try await transaction { [self] conn in
+            try await conn.rows("""
+                INSERT INTO messages (message_id, app, created_at, expires_at)
+                VALUES (\(message.messageID), \(message.app), \(message.createdAt), \(message.expiresAt))
+                """, logger: logger)
+            var start = 0
+            while start < message.deliveries.count {
+                let chunk = message.deliveries[start..<min(message.deliveries.count, start + 200)]
+                var binds = PostgresBindings(capacity: chunk.count * 13 + 4)
+                binds.append(message.app)
+                binds.append(message.messageID)
+                binds.append(message.expiresAt)
+                binds.append(message.createdAt)
+                var rows: [String] = []
+                for d in chunk {
+                    let first = binds.count + 1
+                    binds.append(d.deliveryID)
+                    binds.append(d.deviceID)
+                    binds.append(d.apnsToken)
+                    binds.append(d.environment.rawValue)
+                    binds.append(ByteBuffer(bytes: d.payload))
+                    binds.append(d.receiptTokenSHA256.map { ByteBuffer(bytes: $0) })
+                    binds.append(Int32(d.priority))
+                    binds.append(d.collapseID)
+                    binds.append(d.apnsExpiration)
+                    binds.append(d.apnsID)
+                    let p = (first..<first + 10).map { "$\($0)" }
+                    rows.append("(\(p[0]), $1, $2, \(p[1]), \(p[2]), \(p[3]), \(p[4]), \(p[5]), \(p[6]), \(p[7]), \(p[8]), $3, \(p[9]), 'queued', 0, $4, $4, $4, 1)")
+                }
+                try await conn.rows(PostgresQuery(unsafeSQL: """
+                    INSERT INTO deliveries (delivery_id, app, message_id, device_id, apns_token, environment, payload, receipt_sha256, priority,
+                        collapse_id, apns_expiration, expires_at, apns_id, state, attempts, created_at, updated_at, next_attempt_at, seq)
+                    VALUES \(rows.joined(separator: ", "))
+                    """, binds: binds), logger: logger)
+                start += 200
+            }
+            if let idempotency {
+                // Another instance may have answered the same key meanwhile: then this message is not kept and the
+                // caller retries (its repeat then replays that answer).
+                guard try await upsertIdempotency(conn, app: message.app, key: idempotency.key, answer: idempotency.answer) else {
+                    throw Problem.conflict("a request with this Idempotency-Key is still being handled; retry after Retry-After seconds", retryAfter: 1)
+                }
+            }
+        }
+    }
+
+    /// Keeps an answer for a key unless another answer younger than the idempotency window is kept; whether it was kept.
+    func upsertIdempotency(_ conn: PostgresConnection, app: String, key: String, answer: IdempotentAnswer) async throws -> Bool {
+        try await !conn.rows("""
+            INSERT INTO idempotency (app, key, body_hmac, status, response, created_at)
+            VALUES (\(app), \(key), \(ByteBuffer(bytes: answer.bodyHMAC)), \(Int32(answer.status)), \(ByteBuffer(bytes: answer.body)), \(answer.createdAt))
+            ON CONFLICT (app, key) DO UPDATE SET body_hmac = excluded.body_hmac, status = excluded.status, response = excluded.response,
+                created_at = excluded.created_at
+            WHERE idempotency.created_at <= \(answer.createdAt - Gateway.idempotencyWindow)
+            RETURNING 1 AS k
+            """, logger: logger).isEmpty
+    }
+
+    public func idempotentAnswer(app: String, key: String) async throws -> IdempotentAnswer? {
+        try await read { [self] conn in
+            guard let row = try await conn.rows("""
+                SELECT body_hmac, status, response, created_at FROM idempotency WHERE app = \(app) AND key = \(key)
+                """, logger: logger).first?.makeRandomAccess()
+            else { return nil }
+            return IdempotentAnswer(bodyHMAC: Array(try row["body_hmac"].decode(ByteBuffer.self).readableBytesView),
+                                    status: try row["status"].decode(Int.self),
+                                    body: Array(try row["response"].decode(ByteBuffer.self).readableBytesView),
+                                    createdAt: try row["created_at"].decode(Int64.self))
+        }
+    }
+
+    public func storeIdempotentAnswer(app: String, key: String, answer: IdempotentAnswer) async throws {
+        // An answer another instance kept first stands: a repeat replays it.
+        try await transaction { [self] conn in _ = try await upsertIdempotency(conn, app: app, key: key, answer: answer) }
+    }
+
+    static let deliveryColumns = """
+        delivery_id, app, message_id, device_id, state, attempts, apns_id, apns_status, reason, created_at, updated_at,
+        next_attempt_at, accepted_at, delivered_at, revealed_at, seq
+        """
+
+    static func delivery(_ row: PostgresRow) throws -> DeliveryRecord? {
+        let r = row.makeRandomAccess()
+        guard let state = DeliveryState(rawValue: try r["state"].decode(String.self)) else { return nil }
+        return DeliveryRecord(
+            deliveryID: try r["delivery_id"].decode(String.self), app: try r["app"].decode(String.self),
+            messageID: try r["message_id"].decode(String.self), deviceID: try r["device_id"].decode(String.self), state: state,
+            attempts: try r["attempts"].decode(Int.self), apnsID: try r["apns_id"].decode(String.self),
+            apnsStatus: try r["apns_status"].decode(Int?.self), reason: try r["reason"].decode(String?.self),
+            createdAt: try r["created_at"].decode(Int64.self), updatedAt: try r["updated_at"].decode(Int64.self),
+            nextAttemptAt: try r["next_attempt_at"].decode(Int64?.self), acceptedAt: try r["accepted_at"].decode(Int64?.self),
+            deliveredAt: try r["delivered_at"].decode(Int64?.self), revealedAt: try r["revealed_at"].decode(Int64?.self),
+            seq: try r["seq"].decode(Int64.self))
+    }
+
+    public func message(app: String, messageID: String) async throws -> (createdAt: Int64, expiresAt: Int64, deliveries: [DeliveryRecord])? {
+        try await read { [self] conn in
+            guard let row = try await conn.rows("""
+                SELECT created_at, expires_at FROM messages WHERE app = \(app) AND message_id = \(messageID)
+                """, logger: logger).first?.makeRandomAccess()
+            else { return nil }
+            let deliveries = try await conn.rows("""
+                SELECT \(unescaped: Self.deliveryColumns) FROM deliveries WHERE message_id = \(messageID) ORDER BY device_id, delivery_id
+                """, logger: logger).compactMap(Self.delivery)
+            return (try row["created_at"].decode(Int64.self), try row["expires_at"].decode(Int64.self), deliveries)
+        }
+    }
+
+    public func cancelMessage(app: String, messageID: String, now: Int64) async throws -> Int? {
+        try await transaction { [self] conn in
+            guard try await !conn.rows("SELECT 1 AS k FROM messages WHERE app = \(app) AND message_id = \(messageID)", logger: logger)
+                .isEmpty
+            else { return nil }
+            let rows = try await conn.rows("""
+                UPDATE deliveries SET state = 'cancelled', reason = 'message_deleted', updated_at = \(now), next_attempt_at = NULL,
+                    seq = seq + 1, payload = '\\x'::bytea, lease_until = NULL, leased_by = NULL
+                WHERE message_id = \(messageID) AND state = 'queued' RETURNING \(unescaped: Self.deliveryColumns)
+                """, logger: logger)
+            try await insertDeliveryEvents(conn, rows, now: now)
+            return rows.count
+        }
+    }
+
+    // MARK: The queue
+
+    public func claimDue(app: String, now: Int64, leaseUntil: Int64, limit: Int) async throws -> [ClaimedDelivery] {
+        let claims = try await transaction { [self] conn in
+            try await conn.rows("""
+                UPDATE deliveries d SET lease_until = \(leaseUntil), lease_generation = d.lease_generation + 1, leased_by = \(instanceID)
+                FROM (SELECT delivery_id FROM deliveries
+                      WHERE app = \(app) AND state = 'queued' AND next_attempt_at <= \(now) AND (lease_until IS NULL OR lease_until < \(now))
+                      ORDER BY next_attempt_at LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED) due
+                WHERE d.delivery_id = due.delivery_id
+                RETURNING d.delivery_id, d.app, d.device_id, d.apns_token, d.environment, d.payload, d.priority, d.collapse_id,
+                          d.apns_expiration, d.expires_at, d.apns_id, d.attempts, d.lease_generation
+                """, logger: logger).compactMap { row -> ClaimedDelivery? in
+                let r = row.makeRandomAccess()
+                guard let env = APNsEnvironmentName(rawValue: try r["environment"].decode(String.self)) else { return nil }
+                return ClaimedDelivery(
+                    deliveryID: try r["delivery_id"].decode(String.self), app: try r["app"].decode(String.self),
+                    deviceID: try r["device_id"].decode(String.self), apnsToken: try r["apns_token"].decode(String.self), environment: env,
+                    payload: Array(try r["payload"].decode(ByteBuffer.self).readableBytesView), priority: try r["priority"].decode(Int.self),
+                    collapseID: try r["collapse_id"].decode(String.self), apnsExpiration: try r["apns_expiration"].decode(Int64.self),
+                    expiresAt: try r["expires_at"].decode(Int64.self), apnsID: try r["apns_id"].decode(String.self),
+                    attempts: try r["attempts"].decode(Int.self), generation: try r["lease_generation"].decode(Int64.self))
+            }
+        }
+        held.withLockedValue { h in
+            for claim in claims { h.claims[claim.deliveryID] = claim.generation }
+            h.lease = max(1, leaseUntil - now)
+        }
+        return claims
+    }
+
+    public func complete(_ claim: ClaimedDelivery, outcome: AttemptOutcome, unregisteredAt: Int64?, now: Int64) async throws -> Bool {
+        // Whatever happens below, this instance stops renewing the lease: if the write fails, the lease lapses
+        // and the delivery is tried again (at least once).
+        held.withLockedValue { h in
+            if h.claims[claim.deliveryID] == claim.generation { h.claims[claim.deliveryID] = nil }
+        }
+        let id = claim.deliveryID, generation = claim.generation
+        return try await transaction { [self] conn in
+            var rows: [PostgresRow]
+            var status: Int?
+            switch outcome {
+            case .handBack:
+                rows = try await conn.rows("""
+                    UPDATE deliveries SET lease_until = NULL, leased_by = NULL WHERE delivery_id = \(id) AND lease_generation = \(generation)
+                    RETURNING seq
+                    """, logger: logger)
+            case let .accepted(s):
+                status = s
+                rows = try await conn.rows("""
+                    UPDATE deliveries SET state = 'accepted', attempts = attempts + 1, apns_status = \(Int32(s)), reason = NULL,
+                        accepted_at = \(now), updated_at = \(now), next_attempt_at = NULL, lease_until = NULL, leased_by = NULL,
+                        seq = seq + 1, payload = '\\x'::bytea
+                    WHERE delivery_id = \(id) AND lease_generation = \(generation) AND state = 'queued'
+                    RETURNING \(unescaped: Self.deliveryColumns)
+                    """, logger: logger)
+                try await insertDeliveryEvents(conn, rows, now: now)
+            case let .retry(at, s, reason):
+                status = s
+                rows = try await conn.rows("""
+                    UPDATE deliveries SET attempts = attempts + 1, apns_status = \(s.map(Int32.init)), reason = \(reason), updated_at = \(now),
+                        next_attempt_at = \(at), lease_until = NULL, leased_by = NULL, seq = seq + 1
+                    WHERE delivery_id = \(id) AND lease_generation = \(generation) AND state = 'queued' RETURNING seq
+                    """, logger: logger)
+            case let .final(state, s, reason, attempted):
+                status = s
+                rows = try await conn.rows("""
+                    UPDATE deliveries SET state = \(state.rawValue), attempts = attempts + \(Int32(attempted ? 1 : 0)),
+                        apns_status = \(s.map(Int32.init)), reason = \(reason), updated_at = \(now), next_attempt_at = NULL,
+                        lease_until = NULL, leased_by = NULL, seq = seq + 1, payload = '\\x'::bytea
+                    WHERE delivery_id = \(id) AND lease_generation = \(generation) AND state = 'queued'
+                    RETURNING \(unescaped: Self.deliveryColumns)
+                    """, logger: logger)
+                try await insertDeliveryEvents(conn, rows, now: now)
+                if state == .unregistered, !rows.isEmpty {
+                    let devices = try await devices(conn, """
+                        UPDATE devices SET state = 'unregistered', unregistered_at = \(now), unregistered_reason = \(reason), updated_at = \(now)
+                        WHERE app = \(claim.app) AND environment = \(claim.environment.rawValue) AND apns_token = \(claim.apnsToken)
+                            AND state = 'active' AND registered_at < \(unregisteredAt ?? now + 1)
+                        RETURNING \(unescaped: Self.deviceColumns)
+                        """)
+                    for device in devices { try await insertEvent(conn, GatewayEvents.deviceUnregistered(device, now: now)) }
+                }
+            case let .paused(s, _):
+                status = s
+                rows = try await conn.rows("""
+                    UPDATE deliveries SET apns_status = \(s.map(Int32.init)), reason = 'credentials_paused', updated_at = \(now),
+                        lease_until = NULL, leased_by = NULL, seq = seq + 1
+                    WHERE delivery_id = \(id) AND lease_generation = \(generation) AND state = 'queued' RETURNING seq
+                    """, logger: logger)
+                // The app's other queued deliveries wait for the same reason (gateway v1 §6).
+                try await conn.rows("""
+                    UPDATE deliveries SET reason = 'credentials_paused'
+                    WHERE app = \(claim.app) AND state = 'queued' AND reason IS DISTINCT FROM 'credentials_paused'
+                    """, logger: logger)
+            }
+            if rows.isEmpty, let status {
+                // Delivered (its receipt came first) or cancelled meanwhile: the answer only sets apns_status.
+                try await conn.rows("""
+                    UPDATE deliveries SET apns_status = \(Int32(status)), lease_until = NULL, leased_by = NULL
+                    WHERE delivery_id = \(id) AND lease_generation = \(generation)
+                    """, logger: logger)
+            }
+            return !rows.isEmpty
+        }
+    }
+
+    public func prune(messagesExpiredBefore: Int64, idempotencyBefore: Int64, eventsBefore: Int64, limit: Int) async throws -> Int {
+        try await transaction { [self] conn in
+            let messages = try await conn.rows("""
+                WITH picked AS (SELECT message_id FROM messages WHERE expires_at < \(messagesExpiredBefore)
+                                ORDER BY expires_at, message_id LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED),
+                     gone AS (DELETE FROM deliveries WHERE message_id IN (SELECT message_id FROM picked))
+                DELETE FROM messages WHERE message_id IN (SELECT message_id FROM picked) RETURNING 1 AS k
+                """, logger: logger).count
+            try await conn.rows("DELETE FROM idempotency WHERE created_at < \(idempotencyBefore)", logger: logger)
+            let events = try await conn.rows("""
+                DELETE FROM events WHERE position IN (SELECT position FROM events WHERE created_at < \(eventsBefore)
+                                                      ORDER BY created_at LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED)
+                RETURNING 1 AS k
+                """, logger: logger).count
+            return messages + events
+        }
+    }
+
+    public func nextDue(app: String) async throws -> Int64? {
+        try await read { [self] conn in
+            try await conn.rows("SELECT MIN(next_attempt_at) AS t FROM deliveries WHERE app = \(app) AND state = 'queued'", logger: logger)
+                .first?.makeRandomAccess()["t"].decode(Int64?.self)
+        }
+    }
+
+    public func queueDepths() async throws -> [String: QueueDepth] {
+        try await read { [self] conn in
+            var out: [String: QueueDepth] = [:]
+            for row in try await conn.rows("""
+                SELECT app, COUNT(*) AS n, MIN(created_at) AS oldest FROM deliveries WHERE state = 'queued' GROUP BY app
+                """, logger: logger) {
+                let r = row.makeRandomAccess()
+                out[try r["app"].decode(String.self)] = QueueDepth(queued: try r["n"].decode(Int.self), oldestCreatedAt: try r["oldest"].decode(Int64?.self))
+            }
+            return out
+        }
+    }
+
+    // MARK: Receipts and reports
+
+    public func recordReceipt(messageID: String, tokenSHA256: [UInt8], revealed: Bool, now: Int64) async throws -> ReceiptResult {
+        try await transaction { [self] conn in
+            let rows = try await conn.rows("""
+                SELECT delivery_id, app, state, receipt_sha256 FROM deliveries WHERE message_id = \(messageID) FOR UPDATE
+                """, logger: logger)
+            guard !rows.isEmpty else { return .unknownID }
+            var match: (id: String, app: String, state: DeliveryState)?
+            for row in rows {
+                let r = row.makeRandomAccess()
+                guard let hash = try r["receipt_sha256"].decode(ByteBuffer?.self),
+                      let state = DeliveryState(rawValue: try r["state"].decode(String.self))
+                else { continue }
+                if constantTimeEquals(Array(hash.readableBytesView), tokenSHA256) {
+                    match = (try r["delivery_id"].decode(String.self), try r["app"].decode(String.self), state)
+                }
+            }
+            guard let match else { return .wrongToken }
+            var changed = false
+            switch match.state {
+            case .queued, .accepted, .expired, .cancelled:
+                let rows = try await conn.rows("""
+                    UPDATE deliveries SET state = 'delivered', delivered_at = \(now), updated_at = \(now), next_attempt_at = NULL,
+                        seq = seq + 1, payload = '\\x'::bytea
+                    WHERE delivery_id = \(match.id) RETURNING \(unescaped: Self.deliveryColumns)
+                    """, logger: logger)
+                try await insertDeliveryEvents(conn, rows, now: now)
+                changed = true
+            default:
+                break
+            }
+            if revealed {
+                // Reveal v1 §8: the first `revealed` receipt sets revealed_at (delivery.revealed); repeats change nothing.
+                let rows = try await conn.rows("""
+                    UPDATE deliveries SET revealed_at = \(now), updated_at = \(now), seq = seq + 1
+                    WHERE delivery_id = \(match.id) AND revealed_at IS NULL RETURNING \(unescaped: Self.deliveryColumns)
+                    """, logger: logger)
+                for row in rows {
+                    if let d = try Self.delivery(row) { try await insertEvent(conn, GatewayEvents.revealed(d, now: now)) }
+                }
+            }
+            return .matched(app: match.app, changed: changed)
+        }
+    }
+
+    public func recordReport(kid: String?, reason: String, count: Int, now: Int64) async throws -> [String] {
+        guard let kid else { return [] }
+        return try await transaction { [self] conn in
+            let apps = Set(try await conn.rows("""
+                UPDATE devices SET report_reason = \(reason), report_kid = \(kid), report_count = \(Int64(count)), report_at = \(now)
+                WHERE key_id = \(kid) RETURNING app
+                """, logger: logger).map { try $0.makeRandomAccess()["app"].decode(String.self) })
+            for app in apps.sorted() {
+                try await conn.rows("""
+                    INSERT INTO reports (app, kid, reason, count, last_at) VALUES (\(app), \(kid), \(reason), \(Int64(count)), \(now))
+                    ON CONFLICT (app, kid, reason) DO UPDATE SET count = LEAST(reports.count + excluded.count, 1000000000), last_at = excluded.last_at
+                    """, logger: logger)
+            }
+            return apps.sorted()
+        }
+    }
+}
+
+/// A `postgres://` URL taken apart: `postgres[ql]://user[:password]@host[:port]/database[?sslmode=…&host=/dir]`.
+struct PostgresURL {
+    enum SSLMode { case disable, prefer, require }
+    var user: String
+    var password: String?
+    var host: String
+    var port: Int
+    var database: String?
+    var sslmode: SSLMode
+    /// A Unix socket directory (`?host=/dir`), instead of TCP.
+    var socketDirectory: String?
+
+    /// The URL without its password.
+    var redacted: String {
+        "postgres://\(user)@\(socketDirectory ?? host):\(port)/\(database ?? "")"
+    }
+
+    init(_ text: String) throws(GatewayStoreError) {
+        let example = "e.g. \"postgres://sealedpush@db.internal:5432/sealedpush\""
+        guard let schemeEnd = text.range(of: "://"), ["postgres", "postgresql"].contains(String(text[..<schemeEnd.lowerBound])) else {
+            throw GatewayStoreError("\"database\" must start with postgres:// (\(example))")
+        }
+        var rest = String(text[schemeEnd.upperBound...])
+        var query = ""
+        if let q = rest.firstIndex(of: "?") {
+            query = String(rest[rest.index(after: q)...])
+            rest = String(rest[..<q])
+        }
+        var path = ""
+        if let slash = rest.firstIndex(of: "/") {
+            path = String(rest[rest.index(after: slash)...])
+            rest = String(rest[..<slash])
+        }
+        var userInfo = ""
+        if let at = rest.lastIndex(of: "@") {
+            userInfo = String(rest[..<at])
+            rest = String(rest[rest.index(after: at)...])
+        }
+        guard !userInfo.isEmpty else { throw GatewayStoreError("\"database\" names no user; put one before the host (\(example))") }
+        if let colon = userInfo.firstIndex(of: ":") {
+            user = Self.decode(String(userInfo[..<colon]))
+            password = Self.decode(String(userInfo[userInfo.index(after: colon)...]))
+        } else {
+            user = Self.decode(userInfo)
+        }
+        port = 5432
+        if rest.hasPrefix("["), let close = rest.firstIndex(of: "]") {
+            host = String(rest[rest.index(after: rest.startIndex)..<close])
+            rest = String(rest[rest.index(after: close)...])
+            if rest.hasPrefix(":") { rest.removeFirst() } else { rest = "" }
+        } else if let colon = rest.lastIndex(of: ":") {
+            host = String(rest[..<colon])
+            rest = String(rest[rest.index(after: colon)...])
+        } else {
+            host = rest
+            rest = ""
+        }
+        if !rest.isEmpty {
+            guard let p = Int(rest), (1...65535).contains(p) else { throw GatewayStoreError("\"database\" has a bad port \"\(rest)\" (\(example))") }
+            port = p
+        }
+        database = path.isEmpty ? nil : Self.decode(path)
+        sslmode = .prefer
+        for pair in query.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1).map(String.init)
+            guard parts.count == 2 else { throw GatewayStoreError("\"database\" has a bad query parameter \"\(pair)\" (\(example))") }
+            switch parts[0] {
+            case "sslmode":
+                switch parts[1] {
+                case "disable": sslmode = .disable
+                case "prefer", "allow": sslmode = .prefer
+                case "require", "verify-ca", "verify-full": sslmode = .require
+                default: throw GatewayStoreError("\"database\" has sslmode=\(parts[1]); use disable, prefer or require")
+                }
+            case "host": socketDirectory = Self.decode(parts[1])
+            default: throw GatewayStoreError("\"database\" has the query parameter \"\(parts[0])\", which this gateway does not know; use sslmode or host")
+            }
+        }
+        guard !host.isEmpty || socketDirectory != nil else { throw GatewayStoreError("\"database\" names no host (\(example))") }
+    }
+
+    static func decode(_ s: String) -> String {
+        var out: [UInt8] = []
+        var bytes = Array(s.utf8)[...]
+        while let b = bytes.popFirst() {
+            if b == UInt8(ascii: "%"), bytes.count >= 2, let v = UInt8(String(decoding: bytes.prefix(2), as: UTF8.self), radix: 16) {
+                out.append(v)
+                bytes = bytes.dropFirst(2)
+            } else {
+                out.append(b)
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+extension PostgresConnection {
+    /// Runs `query` and reads its rows to the end (a result left unread would keep the connection busy).
+    @discardableResult
+    func rows(_ query: PostgresQuery, logger: Logger) async throws -> [PostgresRow] {
+        try await self.query(query, logger: logger).collect()
+    }
+}
+
+extension PostgresClient {
+    /// Runs `query` on a pooled connection and reads its rows to the end, so that the connection goes back to the pool.
+    @discardableResult
+    func rows(_ query: PostgresQuery, logger: Logger) async throws -> [PostgresRow] {
+        try await self.query(query, logger: logger).collect()
+    }
+}
