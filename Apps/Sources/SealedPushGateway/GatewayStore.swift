@@ -442,3 +442,30 @@ public struct DashboardSnapshot: Sendable, Equatable {
         self.takenAt = takenAt
     }
 }
+
+extension DeviceRecord {
+    /// The row a registration writes: this record made active again, keeping the first registration's
+    /// creation time and a last report of the same key id, and saying whether its token was taken from
+    /// another device (the same in every store).
+    func registered(over existing: DeviceRecord?, tokenReassigned: Bool) -> DeviceRecord {
+        var stored = self
+        stored.tokenReassigned = tokenReassigned
+        stored.createdAt = existing?.createdAt ?? createdAt
+        stored.state = .active
+        stored.unregisteredAt = nil
+        stored.unregisteredReason = nil
+        stored.lastReport = existing?.lastReport.flatMap { $0.kid == keyID ? $0 : nil }
+        return stored
+    }
+}
+
+extension DashboardSnapshot.App {
+    /// Counts `count` deliveries whose last APNs answer was `status` (`reason` empty for 200).
+    mutating func addAPNsAnswer(status: Int, reason: String, count: Int) {
+        if let i = apnsAnswers.firstIndex(where: { $0.status == status && $0.reason == reason }) {
+            apnsAnswers[i].count += count
+        } else {
+            apnsAnswers.append(.init(status: status, reason: reason, count: count))
+        }
+    }
+}

@@ -126,13 +126,7 @@ extension PostgresGatewayStore {
                 let r = row.makeRandomAccess()
                 let app = try r["app"].decode(String.self), status = try r["apns_status"].decode(Int.self), n = try r["n"].decode(Int.self)
                 let reason = try status == 200 ? "" : r["reason"].decode(String.self)
-                update(app) { a in
-                    if let i = a.apnsAnswers.firstIndex(where: { $0.status == status && $0.reason == reason }) {
-                        a.apnsAnswers[i].count += n
-                    } else {
-                        a.apnsAnswers.append(.init(status: status, reason: reason, count: n))
-                    }
-                }
+                update(app) { $0.addAPNsAnswer(status: status, reason: reason, count: n) }
             }
             for row in try await conn.rows("""
                 SELECT app, COUNT(*) FILTER (WHERE accepted_at IS NOT NULL) AS accepted, COUNT(*) FILTER (WHERE state = 'delivered') AS delivered

@@ -446,13 +446,7 @@ public final class PostgresGatewayStore: GatewayStore {
             for other in holders {
                 cancelled += try await cancelUnsent(conn, app: device.app, deviceID: other, reason: "token_reassigned", now: device.updatedAt)
             }
-            var stored = device
-            stored.tokenReassigned = !holders.isEmpty
-            stored.createdAt = existing?.createdAt ?? device.createdAt
-            stored.state = .active
-            stored.unregisteredAt = nil
-            stored.unregisteredReason = nil
-            stored.lastReport = existing?.lastReport.flatMap { $0.kid == device.keyID ? $0 : nil }
+            let stored = device.registered(over: existing, tokenReassigned: !holders.isEmpty)
             let report = stored.lastReport
             try await conn.rows("""
                 INSERT INTO devices (\(unescaped: Self.deviceColumns)) VALUES (\(stored.app), \(stored.deviceID), \(stored.userID),

@@ -94,13 +94,7 @@ extension SQLiteGatewayStore {
                 """, [.integer(dayAgo)]) {
                 guard let app = row.column("app")?.string, let status = row.column("apns_status")?.integer, let n = row.column("n")?.integer else { continue }
                 let reason = status == 200 ? "" : row.column("reason")?.string ?? ""
-                update(app) { a in
-                    if let i = a.apnsAnswers.firstIndex(where: { $0.status == status && $0.reason == reason }) {
-                        a.apnsAnswers[i].count += n
-                    } else {
-                        a.apnsAnswers.append(.init(status: status, reason: reason, count: n))
-                    }
-                }
+                update(app) { $0.addAPNsAnswer(status: status, reason: reason, count: n) }
             }
             for row in try await connection.query("""
                 SELECT app, SUM(accepted_at IS NOT NULL) AS accepted, SUM(state = 'delivered') AS delivered FROM deliveries

@@ -354,13 +354,7 @@ public final class SQLiteGatewayStore: GatewayStore {
                 cancelled += try await cancelUnsent(app: device.app, deviceID: other, reason: "token_reassigned", now: device.updatedAt)
                 _ = try await connection.query("DELETE FROM devices WHERE app = ? AND device_id = ?", [.text(device.app), .text(other)])
             }
-            var stored = device
-            stored.tokenReassigned = !holders.isEmpty
-            stored.createdAt = existing?.createdAt ?? device.createdAt
-            stored.state = .active
-            stored.unregisteredAt = nil
-            stored.unregisteredReason = nil
-            stored.lastReport = existing?.lastReport.flatMap { $0.kid == device.keyID ? $0 : nil }
+            let stored = device.registered(over: existing, tokenReassigned: !holders.isEmpty)
             let report = stored.lastReport
             _ = try await connection.query("""
                 INSERT OR REPLACE INTO devices (\(Self.deviceColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, NULL, NULL, ?, ?, ?, ?, ?)
