@@ -147,32 +147,32 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     private func setUp() async throws {
-        _ = try await connection.query("PRAGMA busy_timeout = 5000")
-        _ = try await connection.query("PRAGMA journal_mode = WAL")
-        _ = try await connection.query("PRAGMA synchronous = FULL")
-        _ = try await connection.query("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY NOT NULL, applied_at INTEGER NOT NULL)")
-        let current = try await connection.query("SELECT MAX(version) AS v FROM schema_migrations").first?.column("v")?.integer ?? 0
+        _ = try await connection.rows("PRAGMA busy_timeout = 5000")
+        _ = try await connection.rows("PRAGMA journal_mode = WAL")
+        _ = try await connection.rows("PRAGMA synchronous = FULL")
+        _ = try await connection.rows("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY NOT NULL, applied_at INTEGER NOT NULL)")
+        let current = try await connection.rows("SELECT MAX(version) AS v FROM schema_migrations").first?.column("v")?.integer ?? 0
         let known = Self.migrations.last?.version ?? 0
         guard current <= known else {
             throw GatewayStoreError("\(path) has schema version \(current), newer than this build knows (\(known)); run the newer gateway, or restore a backup")
         }
         for migration in Self.migrations where migration.version > current {
             try await transaction { [self] in
-                for statement in migration.statements { _ = try await connection.query(statement) }
-                _ = try await connection.query("INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
+                for statement in migration.statements { _ = try await connection.rows(statement) }
+                _ = try await connection.rows("INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
                                                [.integer(migration.version), .integer(Int(GatewayClock.system.milliseconds()))])
             }
         }
         // This process holds the lock, so a lease left in the file belongs to a process that is gone (a crash
         // or a kill): its deliveries are due again now, with the same apns-id and collapse id.
         try await transaction { [self] in
-            _ = try await connection.query("UPDATE deliveries SET lease_until = NULL WHERE lease_until IS NOT NULL")
-            _ = try await connection.query("UPDATE events SET lease_until = NULL WHERE lease_until IS NOT NULL")
+            _ = try await connection.rows("UPDATE deliveries SET lease_until = NULL WHERE lease_until IS NOT NULL")
+            _ = try await connection.rows("UPDATE events SET lease_until = NULL WHERE lease_until IS NOT NULL")
         }
         try await transaction { [self] in
-            let rows = try await connection.query("SELECT value FROM settings WHERE name = 'idempotency_secret'")
+            let rows = try await connection.rows("SELECT value FROM settings WHERE name = 'idempotency_secret'")
             if rows.isEmpty {
-                _ = try await connection.query("INSERT INTO settings (name, value) VALUES ('idempotency_secret', ?)",
+                _ = try await connection.rows("INSERT INTO settings (name, value) VALUES ('idempotency_secret', ?)",
                                                [.blob(ByteBuffer(bytes: CryptoLibrary.randomBytes(count: 32)))])
             }
         }
@@ -219,7 +219,7 @@ public final class SQLiteGatewayStore: GatewayStore {
             var finishers: [@Sendable (Result<Void, any Error>) -> Void] = []
             var batchFailed = false
             do {
-                _ = try await connection.query("BEGIN IMMEDIATE")
+                _ = try await connection.rows("BEGIN IMMEDIATE")
                 for job in jobs {
                     let (failed, finish) = await job.run()
                     finishers.append(finish)
@@ -229,7 +229,7 @@ public final class SQLiteGatewayStore: GatewayStore {
                     }
                 }
                 if !batchFailed {
-                    _ = try await connection.query("COMMIT")
+                    _ = try await connection.rows("COMMIT")
                     gate.release()
                     for finish in finishers { finish(.success(())) }
                     continue
@@ -237,17 +237,17 @@ public final class SQLiteGatewayStore: GatewayStore {
             } catch {
                 batchFailed = true
             }
-            _ = try? await connection.query("ROLLBACK")
+            _ = try? await connection.rows("ROLLBACK")
             for job in jobs {
                 var committed: Result<Void, any Error> = .success(())
                 var finish: (@Sendable (Result<Void, any Error>) -> Void)?
                 do {
-                    _ = try await connection.query("BEGIN IMMEDIATE")
+                    _ = try await connection.rows("BEGIN IMMEDIATE")
                     let (failed, f) = await job.run()
                     finish = f
-                    _ = try await connection.query(failed ? "ROLLBACK" : "COMMIT")
+                    _ = try await connection.rows(failed ? "ROLLBACK" : "COMMIT")
                 } catch {
-                    _ = try? await connection.query("ROLLBACK")
+                    _ = try? await connection.rows("ROLLBACK")
                     committed = .failure(error)
                 }
                 if let finish { finish(committed) } else if case let .failure(error) = committed { job.fail(error) }
@@ -269,12 +269,12 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     public func ping() async throws {
-        _ = try await read { try await connection.query("SELECT 1") }
+        _ = try await read { try await connection.rows("SELECT 1") }
     }
 
     public func idempotencySecret() async throws -> [UInt8] {
         try await read {
-            guard let blob = try await connection.query("SELECT value FROM settings WHERE name = 'idempotency_secret'").first?.column("value")?.blob else {
+            guard let blob = try await connection.rows("SELECT value FROM settings WHERE name = 'idempotency_secret'").first?.column("value")?.blob else {
                 throw GatewayStoreError("the idempotency secret is missing from \(path); the database was altered")
             }
             return Array(blob.readableBytesView)
@@ -310,7 +310,7 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     /// Cancels a device's unsent deliveries, with their events; how many.
     func cancelUnsent(app: String, deviceID: String, reason: String, now: Int64) async throws -> Int {
-        let rows = try await connection.query("""
+        let rows = try await connection.rows("""
             UPDATE deliveries SET state = 'cancelled', reason = ?, updated_at = ?, next_attempt_at = NULL, seq = seq + 1, payload = x''
             WHERE app = ? AND device_id = ? AND state = 'queued' RETURNING \(Self.deliveryColumns)
             """, [.text(reason), .integer(Int(now)), .text(app), .text(deviceID)])
@@ -330,7 +330,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// the state-changing methods.
     func insertEvent(_ event: EventRecord?) async throws {
         guard let event else { return }
-        _ = try await connection.query("""
+        _ = try await connection.rows("""
             INSERT INTO events (id, app, type, created_at, body, next_attempt_at) VALUES (?, ?, ?, ?, ?, ?)
             """, [.text(event.id), .text(event.app), .text(event.type.rawValue), .integer(Int(event.createdAt)),
                   .text(String(decoding: event.body, as: UTF8.self)), .integer(Int(event.createdAt))])
@@ -338,46 +338,46 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func putDevice(_ device: DeviceRecord, maxDevicesPerUser: Int) async throws -> (device: DeviceRecord, created: Bool, cancelled: Int) {
         try await transaction { [self] in
-            let existing = try await connection.query("SELECT \(Self.deviceColumns) FROM devices WHERE app = ? AND device_id = ?",
+            let existing = try await connection.rows("SELECT \(Self.deviceColumns) FROM devices WHERE app = ? AND device_id = ?",
                                                       [.text(device.app), .text(device.deviceID)]).first.flatMap(Self.device)
             if existing?.userID != device.userID {
-                let count = try await connection.query("SELECT COUNT(*) AS n FROM devices WHERE app = ? AND user_id = ?",
+                let count = try await connection.rows("SELECT COUNT(*) AS n FROM devices WHERE app = ? AND user_id = ?",
                                                        [.text(device.app), .text(device.userID)]).first?.column("n")?.integer ?? 0
                 if count >= maxDevicesPerUser { throw DeviceRegistrationRefusal.tooManyDevices(limit: maxDevicesPerUser) }
             }
-            let holders = try await connection.query(
+            let holders = try await connection.rows(
                 "SELECT device_id FROM devices WHERE app = ? AND environment = ? AND apns_token = ? AND device_id <> ?",
                 [.text(device.app), .text(device.environment.rawValue), .text(device.apnsToken), .text(device.deviceID)])
             var cancelled = 0
             for holder in holders {
                 guard let other = holder.column("device_id")?.string else { continue }
                 cancelled += try await cancelUnsent(app: device.app, deviceID: other, reason: "token_reassigned", now: device.updatedAt)
-                _ = try await connection.query("DELETE FROM devices WHERE app = ? AND device_id = ?", [.text(device.app), .text(other)])
+                _ = try await connection.rows("DELETE FROM devices WHERE app = ? AND device_id = ?", [.text(device.app), .text(other)])
             }
             let stored = device.registered(over: existing, tokenReassigned: !holders.isEmpty)
             let report = stored.lastReport
-            _ = try await connection.query("""
+            _ = try await connection.rows("""
                 INSERT OR REPLACE INTO devices (\(Self.deviceColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, NULL, NULL, ?, ?, ?, ?, ?)
                 """, [.text(stored.app), .text(stored.deviceID), .text(stored.userID), .text(stored.apnsToken), .text(stored.environment.rawValue),
                       .text(String(decoding: stored.keyRecord, as: UTF8.self)), .text(stored.keyID), .integer(Int(stored.createdAt)),
                       .integer(Int(stored.updatedAt)), .integer(Int(stored.registeredAt)), .integer(stored.tokenReassigned ? 1 : 0),
                       report.map { .text($0.reason) } ?? .null, report?.kid.map { .text($0) } ?? .null,
                       report.map { .integer($0.count) } ?? .null, report.map { .integer(Int($0.at)) } ?? .null])
-            _ = try await connection.query("INSERT OR IGNORE INTO known_users (app, user_id) VALUES (?, ?)", [.text(device.app), .text(device.userID)])
+            _ = try await connection.rows("INSERT OR IGNORE INTO known_users (app, user_id) VALUES (?, ?)", [.text(device.app), .text(device.userID)])
             return (stored, existing == nil, cancelled)
         }
     }
 
     public func device(app: String, deviceID: String) async throws -> DeviceRecord? {
         try await read {
-            try await connection.query("SELECT \(Self.deviceColumns) FROM devices WHERE app = ? AND device_id = ?", [.text(app), .text(deviceID)])
+            try await connection.rows("SELECT \(Self.deviceColumns) FROM devices WHERE app = ? AND device_id = ?", [.text(app), .text(deviceID)])
                 .first.flatMap(Self.device)
         }
     }
 
     public func deleteDevice(app: String, deviceID: String, now: Int64) async throws -> Int? {
         try await transaction { [self] in
-            let rows = try await connection.query("DELETE FROM devices WHERE app = ? AND device_id = ? RETURNING device_id", [.text(app), .text(deviceID)])
+            let rows = try await connection.rows("DELETE FROM devices WHERE app = ? AND device_id = ? RETURNING device_id", [.text(app), .text(deviceID)])
             guard !rows.isEmpty else { return nil }
             return try await cancelUnsent(app: app, deviceID: deviceID, reason: "device_deleted", now: now)
         }
@@ -388,19 +388,19 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func userDevices(app: String, userID: String) async throws -> [DeviceRecord] {
         try await read {
-            try await connection.query(Self.userDevicesSQL, [.text(app), .text(userID)]).compactMap(Self.device)
+            try await connection.rows(Self.userDevicesSQL, [.text(app), .text(userID)]).compactMap(Self.device)
         }
     }
 
     public func userIsKnown(app: String, userID: String) async throws -> Bool {
         try await read {
-            try await !connection.query("SELECT 1 AS k FROM known_users WHERE app = ? AND user_id = ?", [.text(app), .text(userID)]).isEmpty
+            try await !connection.rows("SELECT 1 AS k FROM known_users WHERE app = ? AND user_id = ?", [.text(app), .text(userID)]).isEmpty
         }
     }
 
     public func deleteUserDevices(app: String, userID: String, now: Int64) async throws -> (devices: Int, cancelled: Int) {
         try await transaction { [self] in
-            let rows = try await connection.query("DELETE FROM devices WHERE app = ? AND user_id = ? RETURNING device_id", [.text(app), .text(userID)])
+            let rows = try await connection.rows("DELETE FROM devices WHERE app = ? AND user_id = ? RETURNING device_id", [.text(app), .text(userID)])
             var cancelled = 0
             for row in rows {
                 if let id = row.column("device_id")?.string { cancelled += try await cancelUnsent(app: app, deviceID: id, reason: "device_deleted", now: now) }
@@ -421,7 +421,7 @@ public final class SQLiteGatewayStore: GatewayStore {
         sql += " ORDER BY updated_at, device_id LIMIT ?"
         binds.append(.integer(limit))
         let query = sql, values = binds
-        return try await read { try await connection.query(query, values).compactMap(Self.device) }
+        return try await read { try await connection.rows(query, values).compactMap(Self.device) }
     }
 
     public func devices(app: String, ids: [String]) async throws -> [DeviceRecord] {
@@ -432,7 +432,7 @@ public final class SQLiteGatewayStore: GatewayStore {
             while start < ids.count {
                 let chunk = Array(ids[start..<min(ids.count, start + 500)])
                 let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
-                out += try await connection.query("SELECT \(Self.deviceColumns) FROM devices WHERE app = ? AND device_id IN (\(marks))",
+                out += try await connection.rows("SELECT \(Self.deviceColumns) FROM devices WHERE app = ? AND device_id IN (\(marks))",
                                                   [.text(app)] + chunk.map { .text($0) }).compactMap(Self.device)
                 start += 500
             }
@@ -444,10 +444,10 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func insertMessage(_ message: NewMessage, idempotency: (key: String, answer: IdempotentAnswer)?) async throws {
         try await transaction { [self] in
-            _ = try await connection.query("INSERT INTO messages (message_id, app, created_at, expires_at) VALUES (?, ?, ?, ?)",
+            _ = try await connection.rows("INSERT INTO messages (message_id, app, created_at, expires_at) VALUES (?, ?, ?, ?)",
                                            [.text(message.messageID), .text(message.app), .integer(Int(message.createdAt)), .integer(Int(message.expiresAt))])
             for d in message.deliveries {
-                _ = try await connection.query("""
+                _ = try await connection.rows("""
                     INSERT INTO deliveries (delivery_id, app, message_id, device_id, apns_token, environment, payload, receipt_sha256, priority,
                         collapse_id, apns_expiration, expires_at, apns_id, state, attempts, created_at, updated_at, next_attempt_at, seq)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?, ?, ?, 1)
@@ -462,7 +462,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     func upsertIdempotency(app: String, key: String, answer: IdempotentAnswer) async throws {
-        _ = try await connection.query("""
+        _ = try await connection.rows("""
             INSERT OR REPLACE INTO idempotency (app, key, body_hmac, status, response, created_at) VALUES (?, ?, ?, ?, ?, ?)
             """, [.text(app), .text(key), .blob(ByteBuffer(bytes: answer.bodyHMAC)), .integer(answer.status),
                   .blob(ByteBuffer(bytes: answer.body)), .integer(Int(answer.createdAt))])
@@ -470,7 +470,7 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func idempotentAnswer(app: String, key: String) async throws -> IdempotentAnswer? {
         try await read {
-            guard let row = try await connection.query("SELECT body_hmac, status, response, created_at FROM idempotency WHERE app = ? AND key = ?",
+            guard let row = try await connection.rows("SELECT body_hmac, status, response, created_at FROM idempotency WHERE app = ? AND key = ?",
                                                        [.text(app), .text(key)]).first,
                   let hmac = row.column("body_hmac")?.blob, let status = row.column("status")?.integer,
                   let response = row.column("response")?.blob, let created = row.column("created_at")?.integer
@@ -504,11 +504,11 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func message(app: String, messageID: String) async throws -> (createdAt: Int64, expiresAt: Int64, deliveries: [DeliveryRecord])? {
         try await read {
-            guard let row = try await connection.query("SELECT created_at, expires_at FROM messages WHERE app = ? AND message_id = ?",
+            guard let row = try await connection.rows("SELECT created_at, expires_at FROM messages WHERE app = ? AND message_id = ?",
                                                        [.text(app), .text(messageID)]).first,
                   let created = row.column("created_at")?.integer, let expires = row.column("expires_at")?.integer
             else { return nil }
-            let deliveries = try await connection.query("SELECT \(Self.deliveryColumns) FROM deliveries WHERE message_id = ? ORDER BY device_id, delivery_id",
+            let deliveries = try await connection.rows("SELECT \(Self.deliveryColumns) FROM deliveries WHERE message_id = ? ORDER BY device_id, delivery_id",
                                                         [.text(messageID)]).compactMap(Self.delivery)
             return (Int64(created), Int64(expires), deliveries)
         }
@@ -516,10 +516,10 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func cancelMessage(app: String, messageID: String, now: Int64) async throws -> Int? {
         try await transaction { [self] in
-            guard try await !connection.query("SELECT 1 AS k FROM messages WHERE app = ? AND message_id = ?", [.text(app), .text(messageID)]).isEmpty else {
+            guard try await !connection.rows("SELECT 1 AS k FROM messages WHERE app = ? AND message_id = ?", [.text(app), .text(messageID)]).isEmpty else {
                 return nil
             }
-            let rows = try await connection.query("""
+            let rows = try await connection.rows("""
                 UPDATE deliveries SET state = 'cancelled', reason = 'message_deleted', updated_at = ?, next_attempt_at = NULL, seq = seq + 1, payload = x''
                 WHERE message_id = ? AND state = 'queued' RETURNING \(Self.deliveryColumns)
                 """, [.integer(Int(now)), .text(messageID)])
@@ -540,7 +540,7 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func claimDue(app: String, now: Int64, leaseUntil: Int64, limit: Int) async throws -> [ClaimedDelivery] {
         try await transaction { [self] in
-            try await connection.query(Self.claimSQL + """
+            try await connection.rows(Self.claimSQL + """
                  RETURNING delivery_id, app, device_id, apns_token, environment, payload, priority, collapse_id, apns_expiration,
                           expires_at, apns_id, attempts, generation
                 """, [.integer(Int(leaseUntil)), .text(app), .integer(Int(now)), .integer(Int(now)), .integer(limit)]).compactMap { row in
@@ -568,10 +568,10 @@ public final class SQLiteGatewayStore: GatewayStore {
             var status: Int?
             switch outcome {
             case .handBack:
-                rows = try await connection.query("UPDATE deliveries SET lease_until = NULL WHERE delivery_id = ? AND generation = ? RETURNING seq", key)
+                rows = try await connection.rows("UPDATE deliveries SET lease_until = NULL WHERE delivery_id = ? AND generation = ? RETURNING seq", key)
             case let .accepted(s):
                 status = s
-                rows = try await connection.query("""
+                rows = try await connection.rows("""
                     UPDATE deliveries SET state = 'accepted', attempts = attempts + 1, apns_status = ?, reason = NULL, accepted_at = ?,
                         updated_at = ?, next_attempt_at = NULL, lease_until = NULL, seq = seq + 1, payload = x''
                     WHERE delivery_id = ? AND generation = ? AND state = 'queued' RETURNING \(Self.deliveryColumns)
@@ -579,21 +579,21 @@ public final class SQLiteGatewayStore: GatewayStore {
                 try await insertDeliveryEvents(rows, now: now)
             case let .retry(at, s, reason):
                 status = s
-                rows = try await connection.query("""
+                rows = try await connection.rows("""
                     UPDATE deliveries SET attempts = attempts + 1, apns_status = ?, reason = ?, updated_at = ?, next_attempt_at = ?,
                         lease_until = NULL, seq = seq + 1
                     WHERE delivery_id = ? AND generation = ? AND state = 'queued' RETURNING seq
                     """, [s.map { .integer($0) } ?? .null, .text(reason), .integer(n), .integer(Int(at))] + key)
             case let .final(state, s, reason, attempted):
                 status = s
-                rows = try await connection.query("""
+                rows = try await connection.rows("""
                     UPDATE deliveries SET state = ?, attempts = attempts + ?, apns_status = ?, reason = ?, updated_at = ?, next_attempt_at = NULL,
                         lease_until = NULL, seq = seq + 1, payload = x''
                     WHERE delivery_id = ? AND generation = ? AND state = 'queued' RETURNING \(Self.deliveryColumns)
                     """, [.text(state.rawValue), .integer(attempted ? 1 : 0), s.map { .integer($0) } ?? .null, .text(reason), .integer(n)] + key)
                 try await insertDeliveryEvents(rows, now: now)
                 if state == .unregistered, !rows.isEmpty {
-                    let devices = try await connection.query("""
+                    let devices = try await connection.rows("""
                         UPDATE devices SET state = 'unregistered', unregistered_at = ?, unregistered_reason = ?, updated_at = ?
                         WHERE app = ? AND environment = ? AND apns_token = ? AND state = 'active' AND registered_at < ?
                         RETURNING \(Self.deviceColumns)
@@ -603,19 +603,19 @@ public final class SQLiteGatewayStore: GatewayStore {
                 }
             case let .paused(s, reason):
                 status = s
-                rows = try await connection.query("""
+                rows = try await connection.rows("""
                     UPDATE deliveries SET apns_status = ?, reason = 'credentials_paused', updated_at = ?, lease_until = NULL, seq = seq + 1
                     WHERE delivery_id = ? AND generation = ? AND state = 'queued' RETURNING seq
                     """, [s.map { .integer($0) } ?? .null, .integer(n)] + key)
                 _ = reason
                 // The app's other queued deliveries wait for the same reason (gateway v1 §6).
-                _ = try await connection.query("""
+                _ = try await connection.rows("""
                     UPDATE deliveries SET reason = 'credentials_paused' WHERE app = ? AND state = 'queued' AND (reason IS NULL OR reason <> 'credentials_paused')
                     """, [.text(claim.app)])
             }
             if rows.isEmpty, let status {
                 // Delivered (its receipt came first) or cancelled meanwhile: the answer only sets apns_status.
-                _ = try await connection.query("UPDATE deliveries SET apns_status = ?, lease_until = NULL WHERE delivery_id = ? AND generation = ?",
+                _ = try await connection.rows("UPDATE deliveries SET apns_status = ?, lease_until = NULL WHERE delivery_id = ? AND generation = ?",
                                                [.integer(status)] + key)
             }
             return !rows.isEmpty
@@ -626,10 +626,10 @@ public final class SQLiteGatewayStore: GatewayStore {
         try await transaction { [self] in
             let picked = "SELECT message_id FROM messages WHERE expires_at < ? ORDER BY expires_at, message_id LIMIT ?"
             let binds: [SQLiteData] = [.integer(Int(messagesExpiredBefore)), .integer(limit)]
-            _ = try await connection.query("DELETE FROM deliveries WHERE message_id IN (\(picked))", binds)
-            let messages = try await connection.query("DELETE FROM messages WHERE message_id IN (\(picked)) RETURNING 1 AS k", binds).count
-            _ = try await connection.query("DELETE FROM idempotency WHERE created_at < ?", [.integer(Int(idempotencyBefore))])
-            let events = try await connection.query("""
+            _ = try await connection.rows("DELETE FROM deliveries WHERE message_id IN (\(picked))", binds)
+            let messages = try await connection.rows("DELETE FROM messages WHERE message_id IN (\(picked)) RETURNING 1 AS k", binds).count
+            _ = try await connection.rows("DELETE FROM idempotency WHERE created_at < ?", [.integer(Int(idempotencyBefore))])
+            let events = try await connection.rows("""
                 DELETE FROM events WHERE position IN (SELECT position FROM events WHERE created_at < ? ORDER BY created_at LIMIT ?) RETURNING 1 AS k
                 """, [.integer(Int(eventsBefore)), .integer(limit)]).count
             return messages + events
@@ -638,7 +638,7 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func nextDue(app: String) async throws -> Int64? {
         try await read {
-            try await connection.query("SELECT MIN(next_attempt_at) AS t FROM deliveries WHERE app = ? AND state = 'queued'", [.text(app)])
+            try await connection.rows("SELECT MIN(next_attempt_at) AS t FROM deliveries WHERE app = ? AND state = 'queued'", [.text(app)])
                 .first?.column("t")?.integer.map(Int64.init)
         }
     }
@@ -649,14 +649,14 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// How SQLite runs `sql` (EXPLAIN QUERY PLAN's detail lines): for tests that keep the hot statements on indexes.
     func queryPlan(_ sql: String, _ binds: [SQLiteData]) async throws -> [String] {
         try await read {
-            try await connection.query("EXPLAIN QUERY PLAN " + sql, binds).compactMap { $0.column("detail")?.string }
+            try await connection.rows("EXPLAIN QUERY PLAN " + sql, binds).compactMap { $0.column("detail")?.string }
         }
     }
 
     public func queueDepths() async throws -> [String: QueueDepth] {
         try await read {
             var out: [String: QueueDepth] = [:]
-            for row in try await connection.query(Self.queueDepthsSQL) {
+            for row in try await connection.rows(Self.queueDepthsSQL) {
                 guard let app = row.column("app")?.string else { continue }
                 out[app] = QueueDepth(queued: row.column("n")?.integer ?? 0, oldestCreatedAt: row.column("oldest")?.integer.map(Int64.init))
             }
@@ -668,7 +668,7 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func recordReceipt(messageID: String, tokenSHA256: [UInt8], revealed: Bool, now: Int64) async throws -> ReceiptResult {
         try await transaction { [self] in
-            let rows = try await connection.query("SELECT delivery_id, app, state, receipt_sha256 FROM deliveries WHERE message_id = ?", [.text(messageID)])
+            let rows = try await connection.rows("SELECT delivery_id, app, state, receipt_sha256 FROM deliveries WHERE message_id = ?", [.text(messageID)])
             guard !rows.isEmpty else { return .unknownID }
             var match: (id: String, app: String, state: DeliveryState)?
             for row in rows {
@@ -681,7 +681,7 @@ public final class SQLiteGatewayStore: GatewayStore {
             var changed = false
             switch match.state {
             case .queued, .accepted, .expired, .cancelled:
-                let rows = try await connection.query("""
+                let rows = try await connection.rows("""
                     UPDATE deliveries SET state = 'delivered', delivered_at = ?, updated_at = ?, next_attempt_at = NULL, seq = seq + 1, payload = x''
                     WHERE delivery_id = ? RETURNING \(Self.deliveryColumns)
                     """, [.integer(Int(now)), .integer(Int(now)), .text(match.id)])
@@ -692,7 +692,7 @@ public final class SQLiteGatewayStore: GatewayStore {
             }
             if revealed {
                 // Reveal v1 §8: the first `revealed` receipt sets revealed_at (delivery.revealed); repeats change nothing.
-                let rows = try await connection.query("""
+                let rows = try await connection.rows("""
                     UPDATE deliveries SET revealed_at = ?, updated_at = ?, seq = seq + 1
                     WHERE delivery_id = ? AND revealed_at IS NULL RETURNING \(Self.deliveryColumns)
                     """, [.integer(Int(now)), .integer(Int(now)), .text(match.id)])
@@ -705,12 +705,12 @@ public final class SQLiteGatewayStore: GatewayStore {
     public func recordReport(kid: String?, reason: String, count: Int, now: Int64) async throws -> [String] {
         guard let kid else { return [] }
         return try await transaction { [self] in
-            let rows = try await connection.query("""
+            let rows = try await connection.rows("""
                 UPDATE devices SET report_reason = ?, report_kid = ?, report_count = ?, report_at = ? WHERE key_id = ? RETURNING app
                 """, [.text(reason), .text(kid), .integer(count), .integer(Int(now)), .text(kid)])
             let apps = Set(rows.compactMap { $0.column("app")?.string })
             for app in apps {
-                _ = try await connection.query("""
+                _ = try await connection.rows("""
                     INSERT INTO reports (app, kid, reason, count, last_at) VALUES (?, ?, ?, ?, ?)
                     ON CONFLICT (app, kid, reason) DO UPDATE SET count = MIN(count + excluded.count, 1000000000), last_at = excluded.last_at
                     """, [.text(app), .text(kid), .text(reason), .integer(count), .integer(Int(now))])
@@ -777,5 +777,16 @@ final class OneShot: Sendable {
             }
             if now { c.resume() }
         }
+    }
+}
+
+extension SQLiteConnection {
+    /// Runs `sql` and returns its rows, collected under a lock ThreadSanitizer sees: sqlite-nio's own
+    /// rows-returning `query(_:_:)` appends to an unguarded variable on its thread pool and reads it after
+    /// the await, which ThreadSanitizer reports as a race it cannot see ordered.
+    func rows(_ sql: String, _ binds: [SQLiteData] = []) async throws -> [SQLiteRow] {
+        let rows = NIOLockedValueBox<[SQLiteRow]>([])
+        try await query(sql, binds) { row in rows.withLockedValue { $0.append(row) } }
+        return rows.withLockedValue { $0 }
     }
 }

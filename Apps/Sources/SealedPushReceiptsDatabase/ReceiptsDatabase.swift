@@ -7,6 +7,7 @@ import Darwin
 #endif
 public import SealedPushCrypto
 import NIOCore
+import NIOConcurrencyHelpers
 public import Logging
 
 /// Creates `path` empty with mode 0600 unless it exists (never through a symbolic link); the error text, or `nil`.
@@ -88,10 +89,10 @@ public actor ReceiptsDatabase {
     }
 
     private func setUp() async throws {
-        _ = try await connection.query("PRAGMA busy_timeout = 5000")
-        _ = try await connection.query("PRAGMA journal_mode = WAL")
-        _ = try await connection.query("PRAGMA synchronous = NORMAL")
-        _ = try await connection.query("""
+        _ = try await connection.rows("PRAGMA busy_timeout = 5000")
+        _ = try await connection.rows("PRAGMA journal_mode = WAL")
+        _ = try await connection.rows("PRAGMA synchronous = NORMAL")
+        _ = try await connection.rows("""
             CREATE TABLE IF NOT EXISTS expected (
                 message_id TEXT PRIMARY KEY NOT NULL,
                 token_sha256 BLOB NOT NULL,
@@ -103,7 +104,7 @@ public actor ReceiptsDatabase {
                 attachments TEXT
             )
             """)
-        _ = try await connection.query("""
+        _ = try await connection.rows("""
             CREATE TABLE IF NOT EXISTS failure_reports (
                 id INTEGER PRIMARY KEY,
                 reason TEXT NOT NULL,
@@ -115,13 +116,13 @@ public actor ReceiptsDatabase {
             )
             """)
         // Reveal v1 §6: `revealed` receipts, counted apart from `delivered` (added to databases made before).
-        let columns = try await connection.query("PRAGMA table_info(expected)").compactMap { $0.column("name")?.string }
+        let columns = try await connection.rows("PRAGMA table_info(expected)").compactMap { $0.column("name")?.string }
         if !columns.contains("reveals") {
-            _ = try await connection.query("ALTER TABLE expected ADD COLUMN reveals INTEGER NOT NULL DEFAULT 0")
-            _ = try await connection.query("ALTER TABLE expected ADD COLUMN revealed_at INTEGER")
+            _ = try await connection.rows("ALTER TABLE expected ADD COLUMN reveals INTEGER NOT NULL DEFAULT 0")
+            _ = try await connection.rows("ALTER TABLE expected ADD COLUMN revealed_at INTEGER")
         }
-        _ = try await connection.query("CREATE INDEX IF NOT EXISTS expected_issued ON expected(issued_at)")
-        _ = try await connection.query("CREATE INDEX IF NOT EXISTS failure_reports_received ON failure_reports(received_ms)")
+        _ = try await connection.rows("CREATE INDEX IF NOT EXISTS expected_issued ON expected(issued_at)")
+        _ = try await connection.rows("CREATE INDEX IF NOT EXISTS failure_reports_received ON failure_reports(received_ms)")
     }
 
     /// Closes the connection, even from a cancelled task.
@@ -148,7 +149,7 @@ public actor ReceiptsDatabase {
     public func recordExpected(messageID: String, token: String, issuedAt: Int64, keyID: KeyID) async throws(ReceiptsDatabaseError) {
         let hash = SHA256Hasher.hash(Array(token.utf8))
         do {
-            _ = try await connection.query(
+            _ = try await connection.rows(
                 "INSERT INTO expected (message_id, token_sha256, issued_at, key_id) VALUES (?, ?, ?, ?)",
                 [.text(messageID), .blob(ByteBuffer(bytes: hash)), .integer(Int(issuedAt)), .text(keyID.hex)])
         } catch {
@@ -162,7 +163,7 @@ public actor ReceiptsDatabase {
         let hash = SHA256Hasher.hash(Array(token.utf8))
         let attachmentsText: SQLiteData = attachments.map { .text(String(decoding: JSON.serialize(.object($0.jsonObject)), as: UTF8.self)) } ?? .null
         // One statement: the match and the count are one atomic step, so concurrent repeats count once.
-        let rows = try await connection.query("""
+        let rows = try await connection.rows("""
             UPDATE expected SET receipts = receipts + 1, delivered_at = COALESCE(delivered_at, ?1),
                 received_ms = COALESCE(received_ms, ?2), attachments = COALESCE(attachments, ?3)
             WHERE message_id = ?4 AND token_sha256 = ?5 RETURNING receipts
@@ -170,7 +171,7 @@ public actor ReceiptsDatabase {
         if let row = rows.first {
             return .counted(firstTime: row.column("receipts")?.integer == 1)
         }
-        let known = try await connection.query("SELECT 1 AS known FROM expected WHERE message_id = ?", [.text(id)])
+        let known = try await connection.rows("SELECT 1 AS known FROM expected WHERE message_id = ?", [.text(id)])
         return known.isEmpty ? .unknownID : .wrongToken
     }
 
@@ -178,12 +179,12 @@ public actor ReceiptsDatabase {
     /// first sets `revealed_at`; repeats are counted, never a second reveal.
     public func recordRevealed(id: String, token: String, at: Int64, receivedMilliseconds: Int64) async throws -> ReceiptAnswer {
         let hash = SHA256Hasher.hash(Array(token.utf8))
-        let rows = try await connection.query("""
+        let rows = try await connection.rows("""
             UPDATE expected SET reveals = reveals + 1, revealed_at = COALESCE(revealed_at, ?1)
             WHERE message_id = ?2 AND token_sha256 = ?3 RETURNING reveals
             """, [.integer(Int(at)), .text(id), .blob(ByteBuffer(bytes: hash))])
         if let row = rows.first { return .counted(firstTime: row.column("reveals")?.integer == 1) }
-        let known = try await connection.query("SELECT 1 AS known FROM expected WHERE message_id = ?", [.text(id)])
+        let known = try await connection.rows("SELECT 1 AS known FROM expected WHERE message_id = ?", [.text(id)])
         return known.isEmpty ? .unknownID : .wrongToken
     }
 
@@ -191,7 +192,7 @@ public actor ReceiptsDatabase {
     /// received more than `reportRetentionMilliseconds` ago are deleted (at most once a minute).
     public func recordFailure(reason: ReasonCode, kid: KeyID?, at: Int64, count: Int, dropped: Int, receivedMilliseconds: Int64) async throws {
         let cap = Self.maximumReportCount
-        _ = try await connection.query(
+        _ = try await connection.rows(
             "INSERT INTO failure_reports (reason, key_id, at, count, dropped, received_ms) VALUES (?, ?, ?, ?, ?, ?)",
             [.text(reason.rawValue), kid.map { .text($0.hex) } ?? .null, .integer(Int(at)), .integer(min(max(count, 0), cap)),
              .integer(min(max(dropped, 0), cap)), .integer(Int(receivedMilliseconds))])
@@ -200,13 +201,13 @@ public actor ReceiptsDatabase {
         }
         lastPurgeMilliseconds = receivedMilliseconds
         let (cutoff, overflow) = receivedMilliseconds.subtractingReportingOverflow(Self.reportRetentionMilliseconds)
-        _ = try await connection.query("DELETE FROM failure_reports WHERE received_ms < ?", [.integer(Int(overflow ? .min : cutoff))])
+        _ = try await connection.rows("DELETE FROM failure_reports WHERE received_ms < ?", [.integer(Int(overflow ? .min : cutoff))])
     }
 
     /// The figures of `receipts stats` for messages issued (and reports received) at or after `since` (Unix seconds).
     public func stats(since: Int64 = 0) async throws(ReceiptsDatabaseError) -> ReceiptStats {
         do {
-            let expected = try await connection.query(
+            let expected = try await connection.rows(
                 "SELECT issued_at, received_ms, attachments, revealed_at FROM expected WHERE issued_at >= ?", [.integer(Int(since))])
             var stats = ReceiptStats()
             var latencies: [Double] = []
@@ -222,7 +223,7 @@ public actor ReceiptsDatabase {
                 }
             }
             stats.issueToReceiptSeconds = ReceiptStats.percentiles(latencies)
-            let reports = try await connection.query(
+            let reports = try await connection.rows(
                 "SELECT reason, key_id, SUM(count) AS n, SUM(dropped) AS d FROM failure_reports WHERE received_ms >= ? GROUP BY reason, key_id",
                 [.integer(Int(since) * 1000)])
             for row in reports {
@@ -233,7 +234,7 @@ public actor ReceiptsDatabase {
                 stats.failuresByKeyID[kid, default: 0] += n
                 stats.droppedReported += row.column("d")?.integer ?? 0
             }
-            let known = try await connection.query("SELECT DISTINCT key_id FROM expected")
+            let known = try await connection.rows("SELECT DISTINCT key_id FROM expected")
             stats.registeredKeyIDs = Set(known.compactMap { $0.column("key_id")?.string })
             return stats
         } catch {
@@ -308,5 +309,16 @@ public struct ReceiptStats: Sendable, Equatable {
         }))
         o["droppedReported"] = .int(Int64(droppedReported))
         return o
+    }
+}
+
+extension SQLiteConnection {
+    /// Runs `sql` and returns its rows, collected under a lock ThreadSanitizer sees: sqlite-nio's own
+    /// rows-returning `query(_:_:)` appends to an unguarded variable on its thread pool and reads it after
+    /// the await, which ThreadSanitizer reports as a race it cannot see ordered.
+    func rows(_ sql: String, _ binds: [SQLiteData] = []) async throws -> [SQLiteRow] {
+        let rows = NIOLockedValueBox<[SQLiteRow]>([])
+        try await query(sql, binds) { row in rows.withLockedValue { $0.append(row) } }
+        return rows.withLockedValue { $0 }
     }
 }
