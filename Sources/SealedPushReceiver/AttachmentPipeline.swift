@@ -254,3 +254,12 @@ public struct AttachmentPipeline: Sendable {
 
 /// Writing the file failed (disk full, read-only, removed).
 private struct StorageError: Error {}
+
+extension ReceiptAttachmentCounts {
+    /// The receipt's counts for `attached` attachments and the ones that failed, by reason code.
+    init(attached: Int, failures: [AttachmentFailure]) {
+        var failed: [String: Int] = [:]
+        for failure in failures { failed[failure.reason.rawValue, default: 0] += 1 }
+        self.init(attached: attached, failed: failed)
+    }
+}

@@ -163,9 +163,7 @@ public final class RevealContentExtension: Sendable {
     /// The receipt's `attachments` counts for a revealed view: present only when the message had attachments.
     static func counts(_ view: RevealView) -> ReceiptAttachmentCounts? {
         guard let failures = view.attachmentFailures else { return nil }
-        var failed: [String: Int] = [:]
-        for failure in failures { failed[failure.reason.rawValue, default: 0] += 1 }
-        return ReceiptAttachmentCounts(attached: view.attachments.count, failed: failed)
+        return ReceiptAttachmentCounts(attached: view.attachments.count, failures: failures)
     }
 
     /// The phone was unlocked while the view is shown: a notification that showed `Unlock iPhone to read`

@@ -360,8 +360,6 @@ extension SecretMessageExtension {
         // The counts come from the delivery's attachment results (attachments v1): `attachmentFailures` is
         // non-nil exactly when the message had attachments; the attached ones are in the content.
         guard let failures = delivery.attachmentFailures else { return nil }
-        var failed: [String: Int] = [:]
-        for failure in failures { failed[failure.reason.rawValue, default: 0] += 1 }
-        return ReceiptAttachmentCounts(attached: delivery.content.attachments.count, failed: failed)
+        return ReceiptAttachmentCounts(attached: delivery.content.attachments.count, failures: failures)
     }
 }
