@@ -72,7 +72,24 @@ install: release
 # The libraries' suites (unit, vectors, keychain processes), then the apps' (the CLI binaries, the servers
 # over loopback). SWIFT_TEST_FLAGS is passed to both (e.g. --sanitize=address). Randomized tests print
 # `seed: N`; SEALEDPUSH_TEST_SEED=N replays one.
-test: deps pydeps
+# What the Apps suites start besides the project's own binaries: a throwaway PostgreSQL cluster (the
+# gateway's PostgreSQL store) and headless Chromium (the dashboard). Installed here when missing and we are
+# root; otherwise the command to run is printed.
+.PHONY: testdeps
+testdeps:
+	@missing=""; \
+	[ -x /usr/lib/postgresql/15/bin/initdb ] || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing for the tests:$$missing"; \
+	    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
+	  else \
+	    echo "the tests need:$$missing. Install with: sudo apt-get update && sudo apt-get install -y$$missing" >&2; exit 1; \
+	  fi; \
+	fi
+
+test: deps pydeps testdeps
 	$(SWIFT) build --build-tests $(SWIFT_TEST_FLAGS)
 	SEALEDPUSH_PYTHON=$(CURDIR)/$(PY) $(SWIFT) test --skip-build $(SWIFT_TEST_FLAGS)
 	$(SWIFT) build --package-path $(APPS) --build-tests $(SWIFT_TEST_FLAGS)
@@ -144,7 +161,7 @@ fuzz-smoke: deps
 SANITIZERS ?= address thread
 ASAN_PACKAGES ?= root
 TSAN_PACKAGES ?= root apps
-sanitize: deps pydeps
+sanitize: deps pydeps testdeps
 	@status=0; \
 	for san in $(SANITIZERS); do \
 	  short=$$( [ $$san = address ] && echo asan || echo tsan ); \
