@@ -11,7 +11,7 @@ import Testing
 /// The server here speaks at most TLS 1.1 and records why its handshakes end: a client that offers only
 /// TLS 1.2 and above is refused as an unsupported protocol before any certificate is sent; one that would
 /// accept TLS 1.1 gets as far as refusing the server's (untrusted) certificate.
-@Suite("Device HTTPS clients: TLS 1.2 at least", .serialized, .timeLimit(.minutes(2)))
+@Suite("Device HTTPS clients: TLS 1.2 at least", .serialized, .timeLimit(.minutes(10)))
 struct DeviceTLSTests {
     /// Records the first error each server connection's pipeline reports.
     final class HandshakeWitness: ChannelInboundHandler, Sendable {

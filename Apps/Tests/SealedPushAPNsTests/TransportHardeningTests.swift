@@ -115,7 +115,7 @@ struct TransportHardeningTests {
 }
 
 /// The local APNs's own limits: a connection cap, and a deadline for the TLS handshake.
-@Suite("Local APNs: connection limits", .serialized, .timeLimit(.minutes(2)))
+@Suite("Local APNs: connection limits", .serialized, .timeLimit(.minutes(10)))
 struct LocalAPNsLimitTests {
     /// A raw TCP connection that never starts TLS.
     static func connect(_ port: Int) async throws -> any Channel {
@@ -137,14 +137,14 @@ struct LocalAPNsLimitTests {
     @Test func connectionsPastTheCapAreClosedAtOnce() async throws {
         let apns = try await LocalAPNs.start {
             $0.maxConnections = 2
-            $0.handshakeTimeout = .seconds(120)
+            $0.handshakeTimeout = .seconds(3600)
         }
         let first = try await Self.connect(apns.port), second = try await Self.connect(apns.port)
         // Both are counted before the third arrives.
         let counted = ContinuousClock.now + .seconds(10)
         while apns.server.openConnections < 2, ContinuousClock.now < counted { try await Task.sleep(for: .milliseconds(10)) }
         let third = try await Self.connect(apns.port)
-        #expect(await Self.closes(third, within: .seconds(5)), "a connection past the cap is closed at once")
+        #expect(await Self.closes(third, within: .seconds(30)), "a connection past the cap is closed at once, not at its handshake deadline an hour away")
         #expect(first.isActive && second.isActive, "the first two stay open: their handshake deadline is far off")
         try await first.close()
         try await second.close()
