@@ -155,6 +155,7 @@ public struct SimulatedDevice: Sendable {
         let contentExtension = RevealContentExtension(configuration: configuration)
         let view = await contentExtension.didReceive(DeliveredNotification(
             request: NotificationRequest(identifier: stored.requestID, content: content), deliveredAt: stored.deliveredAt))
+        await contentExtension.finishBackgroundWork()
         contentExtension.viewDidDisappear()
         return view
     }

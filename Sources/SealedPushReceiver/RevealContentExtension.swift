@@ -116,7 +116,7 @@ public final class RevealContentExtension: Sendable {
         public var attachments: AttachmentPipeline?
         /// Sends the `revealed` receipt (reveal v1 §6) from the ticket the service extension kept; `nil` sends none.
         public var receipts: ReceiptCourier? = nil
-        /// The longest the `revealed` receipt may take before the view is returned (at most 2 s, the courier's own bound).
+        /// The longest the `revealed` receipt may take in the background (at most 2 s, the courier's own bound).
         public var receiptBudget: Duration = .seconds(2)
         /// The device's wall clock: the receipt's `at` and the tickets' expiry.
         public var clock: WallClock = .system
@@ -139,6 +139,8 @@ public final class RevealContentExtension: Sendable {
     private let configuration: Configuration
     /// The notification shown and what its view shows; `nil` once the view went away.
     private let current = Mutex<(notification: DeliveredNotification, view: RevealView)?>(nil)
+    /// The `revealed` receipts being sent: not cancelled when the view goes away (each is bounded by `receiptBudget`).
+    private let receiptWork = Mutex<[Task<Void, Never>]>([])
 
     /// An extension with the given configuration. Empties the attachments directory (files a killed
     /// process left behind).
@@ -148,16 +150,34 @@ public final class RevealContentExtension: Sendable {
     }
 
     /// Opens `notification` for the view (reveal v1 §4) and returns what the view shows; a revealed message
-    /// also sends its `revealed` receipt, once per message id (§6).
+    /// also starts sending its `revealed` receipt, once per message id (§6).
+    ///
+    /// The view is returned as soon as the message is open: the receipt goes in the background (at most
+    /// `receiptBudget`), so a slow or unreachable collector never holds the text back from the user.
+    /// `finishBackgroundWork()` waits for it.
     public func didReceive(_ notification: DeliveredNotification) async -> RevealView {
         let view = await reveal(notification)
         current.withLock { $0 = (notification, view) }
         if view.outcome == .revealed, let courier = configuration.receipts {
-            let now = configuration.clock.unixSeconds
-            _ = await courier.sendRevealedReceipt(requestIdentifier: notification.request.identifier, attachments: Self.counts(view),
-                                                  now: now, deadline: ContinuousClock.now.advanced(by: configuration.receiptBudget))
+            let now = configuration.clock.unixSeconds, budget = configuration.receiptBudget
+            let requestIdentifier = notification.request.identifier, counts = Self.counts(view)
+            let send = Task {
+                _ = await courier.sendRevealedReceipt(requestIdentifier: requestIdentifier, attachments: counts,
+                                                      now: now, deadline: ContinuousClock.now.advanced(by: budget))
+            }
+            receiptWork.withLock { $0.append(send) }
         }
         return view
+    }
+
+    /// Waits until every `revealed` receipt started by `didReceive(_:)` was sent or given up (each within
+    /// `receiptBudget`); a simulated device calls this before its process exits.
+    public func finishBackgroundWork() async {
+        let work = receiptWork.withLock { w -> [Task<Void, Never>] in
+            defer { w.removeAll() }
+            return w
+        }
+        for task in work { await task.value }
     }
 
     /// The receipt's `attachments` counts for a revealed view: present only when the message had attachments.

@@ -87,6 +87,34 @@ struct RevealDeviceTests {
         #expect(ReceiptMessage.parse(transport.raw.withLock { $0[1] })?.message == .revealed(id: "msg-rv-1", token: token, at: phone.now, attachments: nil))
     }
 
+    @Test("the view comes back before the revealed receipt: a slow collector never holds the text back")
+    func viewBeforeReceipt() async throws {
+        let phone = try RevealPhone()
+        let delivered = RecordingTransport()
+        _ = await phone.device.deliver(try phone.payload(id: "msg-rv-4", receiptURL: "https://push.example.com/r"),
+                                       requestIdentifier: "REQ-S", receipts: phone.device.receiptCourier(transport: delivered))
+        let gate = GatedTransport()
+        let store = phone.store
+        var configuration = RevealContentExtension.Configuration(
+            revealKeys: RevealKeyring(store: store), deviceKeys: DeviceKeyring(store: store),
+            protectedDataAvailable: { true })
+        configuration.receipts = phone.device.receiptCourier(transport: gate)
+        configuration.receiptBudget = .seconds(60)
+        let contentExtension = RevealContentExtension(configuration: configuration)
+        let stored = try #require(try NotificationCenterStore(store: store).entry(requestID: "REQ-S"))
+        let content = NotificationContent(title: stored.title, subtitle: stored.subtitle, body: stored.body, threadIdentifier: stored.thread,
+                                          categoryIdentifier: stored.category, userInfo: stored.userInfo)
+        let view = await contentExtension.didReceive(DeliveredNotification(
+            request: NotificationRequest(identifier: "REQ-S", content: content), deliveredAt: stored.deliveredAt))
+        #expect(view.outcome == .revealed)
+        // The gate holds the POST for up to 20 s: a view that waited for the receipt would come back after it.
+        #expect(!gate.finished, "the view waited for the revealed receipt")
+        gate.open()
+        await contentExtension.finishBackgroundWork()
+        #expect(gate.finished)
+        #expect(gate.types == [.string("revealed")])
+    }
+
     @Test("revealed receipt queued when the collector is down, and no ticket for a message without a receipt")
     func revealedReceiptQueued() async throws {
         let phone = try RevealPhone()
@@ -247,4 +275,21 @@ struct NotificationStoreBoundTests {
         #expect(try store.entries().map(\.requestID) == ["c", "d", "b"])
         #expect(try store.entry(requestID: "a") == nil)
     }
+}
+
+/// A receipt transport that holds each POST until `open()` (or 20 s pass), recording what was posted.
+final class GatedTransport: ReceiptTransport {
+    private let state = Mutex((open: false, finished: false, types: [JSONValue?]()))
+
+    func post(_ body: [UInt8], to url: String, deadline: ContinuousClock.Instant) async -> ReceiptPostResult {
+        let type: JSONValue? = if case let .object(o)? = try? JSON.parse(body) { o["type"] } else { nil }
+        let bound = ContinuousClock.now + .seconds(20)
+        while !state.withLock({ $0.open }), ContinuousClock.now < bound { try? await Task.sleep(for: .milliseconds(5)) }
+        state.withLock { $0.finished = true; $0.types.append(type) }
+        return .accepted(status: 204)
+    }
+
+    func open() { state.withLock { $0.open = true } }
+    var finished: Bool { state.withLock { $0.finished } }
+    var types: [JSONValue?] { state.withLock { $0.types } }
 }
