@@ -308,6 +308,7 @@ let package = Package(
             name: "SealedPushGatewayTests",
             dependencies: [
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 "sealedpush-server", "SealedPushGateway", "SealedPushAPNs", "SealedPushAPNsServer", "SealedPushDeviceHTTP",
                 .product(name: "SealedPushAPNsCore", package: "SealedPush"),
                 .product(name: "SealedPushDevice", package: "SealedPush"),

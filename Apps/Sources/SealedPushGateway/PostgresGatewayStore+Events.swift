@@ -16,6 +16,10 @@ extension PostgresGatewayStore {
 
     /// Inserts one event (pending, due now) in the current transaction: the only SQL the events of §8 add to
     /// the state-changing methods.
+    ///
+    /// Always called after the transaction has changed a row (every event follows an `UPDATE … RETURNING`
+    /// that returned it), so the transaction has its transaction id before its event draws a `position`:
+    /// `settledEventPosition` relies on that.
     func insertEvent(_ conn: PostgresConnection, _ event: EventRecord?) async throws {
         guard let event else { return }
         try await conn.rows("""
@@ -73,6 +77,9 @@ extension PostgresGatewayStore {
         }
     }
 
+    /// The events of `app` in position order, only up to the settled position: positions are drawn when an
+    /// event is inserted, not when its transaction commits, so a later position can be visible while an
+    /// earlier one is still being written, and a reader paging with `after=` would step over the earlier one.
     public func events(app: String, after: String?, since: Int64, limit: Int) async throws -> [EventRecord]? {
         try await read { [self] conn -> [EventRecord]? in
             var position: Int64 = 0
@@ -82,9 +89,11 @@ extension PostgresGatewayStore {
                 else { return nil }
                 position = found
             }
+            let settled = try await settledEventPosition(conn)
             return try await conn.rows("""
                 SELECT id, app, type, created_at, body FROM events
-                WHERE app = \(app) AND position > \(position) AND created_at >= \(since) ORDER BY position LIMIT \(Int64(limit))
+                WHERE app = \(app) AND position > \(position) AND position <= \(settled) AND created_at >= \(since)
+                ORDER BY position LIMIT \(Int64(limit))
                 """, logger: logger).compactMap { row -> EventRecord? in
                 let r = row.makeRandomAccess()
                 guard let type = GatewayEventType(rawValue: try r["type"].decode(String.self)) else { return nil }
@@ -188,6 +197,41 @@ extension PostgresGatewayStore {
                                                   leasedDeliveries: leasedDeliveries[id] ?? 0, leasedEvents: leasedEvents[id] ?? 0)
             }
             return DashboardSnapshot(apps: apps, instances: instances, takenAt: now)
+        }
+    }
+
+    /// The highest event position at or below which no transaction is still writing an event.
+    ///
+    /// Reads the position sequence's last value `v`, then — in a later statement, so after it — the current
+    /// snapshot's `xmax` `X` (the next transaction id). A transaction that drew a position up to `v` had its
+    /// transaction id before it drew it (`insertEvent`), so that id is below `X`; once the oldest running
+    /// transaction (`xmin` of a fresh snapshot) is at or past `X`, all of them have ended and `v` is settled.
+    /// Waits for that (every 10 ms, at most `eventsSettleWait`); if it does not come in time (a long
+    /// transaction), answers the last position found settled before, which may be lower than `v`.
+    func settledEventPosition(_ conn: PostgresConnection) async throws -> Int64 {
+        let drawn = try await conn.rows("""
+            SELECT COALESCE((SELECT last_value FROM pg_sequences
+                             WHERE schemaname = current_schema() AND sequencename = 'events_position_seq'), 0) AS v
+            """, logger: logger).first?.makeRandomAccess()["v"].decode(Int64.self) ?? 0
+        guard drawn > settledEvents.withLockedValue({ $0 }) else { return settledEvents.withLockedValue { $0 } }
+        let horizon = try await conn.rows("SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS x", logger: logger)
+            .first?.makeRandomAccess()["x"].decode(String.self) ?? "0"
+        let deadline = ContinuousClock.now + options.eventsSettleWait
+        while true {
+            let passed = try await conn.rows("SELECT pg_snapshot_xmin(pg_current_snapshot()) >= \(horizon)::xid8 AS passed", logger: logger)
+                .first?.makeRandomAccess()["passed"].decode(Bool.self) ?? false
+            if passed {
+                return settledEvents.withLockedValue { s in
+                    s = max(s, drawn)
+                    return s
+                }
+            }
+            guard ContinuousClock.now < deadline else {
+                logger.notice("the events listing answered without the newest events: a transaction writing events is still open",
+                              metadata: ["waited": "\(options.eventsSettleWait)"])
+                return settledEvents.withLockedValue { $0 }
+            }
+            try await Task.sleep(for: .milliseconds(10))
         }
     }
 }

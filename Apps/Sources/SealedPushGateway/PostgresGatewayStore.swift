@@ -36,6 +36,9 @@ public final class PostgresGatewayStore: GatewayStore {
         public var maximumConnections = 20
         /// How long opening waits for the database to answer before giving up.
         public var startTimeout: Duration = .seconds(20)
+        /// How long the events listing waits for the transactions that were writing events when it began to
+        /// end, before it answers with the events settled so far (see `events(app:after:since:limit:)`).
+        public var eventsSettleWait: Duration = .seconds(2)
         /// The defaults.
         public init() {}
     }
@@ -58,6 +61,8 @@ public final class PostgresGatewayStore: GatewayStore {
     let secret = NIOLockedValueBox<[UInt8]?>(nil)
     /// Set by `close()`: the pool no longer serves connections (a lease asked of it then would wait forever).
     let closed = NIOLockedValueBox(false)
+    /// The highest event position known settled: every event at or below it is committed or rolled back.
+    let settledEvents = NIOLockedValueBox<Int64>(0)
 
     /// The schema versions this build knows, in order: all that are missing are applied in one transaction,
     /// under an advisory lock, so instances starting together apply each once.

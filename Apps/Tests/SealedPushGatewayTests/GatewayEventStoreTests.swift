@@ -1,5 +1,7 @@
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
+import PostgresNIO
 @testable import SealedPushGateway
 import SealedPushWire
 import SealedPushCrypto
@@ -117,6 +119,47 @@ extension GatewaySuites {
                 #expect(events.map(\.type) == [.deliveryDelivered, .deliveryRevealed])
                 #expect(Self.body(events[1])["data"]?.objectValue?["delivery"]?.objectValue?["revealed_at"] != nil)
             }
+        }
+
+        /// On PostgreSQL an event's position is drawn at its INSERT, not its COMMIT: while a transaction that
+        /// drew a lower position is still open, the listing does not answer a higher one (a reader paging with
+        /// `after=` it would never see the lower); once that transaction ends both come, in order.
+        @Test func theListingNeverStepsOverAnEventStillBeingWritten() async throws {
+            let url = try await PostgresCluster.shared().makeDatabase()
+            var options = PostgresGatewayStore.Options()
+            options.eventsSettleWait = .milliseconds(300)
+            let store = try await PostgresGatewayStore.open(url: url, options: options, logger: Logger(label: "pg-events"))
+            @Sendable func event(_ id: String) -> EventRecord {
+                EventRecord(id: id, app: "chat", type: .deliveryAccepted, createdAt: 1000, body: Array(#"{"id":"\#(id)"}"#.utf8))
+            }
+            let first = "evt_" + String(repeating: "1", count: 32), second = "evt_" + String(repeating: "2", count: 32)
+            let drawn = NIOLockedValueBox(false), release = NIOLockedValueBox(false)
+            // The first writer changes a row (so it has a transaction id), draws its position, then holds its
+            // transaction open until released (at most 60 s).
+            let slow = Task {
+                try await store.transaction { conn in
+                    try await conn.rows("INSERT INTO known_users (app, user_id) VALUES ('chat', 'writer-1')", logger: store.logger)
+                    try await store.insertEvent(conn, event(first))
+                    drawn.withLockedValue { $0 = true }
+                    let bound = ContinuousClock.now + .seconds(60)
+                    while !release.withLockedValue({ $0 }), ContinuousClock.now < bound { try await Task.sleep(for: .milliseconds(10)) }
+                }
+            }
+            let bound = ContinuousClock.now + .seconds(30)
+            while !drawn.withLockedValue({ $0 }), ContinuousClock.now < bound { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(drawn.withLockedValue { $0 })
+            // The second writer draws a higher position and commits.
+            try await store.transaction { conn in
+                try await conn.rows("INSERT INTO known_users (app, user_id) VALUES ('chat', 'writer-2')", logger: store.logger)
+                try await store.insertEvent(conn, event(second))
+            }
+            let meanwhile = try #require(try await store.events(app: "chat", after: nil, since: 0, limit: 100))
+            #expect(!meanwhile.map(\.id).contains(second), "the listing answered a position above one still being written")
+            release.withLockedValue { $0 = true }
+            try await slow.value
+            let after = try #require(try await store.events(app: "chat", after: nil, since: 0, limit: 100))
+            #expect(after.map(\.id) == [first, second])
+            await store.close()
         }
     }
 }
