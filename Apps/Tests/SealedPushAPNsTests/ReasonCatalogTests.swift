@@ -63,7 +63,6 @@ struct ReasonCatalogTests {
         tls.additionalTrustRoots = [.certificates(try NIOSSLCertificate.fromPEMBytes(Array(apns.server.authority.caPEM.utf8)))]
         var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
         configuration.httpVersion = .automatic
-        let http = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
         let key = try APNsSigningKey(pem: Data(apns.key.privateKey.pemRepresentation.utf8), keyID: c.keyID, teamID: c.teamID)
         let jwt = try ProviderToken.make(key: key, issuedAt: Int64(Date().timeIntervalSince1970) - c.issuedAgo)
         var request = HTTPClientRequest(url: apns.baseURL + (c.path ?? "/3/device/" + Self.known))
@@ -75,8 +74,17 @@ struct ReasonCatalogTests {
         for (name, value) in standard where !c.drop.contains(name) { request.headers.add(name: name, value: value) }
         for (name, value) in c.headers { request.headers.add(name: name, value: value) }
         request.body = .bytes(ByteBuffer(bytes: c.body ?? Array(#"{"aps":{"alert":"x"}}"#.utf8)))
-        let response = try await http.execute(request, timeout: .seconds(10))
-        let body = Array(try await response.body.collect(upTo: 4096).readableBytesView)
+        let http = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
+        let body: [UInt8], response: HTTPClientResponse
+        do {
+            response = try await http.execute(request, timeout: .seconds(60))
+            body = Array(try await response.body.collect(upTo: 4096).readableBytesView)
+        } catch {
+            // A client released running traps in a debug build of AsyncHTTPClient: shut it down first.
+            try? await http.shutdown()
+            await apns.stop()
+            throw error
+        }
         let rejection = APNsClient.rejection(status: Int(response.status.code), apnsID: response.headers.first(name: "apns-id"), body: body)
         #expect(rejection.reason == c.reason, "\(String(decoding: body, as: UTF8.self))")
         #expect(rejection.status == c.reason.status)

@@ -232,6 +232,16 @@ final class GatewayHarness: Sendable {
         return last
     }
 
+    /// A test that threw before `stop()` still shuts its HTTP clients down: a debug build of AsyncHTTPClient
+    /// traps when a client is released while running. After `stop()` this does nothing.
+    deinit {
+        let (http, receipts) = (http, receipts)
+        Task {
+            try? await http.shutdown()
+            await receipts.shutdown()
+        }
+    }
+
     func stop(keepFiles: Bool = false) async {
         await group.triggerGracefulShutdown()
         _ = try? await running.value
