@@ -79,8 +79,8 @@ public struct AttachmentPipeline: Sendable {
     public let policy: AttachmentURLPolicy
     /// The most redirects followed.
     public static let maximumRedirects = 3
-    /// The bytes of decrypted file gathered before each `write` (1 MiB: 16 chunks).
-    public static let writeBufferSize = 1 << 20
+    /// The bytes of decrypted file gathered before each `write` (512 KiB: 8 chunks).
+    public static let writeBufferSize = 512 * 1024
     /// The write buffers of one attachment: one is written in the background while the next fills.
     public static let writeBuffers = 2
     /// How long a simulated device keeps attachment files before `removeFiles(olderThan:)` removes them.
