@@ -136,10 +136,11 @@ final class ReadAheadQueue: Sendable {
         if let error { reader?.resume(throwing: error) } else { reader?.resume(returning: nil) }
     }
 
-    /// Ends the queue at once: what is queued is dropped, the reader gets `CancellationError`, the writer `false`.
+    /// Ends the queue at once, even after the body's end: what is queued is dropped, the reader gets
+    /// `CancellationError` (now and from every later `next()`, never a normal end), the writer `false`.
     func cancel() {
         let (reader, writer) = state.withLockedValue { s in
-            if s.end == nil { s.end = .failure(CancellationError()) }
+            s.end = .failure(CancellationError())
             s.pieces = []
             s.bytes = 0
             defer {
