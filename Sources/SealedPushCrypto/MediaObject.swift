@@ -187,8 +187,10 @@ public final class MediaObjectEncryptor {
 /// the length bound, each chunk's authenticity and tag, the final chunk, the padding and the exact size.
 ///
 /// Holds at most one 64 KiB chunk (ciphertext and plaintext, the latter in wiped memory). Feed the bytes in
-/// any pieces with `consume(_:file:)`, then call `finish()`; `file` receives the file's bytes in order.
-/// Nothing it hands out is trustworthy until `finish()` returns. Not `Sendable`: one task drives it.
+/// any pieces with `consume(_:file:)`, then call `finish(file:)`; `file` receives the file's bytes in order,
+/// each chunk's as a new array. Or hand them to a buffered `MediaFileWriter` with `consume(_:into:)` and
+/// `finish(into:)`: each chunk is then decrypted straight into the writer's buffer, without a copy.
+/// Nothing it hands out is trustworthy until `finish` returns. Not `Sendable`: one task drives it.
 public final class MediaObjectDecryptor {
     /// The declared file size.
     public let size: Int
@@ -228,6 +230,32 @@ public final class MediaObjectDecryptor {
     /// Takes the next object bytes. Throws `MediaObjectError.tooLarge` as soon as they would pass the bound
     /// (reading none of them), `.corrupt` when a check fails, or what `file` throws.
     public func consume(_ bytes: UnsafeRawBufferPointer, file: ([UInt8]) throws -> Void) throws {
+        try withoutActuallyEscaping(file) { file in try consume(bytes, output: .bytes(file)) }
+    }
+
+    /// Takes the next object bytes (array form of `consume(_:file:)`).
+    public func consume(_ bytes: [UInt8], file: ([UInt8]) throws -> Void) throws {
+        try withoutActuallyEscaping(file) { file in try bytes.withUnsafeBytes { try consume($0, output: .bytes(file)) } }
+    }
+
+    /// Takes the next object bytes, decrypting each chunk into `writer`'s buffer (through a copy if it has
+    /// none, or one smaller than a chunk). Throws like `consume(_:file:)`, or the writer's `MediaFileError`.
+    public func consume(_ bytes: [UInt8], into writer: MediaFileWriter) throws {
+        try bytes.withUnsafeBytes { try consume($0, output: .writer(writer)) }
+    }
+
+    /// The object ended: decrypts the last chunk into `writer` and checks what `finish(file:)` checks.
+    public func finish(into writer: MediaFileWriter) throws {
+        try finish(output: .writer(writer))
+    }
+
+    /// Where the file's bytes go.
+    private enum Output {
+        case bytes(([UInt8]) throws -> Void)
+        case writer(MediaFileWriter)
+    }
+
+    private func consume(_ bytes: UnsafeRawBufferPointer, output file: Output) throws {
         guard !failed else { throw MediaObjectError.corrupt("the object was already rejected") }
         do {
             guard bytes.count <= maximumObjectLength - received else {
@@ -262,13 +290,12 @@ public final class MediaObjectDecryptor {
         }
     }
 
-    /// Takes the next object bytes (array form of `consume(_:file:)`).
-    public func consume(_ bytes: [UInt8], file: ([UInt8]) throws -> Void) throws {
-        try bytes.withUnsafeBytes { try consume($0, file: file) }
-    }
-
     /// The object ended: decrypts the last chunk and checks the final tag, the padded length and the size.
     public func finish(file: ([UInt8]) throws -> Void) throws {
+        try withoutActuallyEscaping(file) { file in try finish(output: .bytes(file)) }
+    }
+
+    private func finish(output file: Output) throws {
         guard !failed else { throw MediaObjectError.corrupt("the object was already rejected") }
         do {
             guard stream != nil else { throw MediaObjectError.corrupt("the object ends inside its header") }
@@ -283,26 +310,56 @@ public final class MediaObjectDecryptor {
         }
     }
 
-    private func openChunk(atEnd: Bool, file: ([UInt8]) throws -> Void) throws {
+    private func openChunk(atEnd: Bool, file: Output) throws {
         let count = cipherFilled
         cipherFilled = 0
         guard count > SecretStream.chunkOverhead else { throw MediaObjectError.corrupt("a chunk is empty or cut short") }
         let plainCount = count - SecretStream.chunkOverhead
         guard let stream else { throw MediaObjectError.corrupt("the stream header is missing") }
-        let tag: SecretStream.Tag
+        // Straight into the writer's buffer when it has one that holds a chunk: only the file's bytes of it
+        // are appended, after every check passed.
+        if case let .writer(writer) = file {
+            let direct = try writer.fill(minimum: MediaObjectFormat.chunkSize) { free in
+                let p = UnsafeMutableRawBufferPointer(rebasing: free[0..<plainCount])
+                try checkChunk(atEnd: atEnd, plainCount: plainCount, tag: pull(stream, count: count, into: p))
+                return try checkPadding(UnsafeRawBufferPointer(p))
+            }
+            if direct {
+                produced += plainCount
+                return
+            }
+        }
+        let tag = try plain.withUnsafeMutableBytes { p in try pull(stream, count: count, into: p) }
+        try checkChunk(atEnd: atEnd, plainCount: plainCount, tag: tag)
+        try plain.withUnsafeBytes { (all) throws in
+            let p = UnsafeRawBufferPointer(rebasing: all[0..<plainCount])
+            let fileEnd = try checkPadding(p)
+            guard fileEnd > 0 else { return }
+            switch file {
+            case let .bytes(sink): try sink(copyOut(p, count: fileEnd))
+            case let .writer(writer): try writer.append(UnsafeRawBufferPointer(rebasing: p[0..<fileEnd]))
+            }
+        }
+        produced += plainCount
+    }
+
+    /// Decrypts the `count` ciphertext bytes into `p`, returning the chunk's tag.
+    private func pull(_ stream: SecretStreamPull, count: Int, into p: UnsafeMutableRawBufferPointer) throws -> SecretStream.Tag {
         do {
-            tag = try cipher.withUnsafeBytes { c in
+            return try cipher.withUnsafeBytes { c in
                 additionalData.withUnsafeBytes { ad in
-                    plain.withUnsafeMutableBytes { p in
-                        Result { () throws(CryptoError) -> SecretStream.Tag in
-                            try stream.pull(UnsafeRawBufferPointer(rebasing: c[0..<count]), additionalData: ad, into: p)
-                        }
+                    Result { () throws(CryptoError) -> SecretStream.Tag in
+                        try stream.pull(UnsafeRawBufferPointer(rebasing: c[0..<count]), additionalData: ad, into: p)
                     }
                 }
             }.get()
         } catch {
             throw MediaObjectError.corrupt("a chunk does not decrypt (wrong key, changed bytes, or made for another size or type)")
         }
+    }
+
+    /// Checks a chunk's tag and that the padded length stays within `padme(size + 1)`.
+    private func checkChunk(atEnd: Bool, plainCount: Int, tag: SecretStream.Tag) throws {
         switch tag {
         case .final: finalSeen = true
         case .message where !atEnd: break
@@ -310,18 +367,19 @@ public final class MediaObjectDecryptor {
         case .push, .rekey: throw MediaObjectError.corrupt("a chunk carries a tag other than message or final")
         }
         guard produced + plainCount <= maximumPadded else { throw MediaObjectError.corrupt("the padded length is over padme(size + 1)") }
-        // Bytes before `size` are the file; at `size` the 0x80 marker; after it only zeros.
-        let fileEnd = min(max(size - produced, 0), plainCount)
-        try plain.withUnsafeBytes { (p) throws in
-            if fileEnd > 0 { try file(copyOut(p, count: fileEnd)) }
-            var valid = true
-            for i in fileEnd..<plainCount {
-                let expected: UInt8 = produced + i == size ? 0x80 : 0
-                valid = valid && p[i] == expected
-            }
-            if !valid { throw MediaObjectError.corrupt("the padding is not 0x80 followed by zeros at the declared size") }
+    }
+
+    /// Checks the padding of the decrypted chunk `p` (the bytes before `size` are the file; at `size` the 0x80
+    /// marker; after it only zeros) and returns how many of its bytes are the file's.
+    private func checkPadding(_ p: UnsafeRawBufferPointer) throws -> Int {
+        let fileEnd = min(max(size - produced, 0), p.count)
+        var valid = true
+        for i in fileEnd..<p.count {
+            let expected: UInt8 = produced + i == size ? 0x80 : 0
+            valid = valid && p[i] == expected
         }
-        produced += plainCount
+        if !valid { throw MediaObjectError.corrupt("the padding is not 0x80 followed by zeros at the declared size") }
+        return fileEnd
     }
 }
 

@@ -56,13 +56,19 @@ public struct AttachmentDirectoryError: Error, Sendable, Equatable, CustomString
 /// Fetches, verifies, decrypts and writes one attachment, applying the §4 checks in order:
 /// type, declared size, URL (under `policy`), HTTP (at most 3 redirects, never to a refused URL nor from
 /// `https` to `http`, status 200), announced length, then the streamed object (the byte cap enforced while
-/// reading, every chunk decrypted as it arrives and written straight to the file), the file's signature, and storage.
+/// reading, every chunk decrypted as it arrives), the file's signature, and storage.
 ///
-/// Holds one 64 KiB chunk at a time, never the object or the file. The directory is private (`0700`, this
-/// user's, not a symbolic link: checked, or made, when the pipeline is made). Each download goes to a hidden
-/// temporary file (`.NAME.partial`, `O_CREAT | O_EXCL | O_NOFOLLOW`, `0600`) that is renamed to its final
-/// name (random, with the type's extension) only after the whole object verified; a failed or cancelled
-/// attachment leaves no file. Cancelling the task fails it with `attachmentTimeExpired`. Nothing deletes the
+/// Never holds the object or the file: one 64 KiB chunk of ciphertext, and the decrypted file in
+/// `writeBuffers` page-aligned buffers of `writeBufferSize` bytes (wiped when released). Each chunk is
+/// decrypted straight into the current buffer; a full buffer is written with one `write` on a background
+/// queue while the next one fills, so fetching (the fetcher's own threads), decrypting (this task) and
+/// writing (that queue) overlap, and the download waits for the disk only when both buffers are full. Once
+/// the object verified, the file is `fdatasync`ed once (`fsync` on Apple platforms; on Linux its pages are
+/// then dropped from the page cache) and renamed. The directory is private (`0700`, this user's, not a
+/// symbolic link: checked, or made, when the pipeline is made). Each download goes to a hidden temporary file
+/// (`.NAME.partial`, `O_CREAT | O_EXCL | O_NOFOLLOW`, `0600`) that is renamed to its final name (random,
+/// with the type's extension) only after the whole object verified and reached the disk; a failed or
+/// cancelled attachment leaves no file (what the buffers held is wiped, never written). Cancelling the task fails it with `attachmentTimeExpired`. Nothing deletes the
 /// files iOS would move away: `removeFiles(olderThan:)` does, for a device that is not iOS.
 public struct AttachmentPipeline: Sendable {
     /// How the media object is fetched.
@@ -73,6 +79,10 @@ public struct AttachmentPipeline: Sendable {
     public let policy: AttachmentURLPolicy
     /// The most redirects followed.
     public static let maximumRedirects = 3
+    /// The bytes of decrypted file gathered before each `write` (512 KiB: 8 chunks).
+    public static let writeBufferSize = 512 * 1024
+    /// The write buffers of one attachment: one is written in the background while the next fills.
+    public static let writeBuffers = 2
     /// How long a simulated device keeps attachment files before `removeFiles(olderThan:)` removes them.
     public static let defaultFileLifetime: Duration = .seconds(3600)
 
@@ -194,7 +204,10 @@ public struct AttachmentPipeline: Sendable {
         let base = directory.hasSuffix("/") ? directory : directory + "/"
         let path = base + name
         let handle: MediaFileWriter
-        do { handle = try MediaFileWriter(creating: base + "." + name + ".partial", mode: 0o600) } catch {
+        do {
+            handle = try MediaFileWriter(creating: base + "." + name + ".partial", mode: 0o600, bufferSize: Self.writeBufferSize,
+                                         buffers: Self.writeBuffers, keepingFirst: MediaType.signaturePrefixLength)
+        } catch {
             await response.body.cancel()
             throw fail(.attachmentStorageFailed, "cannot create a file in the attachments directory")
         }
@@ -203,11 +216,6 @@ public struct AttachmentPipeline: Sendable {
         do { decryptor = try MediaObjectDecryptor(key: d.key, size: d.size, type: type.mime) } catch {
             cleanUp()
             throw fail(.attachmentCorrupt, "the key cannot be used")
-        }
-        var prefix: [UInt8] = []
-        let write: ([UInt8]) throws -> Void = { bytes in
-            if prefix.count < MediaType.signaturePrefixLength { prefix += bytes.prefix(MediaType.signaturePrefixLength - prefix.count) }
-            do { try handle.write(bytes) } catch { throw StorageError() }
         }
         do {
             while true {
@@ -219,14 +227,16 @@ public struct AttachmentPipeline: Sendable {
                     throw fail(.attachmentUnavailable, "the connection failed while reading")
                 }
                 guard let piece else { break }
-                try decryptor.consume(piece, file: write)
+                try decryptor.consume(piece, into: handle)
             }
-            try decryptor.finish(file: write)
-            guard type.matches(prefix: prefix) else { throw fail(.attachmentTypeMismatch, "the file does not start as \(type.mime) does") }
-            // Not fsynced: iOS takes the file over at once (UNNotificationAttachment moves it), and a file
-            // lost in a crash is an attachment lost, never a wrong one.
+            try decryptor.finish(into: handle)
+            guard type.matches(prefix: handle.firstBytes) else { throw fail(.attachmentTypeMismatch, "the file does not start as \(type.mime) does") }
             if Task.isCancelled { throw fail(.attachmentTimeExpired, "the time ran out") }
-            do { try handle.commit(renamingTo: path) } catch { throw StorageError() }
+            // On the storage device before it gets its name, once: a crash never leaves a named file that is
+            // shorter than it was (a rename can reach the disk before the data it names).
+            try handle.synchronize()
+            if Task.isCancelled { throw fail(.attachmentTimeExpired, "the time ran out") }
+            try handle.commit(renamingTo: path)
         } catch let failure as AttachmentFailure {
             await response.body.cancel()
             cleanUp()
@@ -251,9 +261,6 @@ public struct AttachmentPipeline: Sendable {
                                       thumbnailHidden: d.thumbnailHidden, thumbnailTime: d.thumbnailTime)
     }
 }
-
-/// Writing the file failed (disk full, read-only, removed).
-private struct StorageError: Error {}
 
 extension ReceiptAttachmentCounts {
     /// The receipt's counts for `attached` attachments and the ones that failed, by reason code.

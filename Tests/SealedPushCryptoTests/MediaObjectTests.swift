@@ -22,6 +22,39 @@ func decryptObject(_ object: [UInt8], key: SecureBytes, size: Int, type: String,
     return file
 }
 
+/// The writer configurations a file is decrypted into: unbuffered, a buffer smaller than a chunk (copied),
+/// one buffer, and three written in the background.
+let writerShapes: [(bufferSize: Int, buffers: Int)] = [(0, 1), (4_096, 1), (1 << 20, 1), (131_072, 3)]
+
+/// Runs a whole object through a decryptor into a `MediaFileWriter` of the given shape in pieces of `piece`
+/// bytes, synchronizes and closes it; returns the file's bytes, or throws the first failure (the file removed).
+func decryptObjectToFile(_ object: [UInt8], key: SecureBytes, size: Int, type: String, piece: Int,
+                         bufferSize: Int, buffers: Int) throws -> [UInt8] {
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sp-mo-\(UUID().uuidString)").path
+    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: dir) }
+    let writer = try MediaFileWriter(creating: dir + "/f", mode: 0o600, bufferSize: bufferSize, buffers: buffers, keepingFirst: 12)
+    let decryptor = try MediaObjectDecryptor(key: key, size: size, type: type)
+    do {
+        var offset = 0
+        while offset < object.count {
+            let end = min(offset + piece, object.count)
+            try decryptor.consume(Array(object[offset..<end]), into: writer)
+            offset = end
+        }
+        try decryptor.finish(into: writer)
+        try writer.synchronize()
+        try writer.close()
+    } catch {
+        writer.remove()
+        #expect(!FileManager.default.fileExists(atPath: dir + "/f"), "a failed decrypt leaves no file")
+        throw error
+    }
+    let file = [UInt8](try Data(contentsOf: URL(fileURLWithPath: dir + "/f")))
+    #expect(writer.firstBytes == Array(file.prefix(12)) && writer.bytesGiven == file.count)
+    return file
+}
+
 /// Encrypts `file` with a fresh key, feeding it in pieces of `piece` bytes.
 func encryptFile(_ file: [UInt8], key: SecureBytes, type: String, padding: MediaPadding, piece: Int) throws -> [UInt8] {
     let encryptor = try MediaObjectEncryptor(key: key, size: file.count, type: type, padding: padding)
@@ -106,11 +139,18 @@ func encryptFile(_ file: [UInt8], key: SecureBytes, type: String, padding: Media
     @Test("every media object vector decrypts to its file's SHA-256 or fails as expected", arguments: decryptorVectors)
     func vector(name: String) throws {
         let v = try #require(Self.vectors.mediaObjects.first { $0.name == name })
-        for piece in [v.object.count + 1, 65_553, 1_000, 7] {
-            let outcome = Result { try decryptObject(v.object, key: try v.key, size: v.size, type: v.type, piece: piece) }
+        var outcomes = [v.object.count + 1, 65_553, 1_000, 7].map { piece in
+            ("pieces of \(piece)", Result { try decryptObject(v.object, key: try v.key, size: v.size, type: v.type, piece: piece) })
+        }
+        for (bufferSize, buffers) in writerShapes {
+            outcomes.append(("a file through \(buffers) × \(bufferSize)", Result {
+                try decryptObjectToFile(v.object, key: try v.key, size: v.size, type: v.type, piece: 10_000, bufferSize: bufferSize, buffers: buffers)
+            }))
+        }
+        for (piece, outcome) in outcomes {
             if let sha = v.fileSHA256 {
                 let file = try outcome.get()
-                #expect(Hex.encode(SHA256Hasher.hash(file)) == sha, "\(name) in pieces of \(piece)")
+                #expect(Hex.encode(SHA256Hasher.hash(file)) == sha, "\(name) in \(piece)")
                 #expect(file.count == v.fileSize)
                 #expect(v.object.count == v.objectSize)
             } else if v.reason == "attachmentTooLarge" {
@@ -135,6 +175,10 @@ func encryptFile(_ file: [UInt8], key: SecureBytes, type: String, padding: Media
             #expect(object.count <= MediaObjectFormat.maximumObjectLength(size: size))
             for piece in [object.count, 65_553, 333] {
                 #expect(try decryptObject(object, key: key, size: size, type: "image/png", piece: piece) == file)
+            }
+            for (bufferSize, buffers) in writerShapes {
+                #expect(try decryptObjectToFile(object, key: key, size: size, type: "image/png", piece: 65_553,
+                                                bufferSize: bufferSize, buffers: buffers) == file)
             }
             // Same object, another type or size in the AD: corrupt.
             #expect(throws: MediaObjectError.self) { try decryptObject(object, key: key, size: size, type: "image/jpeg", piece: 999) }
@@ -194,5 +238,31 @@ func encryptFile(_ file: [UInt8], key: SecureBytes, type: String, padding: Media
         doomed.remove()
         #expect(!FileManager.default.fileExists(atPath: dir + "/g.jpg"))
         #expect(throws: MediaFileError.self) { try MediaFileWriter(creating: dir + "/no/such/dir/x", mode: 0o600) }
+    }
+
+    @Test("a buffered writer writes every byte in order, in the background too; remove() writes nothing more and leaves no file",
+          arguments: [1, 3])
+    func bufferedWriter(buffers: Int) throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sp-mf-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let bytes = CryptoLibrary.randomBytes(count: 100_000)
+        let writer = try MediaFileWriter(creating: dir + "/b.mp4", mode: 0o600, bufferSize: 8_192, buffers: buffers, keepingFirst: 5)
+        var offset = 0
+        for piece in [1, 4, 8_191, 8_192, 20_000, 3] + [Int](repeating: 7_777, count: 9) + [bytes.count] {
+            let end = min(offset + piece, bytes.count)
+            try writer.write(Array(bytes[offset..<end]))
+            offset = end
+        }
+        #expect(writer.firstBytes == Array(bytes.prefix(5)) && writer.bytesGiven == bytes.count)
+        try writer.commit(renamingTo: dir + "/final.mp4")
+        #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: dir + "/final.mp4"))) == bytes)
+        #expect(!FileManager.default.fileExists(atPath: dir + "/b.mp4"))
+
+        let doomed = try MediaFileWriter(creating: dir + "/c.mp4", mode: 0o600, bufferSize: 8_192, buffers: buffers)
+        try doomed.write(Array(bytes.prefix(50_000)))
+        doomed.remove()
+        #expect(!FileManager.default.fileExists(atPath: dir + "/c.mp4"))
+        #expect(throws: MediaFileError.self) { try doomed.write([1]) }
     }
 }

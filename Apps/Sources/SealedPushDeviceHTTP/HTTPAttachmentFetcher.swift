@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 public import SealedPushReceiver
 import NIOCore
+import NIOConcurrencyHelpers
 import NIOHTTP1
 
 /// The simulated device's `AttachmentFetcher`: plain HTTP GETs over AsyncHTTPClient, redirects not followed
@@ -35,28 +36,153 @@ public final class HTTPAttachmentFetcher: AttachmentFetcher {
         let response = try await client.execute(request, deadline: .distantFuture)
         let length = response.headers.first(name: "content-length").flatMap { Int($0) }
         return AttachmentResponse(status: Int(response.status.code), announcedLength: length,
-                                  location: response.headers.first(name: "location"), body: ResponseBodyStream(response.body))
+                                  location: response.headers.first(name: "location"),
+                                  body: ResponseBodyStream(response.body, maximumBytes: maximumBytes))
     }
 }
 
-/// A response body read piece by piece.
-final class ResponseBodyStream: AttachmentByteStream, @unchecked Sendable {
-    // Safe to share: the pipeline reads a body from one task, one `next()` or `cancel()` at a time (the
-    // protocol's contract), so the iterator is never touched concurrently.
-    private var iterator: HTTPClientResponse.Body.AsyncIterator?
+/// A response body read ahead of the pipeline: a task drains AsyncHTTPClient's body (which asks the connection
+/// for the next read only once the previous piece was taken) into a queue of at most `readAhead` bytes, so the
+/// connection keeps receiving while the pipeline decrypts and writes; `next()` hands out everything queued as
+/// one array. The task stops with `AttachmentBodyTooLarge` once the body passed `maximumBytes`, and when the
+/// body is cancelled or released.
+final class ResponseBodyStream: AttachmentByteStream, Sendable {
+    /// The most body bytes queued ahead of the reader (the task waits for the reader beyond it).
+    static let readAhead = 256 * 1024
+    private let queue = ReadAheadQueue(limit: ResponseBodyStream.readAhead)
+    private let reader: Task<Void, Never>
 
-    init(_ body: HTTPClientResponse.Body) { iterator = body.makeAsyncIterator() }
-
-    func next() async throws -> [UInt8]? {
-        guard var it = iterator else { return nil }
-        iterator = nil
-        while let buffer = try await it.next() {
-            guard buffer.readableBytes > 0 else { continue }
-            iterator = it
-            return Array(buffer: buffer)
+    init(_ body: HTTPClientResponse.Body, maximumBytes: Int) {
+        let queue = self.queue
+        reader = Task {
+            var total = 0
+            do {
+                for try await piece in body where piece.readableBytes > 0 {
+                    total += piece.readableBytes
+                    guard total <= maximumBytes else { throw AttachmentBodyTooLarge(limit: maximumBytes) }
+                    guard await queue.push(piece) else { return }
+                }
+                queue.finish(nil)
+            } catch {
+                queue.finish(error)
+            }
         }
-        return nil
     }
 
-    func cancel() async { iterator = nil }
+    func next() async throws -> [UInt8]? {
+        try await withTaskCancellationHandler {
+            try await queue.next()
+        } onCancel: {
+            queue.cancel()
+            reader.cancel()
+        }
+    }
+
+    func cancel() async {
+        queue.cancel()
+        reader.cancel()
+    }
+
+    deinit {
+        queue.cancel()
+        reader.cancel()
+    }
+}
+
+/// The bounded queue between a `ResponseBodyStream`'s reading task (one `push` at a time) and its reader (one
+/// `next()` at a time).
+final class ReadAheadQueue: Sendable {
+    private struct State {
+        var pieces: [ByteBuffer] = []
+        var bytes = 0
+        var end: Result<Void, any Error>?
+        var reader: CheckedContinuation<[ByteBuffer]?, any Error>?
+        var writer: CheckedContinuation<Bool, Never>?
+    }
+    private let state = NIOLockedValueBox(State())
+    private let limit: Int
+
+    init(limit: Int) { self.limit = limit }
+
+    /// Queues `piece` (or hands it to a waiting reader); returns once fewer than `limit` bytes are queued,
+    /// `false` if the queue ended.
+    func push(_ piece: ByteBuffer) async -> Bool {
+        await withCheckedContinuation { (writer: CheckedContinuation<Bool, Never>) in
+            let (reader, resume): (CheckedContinuation<[ByteBuffer]?, any Error>?, Bool?) = state.withLockedValue { s in
+                if s.end != nil { return (nil, false) }
+                if let reader = s.reader {
+                    s.reader = nil
+                    return (reader, true)
+                }
+                s.pieces.append(piece)
+                s.bytes += piece.readableBytes
+                if s.bytes < limit { return (nil, true) }
+                s.writer = writer
+                return (nil, nil)
+            }
+            reader?.resume(returning: [piece])
+            if let resume { writer.resume(returning: resume) }
+        }
+    }
+
+    /// Ends the queue: the reader gets what is queued, then `nil` (or `error`).
+    func finish(_ error: (any Error)?) {
+        let reader = state.withLockedValue { s -> CheckedContinuation<[ByteBuffer]?, any Error>? in
+            guard s.end == nil else { return nil }
+            s.end = error.map { .failure($0) } ?? .success(())
+            defer { s.reader = nil }
+            return s.reader
+        }
+        if let error { reader?.resume(throwing: error) } else { reader?.resume(returning: nil) }
+    }
+
+    /// Ends the queue at once, even after the body's end: what is queued is dropped, the reader gets
+    /// `CancellationError` (now and from every later `next()`, never a normal end), the writer `false`.
+    func cancel() {
+        let (reader, writer) = state.withLockedValue { s in
+            s.end = .failure(CancellationError())
+            s.pieces = []
+            s.bytes = 0
+            defer {
+                s.reader = nil
+                s.writer = nil
+            }
+            return (s.reader, s.writer)
+        }
+        reader?.resume(throwing: CancellationError())
+        writer?.resume(returning: false)
+    }
+
+    /// Everything queued, as one array; waits for the next piece when nothing is; `nil` at the end of the body.
+    func next() async throws -> [UInt8]? {
+        let pieces: [ByteBuffer]? = try await withCheckedThrowingContinuation { (reader: CheckedContinuation<[ByteBuffer]?, any Error>) in
+            let (taken, writer, end): ([ByteBuffer]?, CheckedContinuation<Bool, Never>?, Result<Void, any Error>?) = state.withLockedValue { s in
+                if !s.pieces.isEmpty {
+                    let taken = s.pieces
+                    s.pieces = []
+                    s.bytes = 0
+                    defer { s.writer = nil }
+                    return (taken, s.writer, nil)
+                }
+                if let end = s.end { return (nil, nil, end) }
+                s.reader = reader
+                return (nil, nil, nil)
+            }
+            writer?.resume(returning: true)
+            if let taken {
+                reader.resume(returning: taken)
+            } else if let end {
+                switch end {
+                case let .failure(error): reader.resume(throwing: error)
+                case .success: reader.resume(returning: nil)
+                }
+            }
+        }
+        guard let pieces else { return nil }
+        if pieces.count == 1 { return Array(buffer: pieces[0]) }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(pieces.reduce(0) { $0 + $1.readableBytes })
+        for piece in pieces { bytes += piece.readableBytesView }
+        return bytes
+    }
 }

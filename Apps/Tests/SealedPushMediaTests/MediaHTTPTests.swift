@@ -253,6 +253,13 @@ func hostileServer(_ configure: @escaping @Sendable (Router<BasicRequestContext>
         for path in ["/../secret", "/%2E%2E/secret", "/..%2Fsecret", "/.obj", "/", "/missing", "/link", "/subdir", "/fifo"] {
             #expect(try await get(path).0 == 404, "\(path)")
         }
+        // The body read ahead stops past maximumBytes: the reader gets AttachmentBodyTooLarge, never the sixth byte.
+        let capped = try await fetcher.get("http://\(server.address)/obj_1-x", maximumBytes: 4)
+        await #expect(throws: AttachmentBodyTooLarge(limit: 4)) { while try await capped.body.next() != nil {} }
+        // A cancelled body ends at once.
+        let cancelled = try await fetcher.get("http://\(server.address)/obj_1-x", maximumBytes: 100)
+        await cancelled.body.cancel()
+        await #expect(throws: (any Error).self) { _ = try await cancelled.body.next() }
         try await fetcher.shutdown()
         #expect(!server.log.contains("\u{1}\u{2}\u{3}"))
     }
