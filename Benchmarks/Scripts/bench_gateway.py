@@ -64,12 +64,12 @@ def make_keys(sp, server_bin, work):
     return os.path.join(work, "AuthKey_BENCH00KEY.p8"), record
 
 
-def start_apns(server_bin, work, key_path, log_name="apns.log"):
-    """`sealedpush-server apns serve --accept-unknown` logging each push to work/log_name (CA in work/ca.pem);
-    (process, URL, log file)."""
+def start_apns(server_bin, work, key_path, log_name="apns.log", extra=()):
+    """`sealedpush-server apns serve --accept-unknown` (and `extra` options) logging each push to work/log_name (CA
+    in work/ca.pem); (process, URL, log file)."""
     apns_log = open(os.path.join(work, log_name), "wb")
     apns = subprocess.Popen([server_bin, "apns", "serve", "--public-key", key_path.replace(".p8", ".pub.pem"), "--team-id", "BENCHTEAM0", "--topic", "com.example.bench",
-                             "--accept-unknown", "--listen", "127.0.0.1:0", "--ca-out", os.path.join(work, "ca.pem"), "--log-level", "info"],
+                             "--accept-unknown", "--listen", "127.0.0.1:0", "--ca-out", os.path.join(work, "ca.pem"), "--log-level", "info", *extra],
                             cwd=work, stdout=subprocess.PIPE, stderr=apns_log, text=True)
     return apns, apns.stdout.readline().split()[2], apns_log
 
