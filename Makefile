@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 SWIFT_TEST_FLAGS ?=
 FUZZ_SECONDS ?= 30
 
-.PHONY: all deps pydeps openapi build release demo install test bench bench-gateway fuzz sanitize clean
+.PHONY: all deps pydeps openapi build release demo install test bench bench-gateway bench-gateway-pg fuzz sanitize clean
 
 all: build
 
@@ -113,12 +113,22 @@ bench: deps pydeps release
 	$(MAKE) --no-print-directory bench-media
 	$(MAKE) --no-print-directory bench-send
 	$(MAKE) --no-print-directory bench-gateway
+	$(MAKE) --no-print-directory bench-gateway-pg
 
 # The gateway under wrk (from Debian, installed here when missing and we are root) against send --batch, its
 # memory over 100 000 messages, and a kill -9 mid-run (Benchmarks/Scripts/bench_gateway.py).
 bench-gateway: deps release
 	@command -v wrk >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get install -y wrk >/dev/null; } || { echo "wrk is missing: sudo apt-get install -y wrk" >&2; exit 1; }
 	$(PYTHON) $(BENCH)/Scripts/bench_gateway.py --bin $(RELEASE_BIN)/sealedpush --server-bin $(RELEASE_BIN)/sealedpush-server
+
+# The gateway on PostgreSQL (issue #21), on a throwaway cluster the script starts as the `postgres` user and
+# removes (so as root, as the PostgreSQL tests): deliveries per second with one and two instances against one on
+# SQLite, a kill -9 of one of two instances (takeover time, pushes sent twice), webhook events per second and
+# their delay (Benchmarks/Scripts/bench_gateway_pg.py).
+bench-gateway-pg: deps release
+	@command -v wrk >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get install -y wrk >/dev/null; } || { echo "wrk is missing: sudo apt-get install -y wrk" >&2; exit 1; }
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql >/dev/null; } || { echo "PostgreSQL is missing: sudo apt-get install -y postgresql" >&2; exit 1; }
+	$(PYTHON) $(BENCH)/Scripts/bench_gateway_pg.py --bin $(RELEASE_BIN)/sealedpush --server-bin $(RELEASE_BIN)/sealedpush-server
 
 # `make bench-send` (run by `make bench`): `send --batch` of 20 000 pushes to a local APNs against the raw
 # crypto_box_seal loop, against PyNaCl + aioapns (installed into the venv here), and send's peak RSS.

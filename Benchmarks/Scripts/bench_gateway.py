@@ -55,6 +55,65 @@ def rss_kib(pid):
     return 0
 
 
+def make_keys(sp, server_bin, work):
+    """An APNs signing key (AuthKey_BENCH00KEY.p8 in work) and a phone's key record; (key path, record)."""
+    subprocess.run([server_bin, "apns", "generate-key", "--key-id", "BENCH00KEY", "--out", work], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([sp, "keys", "generate", "--keychain", os.path.join(work, "phone")], check=True, stdout=subprocess.DEVNULL)
+    record = json.loads(subprocess.run([sp, "keys", "export", "--keychain", os.path.join(work, "phone")], check=True,
+                                       capture_output=True, text=True).stdout)
+    return os.path.join(work, "AuthKey_BENCH00KEY.p8"), record
+
+
+def start_apns(server_bin, work, key_path, log_name="apns.log", extra=()):
+    """`sealedpush-server apns serve --accept-unknown` (and `extra` options) logging each push to work/log_name (CA
+    in work/ca.pem); (process, URL, log file)."""
+    apns_log = open(os.path.join(work, log_name), "wb")
+    apns = subprocess.Popen([server_bin, "apns", "serve", "--public-key", key_path.replace(".p8", ".pub.pem"), "--team-id", "BENCHTEAM0", "--topic", "com.example.bench",
+                             "--accept-unknown", "--listen", "127.0.0.1:0", "--ca-out", os.path.join(work, "ca.pem"), "--log-level", "info", *extra],
+                            cwd=work, stdout=subprocess.PIPE, stderr=apns_log, text=True)
+    return apns, apns.stdout.readline().split()[2], apns_log
+
+
+def gateway_config(url, key_path, database, ca_path, max_in_flight=100, webhook=None):
+    """A gateway configuration with one app, "bench", sending to the local APNs at url."""
+    digest = subprocess.run(["sha256sum"], input=API_KEY, capture_output=True, text=True).stdout.split()[0]
+    app = {"id": "bench", "topic": "com.example.bench",
+           "apns": {"auth_key": key_path, "key_id": "BENCH00KEY", "team_id": "BENCHTEAM0",
+                    "production_url": url, "sandbox_url": url, "ca_cert": ca_path},
+           "api_keys": [{"id": "bench", "sha256": digest, "scopes": ["send", "devices", "read"]}],
+           "max_in_flight": max_in_flight, "max_queue": 10_000_000, "rate_limit": 1_000_000}
+    if webhook is not None:
+        app["webhook"] = webhook
+    return {"listen": "127.0.0.1:0", "admin_listen": "127.0.0.1:0", "public_url": "http://127.0.0.1:1", "database": database,
+            "apps": [app]}
+
+
+def write_config(directory, config, name="gateway.json"):
+    path = os.path.join(directory, name)
+    with open(path, "w") as f:
+        json.dump(config, f)
+    return path
+
+
+def register(gateway, users, record):
+    """Devices d0… for users u0…, one each, with tokens 1, 2, …"""
+    for u in range(users):
+        status, _ = gateway.call("PUT", f"/v1/apps/bench/devices/d{u}", {
+            "user_id": f"u{u}", "apns_token": f"{u + 1:064x}", "environment": "production", "key_record": record})
+        assert status == 201, status
+
+
+def apns_accepted(log_path):
+    """How often the local APNs accepted each apns-id (from its log)."""
+    seen = {}
+    with open(log_path, errors="replace") as f:
+        for line in f:
+            m = re.search(r"apns-id=([0-9a-f-]{36})", line)
+            if m and " accepted" in line:
+                seen[m.group(1)] = seen.get(m.group(1), 0) + 1
+    return seen
+
+
 class Gateway:
     def __init__(self, server_bin, config, work):
         self.proc = subprocess.Popen([server_bin, "gateway", "--config", config, "--log-level", "warning"], cwd=work,
@@ -138,35 +197,13 @@ def main():
     args = ap.parse_args()
     sp, server_bin = os.path.abspath(args.bin), os.path.abspath(args.server_bin)
     work = tempfile.mkdtemp(prefix="sealedpush-bench-gateway-")
-    subprocess.run([server_bin, "apns", "generate-key", "--key-id", "BENCH00KEY", "--out", work], check=True, stdout=subprocess.DEVNULL)
-    subprocess.run([sp, "keys", "generate", "--keychain", os.path.join(work, "phone")], check=True, stdout=subprocess.DEVNULL)
-    record = json.loads(subprocess.run([sp, "keys", "export", "--keychain", os.path.join(work, "phone")], check=True,
-                                       capture_output=True, text=True).stdout)
-    key_path = os.path.join(work, "AuthKey_BENCH00KEY.p8")
-    apns_log = open(os.path.join(work, "apns.log"), "wb")
-    apns = subprocess.Popen([server_bin, "apns", "serve", "--public-key", key_path.replace(".p8", ".pub.pem"), "--team-id", "BENCHTEAM0", "--topic", "com.example.bench",
-                             "--accept-unknown", "--listen", "127.0.0.1:0", "--ca-out", os.path.join(work, "ca.pem"), "--log-level", "info"],
-                            cwd=work, stdout=subprocess.PIPE, stderr=apns_log, text=True)
+    key_path, record = make_keys(sp, server_bin, work)
+    apns, url, apns_log = start_apns(server_bin, work, key_path)
     gateway = None
     try:
-        url = apns.stdout.readline().split()[2]
-        digest = subprocess.run(["sha256sum"], input=API_KEY, capture_output=True, text=True).stdout.split()[0]
-        config = {
-            "listen": "127.0.0.1:0", "admin_listen": "127.0.0.1:0", "public_url": "http://127.0.0.1:1", "database": "sqlite:gateway.db",
-            "apps": [{"id": "bench", "topic": "com.example.bench",
-                      "apns": {"auth_key": key_path, "key_id": "BENCH00KEY", "team_id": "BENCHTEAM0",
-                               "production_url": url, "sandbox_url": url, "ca_cert": "ca.pem"},
-                      "api_keys": [{"id": "bench", "sha256": digest, "scopes": ["send", "devices", "read"]}],
-                      "max_in_flight": 100, "max_queue": 10_000_000, "rate_limit": 1_000_000}],
-        }
-        config_path = os.path.join(work, "gateway.json")
-        with open(config_path, "w") as f:
-            json.dump(config, f)
+        config_path = write_config(work, gateway_config(url, key_path, "sqlite:gateway.db", os.path.join(work, "ca.pem")))
         gateway = Gateway(server_bin, config_path, work)
-        for u in range(args.users):
-            status, _ = gateway.call("PUT", f"/v1/apps/bench/devices/d{u}", {
-                "user_id": f"u{u}", "apns_token": f"{u + 1:064x}", "environment": "production", "key_record": record})
-            assert status == 201, status
+        register(gateway, args.users, record)
 
         # 1. Throughput and latency.
         cpu0 = (cpu_seconds(gateway.proc.pid), cpu_seconds(apns.pid))
@@ -239,12 +276,7 @@ def main():
             if pending:
                 time.sleep(0.2)
         apns_log.flush()
-        seen = {}
-        with open(os.path.join(work, "apns.log"), errors="replace") as f:
-            for line in f:
-                m = re.search(r"apns-id=([0-9a-f-]{36})", line)
-                if m and " accepted" in line:
-                    seen[m.group(1)] = seen.get(m.group(1), 0) + 1
+        seen = apns_accepted(os.path.join(work, "apns.log"))
         reached = sum(1 for a in apns_ids.values() if seen.get(a, 0) >= 1)
         twice = sum(1 for a in apns_ids.values() if seen.get(a, 0) >= 2)
     finally:

@@ -1,6 +1,8 @@
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
+import SealedPushAPNs
+import SealedPushAPNsCore
 import SealedPushGateway
 import SealedPushTestSupport
 import SealedPushWire
@@ -188,6 +190,100 @@ extension GatewaySuites {
             await apns.stop()
         }
 
+        /// An instance whose APNs answers after three leases is slow, not dead: its heartbeat renews the leases of
+        /// the attempts it has in flight, so the other live instance never takes them over; each is sent once.
+        @Test func aSlowInstancesLeasesAreRenewedNotTakenOver() async throws {
+            let cluster = try await PostgresCluster.shared()
+            let url = try await cluster.makeDatabase()
+            let apns = try await TestAPNs()
+            let slowAPNs = ScriptedAPNs()
+            var slowOptions = scriptedOptions(slowAPNs)
+            slowOptions.lease = .milliseconds(1500)  // the heartbeat renews every 500 ms
+            let slow = try await GatewayHarness(name: "pg-slow", options: slowOptions, apns: apns, database: url)
+            let otherAPNs = ScriptedAPNs()
+            var otherOptions = scriptedOptions(otherAPNs)
+            otherOptions.lease = .milliseconds(1500)
+            var other: GatewayHarness?
+            do {
+                for n in 0..<4 {
+                    try await slow.register(try Phone(in: slow.directory, name: "p\(n)", token: hexToken(0x400 + n)), device: "p\(n)", user: "u")
+                }
+                try await slow.register(try Phone(in: slow.directory, name: "w", token: hexToken(0x4ff)), device: "w", user: "w")
+                // A first claim sets the heartbeat's pace to a third of the lease, from the heartbeat after it (the
+                // one already asleep when the instance started waits the 5 s default): one quick message, then
+                // a heartbeat, before the slow attempts.
+                let warmUp = try #require(try await slow.send(JSONObject([("user_id", "w")]), body: "warm-up").json["message_id"]?.stringValue)
+                try await slow.waitForStates(warmUp, ["accepted"])
+                let warmedAt = Int64(Date().timeIntervalSince1970 * 1000)
+                try await waitUntil("a heartbeat after the first claim", within: .seconds(15)) {
+                    let seen = try await cluster.query(url, "SELECT max(last_seen) FROM instances").first?.first.flatMap { Int64($0) } ?? 0
+                    if seen <= warmedAt { try await Task.sleep(for: .milliseconds(100)) }
+                    return seen > warmedAt
+                }
+                slowAPNs.delay.withLockedValue { $0 = .seconds(6) }
+                let sent = try await slow.send(JSONObject([("user_id", "u")]), body: "slow")
+                #expect(sent.status == 202, "\(sent.text)")
+                let id = try #require(sent.json["message_id"]?.stringValue)
+                try await waitUntil("the slow instance to claim the four deliveries", within: .seconds(30)) { slowAPNs.seen.withLockedValue { $0.count } == 5 }
+                other = try await GatewayHarness(name: "pg-alive", options: otherOptions, apns: apns, database: url)
+                let message = try await slow.waitForStates(id, ["accepted"], within: .seconds(60))
+                #expect(otherAPNs.seen.withLockedValue { $0.isEmpty }, "the live instance took over leases the heartbeat renewed")
+                #expect(slowAPNs.seen.withLockedValue { $0.count } == 5, "each delivery sent once (and the warm-up)")
+                #expect((message["deliveries"]?.arrayValue ?? []).allSatisfy { $0.objectValue?["attempts"] == .int(1) })
+            } catch {
+                await slow.stop(); await other?.stop(); await apns.stop()
+                throw error
+            }
+            await slow.stop()
+            await other?.stop()
+            await apns.stop()
+        }
+
+        /// Two live instances divide the app's `max_in_flight` (4) between them: never more than 4 APNs requests
+        /// at once in all, 2 per instance, while a queue of 24 deliveries drains through both.
+        @Test func maxInFlightIsDividedAmongLiveInstances() async throws {
+            let url = try await PostgresCluster.shared().makeDatabase()
+            let apns = try await TestAPNs()
+            let all = GaugedAPNs(parent: nil)
+            let firstAPNs = GaugedAPNs(parent: all), secondAPNs = GaugedAPNs(parent: all)
+            func options(_ apns: GaugedAPNs) -> GatewayOptions {
+                var o = GatewayOptions()
+                o.makeAPNsClient = { _, _, _ in apns }
+                return o
+            }
+            let limit = JSONObject([("max_in_flight", .int(4))])
+            let first = try await GatewayHarness(name: "pg-share-a", options: options(firstAPNs), extraApp: limit, apns: apns, database: url)
+            var second: GatewayHarness?
+            do {
+                let other = try await GatewayHarness(name: "pg-share-b", options: options(secondAPNs), extraApp: limit, apns: apns, database: url)
+                second = other
+                for n in 0..<4 {
+                    try await first.register(try Phone(in: first.directory, name: "p\(n)", token: hexToken(0x500 + n)), device: "p\(n)", user: "u")
+                }
+                // Each counts the other at its next heartbeat (every 5 s).
+                try await waitUntil("each instance to count two live instances", within: .seconds(30)) {
+                    first.gateway.store.liveInstances == 2 && other.gateway.store.liveInstances == 2
+                }
+                var ids: [String] = []
+                for m in 0..<6 {
+                    let sent = try await (m % 2 == 0 ? first : other).send(JSONObject([("user_id", "u")]), body: "m\(m)")
+                    #expect(sent.status == 202, "\(sent.text)")
+                    ids.append(try #require(sent.json["message_id"]?.stringValue))
+                }
+                for id in ids { try await first.waitForStates(id, ["accepted"], within: .seconds(60)) }
+                #expect(all.sent.withLockedValue { $0 } == 24)
+                #expect(all.peak.withLockedValue { $0 } <= 4, "max_in_flight 4 across both instances")
+                #expect(firstAPNs.peak.withLockedValue { $0 } <= 2 && secondAPNs.peak.withLockedValue { $0 } <= 2, "each instance's share is 4 / 2")
+                #expect(firstAPNs.sent.withLockedValue { $0 } > 0 && secondAPNs.sent.withLockedValue { $0 } > 0, "both instances sent")
+            } catch {
+                await first.stop(); await second?.stop(); await apns.stop()
+                throw error
+            }
+            await first.stop()
+            await second?.stop()
+            await apns.stop()
+        }
+
         /// PostgreSQL restarted while messages are being sent: a send the database could not store is answered
         /// 503 (never a 202 that is lost), the pool reconnects, and every message answered 202 is delivered.
         @Test func everyAcceptedMessageIsDeliveredAcrossADatabaseRestart() async throws {
@@ -256,5 +352,35 @@ extension GatewaySuites {
             #expect(!text.contains("secret-pw"))
             #expect(text.contains("check that it runs"))
         }
+    }
+}
+
+/// An APNs stand-in that answers 200 after 200 ms and counts the requests it holds at once (and its parent's,
+/// when several instances send through children of one).
+final class GaugedAPNs: APNsSending {
+    let parent: GaugedAPNs?
+    let current = NIOLockedValueBox(0)
+    let peak = NIOLockedValueBox(0)
+    let sent = NIOLockedValueBox(0)
+
+    init(parent: GaugedAPNs?) { self.parent = parent }
+
+    func enter() {
+        let now = current.withLockedValue { $0 += 1; return $0 }
+        peak.withLockedValue { $0 = max($0, now) }
+        parent?.enter()
+    }
+
+    func leave() {
+        current.withLockedValue { $0 -= 1 }
+        sent.withLockedValue { $0 += 1 }
+        parent?.leave()
+    }
+
+    func send(_ push: APNsPush) async throws(APNsError) -> APNsAcceptance {
+        enter()
+        try? await Task.sleep(for: .milliseconds(200))
+        leave()
+        return APNsAcceptance(apnsID: push.apnsID, uniqueID: nil, tries: 1)
     }
 }

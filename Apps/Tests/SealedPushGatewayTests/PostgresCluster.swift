@@ -105,15 +105,27 @@ final class PostgresCluster: Sendable {
     }
 
     func asPostgres(_ arguments: [String]) throws(PostgresClusterError) {
-        try Self.run(["/usr/sbin/runuser", "-u", "postgres", "--"] + arguments, in: directory)
+        _ = try Self.run(["/usr/sbin/runuser", "-u", "postgres", "--"] + arguments, in: directory)
     }
 
-    /// Runs a command to its end; throws with its output when it fails.
+    /// The rows `sql` answers in the database of `url` (a URL from `makeDatabase()`), each a list of its columns
+    /// as text (`psql -At`), read past the gateways: what a test asks of the tables themselves.
+    func query(_ url: String, _ sql: String) async throws -> [[String]] {
+        let name = String(url.split(separator: "/").last!.split(separator: "?").first!)
+        let text = try await offPool { [self] in
+            try Self.run(["/usr/sbin/runuser", "-u", "postgres", "--", "\(bin)/psql", "-h", directory, "-p", "\(port)", "-U", "postgres",
+                          "-d", name, "-At", "-F", "\t", "-c", sql], in: directory)
+        }
+        return text.split(separator: "\n").map { $0.split(separator: "\t", omittingEmptySubsequences: false).map(String.init) }
+    }
+
+    /// Runs a command to its end; its output, or throws with it when it fails.
     ///
     /// Spawned directly and reaped with `waitpid`, not through Foundation's `Process`: `Process` learns that a
     /// child ended when a descriptor it hands down is closed, and the server `pg_ctl` starts would inherit it.
     /// For the same reason the command runs with every descriptor but 0–2 closed.
-    static func run(_ arguments: [String], in directory: String = "/") throws(PostgresClusterError) {
+    @discardableResult
+    static func run(_ arguments: [String], in directory: String = "/") throws(PostgresClusterError) -> String {
         let outputPath = NSTemporaryDirectory() + "pg-cmd-\(UUID().uuidString).log"
         defer { try? FileManager.default.removeItem(atPath: outputPath) }
         let pid = try spawn(arguments, in: directory, output: outputPath)
@@ -123,10 +135,11 @@ final class PostgresCluster: Sendable {
         }
         let exited = status & 0x7f == 0
         let code = (status >> 8) & 0xff
+        let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
         guard exited, code == 0 else {
-            let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
             throw PostgresClusterError(description: "\(arguments.joined(separator: " ")) \(exited ? "exited \(code)" : "was killed"): \(text.suffix(2000))")
         }
+        return text
     }
 
     /// Starts `arguments` in `directory` with stdin from /dev/null and stdout and stderr into `output`; its pid.

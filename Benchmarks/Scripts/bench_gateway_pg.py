@@ -1,0 +1,447 @@
+#!/usr/bin/env python3
+"""The gateway on PostgreSQL (issue #21), against a throwaway PostgreSQL cluster this script starts and removes:
+
+1. Deliveries per second end to end (wrk POSTs /v1/apps/bench/messages as bench_gateway.py does, one device per
+   user, to `sealedpush-server apns serve --accept-unknown`): one gateway on SQLite, one on PostgreSQL, and two
+   on one PostgreSQL database (wrk's connections split between them), in the same run. From wrk's first request
+   to the last delivery accepted; with each process's CPU time over that window, which says what bounds it.
+2. kill -9 of one of two instances on PostgreSQL under wrk, against a local APNs that answers after 100 ms (so
+   that attempts are in flight): the deliveries it had leased (in flight) at the kill, how long until the other
+   sent them (bounded by the lease, 60 s), and how many pushes went twice at the local APNs (same apns-id) --
+   never more than it had in flight.
+3. Webhook events (gateway v1 section 8) from one instance on PostgreSQL to a receiver in this script that
+   verifies each signature: events per second, and the delay from the state change (the event's created_at,
+   which is the delivery's accepted_at) to the receiver, p50 and p99, at a light paced load and under wrk.
+
+PostgreSQL keeps its defaults (fsync on; the SQLite store uses synchronous=FULL). Everything shares this
+machine's cores: wrk, the gateways, PostgreSQL and the local APNs.
+"""
+
+import argparse
+import hashlib
+import hmac
+import http.server
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_gateway import (Gateway, apns_accepted, cpu_seconds, gateway_config, make_keys, register,  # noqa: E402
+                           start_apns, verdict, wrk, write_config)
+
+WEBHOOK_SECRET = "bench-webhook-secret-" + "0123456789abcdef0123456789abcdef"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def machine_busy_seconds():
+    """CPU seconds every core of the machine spent busy so far (from /proc/stat)."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+class Cluster:
+    """A throwaway PostgreSQL cluster, as the Swift tests start one (PostgresCluster.swift): initdb as the
+    `postgres` user into a directory under /tmp, a server on a free loopback port with trust authentication."""
+
+    def __init__(self):
+        root = "/usr/lib/postgresql"
+        versions = sorted((int(v) for v in os.listdir(root) if v.isdigit()), reverse=True) if os.path.isdir(root) else []
+        candidates = [f"{root}/15/bin"] + [f"{root}/{v}/bin" for v in versions]
+        self.bin = next((d for d in candidates if os.access(f"{d}/initdb", os.X_OK) and os.access(f"{d}/pg_ctl", os.X_OK)), None)
+        if self.bin is None:
+            raise RuntimeError(f"PostgreSQL's server binaries are not in {root}/N/bin: apt-get install postgresql")
+        self.directory = tempfile.mkdtemp(prefix="sealedpush-bench-pg-", dir="/tmp")
+        self.data = os.path.join(self.directory, "data")
+        self.port = free_port()
+        self.started = False
+        shutil.chown(self.directory, "postgres", "postgres")
+        os.chmod(self.directory, 0o700)
+        self.as_postgres([f"{self.bin}/initdb", "-D", self.data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C"])
+        self.as_postgres([f"{self.bin}/pg_ctl", "-D", self.data, "-l", os.path.join(self.directory, "server.log"), "-w", "-t", "60", "-o",
+                          f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.directory} -c max_connections=200", "start"])
+        self.started = True
+        with open(os.path.join(self.data, "postmaster.pid")) as f:
+            self.pid = int(f.readline())
+
+    def as_postgres(self, arguments, capture=False):
+        r = subprocess.run(["runuser", "-u", "postgres", "--"] + arguments, cwd=self.directory, stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"{' '.join(arguments)} exited {r.returncode}: {r.stderr[-2000:]}")
+        return r.stdout
+
+    def create(self, name):
+        self.as_postgres([f"{self.bin}/createdb", "-h", self.directory, "-p", str(self.port), "-U", "postgres", name])
+        return f"postgres://postgres@127.0.0.1:{self.port}/{name}?sslmode=disable"
+
+    def query(self, database, sql):
+        """Rows of sql as lists of strings."""
+        out = self.as_postgres([f"{self.bin}/psql", "-h", self.directory, "-p", str(self.port), "-U", "postgres", "-d", database,
+                                "-At", "-F", "\t", "-c", sql])
+        return [line.split("\t") for line in out.splitlines() if line]
+
+    def cpu(self):
+        """CPU seconds of the server and its backends so far (ended backends no longer count; the gateways' pools
+        keep theirs open)."""
+        total = cpu_seconds(self.pid)
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/stat") as f:
+                        if int(f.read().rsplit(")", 1)[1].split()[1]) == self.pid:
+                            total += cpu_seconds(int(entry))
+                except (OSError, ValueError, IndexError):
+                    pass
+        return total
+
+    def stop(self):
+        if self.started:
+            subprocess.run(["runuser", "-u", "postgres", "--", f"{self.bin}/pg_ctl", "-D", self.data, "-m", "immediate", "-w", "-t", "30", "stop"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+class Run:
+    """What every scenario shares: the binaries, the keys, one local APNs, the cluster."""
+
+    def __init__(self, args, work, cluster):
+        self.args = args
+        self.work = work
+        self.cluster = cluster
+        self.sp, self.server_bin = os.path.abspath(args.bin), os.path.abspath(args.server_bin)
+        self.key_path, self.record = make_keys(self.sp, self.server_bin, work)
+        self.apns, self.apns_url, self.apns_log = start_apns(self.server_bin, work, self.key_path)
+        self.gateways = []
+
+    def directory(self, name):
+        path = os.path.join(self.work, name)
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    def start(self, config_path, name):
+        d = self.directory(name)
+        try:
+            g = Gateway(self.server_bin, config_path, d)
+        except RuntimeError:
+            with open(os.path.join(d, "gateway.log"), errors="replace") as f:
+                raise RuntimeError(f"the gateway ({name}) exited at start: {f.read()[-2000:]}")
+        self.gateways.append(g)
+        return g
+
+    def stop(self, g):
+        if g.proc.poll() is None:
+            g.proc.send_signal(signal.SIGTERM)
+            g.proc.wait()
+
+    def stop_all(self):
+        for g in self.gateways:
+            self.stop(g)
+        self.apns.send_signal(signal.SIGTERM)
+        self.apns.wait()
+
+
+def accepted_total(gateways):
+    return sum(g.metric("sealedpush_gateway_deliveries_total", "accepted") for g in gateways if g.proc.poll() is None)
+
+
+def messages_total(gateways):
+    """Messages the gateways took so far (a moment after the load stopped, so that requests it cut off are in)."""
+    time.sleep(0.5)
+    return sum(g.metric("sealedpush_gateway_messages_total") for g in gateways if g.proc.poll() is None)
+
+
+def wait_accepted(gateways, target, timeout=600):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if accepted_total(gateways) >= target:
+            return time.time()
+        time.sleep(0.05)
+    raise RuntimeError(f"deliveries did not reach {target} accepted within {timeout} s")
+
+
+def wrk_split(gateways, seconds, users, directories, connections=32):
+    """wrk against each gateway at once, the connections split between them; (answered, errors, p99 ms)."""
+    results = [None] * len(gateways)
+
+    def one(i):
+        try:
+            results[i] = wrk(gateways[i].port, seconds, users, directories[i], connections=connections // len(gateways))
+        except subprocess.CalledProcessError:
+            results[i] = (0, 0, 0.0, 0.0, 0.0)  # its gateway was killed
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(gateways))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(r[0] for r in results), sum(r[1] for r in results), max(r[3] for r in results)
+
+
+def throughput(run, label, database, instances):
+    """Deliveries per second with `instances` gateways on `database`; a dict of the figures."""
+    d = run.directory(label)
+    config = write_config(d, gateway_config(run.apns_url, run.key_path, database, os.path.join(run.work, "ca.pem")))
+    gateways = [run.start(config, f"{label}-{i}") for i in range(instances)]
+    register(gateways[0], run.args.users, run.record)
+    time.sleep(1)  # PostgreSQL: every instance has heartbeated and counts the others before the load starts
+    cpu0 = {"gateways": sum(cpu_seconds(g.proc.pid) for g in gateways), "apns": cpu_seconds(run.apns.pid),
+            "postgres": run.cluster.cpu(), "machine": machine_busy_seconds()}
+    children0 = os.times()
+    start = time.time()
+    requests, errors, p99 = wrk_split(gateways, run.args.seconds, run.args.users, [run.directory(f"{label}-{i}") for i in range(instances)])
+    posted = int(messages_total(gateways))  # also those whose answer wrk did not wait for at its end
+    end = wait_accepted(gateways, posted)
+    children1 = os.times()
+    elapsed = end - start
+    cpu = {"gateways": sum(cpu_seconds(g.proc.pid) for g in gateways) - cpu0["gateways"], "apns": cpu_seconds(run.apns.pid) - cpu0["apns"],
+           "postgres": run.cluster.cpu() - cpu0["postgres"] if database.startswith("postgres") else 0.0,
+           "wrk": (children1.children_user + children1.children_system) - (children0.children_user + children0.children_system),
+           "machine": machine_busy_seconds() - cpu0["machine"]}
+    for g in gateways:
+        run.stop(g)
+    return {"label": label, "posted": posted, "errors": errors, "rate": posted / elapsed, "elapsed": elapsed, "p99": p99, "cpu": cpu}
+
+
+def kill_takeover(run):
+    """Two instances on one database under wrk; one is killed with SIGKILL mid-run."""
+    database = "killrun"
+    url = run.cluster.create(database)
+    d = run.directory("kill")
+    # A local APNs that answers after --kill-apns-latency (an APNs round trip from a server), so that the victim
+    # has attempts in flight when it is killed.
+    apns, apns_url, apns_log = start_apns(run.server_bin, d, run.key_path, extra=("--latency", f"{run.args.kill_apns_latency}ms"))
+    config = write_config(d, gateway_config(apns_url, run.key_path, url, os.path.join(d, "ca.pem")))
+    victim, survivor = run.start(config, "kill-victim"), run.start(config, "kill-survivor")
+    register(survivor, run.args.users, run.record)
+    time.sleep(1)
+    rows = run.cluster.query(database, f"SELECT instance_id FROM instances WHERE name LIKE '%:{victim.proc.pid} %'")
+    victim_id = rows[0][0]
+    load = threading.Thread(target=wrk_split, args=([victim, survivor], run.args.kill_seconds, run.args.users,
+                                                   [run.directory("kill-victim"), run.directory("kill-survivor")]))
+    load.start()
+    time.sleep(run.args.kill_seconds / 2)
+    victim.proc.send_signal(signal.SIGKILL)
+    killed_at = time.time()
+    victim.proc.wait()
+    leased = [r[0] for r in run.cluster.query(database, f"SELECT delivery_id FROM deliveries WHERE leased_by = '{victim_id}' AND state = 'queued'")]
+    load.join()
+    ids = ",".join(f"'{x}'" for x in leased) or "''"
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        left = int(run.cluster.query(database, "SELECT count(*) FROM deliveries WHERE state = 'queued'")[0][0])
+        if left == 0:
+            break
+        time.sleep(0.2)
+    else:
+        raise RuntimeError("deliveries still queued 300 s after the kill")
+    first, last = (int(x) if x else None for x in run.cluster.query(
+        database, f"SELECT min(accepted_at), max(accepted_at) FROM deliveries WHERE delivery_id IN ({ids})")[0])
+    states = run.cluster.query(database, "SELECT state, count(*) FROM deliveries GROUP BY state")
+    apns_ids = [r[0] for r in run.cluster.query(database, "SELECT apns_id FROM deliveries")]
+    run.stop(survivor)
+    apns.send_signal(signal.SIGTERM)
+    apns.wait()
+    apns_log.close()
+    seen = apns_accepted(os.path.join(d, "apns.log"))
+    twice = sum(1 for a in apns_ids if seen.get(a, 0) >= 2)
+    thrice = sum(1 for a in apns_ids if seen.get(a, 0) >= 3)
+    missing = sum(1 for a in apns_ids if seen.get(a, 0) == 0)
+    return {"deliveries": len(apns_ids), "states": dict((s, int(n)) for s, n in states), "leased": len(leased),
+            "first": (first / 1000 - killed_at) if first else None, "last": (last / 1000 - killed_at) if last else None,
+            "twice": twice, "thrice": thrice, "missing": missing}
+
+
+class Receiver(http.server.ThreadingHTTPServer):
+    """Takes webhook POSTs, verifies each signature (gateway v1 section 8) and records when it arrived."""
+    daemon_threads = True
+
+    def __init__(self, secret):
+        self.secret = secret
+        self.lock = threading.Lock()
+        self.events = {}      # event id -> (arrival, body)
+        self.repeats = 0
+        self.refused = 0
+        super().__init__(("127.0.0.1", 0), ReceiverHandler)
+
+
+class ReceiverHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self):
+        arrived = time.time()
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        fields = dict(p.split("=", 1) for p in self.headers.get("SealedPush-Signature", "").split(",") if "=" in p)
+        t, v1 = fields.get("t", ""), fields.get("v1", "")
+        expected = hmac.new(self.server.secret, t.encode() + b"." + body, hashlib.sha256).hexdigest()
+        ok = t.isdigit() and abs(time.time() - int(t)) <= 300 and hmac.compare_digest(expected, v1)
+        if ok:
+            event = json.loads(body)
+            with self.server.lock:
+                if event["id"] in self.server.events:
+                    self.server.repeats += 1
+                else:
+                    self.server.events[event["id"]] = (arrived, event)
+        else:
+            with self.server.lock:
+                self.server.refused += 1
+        self.send_response(204 if ok else 401)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def parse_ms(text):
+    """An RFC 3339 UTC time with milliseconds ("2026-11-25T21:30:00.123Z") to Unix seconds."""
+    from datetime import datetime, timezone
+    return datetime.strptime(text.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z" if "." in text else "%Y-%m-%dT%H:%M:%S%z") \
+        .astimezone(timezone.utc).timestamp()
+
+
+def percentile(values, p):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * p / 100))] if values else float("nan")
+
+
+def webhooks(run):
+    """One instance on PostgreSQL with a webhook: a paced phase, then wrk."""
+    url = run.cluster.create("webhooks")
+    d = run.directory("webhooks")
+    secret_path = os.path.join(d, "webhook.secret")
+    with open(secret_path, "w") as f:
+        f.write(WEBHOOK_SECRET + "\n")
+    os.chmod(secret_path, 0o600)
+    receiver = Receiver(WEBHOOK_SECRET.encode())
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    webhook = {"url": f"http://127.0.0.1:{receiver.server_address[1]}/events", "secret_file": secret_path}
+    config = write_config(d, gateway_config(run.apns_url, run.key_path, url, os.path.join(run.work, "ca.pem"), webhook=webhook))
+    g = run.start(config, "webhooks-0")
+    register(g, run.args.users, run.record)
+    results = []
+    try:
+        # Paced: a message every 1/rate s from one client, each to one device.
+        seen_before = 0
+        start = time.time()
+        n = run.args.paced_rate * run.args.paced_seconds
+        for i in range(n):
+            target = start + i / run.args.paced_rate
+            if target > time.time():
+                time.sleep(target - time.time())
+            status, _ = g.call("POST", "/v1/apps/bench/messages", {"to": {"user_id": f"u{i % run.args.users}"}, "body": f"paced {i}"})
+            assert status == 202, status
+        results.append(collect(receiver, seen_before, n, start, f"paced, {run.args.paced_rate} messages/s for {run.args.paced_seconds} s"))
+        # Under wrk.
+        seen_before = len(receiver.events)
+        start = time.time()
+        wrk(g.port, run.args.webhook_seconds, run.args.users, run.directory("webhooks-0"))
+        posted = int(messages_total([g])) - n
+        results.append(collect(receiver, seen_before, posted, start, f"wrk -c 32 for {run.args.webhook_seconds} s ({posted} messages)"))
+    finally:
+        run.stop(g)
+        receiver.shutdown()
+    return results, receiver.repeats, receiver.refused
+
+
+def collect(receiver, seen_before, expected, start, label):
+    """Waits for `expected` delivery.accepted events beyond the first `seen_before`; their rate and delays."""
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        with receiver.lock:
+            accepted = [e for e in list(receiver.events.values())[seen_before:] if e[1]["type"] == "delivery.accepted"]
+        if len(accepted) >= expected:
+            break
+        time.sleep(0.1)
+    delays, mismatched = [], 0
+    for arrived, event in accepted:
+        created = parse_ms(event["created_at"])
+        delivery = event["data"].get("delivery", {})
+        if delivery.get("accepted_at") != event["created_at"]:
+            mismatched += 1
+        delays.append((arrived - created) * 1000)
+    arrivals = [a for a, _ in accepted]
+    span = (max(arrivals) - start) if arrivals else float("nan")
+    return {"label": label, "events": len(accepted), "expected": expected, "rate": len(accepted) / span if arrivals else 0,
+            "p50": percentile(delays, 50), "p99": percentile(delays, 99), "max": max(delays) if delays else float("nan"),
+            "mismatched": mismatched}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--server-bin", required=True)
+    ap.add_argument("--seconds", type=int, default=10, help="wrk's run per throughput case")
+    ap.add_argument("--users", type=int, default=500)
+    ap.add_argument("--kill-seconds", type=int, default=8, help="wrk's run in the kill case; the kill is half way")
+    ap.add_argument("--kill-apns-latency", type=int, default=100, help="ms the kill case's local APNs takes to answer")
+    ap.add_argument("--paced-rate", type=int, default=20)
+    ap.add_argument("--paced-seconds", type=int, default=10)
+    ap.add_argument("--webhook-seconds", type=int, default=5)
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        print("bench_gateway_pg.py runs as root: it starts PostgreSQL as the postgres user (runuser)", file=sys.stderr)
+        return 1
+    work = tempfile.mkdtemp(prefix="sealedpush-bench-gateway-pg-")
+    os.chmod(work, 0o755)
+    cluster = None
+    run = None
+    try:
+        cluster = Cluster()
+        run = Run(args, work, cluster)
+        cases = [throughput(run, "sqlite", "sqlite:" + os.path.join(run.directory("sqlite"), "gateway.db"), 1),
+                 throughput(run, "pg1", cluster.create("one"), 1),
+                 throughput(run, "pg2", cluster.create("two"), 2)]
+        kill = kill_takeover(run)
+        hooks, repeats, refused = webhooks(run)
+    finally:
+        if run:
+            run.stop_all()
+        if cluster:
+            cluster.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+    names = {"sqlite": "1 instance, SQLite", "pg1": "1 instance, PostgreSQL", "pg2": "2 instances, one PostgreSQL"}
+    print(f"\nGateway on PostgreSQL {os.path.basename(os.path.dirname(cluster.bin))} (throwaway cluster, defaults: fsync on) against SQLite "
+          f"(synchronous=FULL); wrk -c 32 for {args.seconds} s, {args.users} users of one device each; wrk, gateways, PostgreSQL and local APNs "
+          f"share this machine's {os.cpu_count()} cores")
+    base = cases[0]["rate"]
+    for c in cases:
+        cpu = c["cpu"]
+        window = c["elapsed"] * os.cpu_count()
+        print(f"  {names[c['label']]:30s} {c['rate']:6.0f} deliveries/s  ({c['rate'] / base:4.2f}x SQLite; {c['posted']} messages, "
+              f"POST p99 {c['p99']:.0f} ms, {c['errors']} wrk errors)")
+        print(f"  {'':30s} CPU over the {c['elapsed']:.1f} s: gateway(s) {cpu['gateways']:.1f} s, PostgreSQL {cpu['postgres']:.1f} s, "
+              f"local APNs {cpu['apns']:.1f} s, wrk {cpu['wrk']:.1f} s; the machine busy {cpu['machine']:.1f} of {window:.1f} core-seconds "
+              f"({min(1.0, cpu['machine'] / window):.0%}; {max(0.0, cpu['machine'] - cpu['gateways'] - cpu['postgres'] - cpu['apns'] - cpu['wrk']):.1f} s other processes)")
+    bound = kill["leased"]
+    print(f"  kill -9 of one of two instances under wrk -c 32 (local APNs answering after {args.kill_apns_latency} ms; max_in_flight 100, "
+          f"50 per instance): {kill['leased']} deliveries leased (in flight) by it at the kill; "
+          + (f"the other sent the first of them {kill['first']:.1f} s and the last {kill['last']:.1f} s after the kill (lease 60 s)"
+             if kill["first"] is not None else "none to take over"))
+    print(f"  {'':30s} {kill['twice']} of {kill['deliveries']} deliveries went twice (same apns-id at the local APNs), {kill['thrice']} three times; "
+          f"at most the {bound} it had in flight: {verdict(kill['twice'] <= bound and kill['thrice'] == 0)}; "
+          f"states {kill['states']}, {kill['missing']} never reached APNs: {verdict(kill['missing'] == 0)}")
+    for h in hooks:
+        print(f"  webhooks, {h['label']}: {h['events']} of {h['expected']} delivery.accepted events, {h['rate']:.0f} events/s "
+              f"(first POST to last arrival); delay from the change (created_at = accepted_at) to the receiver "
+              f"p50 {h['p50']:.0f} ms, p99 {h['p99']:.0f} ms, max {h['max']:.0f} ms")
+    print(f"  {'':30s} signatures verified (HMAC-SHA256, t within 5 min): {refused} refused; {repeats} events POSTed again; "
+          f"{sum(h['mismatched'] for h in hooks)} with created_at != the delivery's accepted_at")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
