@@ -7,9 +7,6 @@ import Darwin
 /// `read(2)`, named apart from `SecureBytes.read(fromFileDescriptor:count:)`.
 private func posixRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int { read(fd, buffer, count) }
 
-/// `write(2)`, named apart from `SecureBytes.write(toFileDescriptor:)`.
-private func posixWrite(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int { write(fd, buffer, count) }
-
 /// Moving secret bytes between files and `SecureBytes` without an unwiped intermediate copy.
 ///
 /// The keychain store keeps its store key in a 0600 file; reading it straight into secret storage
@@ -42,17 +39,6 @@ extension SecureBytes {
 
     /// Writes all the bytes to the open POSIX file descriptor `fd`; `false` if a write fails.
     public func write(toFileDescriptor fd: Int32) -> Bool {
-        withUnsafeBytes { buffer -> Bool in
-            var done = 0
-            while done < buffer.count {
-                let n = posixWrite(fd, buffer.baseAddress! + done, buffer.count - done)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    return false
-                }
-                done += n
-            }
-            return true
-        }
+        withUnsafeBytes { writeAllBytes(fd, $0) == nil }
     }
 }

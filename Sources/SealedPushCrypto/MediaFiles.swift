@@ -265,19 +265,8 @@ private final class BackgroundWrites: @unchecked Sendable {
         drain()
     }
 
-    /// Writes all of `bytes` at `fd`'s offset, retrying short and interrupted writes; the `errno` of a failure.
-    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
-        var done = 0
-        while done < bytes.count {
-            let n = systemWrite(fd, bytes.baseAddress! + done, bytes.count - done)
-            if n < 0 {
-                if errno == EINTR { continue }
-                return errno
-            }
-            done += n
-        }
-        return nil
-    }
+    /// Writes all of `bytes` at `fd`'s offset (`writeAllBytes`); the `errno` of a failure.
+    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? { writeAllBytes(fd, bytes) }
 
     /// A buffer handed to the queue (the owner leaves it alone until `free` is signalled).
     private struct Pending: @unchecked Sendable {
@@ -337,4 +326,19 @@ public final class MediaFileReader {
     }
 
     deinit { _ = systemClose(descriptor) }
+}
+
+/// Writes all of `bytes` at `fd`'s offset, retrying short and interrupted writes; the `errno` of a failure,
+/// `nil` when every byte was written. The one write loop of the crypto module (media files, secure bytes).
+func writeAllBytes(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
+    var done = 0
+    while done < bytes.count {
+        let n = systemWrite(fd, bytes.baseAddress! + done, bytes.count - done)
+        if n < 0 {
+            if errno == EINTR { continue }
+            return errno
+        }
+        done += n
+    }
+    return nil
 }
