@@ -32,7 +32,9 @@ public enum APNsHeaderRules {
         if collapseID.isEmpty { return .empty }
         let bytes = collapseID.utf8.count
         if bytes > maximumCollapseIDBytes { return .tooLong(bytes: bytes, limit: maximumCollapseIDBytes) }
-        if collapseID.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) { return .controlCharacters }
+        // General category Cc is exactly U+0000–U+001F and U+007F–U+009F (checked against the Unicode
+        // properties in HeaderRulesTests); comparing code points spares a property lookup per scalar per push.
+        if collapseID.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }) { return .controlCharacters }
         return nil
     }
 

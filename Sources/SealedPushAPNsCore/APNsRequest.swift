@@ -55,7 +55,7 @@ public struct APNsPush: Sendable, Equatable {
         self.topic = topic
         self.expiration = expiration
         self.collapseID = collapseID
-        self.apnsID = apnsID ?? UUID().uuidString.lowercased()
+        self.apnsID = apnsID ?? APNsID.random()
     }
 
     /// The largest payload APNs takes for an alert.
@@ -130,4 +130,41 @@ public struct APNsAcceptance: Sendable, Equatable {
         self.uniqueID = uniqueID
         self.tries = tries
     }
+}
+
+/// `apns-id` values: random (version 4) UUIDs in APNs's lowercase form.
+public enum APNsID {
+    /// A new random lowercase UUID, e.g. `"5f0c3a1e-8b2d-4c7e-9a41-0e6f2d3b4c5a"`.
+    ///
+    /// Made from the system random generator (`getrandom`) directly: Foundation's `UUID()` on Linux opens,
+    /// reads and closes `/dev/urandom` for each one, a cost every push paid. An `apns-id` is not a secret;
+    /// it only has to be unique.
+    public static func random() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let high = generator.next(), low = generator.next()
+        // Version 4 (bits 76–79 = 0100) and the RFC 9562 variant (bits 62–63 = 10).
+        let a = (high & ~0xF000) | 0x4000
+        let b = (low & ~(0xC000 << 48)) | (0x8000 << 48)
+        var text = [UInt8]()
+        text.reserveCapacity(36)
+        func hex(_ value: UInt64, digits: Int) {
+            var shift = (digits - 1) * 4
+            while shift >= 0 {
+                text.append(hexDigits[Int((value >> UInt64(shift)) & 0xF)])
+                shift -= 4
+            }
+        }
+        hex(a >> 32, digits: 8)
+        text.append(0x2D)
+        hex((a >> 16) & 0xFFFF, digits: 4)
+        text.append(0x2D)
+        hex(a & 0xFFFF, digits: 4)
+        text.append(0x2D)
+        hex(b >> 48, digits: 4)
+        text.append(0x2D)
+        hex(b & 0xFFFF_FFFF_FFFF, digits: 12)
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 }

@@ -49,3 +49,17 @@ struct HeaderRulesTests {
         }
     }
 }
+
+@Suite("Collapse id control characters")
+struct CollapseIDControlTests {
+    /// The code-point test for control characters agrees with Unicode's general category Cc over the whole
+    /// Basic Multilingual Plane and the start of the next.
+    @Test func controlCharactersAreExactlyCategoryCc() {
+        for value in UInt32(0)...0x1_0FFF {
+            guard let scalar = Unicode.Scalar(value) else { continue }
+            let isControl = scalar.properties.generalCategory == .control
+            let problem = APNsHeaderRules.collapseIDProblem("a" + String(Character(scalar)))
+            #expect((problem == .controlCharacters) == isControl, "U+\(String(value, radix: 16))")
+        }
+    }
+}

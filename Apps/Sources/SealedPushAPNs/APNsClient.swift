@@ -200,8 +200,8 @@ public final class APNsClient: APNsSending {
         var lastError: APNsError = .shutDown
         while tries < configuration.retry.maxTries {
             tries += 1
-            let (token, generation) = tokens.current()
-            let outcome = await attempt(push, token: token)
+            let (authorization, generation) = tokens.current()
+            let outcome = await attempt(push, authorization: authorization)
             switch outcome {
             case let .accepted(apnsID, uniqueID):
                 return APNsAcceptance(apnsID: apnsID ?? push.apnsID, uniqueID: uniqueID, tries: tries)
@@ -278,7 +278,7 @@ public final class APNsClient: APNsSending {
     /// Push headers whose value changes from push to push (kept out of HPACK's dynamic table).
     static let perPushHeaders: Set<String> = ["apns-id", "apns-collapse-id", "apns-expiration"]
 
-    func attempt(_ push: APNsPush, token: String) async -> Attempt {
+    func attempt(_ push: APNsPush, authorization: String) async -> Attempt {
         var headers = HPACKHeaders()
         headers.reserveCapacity(8 + push.headers.count)
         headers.add(name: ":method", value: "POST")
@@ -289,7 +289,7 @@ public final class APNsClient: APNsSending {
         // same (the provider token, topic, push type, priority) then stays indexed and costs a byte or two a
         // push on both sides, instead of being evicted and sent (and Huffman-decoded) again every few pushes.
         headers.add(name: ":path", value: push.path, indexing: .nonIndexable)
-        headers.add(name: "authorization", value: "bearer " + token)
+        headers.add(name: "authorization", value: authorization)
         for (name, value) in push.headers {
             headers.add(name: name, value: value, indexing: Self.perPushHeaders.contains(name) ? .nonIndexable : .indexable)
         }
@@ -376,6 +376,8 @@ public final class APNsClient: APNsSending {
 final class ProviderTokenCache: Sendable {
     struct State {
         var token: String?
+        /// `bearer <token>`, the `authorization` header's value, made once per token.
+        var authorization = ""
         var issuedAt: Int64 = 0
         var generation = 0
         var issued = 0
@@ -394,13 +396,14 @@ final class ProviderTokenCache: Sendable {
 
     var issued: Int { state.withLockedValue { $0.issued } }
 
-    /// The current token and its generation, signing a new one when there is none or it reached `lifetime`.
-    func current() -> (String, Int) {
+    /// The current token's `authorization` value (`bearer <token>`) and its generation, signing a new token when
+    /// there is none or it reached `lifetime`.
+    func current() -> (authorization: String, generation: Int) {
         state.withLockedValue { s in
             let t = now()
-            if let token = s.token, t - s.issuedAt < lifetime, t >= s.issuedAt { return (token, s.generation) }
+            if s.token != nil, t - s.issuedAt < lifetime, t >= s.issuedAt { return (s.authorization, s.generation) }
             sign(&s, at: t)
-            return (s.token!, s.generation)
+            return (s.authorization, s.generation)
         }
     }
 
@@ -416,6 +419,7 @@ final class ProviderTokenCache: Sendable {
         // ES256 signing cannot fail for a valid P-256 key; keep the old token if it somehow does.
         guard let token = try? ProviderToken.make(key: key, issuedAt: t) else { return }
         s.token = token
+        s.authorization = "bearer " + token
         s.issuedAt = t
         s.generation += 1
         s.issued += 1

@@ -30,10 +30,12 @@ struct UnprocessedPush: Error {}
 ///
 /// - Connections are opened on first use, one slot at a time (Apple asks that they not be opened all at
 ///   once), kept, and replaced when they close or receive a GOAWAY. Pushes go round-robin over the open ones.
-/// - Each push is one stream: its HEADERS and DATA are written with one flush. Streams past the server's
-///   `SETTINGS_MAX_CONCURRENT_STREAMS` wait inside NIOHTTP2 until one closes.
-/// - The only timer per push is its deadline. Each connection sends a PING when it has been quiet for
-///   `pingInterval` and closes itself when the ack does not come within `pingTimeout`.
+/// - Each push is one stream, run by the connection's `PushConnectionHandler` (no child channel per stream):
+///   its HEADERS and DATA are written with one flush. Streams past
+///   the server's `SETTINGS_MAX_CONCURRENT_STREAMS` wait inside NIOHTTP2 until one closes.
+/// - No timer per push: each connection keeps one, due at its earliest open stream's deadline. Each
+///   connection sends a PING when it has been quiet for `pingInterval` and closes itself when the ack does not
+///   come within `pingTimeout`.
 final class HTTP2Transport: Sendable {
     struct Configuration: Sendable {
         var host: String
@@ -74,7 +76,7 @@ final class HTTP2Transport: Sendable {
     /// never processed it, a NIO, NIOSSL or NIOHTTP2 error otherwise, `HTTP2Deadline` past `timeout`.
     func send(_ request: HTTP2PushRequest, timeout: Duration) async throws -> HTTP2PushResponse {
         let connection = try await connection()
-        return try await connection.send(request, timeout: timeout).get()
+        return try await connection.send(request, timeout: timeout)
     }
 
     /// An open connection: the next usable one round-robin. A slot that is empty or whose connection closed
@@ -142,12 +144,14 @@ final class HTTP2Transport: Sendable {
             handshake.futureResult.flatMapThrowing { negotiated -> HTTP2Connection in
                 guard negotiated == "h2" else { throw HTTP2NotNegotiated() }
                 let sync = channel.pipeline.syncOperations
-                let multiplexer = try sync.configureHTTP2Pipeline(
-                    mode: .client, connectionConfiguration: .init(), streamConfiguration: .init()
-                ) { stream in stream.close() }  // APNs opens no streams: refuse any
-                let connection = HTTP2Connection(channel: channel, multiplexer: multiplexer)
-                try sync.addHandler(ConnectionWatcher(connection, pingInterval: configuration.pingInterval, pingTimeout: configuration.pingTimeout))
-                return connection
+                // NIOHTTP2's connection handler without a stream multiplexer: the push handler after it runs the
+                // streams itself, so a push costs no child channel, pipeline or handler of its own.
+                try sync.addHandler(NIOHTTP2Handler(mode: .client, connectionConfiguration: .init(), streamConfiguration: .init()))
+                let goingAway = NIOLockedValueBox(false)
+                let handler = PushConnectionHandler(goingAway: goingAway, pingInterval: configuration.pingInterval,
+                                                    pingTimeout: configuration.pingTimeout)
+                try sync.addHandler(handler)
+                return HTTP2Connection(channel: channel, handler: handler, goingAway: goingAway)
             }.flatMapErrorThrowing { error in
                 channel.close(promise: nil)
                 throw error
@@ -179,32 +183,71 @@ struct HTTP2MissingStatus: Error {}
 /// A push's deadline passed before its answer was complete.
 struct HTTP2Deadline: Error {}
 
-/// One HTTP/2 connection of the transport.
-final class HTTP2Connection: Sendable {
-    let channel: any Channel
-    let multiplexer: NIOHTTP2Handler.StreamMultiplexer
-    /// Set once the server sent GOAWAY or the connection closed: no new streams go here.
-    let goingAway = NIOLockedValueBox(false)
-    /// The last stream id of the server's GOAWAY: streams above it were not processed (RFC 9113 §6.8).
-    let goAwayLastStreamID = NIOLockedValueBox<HTTP2StreamID?>(nil)
+/// A push handed to a connection, not yet written.
+struct PendingPush {
+    let request: HTTP2PushRequest
+    let deadline: NIODeadline
+    let continuation: CheckedContinuation<HTTP2PushResponse, any Error>
+}
 
-    init(channel: any Channel, multiplexer: NIOHTTP2Handler.StreamMultiplexer) {
+/// A push on its stream: the answer as it arrives, and who waits for it.
+struct OpenStream {
+    let deadline: NIODeadline
+    let continuation: CheckedContinuation<HTTP2PushResponse, any Error>
+    var response = HTTP2PushResponse(status: 0, apnsID: nil, uniqueID: nil, body: ByteBuffer())
+}
+
+/// One HTTP/2 connection of the transport: a TLS channel whose pipeline ends in NIOHTTP2's connection handler
+/// (no per-stream child channels) and a `PushConnectionHandler` that runs every stream itself.
+///
+/// Pushes handed over from any thread queue here; the first one into an empty queue schedules one drain on
+/// the event loop, which opens a stream for every push queued by then, so many hand-offs cost one wake-up of the
+/// event loop. Each push's HEADERS and DATA go out with one flush of their own: a flush shared by many pushes
+/// put many streams' HEADERS ahead of their DATA, which connection flow control then released in no fixed
+/// order, so a server saw the requests complete out of order (the local APNs's GOAWAY tests caught it).
+final class HTTP2Connection: Sendable {
+    struct Submissions {
+        var queue: [PendingPush] = []
+        var scheduled = false
+    }
+
+    let channel: any Channel
+    let handler: NIOLoopBound<PushConnectionHandler>
+    /// Set once the server sent GOAWAY or the connection closed: no new streams go here.
+    let goingAway: NIOLockedValueBox<Bool>
+    let submissions = NIOLockedValueBox(Submissions())
+
+    init(channel: any Channel, handler: PushConnectionHandler, goingAway: NIOLockedValueBox<Bool>) {
         self.channel = channel
-        self.multiplexer = multiplexer
+        self.handler = NIOLoopBound(handler, eventLoop: channel.eventLoop)
+        self.goingAway = goingAway
     }
 
     var isUsable: Bool { channel.isActive && !goingAway.withLockedValue { $0 } }
 
-    /// Opens a stream for `request`; the future holds its answer.
-    func send(_ request: HTTP2PushRequest, timeout: Duration) -> EventLoopFuture<HTTP2PushResponse> {
-        let promise = channel.eventLoop.makePromise(of: HTTP2PushResponse.self)
+    /// Sends `request` on a new stream and waits for its answer (or its failure, or `timeout`).
+    func send(_ request: HTTP2PushRequest, timeout: Duration) async throws -> HTTP2PushResponse {
         let deadline = NIODeadline.now() + TimeAmount(timeout)
-        multiplexer.createStreamChannel { stream in
-            stream.eventLoop.makeCompletedFuture {
-                try stream.pipeline.syncOperations.addHandler(PushStreamHandler(request, on: self, deadline: deadline, promise: promise))
+        return try await withCheckedThrowingContinuation { continuation in
+            let push = PendingPush(request: request, deadline: deadline, continuation: continuation)
+            let schedule = submissions.withLockedValue { s -> Bool in
+                s.queue.append(push)
+                guard !s.scheduled else { return false }
+                s.scheduled = true
+                return true
             }
-        }.whenFailure { _ in promise.fail(UnprocessedPush()) }  // no stream was opened: nothing was sent
-        return promise.futureResult
+            if schedule { channel.eventLoop.execute { self.drain() } }
+        }
+    }
+
+    /// On the event loop: hands every queued push to the handler, which writes them and flushes once.
+    func drain() {
+        let pushes = submissions.withLockedValue { s -> [PendingPush] in
+            s.scheduled = false
+            defer { s.queue = [] }
+            return s.queue
+        }
+        handler.value.start(pushes)
     }
 
     /// Whether `error` means the stream never reached the server's processing: refused (`REFUSED_STREAM`,
@@ -215,7 +258,7 @@ final class HTTP2Connection: Sendable {
         case let wrapped as NIOHTTP2Errors.StreamError: unprocessed(wrapped.baseError)
         // A write on a connection already closed: the request never left.
         case is NIOHTTP2Errors.CreatedStreamAfterGoaway, is NIOHTTP2Errors.NoStreamIDAvailable,
-             is NIOHTTP2Errors.IOOnClosedConnection: true
+             is NIOHTTP2Errors.IOOnClosedConnection, is UnprocessedPush: true
         default: false
         }
     }
@@ -253,39 +296,233 @@ final class HandshakeWatcher: ChannelInboundHandler, RemovableChannelHandler {
     }
 }
 
-/// Watches a connection's own frames: a GOAWAY marks it going away; quiet time triggers a PING, and a PING
-/// not acknowledged in time closes the connection. Errors close it.
-final class ConnectionWatcher: ChannelDuplexHandler {
+/// Runs a connection's push streams on the event loop, without a child channel per stream: gives each push
+/// the next client stream id and writes its HEADERS and DATA with one flush, collects the
+/// answer from the stream's frames, and completes each push exactly once — with the answer, a failure, or its
+/// deadline (one timer per connection, set for the earliest deadline, instead of one per push).
+///
+/// It also watches the connection: a GOAWAY marks it going away and fails the streams the server says it
+/// never processed (`UnprocessedPush`); quiet time sends a PING, and a PING not acknowledged in time closes
+/// the connection; a connection error closes it; a closed connection fails what is still open.
+final class PushConnectionHandler: ChannelDuplexHandler {
     typealias InboundIn = HTTP2Frame
     typealias OutboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame
 
-    let connection: HTTP2Connection
-    let pingInterval: TimeAmount
-    let pingTimeout: TimeAmount
-    var lastActivity = NIODeadline.now()
-    var awaitingAck: NIODeadline?
-    var timer: RepeatedTask?
+    static let maximumBody = 64 * 1024
     static let pingData = HTTP2PingData(withInteger: 0x5345_414c_4544_5055)  // "SEALEDPU"
 
-    init(_ connection: HTTP2Connection, pingInterval: Duration, pingTimeout: Duration) {
-        self.connection = connection
+    let goingAway: NIOLockedValueBox<Bool>
+    let pingInterval: TimeAmount
+    let pingTimeout: TimeAmount
+    var context: ChannelHandlerContext?
+    var closed = false
+    /// The next client-initiated stream id (odd, increasing).
+    var nextStreamID = 1
+    var streams: [HTTP2StreamID: OpenStream] = [:]
+    /// Open streams' deadlines, earliest first (pushes of one client share one timeout, so appends keep the order).
+    var deadlines = CircularBuffer<(deadline: NIODeadline, stream: HTTP2StreamID)>()
+    var deadlineTimer: Scheduled<Void>?
+    var timerDeadline: NIODeadline?
+    /// The last stream id of the server's GOAWAY: streams above it were not processed (RFC 9113 §6.8).
+    var goAwayLastStreamID: HTTP2StreamID?
+    var lastActivity = NIODeadline.now()
+    var awaitingAck: NIODeadline?
+    var pingTimer: RepeatedTask?
+
+    init(goingAway: NIOLockedValueBox<Bool>, pingInterval: Duration, pingTimeout: Duration) {
+        self.goingAway = goingAway
         self.pingInterval = TimeAmount(pingInterval)
         self.pingTimeout = TimeAmount(pingTimeout)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
         let check = min(pingInterval, pingTimeout)
-        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        timer = context.eventLoop.scheduleRepeatedTask(initialDelay: check, delay: check) { _ in
-            let (watcher, context) = loopBound.value
-            watcher.tick(context: context)
+        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        pingTimer = context.eventLoop.scheduleRepeatedTask(initialDelay: check, delay: check) { _ in
+            loopBound.value.tick()
         }
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) { timer?.cancel() }
+    func handlerRemoved(context: ChannelHandlerContext) {
+        connectionEnded()
+        self.context = nil
+    }
 
-    func tick(context: ChannelHandlerContext) {
+    // MARK: Streams
+
+    /// Opens a stream for each push, in order, and writes its request: HEADERS and DATA, one flush per push.
+    func start(_ pushes: [PendingPush]) {
+        guard let context, !closed, goAwayLastStreamID == nil else {
+            // Never written: the connection closed or is going away before these left.
+            for push in pushes { push.continuation.resume(throwing: UnprocessedPush()) }
+            return
+        }
+        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        for push in pushes {
+            guard nextStreamID <= Int(HTTP2StreamID.maxID) else {
+                // Stream ids are used up: this connection takes no more (the transport opens another).
+                goingAway.withLockedValue { $0 = true }
+                push.continuation.resume(throwing: UnprocessedPush())
+                continue
+            }
+            let id = HTTP2StreamID(nextStreamID)
+            nextStreamID += 2
+            streams[id] = OpenStream(deadline: push.deadline, continuation: push.continuation)
+            if let last = deadlines.last, last.deadline > push.deadline {
+                let index = deadlines.lastIndex(where: { $0.deadline <= push.deadline }).map { deadlines.index(after: $0) } ?? deadlines.startIndex
+                deadlines.insert((push.deadline, id), at: index)
+            } else {
+                deadlines.append((push.deadline, id))
+            }
+            let headersWritten = context.eventLoop.makePromise(of: Void.self)
+            headersWritten.futureResult.whenFailure { error in loopBound.value.finish(id, .failure(error)) }
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: push.request.headers, endStream: false)))),
+                          promise: headersWritten)
+            context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(push.request.body), endStream: true)))),
+                                  promise: nil)
+        }
+        armDeadlineTimer()
+    }
+
+    /// Completes one stream's push, once; a failure of a stream the server never processed becomes `UnprocessedPush`.
+    func finish(_ id: HTTP2StreamID, _ result: Result<HTTP2PushResponse, any Error>) {
+        guard let push = streams.removeValue(forKey: id) else { return }
+        switch result {
+        case let .success(response) where response.status != 0:
+            push.continuation.resume(returning: response)
+        case .success:
+            push.continuation.resume(throwing: HTTP2MissingStatus())
+        case let .failure(error):
+            let excluded = goAwayLastStreamID.map { id > $0 } ?? false
+            push.continuation.resume(throwing: excluded || HTTP2Connection.unprocessed(error) ? UnprocessedPush() : error)
+        }
+        // Answers come mostly in order: drop the finished streams at the front of the deadline queue.
+        while let first = deadlines.first, streams[first.stream] == nil { deadlines.removeFirst() }
+    }
+
+    /// Keeps one timer, due at the earliest open stream's deadline.
+    func armDeadlineTimer() {
+        while let first = deadlines.first, streams[first.stream] == nil { deadlines.removeFirst() }
+        guard let context, let first = deadlines.first else {
+            deadlineTimer?.cancel()
+            deadlineTimer = nil
+            timerDeadline = nil
+            return
+        }
+        if let due = timerDeadline, due <= first.deadline { return }
+        deadlineTimer?.cancel()
+        timerDeadline = first.deadline
+        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        deadlineTimer = context.eventLoop.scheduleTask(deadline: first.deadline) { loopBound.value.deadlinesPassed() }
+    }
+
+    /// Fails every push whose deadline has passed (and resets its stream), then sets the timer for the next.
+    func deadlinesPassed() {
+        deadlineTimer = nil
+        timerDeadline = nil
+        let now = NIODeadline.now()
+        var reset = false
+        while let first = deadlines.first, first.deadline <= now || streams[first.stream] == nil {
+            deadlines.removeFirst()
+            guard streams[first.stream] != nil else { continue }
+            finish(first.stream, .failure(HTTP2Deadline()))
+            context?.write(wrapOutboundOut(HTTP2Frame(streamID: first.stream, payload: .rstStream(.cancel))), promise: nil)
+            reset = true
+        }
+        if reset { context?.flush() }
+        armDeadlineTimer()
+    }
+
+    // MARK: Frames and events
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        let id = frame.streamID
+        switch frame.payload {
+        case let .headers(headers):
+            guard var push = streams[id] else { return }
+            for (name, value, _) in headers.headers {
+                switch name {
+                case ":status": if push.response.status == 0 { push.response.status = Int(value) ?? 0 }
+                case "apns-id": push.response.apnsID = value
+                case "apns-unique-id": push.response.uniqueID = value
+                default: break
+                }
+            }
+            if headers.endStream {
+                finish(id, .success(push.response))
+            } else {
+                streams[id] = push
+            }
+        case let .data(payload):
+            guard var push = streams[id] else { return }
+            if case var .byteBuffer(buffer) = payload.data, push.response.body.readableBytes < Self.maximumBody {
+                let take = min(buffer.readableBytes, Self.maximumBody - push.response.body.readableBytes)
+                if let slice = buffer.readSlice(length: take) { push.response.body.writeImmutableBuffer(slice) }
+            }
+            if payload.endStream {
+                finish(id, .success(push.response))
+            } else {
+                streams[id] = push
+            }
+        case let .goAway(lastStreamID, _, _):
+            goingAway.withLockedValue { $0 = true }
+            let last = min(goAwayLastStreamID ?? lastStreamID, lastStreamID)
+            goAwayLastStreamID = last
+            // The server will not process these: each is sent again elsewhere at once.
+            for excluded in Array(streams.keys) where excluded > last { finish(excluded, .failure(UnprocessedPush())) }
+        case let .ping(data, ack: true) where data == Self.pingData:
+            awaitingAck = nil
+        default:
+            break
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        lastActivity = .now()
+        context.fireChannelReadComplete()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let closed = event as? StreamClosedEvent, streams[closed.streamID] != nil {
+            // Ended without an answer: reset by the server (REFUSED_STREAM: never processed), or cut.
+            finish(closed.streamID, .failure(NIOHTTP2Errors.streamClosed(streamID: closed.streamID, errorCode: closed.reason ?? .cancel)))
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if let streamError = error as? NIOHTTP2Errors.StreamError {
+            // One stream's error (NIOHTTP2 has reset it): the connection goes on.
+            finish(streamError.streamID, .failure(streamError.baseError))
+            return
+        }
+        // A connection-level error ends the connection; its open streams fail when it closes.
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        connectionEnded()
+        context.fireChannelInactive()
+    }
+
+    /// The connection closed: nothing more goes here, and every open stream fails (retried by the client, or
+    /// sent again at once when a GOAWAY had excluded it).
+    func connectionEnded() {
+        guard !closed else { return }
+        closed = true
+        goingAway.withLockedValue { $0 = true }
+        pingTimer?.cancel()
+        deadlineTimer?.cancel()
+        deadlineTimer = nil
+        for id in Array(streams.keys) { finish(id, .failure(ChannelError.eof)) }
+        deadlines.removeAll()
+    }
+
+    func tick() {
+        guard let context, !closed else { return }
         let now = NIODeadline.now()
         if let due = awaitingAck {
             if now > due + pingTimeout { context.close(promise: nil) }
@@ -294,148 +531,6 @@ final class ConnectionWatcher: ChannelDuplexHandler {
         guard now - lastActivity >= pingInterval else { return }
         awaitingAck = now
         context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(Self.pingData, ack: false))), promise: nil)
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let frame = unwrapInboundIn(data)
-        lastActivity = .now()
-        switch frame.payload {
-        case let .goAway(lastStreamID, _, _):
-            connection.goingAway.withLockedValue { $0 = true }
-            connection.goAwayLastStreamID.withLockedValue { last in last = min(last ?? lastStreamID, lastStreamID) }
-        case let .ping(data, ack: true) where data == Self.pingData: awaitingAck = nil
-        default: break
-        }
-        context.fireChannelRead(data)
-    }
-
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        context.write(data, promise: promise)
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        timer?.cancel()
-        connection.goingAway.withLockedValue { $0 = true }
-        context.fireChannelInactive()
-    }
-
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // A connection-level protocol error ends the connection; its streams fail on their own.
-        context.close(promise: nil)
-    }
-}
-
-/// One push's stream: writes the request (HEADERS and DATA, one flush) when the stream becomes active, reads
-/// the answer, and completes the promise exactly once — with the answer, a stream error, or the deadline.
-final class PushStreamHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTP2Frame.FramePayload
-    typealias OutboundOut = HTTP2Frame.FramePayload
-
-    static let maximumBody = 64 * 1024
-    var request: HTTP2PushRequest?
-    let connection: HTTP2Connection
-    let deadline: NIODeadline
-    let promise: EventLoopPromise<HTTP2PushResponse>
-    var response = HTTP2PushResponse(status: 0, apnsID: nil, uniqueID: nil, body: ByteBuffer())
-    var timer: Scheduled<Void>?
-    var done = false
-
-    init(_ request: HTTP2PushRequest, on connection: HTTP2Connection, deadline: NIODeadline, promise: EventLoopPromise<HTTP2PushResponse>) {
-        self.request = request
-        self.connection = connection
-        self.deadline = deadline
-        self.promise = promise
-    }
-
-    func handlerAdded(context: ChannelHandlerContext) {
-        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        timer = context.eventLoop.scheduleTask(deadline: deadline) {
-            let (handler, context) = loopBound.value
-            handler.finish(.failure(HTTP2Deadline()), context: context)
-        }
-        if context.channel.isActive { writeRequest(context: context) }
-    }
-
-    func channelActive(context: ChannelHandlerContext) {
-        writeRequest(context: context)
-        context.fireChannelActive()
-    }
-
-    func writeRequest(context: ChannelHandlerContext) {
-        guard let request else { return }
-        self.request = nil
-        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        let failed: @Sendable (Result<Void, any Error>) -> Void = { result in
-            if case let .failure(error) = result {
-                let (handler, context) = loopBound.value
-                handler.finish(.failure(error), context: context)
-            }
-        }
-        let headersWritten = context.eventLoop.makePromise(of: Void.self)
-        headersWritten.futureResult.whenComplete(failed)
-        context.write(wrapOutboundOut(.headers(.init(headers: request.headers, endStream: false))), promise: headersWritten)
-        let bodyWritten = context.eventLoop.makePromise(of: Void.self)
-        bodyWritten.futureResult.whenComplete(failed)
-        context.writeAndFlush(wrapOutboundOut(.data(.init(data: .byteBuffer(request.body), endStream: true))), promise: bodyWritten)
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
-        case let .headers(headers):
-            for (name, value, _) in headers.headers {
-                switch name {
-                case ":status": if response.status == 0 { response.status = Int(value) ?? 0 }
-                case "apns-id": response.apnsID = value
-                case "apns-unique-id": response.uniqueID = value
-                default: break
-                }
-            }
-            if headers.endStream { finish(.success(response), context: context) }
-        case var .data(payload):
-            if case var .byteBuffer(buffer) = payload.data, response.body.readableBytes < Self.maximumBody {
-                let take = min(buffer.readableBytes, Self.maximumBody - response.body.readableBytes)
-                if let slice = buffer.readSlice(length: take) { response.body.writeImmutableBuffer(slice) }
-            }
-            if payload.endStream { finish(.success(response), context: context) }
-            payload.data = .byteBuffer(ByteBuffer())
-        default:
-            break
-        }
-    }
-
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        finish(.failure(error), context: context)
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        // Closed without an answer (the connection went away): the server may or may not have processed it.
-        finish(.failure(ChannelError.eof), context: context)
-        context.fireChannelInactive()
-    }
-
-    func finish(_ result: Result<HTTP2PushResponse, any Error>, context: ChannelHandlerContext) {
-        guard !done else { return }
-        done = true
-        timer?.cancel()
-        switch result {
-        case let .success(response) where response.status != 0:
-            promise.succeed(response)
-        case .success:
-            promise.fail(HTTP2MissingStatus())
-        case let .failure(error):
-            promise.fail(HTTP2Connection.unprocessed(error) || excludedByGoAway(context: context) ? UnprocessedPush() : error)
-            context.close(promise: nil)
-        }
-    }
-}
-
-extension PushStreamHandler {
-    /// Whether the server's GOAWAY named a last stream below this one: then it never processed this stream,
-    /// however the stream ended.
-    func excludedByGoAway(context: ChannelHandlerContext) -> Bool {
-        guard let last = connection.goAwayLastStreamID.withLockedValue({ $0 }),
-              let id = try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID) else { return false }
-        return id > last
     }
 }
 

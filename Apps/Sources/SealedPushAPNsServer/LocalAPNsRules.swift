@@ -300,9 +300,9 @@ public final class LocalAPNsRules: Sendable {
         if configuration.failRate > 0, random() < configuration.failRate {
             return reject(random() < 0.5 ? .internalServerError : .serviceUnavailable)
         }
-        let apnsID = requestID?.lowercased() ?? UUID().uuidString.lowercased()
+        let apnsID = requestID?.lowercased() ?? APNsID.random()
         let push = AcceptedPush(deviceToken: lowerToken, topic: topic, payload: request.body, apnsID: apnsID,
                                 expiration: expiration, collapseID: collapseID, deviceKnown: deviceTopic != nil)
-        return .accepted(push, uniqueID: UUID().uuidString.lowercased())
+        return .accepted(push, uniqueID: APNsID.random())
     }
 }

@@ -311,7 +311,7 @@ public final class Gateway: Sendable {
                 deliveryID: deliveryID, deviceID: device.deviceID, apnsToken: device.apnsToken, environment: device.environment,
                 payload: sealed.payload, receiptTokenSHA256: sealed.receipt.map { Digests.sha256(Array($0.token.utf8)) },
                 priority: request.priority, collapseID: request.collapseID ?? deliveryID,
-                apnsExpiration: request.ttl == 0 ? 0 : expiresAt / 1000, apnsID: UUID().uuidString.lowercased()))
+                apnsExpiration: request.ttl == 0 ? 0 : expiresAt / 1000, apnsID: APNsID.random()))
         }
         var answer = JSONObject([
             ("message_id", .string(messageID)), ("created_at", GatewayTime.json(created)), ("expires_at", GatewayTime.json(expiresAt)),
