@@ -146,7 +146,12 @@ final class HTTP2Transport: Sendable {
                 let sync = channel.pipeline.syncOperations
                 // NIOHTTP2's connection handler without a stream multiplexer: the push handler after it runs the
                 // streams itself, so a push costs no child channel, pipeline or handler of its own.
-                try sync.addHandler(NIOHTTP2Handler(mode: .client, connectionConfiguration: .init(), streamConfiguration: .init()))
+                // Header blocks are not re-validated per push: every value the client sends was checked when its
+                // APNsPush was made (token hex, topic, collapse id without control characters, digits, a UUID),
+                // and of the answer only `:status`, `apns-id` and `apns-unique-id` are read, each parsed.
+                var connectionConfiguration = NIOHTTP2Handler.ConnectionConfiguration()
+                connectionConfiguration.headerBlockValidation = .disabled
+                try sync.addHandler(NIOHTTP2Handler(mode: .client, connectionConfiguration: connectionConfiguration, streamConfiguration: .init()))
                 let goingAway = NIOLockedValueBox(false)
                 let handler = PushConnectionHandler(goingAway: goingAway, pingInterval: configuration.pingInterval,
                                                     pingTimeout: configuration.pingTimeout)
