@@ -229,7 +229,7 @@ public final class SQLiteGatewayStore: GatewayStore {
             finishers.reserveCapacity(jobs.count)
             var batchFailed = false
             do {
-                try db.execute(sql: "BEGIN IMMEDIATE")
+                try db.cachedStatement(sql: "BEGIN IMMEDIATE").execute()
                 for job in jobs {
                     let (failed, finish) = job.run(db)
                     finishers.append(finish)
@@ -239,24 +239,24 @@ public final class SQLiteGatewayStore: GatewayStore {
                     }
                 }
                 if !batchFailed {
-                    try db.execute(sql: "COMMIT")
+                    try db.cachedStatement(sql: "COMMIT").execute()
                     for finish in finishers { finish(.success(())) }
                     continue
                 }
             } catch {
                 batchFailed = true
             }
-            if db.isInsideTransaction { try? db.execute(sql: "ROLLBACK") }
+            if db.isInsideTransaction { try? db.cachedStatement(sql: "ROLLBACK").execute() }
             for job in jobs {
                 var committed: Result<Void, any Error> = .success(())
                 var finish: (@Sendable (Result<Void, any Error>) -> Void)?
                 do {
-                    try db.execute(sql: "BEGIN IMMEDIATE")
+                    try db.cachedStatement(sql: "BEGIN IMMEDIATE").execute()
                     let (failed, f) = job.run(db)
                     finish = f
-                    try db.execute(sql: failed ? "ROLLBACK" : "COMMIT")
+                    try db.cachedStatement(sql: failed ? "ROLLBACK" : "COMMIT").execute()
                 } catch {
-                    if db.isInsideTransaction { try? db.execute(sql: "ROLLBACK") }
+                    if db.isInsideTransaction { try? db.cachedStatement(sql: "ROLLBACK").execute() }
                     committed = .failure(error)
                 }
                 if let finish { finish(committed) } else if case let .failure(error) = committed { job.fail(error) }
@@ -272,9 +272,11 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     /// Runs one short read (a few rows by index) on a reader connection, on the calling thread: no hop to a
     /// queue and back for the reads every message makes. A WAL reader never waits for the writer, and the pool
-    /// has more readers than the cooperative pool has threads.
+    /// has more readers than the cooperative pool has threads. No explicit transaction: each statement is its
+    /// own read transaction (a snapshot of the last commit), so `body` runs single statements whose results
+    /// need no common snapshot.
     func readNow<R>(_ body: (Database) throws -> R) throws -> R {
-        try pool.read(body)
+        try pool.unsafeRead(body)
     }
 
     /// Closes the connections and releases the single-instance lock.
