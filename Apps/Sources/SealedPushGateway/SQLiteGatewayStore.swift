@@ -797,7 +797,9 @@ extension Database {
     /// and reused (the hot statements; SQL built per call passes false, so the cache stays small).
     func rows(_ sql: String, _ binds: [SQLiteValue] = [], cached: Bool = true) throws -> [Row] {
         let statement = cached ? try cachedStatement(sql: sql) : try makeStatement(sql: sql)
-        let arguments = StatementArguments(binds.map(\.databaseValue))
+        // Optional existentials, not `[DatabaseValue]`: GRDB maps that one with a key path, which the runtime
+        // instantiates on every call (a tenth of the writer's time in a profile).
+        let arguments = StatementArguments(binds.map { value -> (any DatabaseValueConvertible)? in value.databaseValue })
         return try Row.fetchAll(statement, arguments: arguments)
     }
 }
