@@ -11,14 +11,16 @@ FUZZ_SECONDS ?= 30
 
 all: build
 
-# libsodium-dev is the one system library SealedPush needs. Installed here when missing and we are root.
+# The system libraries SealedPush needs: libsodium-dev (the libraries) and libsqlite3-dev (the gateway's
+# SQLite store, through GRDB; its libsqlite3.a links the static release binaries). Installed here when
+# missing and we are root.
 deps:
-	@if ! pkg-config --exists libsodium 2>/dev/null; then \
+	@if ! pkg-config --exists libsodium sqlite3 2>/dev/null; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "libsodium-dev is missing: installing it with apt-get"; \
-	    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y libsodium-dev pkg-config; \
+	    echo "libsodium-dev or libsqlite3-dev is missing: installing them with apt-get"; \
+	    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y libsodium-dev libsqlite3-dev pkg-config; \
 	  else \
-	    echo "libsodium-dev is missing. Install it with: sudo apt-get update && sudo apt-get install -y libsodium-dev pkg-config" >&2; \
+	    echo "libsodium-dev or libsqlite3-dev is missing. Install them with: sudo apt-get update && sudo apt-get install -y libsodium-dev libsqlite3-dev pkg-config" >&2; \
 	    exit 1; \
 	  fi; \
 	fi

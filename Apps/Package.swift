@@ -55,6 +55,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/vapor/sqlite-nio", from: "1.13.2"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
@@ -163,7 +164,8 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        // `sealedpush-server gateway`: the push gateway (gateway v1): the store (SQLite through sqlite-nio),
+        // `sealedpush-server gateway`: the push gateway (gateway v1): the store (SQLite through GRDB, the system
+        // libsqlite3; or PostgreSQL through postgres-nio),
         // the HTTP API (Hummingbird), the delivery worker over the provider client, metrics (swift-metrics
         // into swift-prometheus).
         .target(
@@ -180,7 +182,7 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
-                .product(name: "SQLiteNIO", package: "sqlite-nio"),
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),

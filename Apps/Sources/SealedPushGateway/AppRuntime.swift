@@ -114,6 +114,12 @@ final class WakeSignal: Sendable {
 
     /// Returns when notified, after `timeout`, or when the task is cancelled.
     func wait(upTo timeout: Duration) async {
+        // A notification already came: no timer, no child tasks.
+        let notified = state.withLockedValue { s -> Bool in
+            defer { s.pending = false }
+            return s.pending
+        }
+        if notified { return }
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 try? await Task.sleep(for: timeout)

@@ -94,7 +94,11 @@ public struct DeliveryWorker: Service {
                 // Instances sharing a PostgreSQL database divide the app's bound among them (gateway v1 §9).
                 let share = max(1, app.config.maxInFlight / max(1, gateway.store.liveInstances))
                 let free = share - app.inFlight.held
-                guard free > 0 else {
+                // Under load, claim in batches: while attempts are in flight (the end of each wakes this loop once
+                // a batch's worth is free), wait for a quarter of the share rather than claiming one delivery (a
+                // transaction, a loop turn) per finished attempt.
+                let batch = Self.claimThreshold(share: share, claimBatch: options.claimBatch)
+                guard free > 0, free >= batch || app.inFlight.held == 0 else {
                     await app.wake.wait(upTo: .seconds(1))
                     continue
                 }
@@ -123,7 +127,10 @@ public struct DeliveryWorker: Service {
                     group.addTask {
                         await self.attempt(claim, app: app)
                         app.inFlight.release()
-                        app.wake.notify()
+                        // The release that makes a batch's worth free wakes the loop (later ones find it awake or
+                        // notified); so does the last one, and draining wakes it too.
+                        let held = app.inFlight.held
+                        if held == 0 || share - held >= batch { app.wake.notify() }
                     }
                 }
             }
@@ -138,6 +145,12 @@ public struct DeliveryWorker: Service {
                 }
             }
         }
+    }
+
+    /// How many free slots the loop waits for before it claims while attempts are in flight: a quarter of the
+    /// share (at least 1, at most `claimBatch`).
+    static func claimThreshold(share: Int, claimBatch: Int) -> Int {
+        max(1, min(claimBatch, share / 4))
     }
 
     /// Sends one claimed delivery and writes what came of it.

@@ -1,5 +1,4 @@
-import SQLiteNIO
-import NIOCore
+import GRDB
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -8,8 +7,8 @@ import Glibc
 // by the state-changing methods in SQLiteGatewayStore.swift (`insertEvent`); these read and lease them.
 extension SQLiteGatewayStore {
     public func claimEvents(app: String, now: Int64, leaseUntil: Int64, limit: Int) async throws -> [ClaimedEvent] {
-        try await transaction { [self] in
-            try await connection.rows("""
+        try await transaction { db in
+            try db.rows("""
                 UPDATE events SET lease_until = ?, generation = generation + 1
                 WHERE position IN (SELECT position FROM events WHERE app = ? AND state = 'pending' AND next_attempt_at <= ?
                                    AND (lease_until IS NULL OR lease_until < ?) ORDER BY position LIMIT ?)
@@ -25,10 +24,10 @@ extension SQLiteGatewayStore {
     }
 
     public func completeEvent(_ claim: ClaimedEvent, outcome: EventOutcome, now: Int64) async throws -> Bool {
-        try await transaction { [self] in
-            let key: [SQLiteData] = [.text(claim.id), .integer(Int(claim.generation))]
+        try await transaction { db in
+            let key: [SQLiteValue] = [.text(claim.id), .integer(Int(claim.generation))]
             let sql: String
-            var binds: [SQLiteData] = []
+            var binds: [SQLiteValue] = []
             switch outcome {
             case .acknowledged:
                 sql = "UPDATE events SET state = 'acknowledged', attempts = attempts + 1, lease_until = NULL"
@@ -40,20 +39,20 @@ extension SQLiteGatewayStore {
             case .handBack:
                 sql = "UPDATE events SET lease_until = NULL"
             }
-            return try await !connection.rows(sql + " WHERE id = ? AND generation = ? AND state = 'pending' RETURNING 1 AS k", binds + key).isEmpty
+            return try !db.rows(sql + " WHERE id = ? AND generation = ? AND state = 'pending' RETURNING 1 AS k", binds + key).isEmpty
         }
     }
 
     public func events(app: String, after: String?, since: Int64, limit: Int) async throws -> [EventRecord]? {
-        try await read { () async throws -> [EventRecord]? in
+        try await read { db throws -> [EventRecord]? in
             var position = 0
             if let after {
-                guard let found = try await connection.rows("SELECT position FROM events WHERE app = ? AND id = ?", [.text(app), .text(after)])
+                guard let found = try db.rows("SELECT position FROM events WHERE app = ? AND id = ?", [.text(app), .text(after)])
                     .first?.column("position")?.integer
                 else { return nil }
                 position = found
             }
-            return try await connection.rows("""
+            return try db.rows("""
                 SELECT id, app, type, created_at, body FROM events WHERE app = ? AND position > ? AND created_at >= ? ORDER BY position LIMIT ?
                 """, [.text(app), .integer(position), .integer(Int(since)), .integer(limit)]).compactMap { row in
                 guard let id = row.column("id")?.string, let app = row.column("app")?.string,
@@ -69,7 +68,7 @@ extension SQLiteGatewayStore {
         let dayAgo = Int(now - 86_400_000)
         let t = Int(now)
         let openedAt = self.openedAt
-        return try await read { () async throws -> DashboardSnapshot in
+        return try await read { db throws -> DashboardSnapshot in
             var apps: [String: DashboardSnapshot.App] = [:]
             func update(_ app: String, _ change: (inout DashboardSnapshot.App) -> Void) {
                 var a = apps[app] ?? DashboardSnapshot.App(app: app)
@@ -77,7 +76,7 @@ extension SQLiteGatewayStore {
                 apps[app] = a
             }
             // Deliveries created in the last 24 hours by current state and hour (0: the last hour).
-            for row in try await connection.rows("""
+            for row in try db.rows("""
                 SELECT app, state, (? - created_at) / 3600000 AS h, COUNT(*) AS n FROM deliveries WHERE created_at > ? GROUP BY app, state, h
                 """, [.integer(t), .integer(dayAgo)]) {
                 guard let app = row.column("app")?.string, let state = row.column("state")?.string, let n = row.column("n")?.integer else { continue }
@@ -88,7 +87,7 @@ extension SQLiteGatewayStore {
                     if hour == 0 { a.lastHour[state, default: 0] += n }
                 }
             }
-            for row in try await connection.rows("""
+            for row in try db.rows("""
                 SELECT app, apns_status, COALESCE(reason, '') AS reason, COUNT(*) AS n FROM deliveries
                 WHERE created_at > ? AND apns_status IS NOT NULL GROUP BY app, apns_status, reason ORDER BY n DESC
                 """, [.integer(dayAgo)]) {
@@ -96,7 +95,7 @@ extension SQLiteGatewayStore {
                 let reason = status == 200 ? "" : row.column("reason")?.string ?? ""
                 update(app) { $0.addAPNsAnswer(status: status, reason: reason, count: n) }
             }
-            for row in try await connection.rows("""
+            for row in try db.rows("""
                 SELECT app, SUM(accepted_at IS NOT NULL) AS accepted, SUM(state = 'delivered') AS delivered FROM deliveries
                 WHERE created_at > ? GROUP BY app
                 """, [.integer(dayAgo)]) {
@@ -106,12 +105,12 @@ extension SQLiteGatewayStore {
                     a.deliveredLastDay = row.column("delivered")?.integer ?? 0
                 }
             }
-            for row in try await connection.rows("SELECT app, reason, kid, count, last_at FROM reports ORDER BY app, count DESC, kid") {
+            for row in try db.rows("SELECT app, reason, kid, count, last_at FROM reports ORDER BY app, count DESC, kid") {
                 guard let app = row.column("app")?.string, let reason = row.column("reason")?.string, let kid = row.column("kid")?.string,
                       let count = row.column("count")?.integer, let at = row.column("last_at")?.integer else { continue }
                 update(app) { $0.reports.append(.init(reason: reason, kid: kid, count: count, lastAt: Int64(at))) }
             }
-            for row in try await connection.rows("""
+            for row in try db.rows("""
                 SELECT app, COUNT(*) AS n, MIN(created_at) AS oldest, SUM(lease_until IS NOT NULL AND lease_until >= ?) AS leased
                 FROM deliveries WHERE state = 'queued' GROUP BY app
                 """, [.integer(t)]) {
@@ -122,7 +121,7 @@ extension SQLiteGatewayStore {
                     a.leasedDeliveries = row.column("leased")?.integer ?? 0
                 }
             }
-            for row in try await connection.rows("SELECT app, state, COUNT(*) AS n FROM devices GROUP BY app, state") {
+            for row in try db.rows("SELECT app, state, COUNT(*) AS n FROM devices GROUP BY app, state") {
                 guard let app = row.column("app")?.string, let n = row.column("n")?.integer else { continue }
                 let unregistered = row.column("state")?.string == DeviceState.unregistered.rawValue
                 update(app) { a in if unregistered { a.devicesUnregistered += n } else { a.devicesActive += n } }
@@ -130,7 +129,7 @@ extension SQLiteGatewayStore {
             var leasedEvents = 0
             // The apps seen above (devices, queued or last-day deliveries, reports): no scan of every event for others.
             for app in apps.keys.sorted() {
-                for row in try await connection.rows("""
+                for row in try db.rows("""
                     SELECT state, COUNT(*) AS n, SUM(lease_until IS NOT NULL AND lease_until >= ?) AS leased FROM events
                     WHERE app = ? AND state IN ('pending', 'dropped') GROUP BY state
                     """, [.integer(t), .text(app)]) {

@@ -1,6 +1,6 @@
-import SQLiteNIO
+import Foundation
+import GRDB
 import NIOConcurrencyHelpers
-import NIOCore
 public import Logging
 import SealedPushAPNs
 import SealedPushCrypto
@@ -16,16 +16,19 @@ public struct GatewayStoreError: Error, CustomStringConvertible, Sendable {
     public init(_ description: String) { self.description = description }
 }
 
-/// The gateway's SQLite store (WAL, `synchronous=FULL`: a `202` is on disk before it is answered).
+/// The gateway's SQLite store (WAL, `synchronous=FULL`: a `202` is on disk before it is answered), through
+/// GRDB over the system SQLite.
 ///
-/// One connection, used by one task at a time (`gate`). Every method is one transaction, and concurrent
-/// write transactions are committed together (group commit): each runs in a savepoint of one `BEGIN
-/// IMMEDIATE` … `COMMIT`, and none returns before that commit is on disk, so one `fsync` serves many
-/// requests. SQLite serves one instance: `open` takes an exclusive `flock` on `<file>.lock` and refuses to
-/// start when another process holds it.
+/// One writer connection and a few readers (a `DatabasePool`), each used on its own serial queue: a read is
+/// one hop to a reader and back, and sees the last commit. Every method is one transaction, and concurrent
+/// write transactions are committed together (group commit): the writer runs every queued transaction, all
+/// synchronously on its queue, in one `BEGIN IMMEDIATE` … `COMMIT`, with the statements prepared once per
+/// connection (`cachedStatement`), and none returns before that commit is on disk, so one `fsync` serves
+/// many requests. SQLite serves one instance: `open` takes an exclusive `flock` on `<file>.lock` and refuses
+/// to start when another process holds it.
 public final class SQLiteGatewayStore: GatewayStore {
-    let connection: SQLiteConnection
-    let gate = AsyncLimiter(limit: 1)
+    /// The connections: one writer (group commits) and readers (WAL), each used on its own serial queue.
+    let pool: DatabasePool
     let commits = CommitQueue()
     let lockFD: Int32
     /// The database file.
@@ -112,8 +115,8 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// When this instance opened the store (the dashboard's instance list).
     let openedAt = GatewayClock.system.milliseconds()
 
-    private init(connection: SQLiteConnection, path: String, lockFD: Int32) {
-        self.connection = connection
+    private init(pool: DatabasePool, path: String, lockFD: Int32) {
+        self.pool = pool
         self.path = path
         self.lockFD = lockFD
     }
@@ -133,8 +136,12 @@ public final class SQLiteGatewayStore: GatewayStore {
         let created = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         if created >= 0 { Glibc.close(created) }
         do {
-            let connection = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
-            let store = SQLiteGatewayStore(connection: connection, path: path, lockFD: fd)
+            var configuration = Configuration()
+            configuration.busyMode = .timeout(5)
+            configuration.maximumReaderCount = 4
+            configuration.label = "gateway"
+            let pool = try DatabasePool(path: path, configuration: configuration)
+            let store = SQLiteGatewayStore(pool: pool, path: path, lockFD: fd)
             try await store.setUp()
             return store
         } catch let error as GatewayStoreError {
@@ -147,81 +154,84 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     private func setUp() async throws {
-        _ = try await connection.rows("PRAGMA busy_timeout = 5000")
-        _ = try await connection.rows("PRAGMA journal_mode = WAL")
-        _ = try await connection.rows("PRAGMA synchronous = FULL")
-        _ = try await connection.rows("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY NOT NULL, applied_at INTEGER NOT NULL)")
-        let current = try await connection.rows("SELECT MAX(version) AS v FROM schema_migrations").first?.column("v")?.integer ?? 0
+        // GRDB opens a pool in WAL mode with synchronous=NORMAL; the gateway answers 202 only once a commit is
+        // on disk, so the writer connection (the only one that commits) runs with FULL.
+        try await pool.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+            try db.execute(sql: "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY NOT NULL, applied_at INTEGER NOT NULL)")
+        }
+        let current = try await pool.writeWithoutTransaction { db in
+            try db.rows("SELECT MAX(version) AS v FROM schema_migrations").first?.column("v")?.integer ?? 0
+        }
         let known = Self.migrations.last?.version ?? 0
         guard current <= known else {
             throw GatewayStoreError("\(path) has schema version \(current), newer than this build knows (\(known)); run the newer gateway, or restore a backup")
         }
         for migration in Self.migrations where migration.version > current {
-            try await transaction { [self] in
-                for statement in migration.statements { _ = try await connection.rows(statement) }
-                _ = try await connection.rows("INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
-                                               [.integer(migration.version), .integer(Int(GatewayClock.system.milliseconds()))])
+            try await transaction { db in
+                for statement in migration.statements { try db.execute(sql: statement) }
+                _ = try db.rows("INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
+                                [.integer(migration.version), .integer(Int(GatewayClock.system.milliseconds()))], cached: false)
             }
         }
         // This process holds the lock, so a lease left in the file belongs to a process that is gone (a crash
         // or a kill): its deliveries are due again now, with the same apns-id and collapse id.
-        try await transaction { [self] in
-            _ = try await connection.rows("UPDATE deliveries SET lease_until = NULL WHERE lease_until IS NOT NULL")
-            _ = try await connection.rows("UPDATE events SET lease_until = NULL WHERE lease_until IS NOT NULL")
+        try await transaction { db in
+            _ = try db.rows("UPDATE deliveries SET lease_until = NULL WHERE lease_until IS NOT NULL", cached: false)
+            _ = try db.rows("UPDATE events SET lease_until = NULL WHERE lease_until IS NOT NULL", cached: false)
         }
-        try await transaction { [self] in
-            let rows = try await connection.rows("SELECT value FROM settings WHERE name = 'idempotency_secret'")
+        try await transaction { db in
+            let rows = try db.rows("SELECT value FROM settings WHERE name = 'idempotency_secret'")
             if rows.isEmpty {
-                _ = try await connection.rows("INSERT INTO settings (name, value) VALUES ('idempotency_secret', ?)",
-                                               [.blob(ByteBuffer(bytes: CryptoLibrary.randomBytes(count: 32)))])
+                _ = try db.rows("INSERT INTO settings (name, value) VALUES ('idempotency_secret', ?)",
+                                [.blob(CryptoLibrary.randomBytes(count: 32))], cached: false)
             }
         }
     }
 
-    /// Runs `body` as one transaction (`BEGIN IMMEDIATE` … `COMMIT`), alone on the connection.
-    func transaction<R: Sendable>(_ body: @escaping @Sendable () async throws -> R) async throws -> R {
-        let outcome = NIOLockedValueBox<Result<R, any Error>?>(nil)
-        let done = OneShot()
-        let job = CommitQueue.Job(run: {
-            // Runs inside a batch's transaction; its outcome stands once that transaction's COMMIT says how it ended.
-            let result: Result<R, any Error>
-            do { result = .success(try await body()) } catch { result = .failure(error) }
-            let failed = if case .failure = result { true } else { false }
-            return (failed, { committed in
-                outcome.withLockedValue { o in
+    /// The writer connection's `PRAGMA synchronous` (2: FULL), for the test that keeps commits durable.
+    func writerSynchronous() async throws -> Int {
+        try await pool.writeWithoutTransaction { db in try db.rows("PRAGMA synchronous", cached: false).first?.column("synchronous")?.integer ?? -1 }
+    }
+
+    /// Runs `body` as one transaction (`BEGIN IMMEDIATE` … `COMMIT`) on the writer connection, in a batch with
+    /// the other callers' (group commit): returns once the transaction it ran in committed, or throws.
+    ///
+    /// `body` may run more than once (its batch failed for another job and is replayed job by job); only the
+    /// last run's transaction is ever committed.
+    func transaction<R: Sendable>(_ body: @escaping @Sendable (Database) throws -> R) async throws -> R {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
+            let job = CommitQueue.Job(run: { db in
+                // Runs inside a batch's transaction; its outcome stands once that transaction's COMMIT says how it ended.
+                let result: Result<R, any Error>
+                do { result = .success(try body(db)) } catch { result = .failure(error) }
+                let failed = if case .failure = result { true } else { false }
+                return (failed, { committed in
                     switch (result, committed) {
-                    case (.success, .failure(let error)): o = .failure(error)
-                    default: o = result
+                    case (.success, .failure(let error)): continuation.resume(throwing: error)
+                    default: continuation.resume(with: result)
                     }
-                }
-                done.fire()
-            })
-        }, fail: { error in
-            outcome.withLockedValue { $0 = .failure(error) }
-            done.fire()
-        })
-        if commits.enqueue(job) {
-            Task { await self.writeBatches() }
+                })
+            }, fail: { error in continuation.resume(throwing: error) })
+            if commits.enqueue(job) {
+                pool.asyncWriteWithoutTransaction { [self] db in writeBatches(db) }
+            }
         }
-        await done.wait()
-        return try outcome.withLockedValue { $0! }.get()
     }
 
-    /// Commits what is queued, batch after batch, until the queue is empty. A batch runs every job in one
-    /// transaction; if any job fails, the batch is rolled back and each job runs again in a transaction of its
-    /// own, so one job's failure never undoes or fails another's.
-    func writeBatches() async {
+    /// Commits what is queued, batch after batch, until the queue is empty, on the writer connection's queue
+    /// (synchronously: one hop for a whole batch). A batch runs every job in one transaction; if any job fails,
+    /// the batch is rolled back and each job runs again in a transaction of its own, so one job's failure never
+    /// undoes or fails another's. Callers are answered after their transaction's COMMIT returned.
+    func writeBatches(_ db: Database) {
         while let jobs = commits.takeAll() {
-            do { try await gate.acquire() } catch {
-                for job in jobs { job.fail(error) }
-                continue
-            }
             var finishers: [@Sendable (Result<Void, any Error>) -> Void] = []
+            finishers.reserveCapacity(jobs.count)
             var batchFailed = false
             do {
-                _ = try await connection.rows("BEGIN IMMEDIATE")
+                try db.cachedStatement(sql: "BEGIN IMMEDIATE").execute()
                 for job in jobs {
-                    let (failed, finish) = await job.run()
+                    let (failed, finish) = job.run(db)
                     finishers.append(finish)
                     if failed {
                         batchFailed = true
@@ -229,55 +239,65 @@ public final class SQLiteGatewayStore: GatewayStore {
                     }
                 }
                 if !batchFailed {
-                    _ = try await connection.rows("COMMIT")
-                    gate.release()
+                    try db.cachedStatement(sql: "COMMIT").execute()
                     for finish in finishers { finish(.success(())) }
                     continue
                 }
             } catch {
                 batchFailed = true
             }
-            _ = try? await connection.rows("ROLLBACK")
+            if db.isInsideTransaction { try? db.cachedStatement(sql: "ROLLBACK").execute() }
             for job in jobs {
                 var committed: Result<Void, any Error> = .success(())
                 var finish: (@Sendable (Result<Void, any Error>) -> Void)?
                 do {
-                    _ = try await connection.rows("BEGIN IMMEDIATE")
-                    let (failed, f) = await job.run()
+                    try db.cachedStatement(sql: "BEGIN IMMEDIATE").execute()
+                    let (failed, f) = job.run(db)
                     finish = f
-                    _ = try await connection.rows(failed ? "ROLLBACK" : "COMMIT")
+                    try db.cachedStatement(sql: failed ? "ROLLBACK" : "COMMIT").execute()
                 } catch {
-                    _ = try? await connection.rows("ROLLBACK")
+                    if db.isInsideTransaction { try? db.cachedStatement(sql: "ROLLBACK").execute() }
                     committed = .failure(error)
                 }
                 if let finish { finish(committed) } else if case let .failure(error) = committed { job.fail(error) }
             }
-            gate.release()
         }
     }
 
-    /// Runs one read alone on the connection (between batches of writes).
-    func read<R: Sendable>(_ body: () async throws -> R) async throws -> R {
-        try await gate.acquire()
-        defer { gate.release() }
-        return try await body()
+    /// Runs one read on a reader connection of the pool (WAL: it sees the last commit, alongside writes), on
+    /// that reader's queue: for reads that may take long (listings, the dashboard).
+    func read<R: Sendable>(_ body: @Sendable (Database) throws -> R) async throws -> R {
+        try await pool.read(body)
     }
 
+    /// Runs one short read (a few rows by index) on a reader connection, on the calling thread: no hop to a
+    /// queue and back for the reads every message makes. A WAL reader never waits for the writer, and the pool
+    /// has more readers than the cooperative pool has threads. No explicit transaction: each statement is its
+    /// own read transaction (a snapshot of the last commit), so `body` runs single statements whose results
+    /// need no common snapshot.
+    func readNow<R>(_ body: (Database) throws -> R) throws -> R {
+        try pool.unsafeRead(body)
+    }
+
+    /// Closes the connections and releases the single-instance lock.
     public func close() async {
-        try? await connection.close()
+        // The readers first (releaseMemory closes the idle ones): the last connection to close checkpoints the WAL
+        // and deletes it, which a read-only reader cannot do, and GRDB's close() closes the writer first.
+        pool.releaseMemory()
+        try? pool.close()
         Glibc.close(lockFD)
     }
 
     public func ping() async throws {
-        _ = try await read { try await connection.rows("SELECT 1") }
+        _ = try readNow { db in try db.rows("SELECT 1") }
     }
 
     public func idempotencySecret() async throws -> [UInt8] {
-        try await read {
-            guard let blob = try await connection.rows("SELECT value FROM settings WHERE name = 'idempotency_secret'").first?.column("value")?.blob else {
+        try readNow { db in
+            guard let blob = try db.rows("SELECT value FROM settings WHERE name = 'idempotency_secret'").first?.column("value")?.blob else {
                 throw GatewayStoreError("the idempotency secret is missing from \(path); the database was altered")
             }
-            return Array(blob.readableBytesView)
+            return blob
         }
     }
 
@@ -288,7 +308,7 @@ public final class SQLiteGatewayStore: GatewayStore {
         unregistered_at, unregistered_reason, token_reassigned, report_reason, report_kid, report_count, report_at
         """
 
-    static func device(_ row: SQLiteRow) -> DeviceRecord? {
+    static func device(_ row: Row) -> DeviceRecord? {
         guard let app = row.column("app")?.string, let id = row.column("device_id")?.string, let user = row.column("user_id")?.string,
               let token = row.column("apns_token")?.string,
               let env = row.column("environment")?.string.flatMap(APNsEnvironmentName.init(rawValue:)),
@@ -309,77 +329,77 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     /// Cancels a device's unsent deliveries, with their events; how many.
-    func cancelUnsent(app: String, deviceID: String, reason: String, now: Int64) async throws -> Int {
-        let rows = try await connection.rows("""
+    func cancelUnsent(_ db: Database, app: String, deviceID: String, reason: String, now: Int64) throws -> Int {
+        let rows = try db.rows("""
             UPDATE deliveries SET state = 'cancelled', reason = ?, updated_at = ?, next_attempt_at = NULL, seq = seq + 1, payload = x''
             WHERE app = ? AND device_id = ? AND state = 'queued' RETURNING \(Self.deliveryColumns)
             """, [.text(reason), .integer(Int(now)), .text(app), .text(deviceID)])
-        try await insertDeliveryEvents(rows, now: now)
+        try insertDeliveryEvents(db, rows, now: now)
         return rows.count
     }
 
     /// Writes the events of deliveries an UPDATE just changed (its `RETURNING` rows), in the current transaction.
-    func insertDeliveryEvents(_ rows: [SQLiteRow], now: Int64) async throws {
+    func insertDeliveryEvents(_ db: Database, _ rows: [Row], now: Int64) throws {
         for row in rows {
             guard let delivery = Self.delivery(row) else { continue }
-            try await insertEvent(GatewayEvents.delivery(delivery, now: now))
+            try insertEvent(db, GatewayEvents.delivery(delivery, now: now))
         }
     }
 
     /// Inserts one event (pending, due now) in the current transaction: the only SQL the events of §8 add to
     /// the state-changing methods.
-    func insertEvent(_ event: EventRecord?) async throws {
+    func insertEvent(_ db: Database, _ event: EventRecord?) throws {
         guard let event else { return }
-        _ = try await connection.rows("""
+        _ = try db.rows("""
             INSERT INTO events (id, app, type, created_at, body, next_attempt_at) VALUES (?, ?, ?, ?, ?, ?)
             """, [.text(event.id), .text(event.app), .text(event.type.rawValue), .integer(Int(event.createdAt)),
                   .text(String(decoding: event.body, as: UTF8.self)), .integer(Int(event.createdAt))])
     }
 
     public func putDevice(_ device: DeviceRecord, maxDevicesPerUser: Int) async throws -> (device: DeviceRecord, created: Bool, cancelled: Int) {
-        try await transaction { [self] in
-            let existing = try await connection.rows("SELECT \(Self.deviceColumns) FROM devices WHERE app = ? AND device_id = ?",
+        try await transaction { [self] db in
+            let existing = try db.rows("SELECT \(Self.deviceColumns) FROM devices WHERE app = ? AND device_id = ?",
                                                       [.text(device.app), .text(device.deviceID)]).first.flatMap(Self.device)
             if existing?.userID != device.userID {
-                let count = try await connection.rows("SELECT COUNT(*) AS n FROM devices WHERE app = ? AND user_id = ?",
+                let count = try db.rows("SELECT COUNT(*) AS n FROM devices WHERE app = ? AND user_id = ?",
                                                        [.text(device.app), .text(device.userID)]).first?.column("n")?.integer ?? 0
                 if count >= maxDevicesPerUser { throw DeviceRegistrationRefusal.tooManyDevices(limit: maxDevicesPerUser) }
             }
-            let holders = try await connection.rows(
+            let holders = try db.rows(
                 "SELECT device_id FROM devices WHERE app = ? AND environment = ? AND apns_token = ? AND device_id <> ?",
                 [.text(device.app), .text(device.environment.rawValue), .text(device.apnsToken), .text(device.deviceID)])
             var cancelled = 0
             for holder in holders {
                 guard let other = holder.column("device_id")?.string else { continue }
-                cancelled += try await cancelUnsent(app: device.app, deviceID: other, reason: "token_reassigned", now: device.updatedAt)
-                _ = try await connection.rows("DELETE FROM devices WHERE app = ? AND device_id = ?", [.text(device.app), .text(other)])
+                cancelled += try cancelUnsent(db, app: device.app, deviceID: other, reason: "token_reassigned", now: device.updatedAt)
+                _ = try db.rows("DELETE FROM devices WHERE app = ? AND device_id = ?", [.text(device.app), .text(other)])
             }
             let stored = device.registered(over: existing, tokenReassigned: !holders.isEmpty)
             let report = stored.lastReport
-            _ = try await connection.rows("""
+            _ = try db.rows("""
                 INSERT OR REPLACE INTO devices (\(Self.deviceColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, NULL, NULL, ?, ?, ?, ?, ?)
                 """, [.text(stored.app), .text(stored.deviceID), .text(stored.userID), .text(stored.apnsToken), .text(stored.environment.rawValue),
                       .text(String(decoding: stored.keyRecord, as: UTF8.self)), .text(stored.keyID), .integer(Int(stored.createdAt)),
                       .integer(Int(stored.updatedAt)), .integer(Int(stored.registeredAt)), .integer(stored.tokenReassigned ? 1 : 0),
                       report.map { .text($0.reason) } ?? .null, report?.kid.map { .text($0) } ?? .null,
                       report.map { .integer($0.count) } ?? .null, report.map { .integer(Int($0.at)) } ?? .null])
-            _ = try await connection.rows("INSERT OR IGNORE INTO known_users (app, user_id) VALUES (?, ?)", [.text(device.app), .text(device.userID)])
+            _ = try db.rows("INSERT OR IGNORE INTO known_users (app, user_id) VALUES (?, ?)", [.text(device.app), .text(device.userID)])
             return (stored, existing == nil, cancelled)
         }
     }
 
     public func device(app: String, deviceID: String) async throws -> DeviceRecord? {
-        try await read {
-            try await connection.rows("SELECT \(Self.deviceColumns) FROM devices WHERE app = ? AND device_id = ?", [.text(app), .text(deviceID)])
+        try readNow { db in
+            try db.rows("SELECT \(Self.deviceColumns) FROM devices WHERE app = ? AND device_id = ?", [.text(app), .text(deviceID)])
                 .first.flatMap(Self.device)
         }
     }
 
     public func deleteDevice(app: String, deviceID: String, now: Int64) async throws -> Int? {
-        try await transaction { [self] in
-            let rows = try await connection.rows("DELETE FROM devices WHERE app = ? AND device_id = ? RETURNING device_id", [.text(app), .text(deviceID)])
+        try await transaction { [self] db in
+            let rows = try db.rows("DELETE FROM devices WHERE app = ? AND device_id = ? RETURNING device_id", [.text(app), .text(deviceID)])
             guard !rows.isEmpty else { return nil }
-            return try await cancelUnsent(app: app, deviceID: deviceID, reason: "device_deleted", now: now)
+            return try cancelUnsent(db, app: app, deviceID: deviceID, reason: "device_deleted", now: now)
         }
     }
 
@@ -387,23 +407,23 @@ public final class SQLiteGatewayStore: GatewayStore {
     static let userDevicesSQL = "SELECT \(deviceColumns) FROM devices WHERE app = ? AND user_id = ? ORDER BY updated_at, device_id"
 
     public func userDevices(app: String, userID: String) async throws -> [DeviceRecord] {
-        try await read {
-            try await connection.rows(Self.userDevicesSQL, [.text(app), .text(userID)]).compactMap(Self.device)
+        try readNow { db in
+            try db.rows(Self.userDevicesSQL, [.text(app), .text(userID)]).compactMap(Self.device)
         }
     }
 
     public func userIsKnown(app: String, userID: String) async throws -> Bool {
-        try await read {
-            try await !connection.rows("SELECT 1 AS k FROM known_users WHERE app = ? AND user_id = ?", [.text(app), .text(userID)]).isEmpty
+        try readNow { db in
+            try !db.rows("SELECT 1 AS k FROM known_users WHERE app = ? AND user_id = ?", [.text(app), .text(userID)]).isEmpty
         }
     }
 
     public func deleteUserDevices(app: String, userID: String, now: Int64) async throws -> (devices: Int, cancelled: Int) {
-        try await transaction { [self] in
-            let rows = try await connection.rows("DELETE FROM devices WHERE app = ? AND user_id = ? RETURNING device_id", [.text(app), .text(userID)])
+        try await transaction { [self] db in
+            let rows = try db.rows("DELETE FROM devices WHERE app = ? AND user_id = ? RETURNING device_id", [.text(app), .text(userID)])
             var cancelled = 0
             for row in rows {
-                if let id = row.column("device_id")?.string { cancelled += try await cancelUnsent(app: app, deviceID: id, reason: "device_deleted", now: now) }
+                if let id = row.column("device_id")?.string { cancelled += try cancelUnsent(db, app: app, deviceID: id, reason: "device_deleted", now: now) }
             }
             return (rows.count, cancelled)
         }
@@ -411,7 +431,7 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func listDevices(app: String, state: DeviceState?, since: Int64?, after: (Int64, String)?, limit: Int) async throws -> [DeviceRecord] {
         var sql = "SELECT \(Self.deviceColumns) FROM devices WHERE app = ?"
-        var binds: [SQLiteData] = [.text(app)]
+        var binds: [SQLiteValue] = [.text(app)]
         if let state { sql += " AND state = ?"; binds.append(.text(state.rawValue)) }
         if let since { sql += " AND updated_at >= ?"; binds.append(.integer(Int(since))) }
         if let after {
@@ -421,19 +441,19 @@ public final class SQLiteGatewayStore: GatewayStore {
         sql += " ORDER BY updated_at, device_id LIMIT ?"
         binds.append(.integer(limit))
         let query = sql, values = binds
-        return try await read { try await connection.rows(query, values).compactMap(Self.device) }
+        return try await read { db in try db.rows(query, values, cached: false).compactMap(Self.device) }
     }
 
     public func devices(app: String, ids: [String]) async throws -> [DeviceRecord] {
         guard !ids.isEmpty else { return [] }
-        return try await read {
+        return try readNow { db in
             var out: [DeviceRecord] = []
             var start = 0
             while start < ids.count {
                 let chunk = Array(ids[start..<min(ids.count, start + 500)])
                 let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
-                out += try await connection.rows("SELECT \(Self.deviceColumns) FROM devices WHERE app = ? AND device_id IN (\(marks))",
-                                                  [.text(app)] + chunk.map { .text($0) }).compactMap(Self.device)
+                out += try db.rows("SELECT \(Self.deviceColumns) FROM devices WHERE app = ? AND device_id IN (\(marks))",
+                                                  [.text(app)] + chunk.map { .text($0) }, cached: false).compactMap(Self.device)
                 start += 500
             }
             return out
@@ -443,44 +463,44 @@ public final class SQLiteGatewayStore: GatewayStore {
     // MARK: Messages
 
     public func insertMessage(_ message: NewMessage, idempotency: (key: String, answer: IdempotentAnswer)?) async throws {
-        try await transaction { [self] in
-            _ = try await connection.rows("INSERT INTO messages (message_id, app, created_at, expires_at) VALUES (?, ?, ?, ?)",
+        try await transaction { [self] db in
+            _ = try db.rows("INSERT INTO messages (message_id, app, created_at, expires_at) VALUES (?, ?, ?, ?)",
                                            [.text(message.messageID), .text(message.app), .integer(Int(message.createdAt)), .integer(Int(message.expiresAt))])
             for d in message.deliveries {
-                _ = try await connection.rows("""
+                _ = try db.rows("""
                     INSERT INTO deliveries (delivery_id, app, message_id, device_id, apns_token, environment, payload, receipt_sha256, priority,
                         collapse_id, apns_expiration, expires_at, apns_id, state, attempts, created_at, updated_at, next_attempt_at, seq)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?, ?, ?, 1)
                     """, [.text(d.deliveryID), .text(message.app), .text(message.messageID), .text(d.deviceID), .text(d.apnsToken),
-                          .text(d.environment.rawValue), .blob(ByteBuffer(bytes: d.payload)),
-                          d.receiptTokenSHA256.map { .blob(ByteBuffer(bytes: $0)) } ?? .null, .integer(d.priority), .text(d.collapseID),
+                          .text(d.environment.rawValue), .blob(d.payload),
+                          d.receiptTokenSHA256.map { .blob($0) } ?? .null, .integer(d.priority), .text(d.collapseID),
                           .integer(Int(d.apnsExpiration)), .integer(Int(message.expiresAt)), .text(d.apnsID),
                           .integer(Int(message.createdAt)), .integer(Int(message.createdAt)), .integer(Int(message.createdAt))])
             }
-            if let idempotency { try await upsertIdempotency(app: message.app, key: idempotency.key, answer: idempotency.answer) }
+            if let idempotency { try upsertIdempotency(db, app: message.app, key: idempotency.key, answer: idempotency.answer) }
         }
     }
 
-    func upsertIdempotency(app: String, key: String, answer: IdempotentAnswer) async throws {
-        _ = try await connection.rows("""
+    func upsertIdempotency(_ db: Database, app: String, key: String, answer: IdempotentAnswer) throws {
+        _ = try db.rows("""
             INSERT OR REPLACE INTO idempotency (app, key, body_hmac, status, response, created_at) VALUES (?, ?, ?, ?, ?, ?)
-            """, [.text(app), .text(key), .blob(ByteBuffer(bytes: answer.bodyHMAC)), .integer(answer.status),
-                  .blob(ByteBuffer(bytes: answer.body)), .integer(Int(answer.createdAt))])
+            """, [.text(app), .text(key), .blob(answer.bodyHMAC), .integer(answer.status),
+                  .blob(answer.body), .integer(Int(answer.createdAt))])
     }
 
     public func idempotentAnswer(app: String, key: String) async throws -> IdempotentAnswer? {
-        try await read {
-            guard let row = try await connection.rows("SELECT body_hmac, status, response, created_at FROM idempotency WHERE app = ? AND key = ?",
+        try readNow { db in
+            guard let row = try db.rows("SELECT body_hmac, status, response, created_at FROM idempotency WHERE app = ? AND key = ?",
                                                        [.text(app), .text(key)]).first,
                   let hmac = row.column("body_hmac")?.blob, let status = row.column("status")?.integer,
                   let response = row.column("response")?.blob, let created = row.column("created_at")?.integer
             else { return nil }
-            return IdempotentAnswer(bodyHMAC: Array(hmac.readableBytesView), status: status, body: Array(response.readableBytesView), createdAt: Int64(created))
+            return IdempotentAnswer(bodyHMAC: hmac, status: status, body: response, createdAt: Int64(created))
         }
     }
 
     public func storeIdempotentAnswer(app: String, key: String, answer: IdempotentAnswer) async throws {
-        try await transaction { [self] in try await upsertIdempotency(app: app, key: key, answer: answer) }
+        try await transaction { [self] db in try upsertIdempotency(db, app: app, key: key, answer: answer) }
     }
 
     static let deliveryColumns = """
@@ -488,7 +508,7 @@ public final class SQLiteGatewayStore: GatewayStore {
         next_attempt_at, accepted_at, delivered_at, revealed_at, seq
         """
 
-    static func delivery(_ row: SQLiteRow) -> DeliveryRecord? {
+    static func delivery(_ row: Row) -> DeliveryRecord? {
         guard let id = row.column("delivery_id")?.string, let app = row.column("app")?.string, let message = row.column("message_id")?.string,
               let device = row.column("device_id")?.string, let state = row.column("state")?.string.flatMap(DeliveryState.init(rawValue:)),
               let attempts = row.column("attempts")?.integer, let apnsID = row.column("apns_id")?.string,
@@ -503,27 +523,27 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     public func message(app: String, messageID: String) async throws -> (createdAt: Int64, expiresAt: Int64, deliveries: [DeliveryRecord])? {
-        try await read {
-            guard let row = try await connection.rows("SELECT created_at, expires_at FROM messages WHERE app = ? AND message_id = ?",
+        try await read { db in
+            guard let row = try db.rows("SELECT created_at, expires_at FROM messages WHERE app = ? AND message_id = ?",
                                                        [.text(app), .text(messageID)]).first,
                   let created = row.column("created_at")?.integer, let expires = row.column("expires_at")?.integer
             else { return nil }
-            let deliveries = try await connection.rows("SELECT \(Self.deliveryColumns) FROM deliveries WHERE message_id = ? ORDER BY device_id, delivery_id",
+            let deliveries = try db.rows("SELECT \(Self.deliveryColumns) FROM deliveries WHERE message_id = ? ORDER BY device_id, delivery_id",
                                                         [.text(messageID)]).compactMap(Self.delivery)
             return (Int64(created), Int64(expires), deliveries)
         }
     }
 
     public func cancelMessage(app: String, messageID: String, now: Int64) async throws -> Int? {
-        try await transaction { [self] in
-            guard try await !connection.rows("SELECT 1 AS k FROM messages WHERE app = ? AND message_id = ?", [.text(app), .text(messageID)]).isEmpty else {
+        try await transaction { [self] db in
+            guard try !db.rows("SELECT 1 AS k FROM messages WHERE app = ? AND message_id = ?", [.text(app), .text(messageID)]).isEmpty else {
                 return nil
             }
-            let rows = try await connection.rows("""
+            let rows = try db.rows("""
                 UPDATE deliveries SET state = 'cancelled', reason = 'message_deleted', updated_at = ?, next_attempt_at = NULL, seq = seq + 1, payload = x''
                 WHERE message_id = ? AND state = 'queued' RETURNING \(Self.deliveryColumns)
                 """, [.integer(Int(now)), .text(messageID)])
-            try await insertDeliveryEvents(rows, now: now)
+            try insertDeliveryEvents(db, rows, now: now)
             return rows.count
         }
     }
@@ -539,8 +559,8 @@ public final class SQLiteGatewayStore: GatewayStore {
         """
 
     public func claimDue(app: String, now: Int64, leaseUntil: Int64, limit: Int) async throws -> [ClaimedDelivery] {
-        try await transaction { [self] in
-            try await connection.rows(Self.claimSQL + """
+        try await transaction { db in
+            try db.rows(Self.claimSQL + """
                  RETURNING delivery_id, app, device_id, apns_token, environment, payload, priority, collapse_id, apns_expiration,
                           expires_at, apns_id, attempts, generation
                 """, [.integer(Int(leaseUntil)), .text(app), .integer(Int(now)), .integer(Int(now)), .integer(limit)]).compactMap { row in
@@ -553,7 +573,7 @@ public final class SQLiteGatewayStore: GatewayStore {
                       let attempts = row.column("attempts")?.integer, let generation = row.column("generation")?.integer
                 else { return nil }
                 return ClaimedDelivery(deliveryID: id, app: app, deviceID: device, apnsToken: token, environment: env,
-                                       payload: Array(payload.readableBytesView), priority: priority, collapseID: collapse,
+                                       payload: payload, priority: priority, collapseID: collapse,
                                        apnsExpiration: Int64(exp), expiresAt: Int64(expires), apnsID: apnsID, attempts: attempts,
                                        generation: Int64(generation))
             }
@@ -561,61 +581,61 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     public func complete(_ claim: ClaimedDelivery, outcome: AttemptOutcome, unregisteredAt: Int64?, now: Int64) async throws -> Bool {
-        try await transaction { [self] in
+        try await transaction { [self] db in
             let n = Int(now)
-            let key: [SQLiteData] = [.text(claim.deliveryID), .integer(Int(claim.generation))]
-            let rows: [SQLiteRow]
+            let key: [SQLiteValue] = [.text(claim.deliveryID), .integer(Int(claim.generation))]
+            let rows: [Row]
             var status: Int?
             switch outcome {
             case .handBack:
-                rows = try await connection.rows("UPDATE deliveries SET lease_until = NULL WHERE delivery_id = ? AND generation = ? RETURNING seq", key)
+                rows = try db.rows("UPDATE deliveries SET lease_until = NULL WHERE delivery_id = ? AND generation = ? RETURNING seq", key)
             case let .accepted(s):
                 status = s
-                rows = try await connection.rows("""
+                rows = try db.rows("""
                     UPDATE deliveries SET state = 'accepted', attempts = attempts + 1, apns_status = ?, reason = NULL, accepted_at = ?,
                         updated_at = ?, next_attempt_at = NULL, lease_until = NULL, seq = seq + 1, payload = x''
                     WHERE delivery_id = ? AND generation = ? AND state = 'queued' RETURNING \(Self.deliveryColumns)
                     """, [.integer(s), .integer(n), .integer(n)] + key)
-                try await insertDeliveryEvents(rows, now: now)
+                try insertDeliveryEvents(db, rows, now: now)
             case let .retry(at, s, reason):
                 status = s
-                rows = try await connection.rows("""
+                rows = try db.rows("""
                     UPDATE deliveries SET attempts = attempts + 1, apns_status = ?, reason = ?, updated_at = ?, next_attempt_at = ?,
                         lease_until = NULL, seq = seq + 1
                     WHERE delivery_id = ? AND generation = ? AND state = 'queued' RETURNING seq
                     """, [s.map { .integer($0) } ?? .null, .text(reason), .integer(n), .integer(Int(at))] + key)
             case let .final(state, s, reason, attempted):
                 status = s
-                rows = try await connection.rows("""
+                rows = try db.rows("""
                     UPDATE deliveries SET state = ?, attempts = attempts + ?, apns_status = ?, reason = ?, updated_at = ?, next_attempt_at = NULL,
                         lease_until = NULL, seq = seq + 1, payload = x''
                     WHERE delivery_id = ? AND generation = ? AND state = 'queued' RETURNING \(Self.deliveryColumns)
                     """, [.text(state.rawValue), .integer(attempted ? 1 : 0), s.map { .integer($0) } ?? .null, .text(reason), .integer(n)] + key)
-                try await insertDeliveryEvents(rows, now: now)
+                try insertDeliveryEvents(db, rows, now: now)
                 if state == .unregistered, !rows.isEmpty {
-                    let devices = try await connection.rows("""
+                    let devices = try db.rows("""
                         UPDATE devices SET state = 'unregistered', unregistered_at = ?, unregistered_reason = ?, updated_at = ?
                         WHERE app = ? AND environment = ? AND apns_token = ? AND state = 'active' AND registered_at < ?
                         RETURNING \(Self.deviceColumns)
                         """, [.integer(n), .text(reason), .integer(n), .text(claim.app), .text(claim.environment.rawValue),
                               .text(claim.apnsToken), .integer(Int(unregisteredAt ?? now + 1))])
-                    for device in devices.compactMap(Self.device) { try await insertEvent(GatewayEvents.deviceUnregistered(device, now: now)) }
+                    for device in devices.compactMap(Self.device) { try insertEvent(db, GatewayEvents.deviceUnregistered(device, now: now)) }
                 }
             case let .paused(s, reason):
                 status = s
-                rows = try await connection.rows("""
+                rows = try db.rows("""
                     UPDATE deliveries SET apns_status = ?, reason = 'credentials_paused', updated_at = ?, lease_until = NULL, seq = seq + 1
                     WHERE delivery_id = ? AND generation = ? AND state = 'queued' RETURNING seq
                     """, [s.map { .integer($0) } ?? .null, .integer(n)] + key)
                 _ = reason
                 // The app's other queued deliveries wait for the same reason (gateway v1 §6).
-                _ = try await connection.rows("""
+                _ = try db.rows("""
                     UPDATE deliveries SET reason = 'credentials_paused' WHERE app = ? AND state = 'queued' AND (reason IS NULL OR reason <> 'credentials_paused')
                     """, [.text(claim.app)])
             }
             if rows.isEmpty, let status {
                 // Delivered (its receipt came first) or cancelled meanwhile: the answer only sets apns_status.
-                _ = try await connection.rows("UPDATE deliveries SET apns_status = ?, lease_until = NULL WHERE delivery_id = ? AND generation = ?",
+                _ = try db.rows("UPDATE deliveries SET apns_status = ?, lease_until = NULL WHERE delivery_id = ? AND generation = ?",
                                                [.integer(status)] + key)
             }
             return !rows.isEmpty
@@ -623,13 +643,13 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     public func prune(messagesExpiredBefore: Int64, idempotencyBefore: Int64, eventsBefore: Int64, limit: Int) async throws -> Int {
-        try await transaction { [self] in
+        try await transaction { db in
             let picked = "SELECT message_id FROM messages WHERE expires_at < ? ORDER BY expires_at, message_id LIMIT ?"
-            let binds: [SQLiteData] = [.integer(Int(messagesExpiredBefore)), .integer(limit)]
-            _ = try await connection.rows("DELETE FROM deliveries WHERE message_id IN (\(picked))", binds)
-            let messages = try await connection.rows("DELETE FROM messages WHERE message_id IN (\(picked)) RETURNING 1 AS k", binds).count
-            _ = try await connection.rows("DELETE FROM idempotency WHERE created_at < ?", [.integer(Int(idempotencyBefore))])
-            let events = try await connection.rows("""
+            let binds: [SQLiteValue] = [.integer(Int(messagesExpiredBefore)), .integer(limit)]
+            _ = try db.rows("DELETE FROM deliveries WHERE message_id IN (\(picked))", binds)
+            let messages = try db.rows("DELETE FROM messages WHERE message_id IN (\(picked)) RETURNING 1 AS k", binds).count
+            _ = try db.rows("DELETE FROM idempotency WHERE created_at < ?", [.integer(Int(idempotencyBefore))])
+            let events = try db.rows("""
                 DELETE FROM events WHERE position IN (SELECT position FROM events WHERE created_at < ? ORDER BY created_at LIMIT ?) RETURNING 1 AS k
                 """, [.integer(Int(eventsBefore)), .integer(limit)]).count
             return messages + events
@@ -637,8 +657,8 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     public func nextDue(app: String) async throws -> Int64? {
-        try await read {
-            try await connection.rows("SELECT MIN(next_attempt_at) AS t FROM deliveries WHERE app = ? AND state = 'queued'", [.text(app)])
+        try readNow { db in
+            try db.rows("SELECT MIN(next_attempt_at) AS t FROM deliveries WHERE app = ? AND state = 'queued'", [.text(app)])
                 .first?.column("t")?.integer.map(Int64.init)
         }
     }
@@ -647,16 +667,16 @@ public final class SQLiteGatewayStore: GatewayStore {
     static let queueDepthsSQL = "SELECT app, COUNT(*) AS n, MIN(created_at) AS oldest FROM deliveries WHERE state = 'queued' GROUP BY app"
 
     /// How SQLite runs `sql` (EXPLAIN QUERY PLAN's detail lines): for tests that keep the hot statements on indexes.
-    func queryPlan(_ sql: String, _ binds: [SQLiteData]) async throws -> [String] {
-        try await read {
-            try await connection.rows("EXPLAIN QUERY PLAN " + sql, binds).compactMap { $0.column("detail")?.string }
+    func queryPlan(_ sql: String, _ binds: [SQLiteValue]) async throws -> [String] {
+        try await read { db in
+            try db.rows("EXPLAIN QUERY PLAN " + sql, binds, cached: false).compactMap { $0.column("detail")?.string }
         }
     }
 
     public func queueDepths() async throws -> [String: QueueDepth] {
-        try await read {
+        try await read { db in
             var out: [String: QueueDepth] = [:]
-            for row in try await connection.rows(Self.queueDepthsSQL) {
+            for row in try db.rows(Self.queueDepthsSQL) {
                 guard let app = row.column("app")?.string else { continue }
                 out[app] = QueueDepth(queued: row.column("n")?.integer ?? 0, oldestCreatedAt: row.column("oldest")?.integer.map(Int64.init))
             }
@@ -667,36 +687,36 @@ public final class SQLiteGatewayStore: GatewayStore {
     // MARK: Receipts and reports
 
     public func recordReceipt(messageID: String, tokenSHA256: [UInt8], revealed: Bool, now: Int64) async throws -> ReceiptResult {
-        try await transaction { [self] in
-            let rows = try await connection.rows("SELECT delivery_id, app, state, receipt_sha256 FROM deliveries WHERE message_id = ?", [.text(messageID)])
+        try await transaction { [self] db in
+            let rows = try db.rows("SELECT delivery_id, app, state, receipt_sha256 FROM deliveries WHERE message_id = ?", [.text(messageID)])
             guard !rows.isEmpty else { return .unknownID }
             var match: (id: String, app: String, state: DeliveryState)?
             for row in rows {
                 guard let hash = row.column("receipt_sha256")?.blob, let id = row.column("delivery_id")?.string,
                       let app = row.column("app")?.string, let state = row.column("state")?.string.flatMap(DeliveryState.init(rawValue:))
                 else { continue }
-                if constantTimeEquals(Array(hash.readableBytesView), tokenSHA256) { match = (id, app, state) }
+                if constantTimeEquals(hash, tokenSHA256) { match = (id, app, state) }
             }
             guard let match else { return .wrongToken }
             var changed = false
             switch match.state {
             case .queued, .accepted, .expired, .cancelled:
-                let rows = try await connection.rows("""
+                let rows = try db.rows("""
                     UPDATE deliveries SET state = 'delivered', delivered_at = ?, updated_at = ?, next_attempt_at = NULL, seq = seq + 1, payload = x''
                     WHERE delivery_id = ? RETURNING \(Self.deliveryColumns)
                     """, [.integer(Int(now)), .integer(Int(now)), .text(match.id)])
-                try await insertDeliveryEvents(rows, now: now)
+                try insertDeliveryEvents(db, rows, now: now)
                 changed = true
             default:
                 break
             }
             if revealed {
                 // Reveal v1 §8: the first `revealed` receipt sets revealed_at (delivery.revealed); repeats change nothing.
-                let rows = try await connection.rows("""
+                let rows = try db.rows("""
                     UPDATE deliveries SET revealed_at = ?, updated_at = ?, seq = seq + 1
                     WHERE delivery_id = ? AND revealed_at IS NULL RETURNING \(Self.deliveryColumns)
                     """, [.integer(Int(now)), .integer(Int(now)), .text(match.id)])
-                for row in rows { if let d = Self.delivery(row) { try await insertEvent(GatewayEvents.revealed(d, now: now)) } }
+                for row in rows { if let d = Self.delivery(row) { try insertEvent(db, GatewayEvents.revealed(d, now: now)) } }
             }
             return .matched(app: match.app, changed: changed)
         }
@@ -704,13 +724,13 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func recordReport(kid: String?, reason: String, count: Int, now: Int64) async throws -> [String] {
         guard let kid else { return [] }
-        return try await transaction { [self] in
-            let rows = try await connection.rows("""
+        return try await transaction { db in
+            let rows = try db.rows("""
                 UPDATE devices SET report_reason = ?, report_kid = ?, report_count = ?, report_at = ? WHERE key_id = ? RETURNING app
                 """, [.text(reason), .text(kid), .integer(count), .integer(Int(now)), .text(kid)])
             let apps = Set(rows.compactMap { $0.column("app")?.string })
             for app in apps {
-                _ = try await connection.rows("""
+                _ = try db.rows("""
                     INSERT INTO reports (app, kid, reason, count, last_at) VALUES (?, ?, ?, ?, ?)
                     ON CONFLICT (app, kid, reason) DO UPDATE SET count = MIN(count + excluded.count, 1000000000), last_at = excluded.last_at
                     """, [.text(app), .text(kid), .text(reason), .integer(count), .integer(Int(now))])
@@ -725,7 +745,7 @@ final class CommitQueue: Sendable {
     /// A transaction's body: run inside a batch, it says whether it failed and gives back what to do once
     /// the transaction it ran in has ended (committed, or not).
     struct Job: Sendable {
-        let run: @Sendable () async -> (failed: Bool, finish: @Sendable (Result<Void, any Error>) -> Void)
+        let run: @Sendable (Database) -> (failed: Bool, finish: @Sendable (Result<Void, any Error>) -> Void)
         /// Fails the job without running it (the transaction could not begin).
         let fail: @Sendable (any Error) -> Void
     }
@@ -755,38 +775,71 @@ final class CommitQueue: Sendable {
     }
 }
 
-/// A signal fired once; `wait` returns once it has been fired (at once if it already was).
-final class OneShot: Sendable {
-    let state = NIOLockedValueBox<(fired: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+/// A value bound to a statement's parameter.
+enum SQLiteValue: Sendable {
+    case text(String)
+    case integer(Int)
+    case blob([UInt8])
+    case null
 
-    func fire() {
-        let waiter = state.withLockedValue { s -> CheckedContinuation<Void, Never>? in
-            s.fired = true
-            defer { s.waiter = nil }
-            return s.waiter
-        }
-        waiter?.resume()
-    }
-
-    func wait() async {
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            let now = state.withLockedValue { s -> Bool in
-                if s.fired { return true }
-                s.waiter = c
-                return false
-            }
-            if now { c.resume() }
+    var databaseValue: DatabaseValue {
+        switch self {
+        case let .text(s): s.databaseValue
+        case let .integer(i): i.databaseValue
+        case let .blob(b): Data(b).databaseValue
+        case .null: .null
         }
     }
 }
 
-extension SQLiteConnection {
-    /// Runs `sql` and returns its rows, collected under a lock ThreadSanitizer sees: sqlite-nio's own
-    /// rows-returning `query(_:_:)` appends to an unguarded variable on its thread pool and reads it after
-    /// the await, which ThreadSanitizer reports as a race it cannot see ordered.
-    func rows(_ sql: String, _ binds: [SQLiteData] = []) async throws -> [SQLiteRow] {
-        let rows = NIOLockedValueBox<[SQLiteRow]>([])
-        try await query(sql, binds) { row in rows.withLockedValue { $0.append(row) } }
-        return rows.withLockedValue { $0 }
+extension Database {
+    /// Runs `sql` with `binds` and returns its rows. `cached`: the statement is prepared once per connection
+    /// and reused (the hot statements; SQL built per call passes false, so the cache stays small).
+    func rows(_ sql: String, _ binds: [SQLiteValue] = [], cached: Bool = true) throws -> [Row] {
+        let statement = cached ? try cachedStatement(sql: sql) : try makeStatement(sql: sql)
+        // Optional existentials, not `[DatabaseValue]`: GRDB maps that one with a key path, which the runtime
+        // instantiates on every call (a tenth of the writer's time in a profile).
+        let arguments = StatementArguments(binds.map { value -> (any DatabaseValueConvertible)? in value.databaseValue })
+        return try Row.fetchAll(statement, arguments: arguments)
+    }
+}
+
+extension Row {
+    /// The value of the column named `name`; nil when it is NULL or absent.
+    func column(_ name: String) -> DatabaseValue? {
+        let value: (any DatabaseValueConvertible)? = self[name]
+        return value?.databaseValue
+    }
+}
+
+extension DatabaseValue {
+    /// An INTEGER (or a REAL or TEXT that reads as one).
+    var integer: Int? {
+        switch storage {
+        case let .int64(i): Int(i)
+        case let .double(d): Int(exactly: d.rounded(.towardZero))
+        case let .string(s): Int(s)
+        default: nil
+        }
+    }
+
+    /// TEXT (or a number, as text).
+    var string: String? {
+        switch storage {
+        case let .string(s): s
+        case let .int64(i): String(i)
+        case let .double(d): String(d)
+        case let .blob(b): String(decoding: b, as: UTF8.self)
+        case .null: nil
+        }
+    }
+
+    /// A BLOB's bytes.
+    var blob: [UInt8]? {
+        switch storage {
+        case let .blob(b): [UInt8](b)
+        case let .string(s): Array(s.utf8)
+        default: nil
+        }
     }
 }

@@ -59,20 +59,86 @@ extension GatewaySuites {
             defer { try? FileManager.default.removeItem(at: directory) }
             let store = try await SQLiteGatewayStore.open(path: directory.appendingPathComponent("g.db").path, logger: Logger(label: "test"))
             for n in 0..<200 { _ = try await store.putDevice(Self.device("d\(n)", user: "u\(n % 100)", token: n), maxDevicesPerUser: 10) }
-            let plans: [(String, [SQLiteData], String)] = [
+            let plans: [(String, [SQLiteValue], String)] = [
                 (SQLiteGatewayStore.userDevicesSQL, [.text("chat"), .text("u1")], "SEARCH devices USING INDEX devices_user (app=? AND user_id=?)"),
                 (SQLiteGatewayStore.claimSQL, [.integer(9), .text("chat"), .integer(5), .integer(5), .integer(10)],
                  "SEARCH deliveries USING COVERING INDEX deliveries_due (app=? AND state=? AND next_attempt_at<?)"),
-                (SQLiteGatewayStore.queueDepthsSQL, [], "SCAN deliveries USING COVERING INDEX deliveries_queued"),
+                // The queued rows' partial index only. SQLite 3.40 (Debian 12's, which the store links through GRDB) reads
+                // each row's `state` from the table (USING INDEX); later versions see the index's WHERE implies it
+                // (USING COVERING INDEX). Either visits the queued rows alone, once a second.
+                (SQLiteGatewayStore.queueDepthsSQL, [], "INDEX deliveries_queued"),
             ]
             for (sql, binds, expected) in plans {
                 let plan = try await store.queryPlan(sql, binds)
-                #expect(plan.contains(expected), "\(sql): \(plan)")
+                #expect(plan.contains { $0.contains(expected) }, "\(sql): \(plan)")
                 // No full scan of a table, nor of an index other than the queued rows' partial one.
                 #expect(plan.allSatisfy { !$0.hasPrefix("SCAN") || $0.hasSuffix("deliveries_queued") }, "\(sql): \(plan)")
                 #expect(plan.allSatisfy { !$0.contains("TEMP B-TREE") }, "\(sql) sorts: \(plan)")
             }
             await store.close()
+        }
+
+        /// The writer connection commits with synchronous=FULL (GRDB opens a WAL pool with NORMAL): a 202 is on
+        /// disk before it is answered.
+        @Test func commitsAreDurable() async throws {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-store-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let store = try await SQLiteGatewayStore.open(path: directory.appendingPathComponent("g.db").path, logger: Logger(label: "test"))
+            #expect(try await store.writerSynchronous() == 2)
+            await store.close()
+        }
+
+        /// A database file written by the sqlite-nio build of the store (the same migrations, applied through
+        /// sqlite-nio's own SQLite), at schema version 3 and at the latest: the GRDB store opens it, applies
+        /// what is missing, and reads, claims and completes what it holds.
+        @Test(arguments: [3, 5]) func opensAFileMadeBySQLiteNIO(version: Int) async throws {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-store-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let path = directory.appendingPathComponent("g.db").path
+            let old = try await SQLiteConnection.open(storage: .file(path: path), logger: Logger(label: "test"))
+            for pragma in ["PRAGMA journal_mode = WAL", "PRAGMA synchronous = FULL",
+                           "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY NOT NULL, applied_at INTEGER NOT NULL)"] {
+                _ = try await old.query(pragma)
+            }
+            for migration in SQLiteGatewayStore.migrations where migration.version <= version {
+                _ = try await old.query("BEGIN IMMEDIATE")
+                for statement in migration.statements { _ = try await old.query(statement) }
+                _ = try await old.query("INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)", [.integer(migration.version), .integer(1)])
+                _ = try await old.query("COMMIT")
+            }
+            _ = try await old.query("INSERT INTO settings (name, value) VALUES ('idempotency_secret', ?)", [.blob(.init(bytes: [UInt8](repeating: 7, count: 32)))])
+            _ = try await old.query("""
+                INSERT INTO devices (\(SQLiteGatewayStore.deviceColumns)) VALUES ('chat', 'd1', 'u1', ?, 'production', '{}', '0000000000000000', 'active',
+                    1, 1, 1, NULL, NULL, 0, NULL, NULL, NULL, NULL)
+                """, [.text(String(repeating: "a", count: 64))])
+            _ = try await old.query("INSERT INTO known_users (app, user_id) VALUES ('chat', 'u1')")
+            _ = try await old.query("INSERT INTO messages (message_id, app, created_at, expires_at) VALUES ('m1', 'chat', 1, 9999999999999)")
+            _ = try await old.query("""
+                INSERT INTO deliveries (delivery_id, app, message_id, device_id, apns_token, environment, payload, receipt_sha256, priority,
+                    collapse_id, apns_expiration, expires_at, apns_id, state, attempts, created_at, updated_at, next_attempt_at, seq)
+                VALUES ('x1', 'chat', 'm1', 'd1', ?, 'production', ?, NULL, 10, 'c1', 0, 9999999999999, 'A-1', 'queued', 0, 1, 1, 1, 1)
+                """, [.text(String(repeating: "a", count: 64)), .blob(.init(bytes: [1, 2, 3]))])
+            try await old.close()
+
+            let store = try await SQLiteGatewayStore.open(path: path, logger: Logger(label: "test"))
+            #expect(try await store.idempotencySecret() == [UInt8](repeating: 7, count: 32))
+            #expect(try await store.userDevices(app: "chat", userID: "u1").map(\.deviceID) == ["d1"])
+            #expect(try await store.userIsKnown(app: "chat", userID: "u1"))
+            let claimed = try await store.claimDue(app: "chat", now: 10, leaseUntil: 1000, limit: 10)
+            #expect(claimed.map(\.deliveryID) == ["x1"])
+            #expect(claimed.first?.payload == [1, 2, 3])
+            let claim = try #require(claimed.first)
+            #expect(try await store.complete(claim, outcome: .accepted(status: 200), unregisteredAt: nil, now: 20))
+            #expect(try await store.message(app: "chat", messageID: "m1")?.deliveries.first?.state == .accepted)
+            #expect(try await store.events(app: "chat", after: nil, since: 0, limit: 10)?.count == 1)
+            await store.close()
+            // Every migration is recorded once.
+            let check = try await SQLiteConnection.open(storage: .file(path: path), logger: Logger(label: "test"))
+            let versions = try await check.query("SELECT version FROM schema_migrations ORDER BY version").compactMap { $0.column("version")?.integer }
+            #expect(versions == SQLiteGatewayStore.migrations.map(\.version))
+            try await check.close()
         }
     }
 }
