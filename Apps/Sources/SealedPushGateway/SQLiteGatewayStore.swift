@@ -19,8 +19,10 @@ public struct GatewayStoreError: Error, CustomStringConvertible, Sendable {
 /// The gateway's SQLite store (WAL, `synchronous=FULL`: a `202` is on disk before it is answered), through
 /// GRDB over the system SQLite.
 ///
-/// One writer connection and a few readers (a `DatabasePool`), each used on its own serial queue: a read is
-/// one hop to a reader and back, and sees the last commit. Every method is one transaction, and concurrent
+/// One writer connection and a few readers (a `DatabasePool`). The short reads every message makes (a user's
+/// devices, a device, an idempotency answer) run on the calling thread against a WAL reader (`readNow`); the
+/// longer ones (listings, the dashboard, events) on a reader's queue (`read`); both see the last commit.
+/// Every method is one transaction, and concurrent
 /// write transactions are committed together (group commit): the writer runs every queued transaction, all
 /// synchronously on its queue, in one `BEGIN IMMEDIATE` … `COMMIT`, with the statements prepared once per
 /// connection (`cachedStatement`), and none returns before that commit is on disk, so one `fsync` serves
