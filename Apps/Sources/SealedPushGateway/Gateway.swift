@@ -291,7 +291,7 @@ public final class Gateway: Sendable {
         }
         let created = now
         let issuedAt = created / 1000
-        let messageID = makeMessageID()
+        let messageID = GatewayIDs.message(now: created)
         let expiresAt = created + request.ttl * 1000
         var message = SecretMessage(title: request.title, subtitle: request.subtitle, body: request.body, threadID: request.threadID,
                                     category: request.category, badge: request.badge, sound: request.sound, data: request.data)
@@ -306,7 +306,7 @@ public final class Gateway: Sendable {
             do { sealed = try app.sender.seal(message, to: record) } catch {
                 throw sealProblem(error, request: request, message: message, record: record, app: app)
             }
-            let deliveryID = "d_" + makeMessageID()
+            let deliveryID = GatewayIDs.delivery(now: created)
             deliveries.append(NewDelivery(
                 deliveryID: deliveryID, deviceID: device.deviceID, apnsToken: device.apnsToken, environment: device.environment,
                 payload: sealed.payload, receiptTokenSHA256: sealed.receipt.map { Digests.sha256(Array($0.token.utf8)) },

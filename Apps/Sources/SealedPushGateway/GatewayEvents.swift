@@ -102,8 +102,8 @@ public enum EventOutcome: Sendable, Equatable {
 /// Builds events in Swift so every `GatewayStore` writes the same bodies; a store calls these inside the
 /// transaction of the state change and inserts the result.
 public enum GatewayEvents {
-    /// A new event id: `evt_` and 16 random bytes in hex.
-    public static func newID() -> String { "evt_" + Hex.encode(CryptoLibrary.randomBytes(count: 16)) }
+    /// A new event id made at `now`: `evt_` and 32 hex digits, the time first (`GatewayIDs.event`).
+    public static func newID(now: Int64) -> String { GatewayIDs.event(now: now) }
 
     /// The event of a delivery that just moved into its (non-queued) state; nil for `queued`.
     public static func delivery(_ d: DeliveryRecord, now: Int64) -> EventRecord? {
@@ -124,7 +124,7 @@ public enum GatewayEvents {
     }
 
     static func make(app: String, type: GatewayEventType, now: Int64, data: JSONObject) -> EventRecord {
-        let id = newID()
+        let id = newID(now: now)
         let body = JSONObject([("id", .string(id)), ("type", .string(type.rawValue)), ("created_at", GatewayTime.json(now)),
                                ("app", .string(app)), ("data", .object(data))])
         return EventRecord(id: id, app: app, type: type, createdAt: now, body: JSON.serialize(.object(body)))

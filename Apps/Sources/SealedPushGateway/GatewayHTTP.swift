@@ -72,9 +72,19 @@ struct RequestMiddleware: RouterMiddleware {
     }
 
     static func newID() -> String {
-        var bytes = [UInt8](repeating: 0, count: 12)
-        for i in bytes.indices { bytes[i] = UInt8.random(in: 0...255) }
-        return Hex.encode(bytes)
+        // One read of the system's random source (UInt8.random made a getrandom call per byte).
+        Hex.encode(CryptoLibrary.randomBytes(count: 12))
+    }
+}
+
+extension Substring {
+    /// Without leading and trailing spaces and tabs (a header value's optional whitespace, RFC 9110 §5.6.3);
+    /// Foundation's `trimmingCharacters` bridges through `NSString`, twice per request otherwise.
+    func trimmingASCIISpaces() -> Substring {
+        var s = self
+        while let c = s.first, c == " " || c == "\t" { s = s.dropFirst() }
+        while let c = s.last, c == " " || c == "\t" { s = s.dropLast() }
+        return s
     }
 }
 
@@ -246,7 +256,7 @@ public enum GatewayHTTP {
         let peer = context.remoteAddress?.ipAddress ?? "unknown"
         guard trusted.contains(peer), !request.headers[values: .forwardedFor].isEmpty else { return peer }
         let hops = request.headers[values: .forwardedFor].joined(separator: ",").split(separator: ",")
-            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            .map { String($0.trimmingASCIISpaces()) }.filter { !$0.isEmpty }
         for hop in hops.reversed() where !trusted.contains(hop) { return hop }
         return peer
     }
@@ -378,12 +388,12 @@ public enum GatewayHTTP {
             guard let value = request.headers[.authorization] else { return nil }
             let parts = value.split(separator: " ", maxSplits: 1)
             guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
-            return String(parts[1]).trimmingCharacters(in: .whitespaces)
+            return String(parts[1].trimmingASCIISpaces())
         }
 
         /// The body, checked for type and size, as raw bytes.
         func body(_ request: Request) async throws -> [UInt8] {
-            let type = request.headers[.contentType]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
+            let type = request.headers[.contentType]?.split(separator: ";").first?.trimmingASCIISpaces().lowercased()
             guard type == "application/json" else { throw Problem.unsupportedMediaType() }
             if let length = request.headers[.contentLength].flatMap(Int.init), length > maxBodyBytes {
                 throw Problem.tooLarge("the request body is over 64 KiB; send a smaller body")

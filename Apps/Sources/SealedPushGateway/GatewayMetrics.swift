@@ -1,5 +1,6 @@
 import Metrics
 public import Prometheus
+import NIOConcurrencyHelpers
 
 /// The gateway's metrics (gateway v1 §7), through swift-metrics into its own Prometheus registry (so several
 /// gateways in one process, as in tests, do not share counters). No label holds a token, device id or user id.
@@ -19,23 +20,56 @@ public final class GatewayMetrics: Sendable {
         self.factory = factory
     }
 
+    /// The counters and timers already made, by label and dimension values: making one through the factory takes
+    /// the registry's lock and checks and sorts its labels, several times per message otherwise.
+    let counters = NIOLockedValueBox<[String: Metrics.Counter]>([:])
+    let timers = NIOLockedValueBox<[String: Metrics.Timer]>([:])
+
+    func counter(_ label: String, _ dimensions: [(String, String)]) -> Metrics.Counter {
+        let key = Self.key(label, dimensions)
+        if let made = counters.withLockedValue({ $0[key] }) { return made }
+        let made = Metrics.Counter(label: label, dimensions: dimensions, factory: factory)
+        return counters.withLockedValue { cache in
+            if let raced = cache[key] { return raced }
+            cache[key] = made
+            return made
+        }
+    }
+
+    func timer(_ label: String, _ dimensions: [(String, String)]) -> Metrics.Timer {
+        let key = Self.key(label, dimensions)
+        if let made = timers.withLockedValue({ $0[key] }) { return made }
+        let made = Metrics.Timer(label: label, dimensions: dimensions, factory: factory)
+        return timers.withLockedValue { cache in
+            if let raced = cache[key] { return raced }
+            cache[key] = made
+            return made
+        }
+    }
+
+    static func key(_ label: String, _ dimensions: [(String, String)]) -> String {
+        var key = label
+        for (_, value) in dimensions { key += "\u{0}" + value }
+        return key
+    }
+
     /// `sealedpush_gateway_messages_total{app}`.
     func message(app: String) {
-        Counter(label: "sealedpush_gateway_messages_total", dimensions: [("app", app)], factory: factory).increment()
+        counter("sealedpush_gateway_messages_total", [("app", app)]).increment()
     }
 
     /// `sealedpush_gateway_deliveries_total{app,state}`: a transition into `state`.
     func delivery(app: String, state: DeliveryState, count: Int = 1) {
         guard count > 0 else { return }
-        Counter(label: "sealedpush_gateway_deliveries_total", dimensions: [("app", app), ("state", state.rawValue)], factory: factory)
+        counter("sealedpush_gateway_deliveries_total", [("app", app), ("state", state.rawValue)])
             .increment(by: count)
     }
 
     /// `sealedpush_apns_requests_total{app,status,reason}` and `sealedpush_apns_request_duration_seconds{app}`.
     func apnsRequest(app: String, status: String, reason: String, duration: Duration) {
-        Counter(label: "sealedpush_apns_requests_total", dimensions: [("app", app), ("status", status), ("reason", reason)], factory: factory)
+        counter("sealedpush_apns_requests_total", [("app", app), ("status", status), ("reason", reason)])
             .increment()
-        Timer(label: "sealedpush_apns_request_duration_seconds", dimensions: [("app", app)], factory: factory).record(duration: duration)
+        timer("sealedpush_apns_request_duration_seconds", [("app", app)]).record(duration: duration)
     }
 
     /// `sealedpush_gateway_queue_depth{app}` and `sealedpush_gateway_queue_oldest_seconds{app}`.
@@ -51,24 +85,24 @@ public final class GatewayMetrics: Sendable {
 
     /// `sealedpush_gateway_http_requests_total{route,status}` and `sealedpush_gateway_http_request_duration_seconds{route}`.
     func http(route: String, status: Int, duration: Duration) {
-        Counter(label: "sealedpush_gateway_http_requests_total", dimensions: [("route", route), ("status", String(status))], factory: factory)
+        counter("sealedpush_gateway_http_requests_total", [("route", route), ("status", String(status))])
             .increment()
-        Timer(label: "sealedpush_gateway_http_request_duration_seconds", dimensions: [("route", route)], factory: factory).record(duration: duration)
+        timer("sealedpush_gateway_http_request_duration_seconds", [("route", route)]).record(duration: duration)
     }
 
     /// `sealedpush_receipts_total{app,type,reason}`.
     func receipt(app: String, type: String, reason: String) {
-        Counter(label: "sealedpush_receipts_total", dimensions: [("app", app), ("type", type), ("reason", reason)], factory: factory).increment()
+        counter("sealedpush_receipts_total", [("app", app), ("type", type), ("reason", reason)]).increment()
     }
 
     /// `sealedpush_gateway_webhook_requests_total{app,status}`: webhook attempts by the receiver's status (`none`: no answer).
     func webhookRequest(app: String, status: String) {
-        Counter(label: "sealedpush_gateway_webhook_requests_total", dimensions: [("app", app), ("status", status)], factory: factory).increment()
+        counter("sealedpush_gateway_webhook_requests_total", [("app", app), ("status", status)]).increment()
     }
 
     /// `sealedpush_gateway_webhook_dropped_total{app}`: events given up after the retry window (gateway v1 §8).
     func webhookDropped(app: String) {
-        Counter(label: "sealedpush_gateway_webhook_dropped_total", dimensions: [("app", app)], factory: factory).increment()
+        counter("sealedpush_gateway_webhook_dropped_total", [("app", app)]).increment()
     }
 
     /// The Prometheus text.

@@ -160,6 +160,8 @@ public final class SQLiteGatewayStore: GatewayStore {
         // on disk, so the writer connection (the only one that commits) runs with FULL.
         try await pool.writeWithoutTransaction { db in
             try db.execute(sql: "PRAGMA synchronous = FULL")
+            try db.execute(sql: "PRAGMA cache_size = " + (ProcessInfo.processInfo.environment["SP_CACHE"] ?? "-2000"))
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = " + (ProcessInfo.processInfo.environment["SP_CKPT"] ?? "1000"))
             try db.execute(sql: "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY NOT NULL, applied_at INTEGER NOT NULL)")
         }
         let current = try await pool.writeWithoutTransaction { db in
@@ -305,29 +307,31 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     // MARK: Devices
 
+    /// A device row's columns; `device(_:)` reads them by position, in this order.
     static let deviceColumns = """
         app, device_id, user_id, apns_token, environment, key_record, key_id, state, created_at, updated_at, registered_at,
         unregistered_at, unregistered_reason, token_reassigned, report_reason, report_kid, report_count, report_at
         """
 
+    /// A device from a row of `deviceColumns`, read by position (a lookup by name lowercases the name first).
     static func device(_ row: Row) -> DeviceRecord? {
-        guard let app = row.column("app")?.string, let id = row.column("device_id")?.string, let user = row.column("user_id")?.string,
-              let token = row.column("apns_token")?.string,
-              let env = row.column("environment")?.string.flatMap(APNsEnvironmentName.init(rawValue:)),
-              let record = row.column("key_record")?.string, let kid = row.column("key_id")?.string,
-              let state = row.column("state")?.string.flatMap(DeviceState.init(rawValue:)),
-              let created = row.column("created_at")?.integer, let updated = row.column("updated_at")?.integer,
-              let registered = row.column("registered_at")?.integer
+        guard let app = row.at(0)?.string, let id = row.at(1)?.string, let user = row.at(2)?.string,
+              let token = row.at(3)?.string,
+              let env = row.at(4)?.string.flatMap(APNsEnvironmentName.init(rawValue:)),
+              let record = row.at(5)?.string, let kid = row.at(6)?.string,
+              let state = row.at(7)?.string.flatMap(DeviceState.init(rawValue:)),
+              let created = row.at(8)?.integer, let updated = row.at(9)?.integer,
+              let registered = row.at(10)?.integer
         else { return nil }
         var report: FailureReportSummary?
-        if let reason = row.column("report_reason")?.string, let count = row.column("report_count")?.integer, let at = row.column("report_at")?.integer {
-            report = FailureReportSummary(reason: reason, kid: row.column("report_kid")?.string, count: count, at: Int64(at))
+        if let reason = row.at(14)?.string, let count = row.at(16)?.integer, let at = row.at(17)?.integer {
+            report = FailureReportSummary(reason: reason, kid: row.at(15)?.string, count: count, at: Int64(at))
         }
         return DeviceRecord(
             app: app, deviceID: id, userID: user, apnsToken: token, environment: env, keyRecord: Array(record.utf8), keyID: kid, state: state,
             createdAt: Int64(created), updatedAt: Int64(updated), registeredAt: Int64(registered),
-            unregisteredAt: row.column("unregistered_at")?.integer.map(Int64.init), unregisteredReason: row.column("unregistered_reason")?.string,
-            tokenReassigned: row.column("token_reassigned")?.integer == 1, lastReport: report)
+            unregisteredAt: row.at(11)?.integer.map(Int64.init), unregisteredReason: row.at(12)?.string,
+            tokenReassigned: row.at(13)?.integer == 1, lastReport: report)
     }
 
     /// Cancels a device's unsent deliveries, with their events; how many.
@@ -505,22 +509,24 @@ public final class SQLiteGatewayStore: GatewayStore {
         try await transaction { [self] db in try upsertIdempotency(db, app: app, key: key, answer: answer) }
     }
 
+    /// A delivery row's columns; `delivery(_:)` reads them by position, in this order.
     static let deliveryColumns = """
         delivery_id, app, message_id, device_id, state, attempts, apns_id, apns_status, reason, created_at, updated_at,
         next_attempt_at, accepted_at, delivered_at, revealed_at, seq
         """
 
+    /// A delivery from a row of `deliveryColumns`, read by position.
     static func delivery(_ row: Row) -> DeliveryRecord? {
-        guard let id = row.column("delivery_id")?.string, let app = row.column("app")?.string, let message = row.column("message_id")?.string,
-              let device = row.column("device_id")?.string, let state = row.column("state")?.string.flatMap(DeliveryState.init(rawValue:)),
-              let attempts = row.column("attempts")?.integer, let apnsID = row.column("apns_id")?.string,
-              let created = row.column("created_at")?.integer, let updated = row.column("updated_at")?.integer, let seq = row.column("seq")?.integer
+        guard let id = row.at(0)?.string, let app = row.at(1)?.string, let message = row.at(2)?.string,
+              let device = row.at(3)?.string, let state = row.at(4)?.string.flatMap(DeliveryState.init(rawValue:)),
+              let attempts = row.at(5)?.integer, let apnsID = row.at(6)?.string,
+              let created = row.at(9)?.integer, let updated = row.at(10)?.integer, let seq = row.at(15)?.integer
         else { return nil }
         return DeliveryRecord(
             deliveryID: id, app: app, messageID: message, deviceID: device, state: state, attempts: attempts, apnsID: apnsID,
-            apnsStatus: row.column("apns_status")?.integer, reason: row.column("reason")?.string, createdAt: Int64(created), updatedAt: Int64(updated),
-            nextAttemptAt: row.column("next_attempt_at")?.integer.map(Int64.init), acceptedAt: row.column("accepted_at")?.integer.map(Int64.init),
-            deliveredAt: row.column("delivered_at")?.integer.map(Int64.init), revealedAt: row.column("revealed_at")?.integer.map(Int64.init),
+            apnsStatus: row.at(7)?.integer, reason: row.at(8)?.string, createdAt: Int64(created), updatedAt: Int64(updated),
+            nextAttemptAt: row.at(11)?.integer.map(Int64.init), acceptedAt: row.at(12)?.integer.map(Int64.init),
+            deliveredAt: row.at(13)?.integer.map(Int64.init), revealedAt: row.at(14)?.integer.map(Int64.init),
             seq: Int64(seq))
     }
 
@@ -566,13 +572,14 @@ public final class SQLiteGatewayStore: GatewayStore {
                  RETURNING delivery_id, app, device_id, apns_token, environment, payload, priority, collapse_id, apns_expiration,
                           expires_at, apns_id, attempts, generation
                 """, [.integer(Int(leaseUntil)), .text(app), .integer(Int(now)), .integer(Int(now)), .integer(limit)]).compactMap { row in
-                guard let id = row.column("delivery_id")?.string, let app = row.column("app")?.string, let device = row.column("device_id")?.string,
-                      let token = row.column("apns_token")?.string,
-                      let env = row.column("environment")?.string.flatMap(APNsEnvironmentName.init(rawValue:)),
-                      let payload = row.column("payload")?.blob, let priority = row.column("priority")?.integer,
-                      let collapse = row.column("collapse_id")?.string, let exp = row.column("apns_expiration")?.integer,
-                      let expires = row.column("expires_at")?.integer, let apnsID = row.column("apns_id")?.string,
-                      let attempts = row.column("attempts")?.integer, let generation = row.column("generation")?.integer
+                // By position, in the order of the RETURNING list.
+                guard let id = row.at(0)?.string, let app = row.at(1)?.string, let device = row.at(2)?.string,
+                      let token = row.at(3)?.string,
+                      let env = row.at(4)?.string.flatMap(APNsEnvironmentName.init(rawValue:)),
+                      let payload = row.at(5)?.blob, let priority = row.at(6)?.integer,
+                      let collapse = row.at(7)?.string, let exp = row.at(8)?.integer,
+                      let expires = row.at(9)?.integer, let apnsID = row.at(10)?.string,
+                      let attempts = row.at(11)?.integer, let generation = row.at(12)?.integer
                 else { return nil }
                 return ClaimedDelivery(deliveryID: id, app: app, deviceID: device, apnsToken: token, environment: env,
                                        payload: payload, priority: priority, collapseID: collapse,
@@ -807,6 +814,13 @@ extension Database {
 }
 
 extension Row {
+    /// The value at column `index` (0-based, in the statement's order); nil when it is NULL or out of range.
+    func at(_ index: Int) -> DatabaseValue? {
+        guard index < count else { return nil }
+        let value: DatabaseValue = self[index]
+        return value.isNull ? nil : value
+    }
+
     /// The value of the column named `name`; nil when it is NULL or absent.
     func column(_ name: String) -> DatabaseValue? {
         let value: (any DatabaseValueConvertible)? = self[name]
