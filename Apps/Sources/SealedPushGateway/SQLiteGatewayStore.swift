@@ -160,8 +160,6 @@ public final class SQLiteGatewayStore: GatewayStore {
         // on disk, so the writer connection (the only one that commits) runs with FULL.
         try await pool.writeWithoutTransaction { db in
             try db.execute(sql: "PRAGMA synchronous = FULL")
-            try db.execute(sql: "PRAGMA cache_size = " + (ProcessInfo.processInfo.environment["SP_CACHE"] ?? "-2000"))
-            try db.execute(sql: "PRAGMA wal_autocheckpoint = " + (ProcessInfo.processInfo.environment["SP_CKPT"] ?? "1000"))
             try db.execute(sql: "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY NOT NULL, applied_at INTEGER NOT NULL)")
         }
         let current = try await pool.writeWithoutTransaction { db in
