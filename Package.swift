@@ -91,7 +91,7 @@ let package = Package(
         .target(name: "SealedPushWire", dependencies: ["SealedPushCrypto"], swiftSettings: strict),
         // APNs models shared by the sender, the provider client and the local APNs: every documented
         // reason, the push and its header rules, typed errors. No networking, no signing.
-        .target(name: "SealedPushAPNsCore", dependencies: ["SealedPushWire"], swiftSettings: strict),
+        .target(name: "SealedPushAPNsCore", dependencies: ["SealedPushWire", "SealedPushCrypto"], swiftSettings: strict),
         // Server side: message + device key record -> APNs payload and headers (the header rules of APNsCore).
         .target(name: "SealedPushSender", dependencies: ["SealedPushWire", "SealedPushCrypto", "SealedPushAPNsCore"],
                 swiftSettings: strict),

@@ -1,3 +1,4 @@
+import SealedPushCrypto
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -136,12 +137,17 @@ public struct APNsAcceptance: Sendable, Equatable {
 public enum APNsID {
     /// A new random lowercase UUID, e.g. `"5f0c3a1e-8b2d-4c7e-9a41-0e6f2d3b4c5a"`.
     ///
-    /// Made from the system random generator (`getrandom`) directly: Foundation's `UUID()` on Linux opens,
-    /// reads and closes `/dev/urandom` for each one, a cost every push paid. An `apns-id` is not a secret;
+    /// Made from `CryptoLibrary.randomIdentifierBytes` (libsodium's generator, read 4 KiB at a time):
+    /// Foundation's `UUID()` on Linux opens, reads and closes `/dev/urandom` for each one, and the system
+    /// generator makes a `getrandom` call per 8 bytes, costs every push paid. An `apns-id` is not a secret;
     /// it only has to be unique.
     public static func random() -> String {
-        var generator = SystemRandomNumberGenerator()
-        let high = generator.next(), low = generator.next()
+        let bytes = CryptoLibrary.randomIdentifierBytes(count: 16)
+        var high: UInt64 = 0, low: UInt64 = 0
+        for i in 0..<8 {
+            high = high << 8 | UInt64(bytes[i])
+            low = low << 8 | UInt64(bytes[8 + i])
+        }
         // Version 4 (bits 76–79 = 0100) and the RFC 9562 variant (bits 62–63 = 10).
         let a = (high & ~0xF000) | 0x4000
         let b = (low & ~(0xC000 << 48)) | (0x8000 << 48)

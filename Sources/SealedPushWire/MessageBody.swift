@@ -215,7 +215,7 @@ public struct MessageBody: Sendable, Equatable, Codable {
 
 /// A random default message id: 16 random bytes, base64url without padding.
 public func makeMessageID() -> String {
-    Base64.encodeURLSafeNoPadding(CryptoLibrary.randomBytes(count: 16))
+    Base64.encodeURLSafeNoPadding(CryptoLibrary.randomIdentifierBytes(count: 16))
 }
 
 // MARK: - Codable for JSON values (so MessageBody.data round-trips through Codable too)

@@ -5,6 +5,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import Logging
+import NIOConcurrencyHelpers
 package import SealedPushAPNs
 import SealedPushAPNsCore
 import SealedPushSender
@@ -280,8 +281,10 @@ struct SendSummary {
     }
 }
 
-/// Streams a JSONL batch: reads a line, seals it, sends it, with at most `concurrency` pushes in flight;
-/// results are printed as they complete.
+/// Streams a JSONL batch with `concurrency` workers, each of which takes the next line, seals it and sends it
+/// (so lines are sealed on every core while others wait for APNs), at most `concurrency` pushes in flight;
+/// results are written as they complete, in one `write` per 64 KiB of them (per line on a terminal) rather
+/// than one per push.
 struct SendBatch {
     let client: APNsClient
     let sealer: JSONLSealer
@@ -294,40 +297,36 @@ struct SendBatch {
         let input = try InputFile.openBatch(path)
         let expected = path != "-" && StandardIO.errorIsTerminal ? try SendBatch.countLines(path) : nil
         defer { input.close() }
-        var progress = Progress(expected: expected)
-        var summary = SendSummary()
-        var lines = LineReader(input: input, maxLineBytes: SendBatch.maxLineBytes)
-        let client = self.client, sealer = self.sealer
-        try await withThrowingTaskGroup(of: SendResult.self) { group in
-            var inFlight = 0
-            func finish(_ result: SendResult) throws {
-                summary.add(result)
-                StandardIO.writeOutput(result.jsonLine)
-                progress.tick()
-                if result.untrustedServer, let error = result.error { throw CLIError(error) }
+        let lines = NIOLockedValueBox(LineReader(input: input, maxLineBytes: SendBatch.maxLineBytes))
+        let results = SendResults(progress: Progress(expected: expected), lineBuffered: StandardIO.outputIsTerminal)
+        let client = self.client, sealer = self.sealer, allowedTopics = self.allowedTopics
+        let topic = client.configuration.topic
+        do {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<concurrency {
+                    group.addTask {
+                        while let (number, line) = try lines.withLockedValue({ try $0.next() }) {
+                            guard let line else {
+                                try results.add(.failure(line: number, "the line is over \(SendBatch.maxLineBytes) bytes"))
+                                continue
+                            }
+                            if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0d }) { continue }
+                            let push: APNsPush
+                            do throws(SenderError) { push = try sealer.sealPush(line: line.span, topic: topic, allowedTopics: allowedTopics) } catch {
+                                try results.add(.failure(line: number, error.description))
+                                continue
+                            }
+                            try results.add(await SendResult.deliver(push, line: number, client: client))
+                        }
+                    }
+                }
+                try await group.waitForAll()
             }
-            while let (number, line) = try lines.next() {
-                guard let line else {
-                    try finish(.failure(line: number, "the line is over \(SendBatch.maxLineBytes) bytes"))
-                    continue
-                }
-                if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0d }) { continue }
-                let push: APNsPush
-                do throws(SenderError) { push = try sealer.sealPush(line: line.span, topic: client.configuration.topic, allowedTopics: allowedTopics) } catch {
-                    try finish(.failure(line: number, error.description))
-                    continue
-                }
-                if inFlight >= concurrency, let result = try await group.next() {
-                    inFlight -= 1
-                    try finish(result)
-                }
-                group.addTask { await SendResult.deliver(push, line: number, client: client) }
-                inFlight += 1
-            }
-            while let result = try await group.next() { try finish(result) }
+        } catch {
+            results.flush()
+            throw error
         }
-        progress.end()
-        return summary
+        return results.finish()
     }
 
     static func countLines(_ path: String) throws -> Int {
@@ -341,6 +340,57 @@ struct SendBatch {
             last = chunk.last ?? last
         }
         return count + (last == 0x0a ? 0 : 1)
+    }
+}
+
+/// The results of a batch as its workers finish them: the summary, the progress line, and the output, written
+/// in chunks (each whole lines) or line by line on a terminal.
+final class SendResults: Sendable {
+    struct State {
+        var summary = SendSummary()
+        var progress: Progress
+        var output: [UInt8] = []
+    }
+
+    let state: NIOLockedValueBox<State>
+    let lineBuffered: Bool
+    static let chunk = 64 * 1024
+
+    init(progress: Progress, lineBuffered: Bool) {
+        state = NIOLockedValueBox(State(progress: progress))
+        self.lineBuffered = lineBuffered
+    }
+
+    /// Counts `result` and queues its output line; throws (ending the run) when its server was untrusted.
+    func add(_ result: SendResult) throws {
+        let line = result.jsonLine
+        state.withLockedValue { s in
+            s.summary.add(result)
+            s.output += line
+            s.progress.tick()
+            if lineBuffered || s.output.count >= Self.chunk {
+                StandardIO.writeOutput(s.output)
+                s.output.removeAll(keepingCapacity: true)
+            }
+        }
+        if result.untrustedServer, let error = result.error { throw CLIError(error) }
+    }
+
+    /// Writes what is queued.
+    func flush() {
+        state.withLockedValue { s in
+            if !s.output.isEmpty { StandardIO.writeOutput(s.output) }
+            s.output.removeAll()
+        }
+    }
+
+    /// Writes what is queued, ends the progress line, and gives the summary.
+    func finish() -> SendSummary {
+        flush()
+        return state.withLockedValue { s in
+            s.progress.end()
+            return s.summary
+        }
     }
 }
 

@@ -72,8 +72,8 @@ struct RequestMiddleware: RouterMiddleware {
     }
 
     static func newID() -> String {
-        // One read of the system's random source (UInt8.random made a getrandom call per byte).
-        Hex.encode(CryptoLibrary.randomBytes(count: 12))
+        // One read of the system's random source (UInt8.random made a getrandom call per byte; these come from a buffer).
+        Hex.encode(CryptoLibrary.randomIdentifierBytes(count: 12))
     }
 }
 

@@ -112,6 +112,14 @@ public final class SQLiteGatewayStore: GatewayStore {
         ]),
         // v5: when a delivery's `revealed` receipt arrived (reveal v1 §8).
         (5, ["ALTER TABLE deliveries ADD COLUMN revealed_at INTEGER"]),
+        // v6: a device's deliveries indexed without their state. With `state` in the key every state change moved
+        // the entry (a page at a random place in the index per delivery, written to the WAL and checkpointed);
+        // now only the insert touches it. The one statement that uses it (cancelling a device's unsent
+        // deliveries, on deletion or token reassignment) reads the device's rows and keeps the queued ones.
+        (6, [
+            "DROP INDEX deliveries_device",
+            "CREATE INDEX deliveries_device ON deliveries(app, device_id)",
+        ]),
     ]
 
     /// When this instance opened the store (the dashboard's instance list).
@@ -332,12 +340,15 @@ public final class SQLiteGatewayStore: GatewayStore {
             tokenReassigned: row.at(13)?.integer == 1, lastReport: report)
     }
 
+    /// Cancels a device's queued deliveries (binds: reason, now, app, device id): a search of deliveries_device.
+    static let cancelUnsentSQL = """
+        UPDATE deliveries SET state = 'cancelled', reason = ?, updated_at = ?, next_attempt_at = NULL, seq = seq + 1, payload = x''
+        WHERE app = ? AND device_id = ? AND state = 'queued' RETURNING \(deliveryColumns)
+        """
+
     /// Cancels a device's unsent deliveries, with their events; how many.
     func cancelUnsent(_ db: Database, app: String, deviceID: String, reason: String, now: Int64) throws -> Int {
-        let rows = try db.rows("""
-            UPDATE deliveries SET state = 'cancelled', reason = ?, updated_at = ?, next_attempt_at = NULL, seq = seq + 1, payload = x''
-            WHERE app = ? AND device_id = ? AND state = 'queued' RETURNING \(Self.deliveryColumns)
-            """, [.text(reason), .integer(Int(now)), .text(app), .text(deviceID)])
+        let rows = try db.rows(Self.cancelUnsentSQL, [.text(reason), .integer(Int(now)), .text(app), .text(deviceID)])
         try insertDeliveryEvents(db, rows, now: now)
         return rows.count
     }

@@ -67,6 +67,8 @@ extension GatewaySuites {
                 // each row's `state` from the table (USING INDEX); later versions see the index's WHERE implies it
                 // (USING COVERING INDEX). Either visits the queued rows alone, once a second.
                 (SQLiteGatewayStore.queueDepthsSQL, [], "INDEX deliveries_queued"),
+                (SQLiteGatewayStore.cancelUnsentSQL, [.text("device_deleted"), .integer(5), .text("chat"), .text("d1")],
+                 "SEARCH deliveries USING INDEX deliveries_device (app=? AND device_id=?)"),
             ]
             for (sql, binds, expected) in plans {
                 let plan = try await store.queryPlan(sql, binds)
