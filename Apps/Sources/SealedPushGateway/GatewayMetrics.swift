@@ -26,23 +26,20 @@ public final class GatewayMetrics: Sendable {
     let timers = NIOLockedValueBox<[String: Metrics.Timer]>([:])
 
     func counter(_ label: String, _ dimensions: [(String, String)]) -> Metrics.Counter {
-        let key = Self.key(label, dimensions)
-        if let made = counters.withLockedValue({ $0[key] }) { return made }
-        let made = Metrics.Counter(label: label, dimensions: dimensions, factory: factory)
-        return counters.withLockedValue { cache in
-            if let raced = cache[key] { return raced }
-            cache[key] = made
-            return made
-        }
+        Self.cached(counters, Self.key(label, dimensions)) { Metrics.Counter(label: label, dimensions: dimensions, factory: factory) }
     }
 
     func timer(_ label: String, _ dimensions: [(String, String)]) -> Metrics.Timer {
-        let key = Self.key(label, dimensions)
-        if let made = timers.withLockedValue({ $0[key] }) { return made }
-        let made = Metrics.Timer(label: label, dimensions: dimensions, factory: factory)
-        return timers.withLockedValue { cache in
-            if let raced = cache[key] { return raced }
-            cache[key] = made
+        Self.cached(timers, Self.key(label, dimensions)) { Metrics.Timer(label: label, dimensions: dimensions, factory: factory) }
+    }
+
+    /// The handle in `cache` under `key`, made (outside the lock) and kept the first time.
+    static func cached<Handle: Sendable>(_ cache: NIOLockedValueBox<[String: Handle]>, _ key: String, make: () -> Handle) -> Handle {
+        if let made = cache.withLockedValue({ $0[key] }) { return made }
+        let made = make()
+        return cache.withLockedValue { entries in
+            if let raced = entries[key] { return raced }
+            entries[key] = made
             return made
         }
     }
