@@ -86,6 +86,7 @@ public struct DeliveryWorker: Service {
     func deliver(_ app: AppRuntime, generation: Int) async {
         let options = gateway.options
         await withDiscardingTaskGroup { group in
+            var lastClaim = ContinuousClock.now
             while !isDraining, !Task.isCancelled, gateway.appsGeneration.withLockedValue({ $0 }) == generation {
                 if app.pausedReason.withLockedValue({ $0 }) != nil {
                     await app.wake.wait(upTo: .seconds(1))
@@ -96,12 +97,15 @@ public struct DeliveryWorker: Service {
                 let free = share - app.inFlight.held
                 // Under load, claim in batches: while attempts are in flight (the end of each wakes this loop once
                 // a batch's worth is free), wait for a quarter of the share rather than claiming one delivery (a
-                // transaction, a loop turn) per finished attempt.
+                // transaction, a loop turn) per finished attempt — but no longer than `claimDelay`, so a slow
+                // APNs holding most slots does not hold new messages back.
                 let batch = Self.claimThreshold(share: share, claimBatch: options.claimBatch)
-                guard free > 0, free >= batch || app.inFlight.held == 0 else {
-                    await app.wake.wait(upTo: .seconds(1))
+                let waited = lastClaim.duration(to: .now)
+                guard Self.shouldClaim(free: free, held: app.inFlight.held, batch: batch, waited: waited, delay: options.claimDelay) else {
+                    await app.wake.wait(upTo: max(.milliseconds(1), options.claimDelay - waited))
                     continue
                 }
+                lastClaim = .now
                 let now = gateway.now
                 let claims: [ClaimedDelivery]
                 do {
@@ -145,6 +149,12 @@ public struct DeliveryWorker: Service {
                 }
             }
         }
+    }
+
+    /// Whether the loop claims now: it has a free slot, and either a batch's worth is free, nothing is in
+    /// flight, or `delay` has passed since its last claim.
+    static func shouldClaim(free: Int, held: Int, batch: Int, waited: Duration, delay: Duration) -> Bool {
+        free > 0 && (free >= batch || held == 0 || waited >= delay)
     }
 
     /// How many free slots the loop waits for before it claims while attempts are in flight: a quarter of the

@@ -32,6 +32,10 @@ public struct GatewayOptions: Sendable {
     public var makeAPNsClient: APNsSenderFactory = AppRuntime.makeAPNsClient
     /// Deliveries claimed per query.
     public var claimBatch = 256
+    /// The longest the delivery worker waits for a batch's worth of free slots (a quarter of its share) while
+    /// attempts are in flight before it claims with the slots it has: under load it claims in batches, and a
+    /// new message still leaves within this delay when a slow APNs holds most slots.
+    public var claimDelay: Duration = .milliseconds(20)
     /// How often records past their keeping time are deleted: messages and deliveries `ttl` + 7 days after
     /// they were sent (receipts can come that late), idempotency answers after 24 hours.
     public var pruneInterval: Duration = .seconds(60)

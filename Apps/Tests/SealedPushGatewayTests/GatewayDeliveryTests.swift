@@ -2,7 +2,7 @@ import Foundation
 import NIOConcurrencyHelpers
 import SealedPushAPNs
 import SealedPushAPNsCore
-import SealedPushGateway
+@testable import SealedPushGateway
 import SealedPushWire
 import SealedPushTestSupport
 import Testing
@@ -13,12 +13,14 @@ final class ScriptedAPNs: APNsSending {
     let seen = NIOLockedValueBox<[APNsPush]>([])
     /// How long each answer takes.
     let delay = NIOLockedValueBox<Duration>(.zero)
+    /// How long answers to particular device tokens take instead.
+    let tokenDelays = NIOLockedValueBox<[String: Duration]>([:])
 
     func answer(_ token: String, with errors: [APNsError]) { script.withLockedValue { $0[token, default: []] += errors } }
 
     func send(_ push: APNsPush) async throws(APNsError) -> APNsAcceptance {
         seen.withLockedValue { $0.append(push) }
-        let wait = delay.withLockedValue { $0 }
+        let wait = tokenDelays.withLockedValue { $0[push.deviceToken] } ?? delay.withLockedValue { $0 }
         if wait > .zero { try? await Task.sleep(for: wait) }
         let next = script.withLockedValue { s -> APNsError? in
             guard var queue = s[push.deviceToken], !queue.isEmpty else { return nil }
@@ -249,6 +251,46 @@ extension GatewaySuites {
         }
 
         /// SIGTERM's graceful shutdown: new messages get 503 while the attempt in flight finishes, then it stops.
+        /// While a slow APNs holds most of the in-flight slots, the worker does not wait for a batch's worth
+        /// of free slots (a quarter of its share) longer than `claimDelay`: a new message leaves at once.
+        @Test func aSlowAPNsDoesNotHoldNewMessagesBack() async throws {
+            let apns = ScriptedAPNs()
+            var options = scriptedOptions(apns)
+            options.claimDelay = .milliseconds(20)
+            let g = try await GatewayHarness(name: "slow-apns", options: options, extraApp: JSONObject([("max_in_flight", 8)]))
+            var slow: [Phone] = []
+            for n in 0..<7 {
+                let phone = try Phone(in: g.directory, name: "s\(n)", token: hexToken(0x700 + n))
+                apns.tokenDelays.withLockedValue { $0[phone.token] = .seconds(6) }
+                try await g.register(phone, device: "s\(n)", user: "slow-\(n)")
+                slow.append(phone)
+            }
+            let fast = try Phone(in: g.directory, name: "f", token: hexToken(0x7ff))
+            try await g.register(fast, device: "f", user: "fast")
+            for n in 0..<7 { #expect(try await g.send(JSONObject([("user_id", .string("slow-\(n)"))])).status == 202) }
+            try await waitUntil("the seven slow attempts to start", within: .seconds(30)) {
+                slow.allSatisfy { !apns.pushes(to: $0.token).isEmpty }
+            }
+            // Seven of eight slots are held for 6 s; one is free, under the batch of two.
+            let posted = ContinuousClock.now
+            #expect(try await g.send(JSONObject([("user_id", "fast")])).status == 202)
+            try await waitUntil("the new message's attempt", within: .seconds(30)) { !apns.pushes(to: fast.token).isEmpty }
+            let waited = posted.duration(to: .now)
+            #expect(waited < .seconds(3), "the new message waited \(waited) for the slow attempts")
+            #expect(slow.allSatisfy { apns.pushes(to: $0.token).count == 1 })
+            await g.stop()
+        }
+
+        /// The claim rule: a batch's worth free, nothing in flight, or the delay passed — and always a free slot.
+        @Test func claimRule() {
+            let d = Duration.milliseconds(20)
+            #expect(DeliveryWorker.shouldClaim(free: 25, held: 75, batch: 25, waited: .zero, delay: d))
+            #expect(!DeliveryWorker.shouldClaim(free: 1, held: 99, batch: 25, waited: .milliseconds(5), delay: d))
+            #expect(DeliveryWorker.shouldClaim(free: 1, held: 99, batch: 25, waited: .milliseconds(20), delay: d))
+            #expect(DeliveryWorker.shouldClaim(free: 1, held: 0, batch: 25, waited: .zero, delay: d))
+            #expect(!DeliveryWorker.shouldClaim(free: 0, held: 100, batch: 25, waited: .seconds(5), delay: d))
+        }
+
         @Test func gracefulShutdownAnswers503AndFinishesTheAttemptInFlight() async throws {
             let apns = ScriptedAPNs()
             apns.delay.withLockedValue { $0 = .seconds(2) }
