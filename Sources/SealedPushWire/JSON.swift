@@ -376,21 +376,32 @@ public enum JSON {
     /// Appends `s` as a JSON string literal: quotes, backslashes and control characters escaped,
     /// everything else as raw UTF-8.
     public static func writeString(_ s: String, into out: inout [UInt8]) {
+        let utf8 = s.utf8
+        out.reserveCapacity(out.count + utf8.count + 2)
         out.append(UInt8(ascii: "\""))
-        for c in s.utf8 {
-            switch c {
-            case 0x22: out.append(0x5c); out.append(0x22)
-            case 0x5c: out.append(0x5c); out.append(0x5c)
-            case 0x0a: out.append(0x5c); out.append(UInt8(ascii: "n"))
-            case 0x0d: out.append(0x5c); out.append(UInt8(ascii: "r"))
-            case 0x09: out.append(0x5c); out.append(UInt8(ascii: "t"))
-            case 0..<0x20:
-                out.append(contentsOf: "\\u00".utf8)
-                out.append(hexDigits[Int(c >> 4)])
-                out.append(hexDigits[Int(c & 0xf)])
-            default: out.append(c)
+        // Runs of bytes that need no escape are appended whole (one copy for a base64 member, not one append per byte).
+        var run = utf8.startIndex
+        var i = run
+        while i != utf8.endIndex {
+            let c = utf8[i]
+            if c < 0x20 || c == 0x22 || c == 0x5c {
+                out.append(contentsOf: utf8[run..<i])
+                switch c {
+                case 0x22: out.append(0x5c); out.append(0x22)
+                case 0x5c: out.append(0x5c); out.append(0x5c)
+                case 0x0a: out.append(0x5c); out.append(UInt8(ascii: "n"))
+                case 0x0d: out.append(0x5c); out.append(UInt8(ascii: "r"))
+                case 0x09: out.append(0x5c); out.append(UInt8(ascii: "t"))
+                default:
+                    out.append(contentsOf: "\\u00".utf8)
+                    out.append(hexDigits[Int(c >> 4)])
+                    out.append(hexDigits[Int(c & 0xf)])
+                }
+                run = utf8.index(after: i)
             }
+            i = utf8.index(after: i)
         }
+        out.append(contentsOf: utf8[run..<utf8.endIndex])
         out.append(UInt8(ascii: "\""))
     }
 }

@@ -31,6 +31,42 @@ struct JSONStringTests {
         }
     }
 
+    /// The writer as it was, a byte at a time: the reference the run-copying writer must match.
+    static func writtenByteByByte(_ s: String) -> [UInt8] {
+        var out: [UInt8] = [0x22]
+        for c in s.utf8 {
+            switch c {
+            case 0x22: out += [0x5c, 0x22]
+            case 0x5c: out += [0x5c, 0x5c]
+            case 0x0a: out += [0x5c, UInt8(ascii: "n")]
+            case 0x0d: out += [0x5c, UInt8(ascii: "r")]
+            case 0x09: out += [0x5c, UInt8(ascii: "t")]
+            case 0..<0x20: out += Array("\\u00".utf8) + [Array("0123456789abcdef".utf8)[Int(c >> 4)], Array("0123456789abcdef".utf8)[Int(c & 0xf)]]
+            default: out.append(c)
+            }
+        }
+        return out + [0x22]
+    }
+
+    @Test("the writer matches the byte-at-a-time reference and parses back, on 20 000 random strings")
+    func writerRoundTrips() throws {
+        var rng = SeededGenerator.forTest()
+        let pieces: [String] = ["a", "Z", "0", "\"", "\\", "\n", "\r", "\t", "\u{0}", "\u{1}", "\u{1f}", " ", "é", "€", "😀", "/", "\u{7f}"]
+        for n in 0..<20_000 {
+            let length = Int.random(in: 0...24, using: &rng)
+            let text = (0..<length).map { _ in pieces.randomElement(using: &rng)! }.joined()
+            var out: [UInt8] = n % 2 == 0 ? [] : Array("prefix".utf8)
+            let before = out.count
+            JSON.writeString(text, into: &out)
+            #expect(Array(out[before...]) == Self.writtenByteByByte(text), "\(Array(text.utf8))")
+            guard case let .string(back)? = try? JSON.parse(Array(out[before...])) else {
+                Issue.record("did not parse back: \(Array(text.utf8))")
+                continue
+            }
+            #expect(back == text)
+        }
+    }
+
     @Test("both string paths agree with String(validating:) on 100 000 random byte strings")
     func randomBytes() {
         var rng = SeededGenerator.forTest()
