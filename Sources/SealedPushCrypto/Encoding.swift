@@ -124,6 +124,46 @@ public enum Base64 {
         }
     }
 
+    /// Encodes public bytes (a ciphertext, a public key) as standard-alphabet base64 with `=` padding,
+    /// exactly as `encode(_:)` does, in variable time.
+    ///
+    /// libsodium's encoder is constant-time, a few nanoseconds a character; an envelope of ≈ 300 bytes has
+    /// no secret to protect, and every push encodes one. Never use it for secret material. Gives the same
+    /// text as `encode(_:)` (checked by a differential test).
+    public static func encodePublic(_ bytes: some Collection<UInt8>) -> String {
+        let input = Array(bytes)
+        let n = input.count
+        if n == 0 { return "" }
+        let length = (n + 2) / 3 * 4
+        let alphabet = encodingAlphabet
+        let text = [UInt8](unsafeUninitializedCapacity: length) { out, written in
+            var i = 0, o = 0
+            while i + 3 <= n {
+                let group = UInt32(input[i]) << 16 | UInt32(input[i + 1]) << 8 | UInt32(input[i + 2])
+                out[o] = alphabet[Int(group >> 18)]
+                out[o + 1] = alphabet[Int(group >> 12 & 0x3F)]
+                out[o + 2] = alphabet[Int(group >> 6 & 0x3F)]
+                out[o + 3] = alphabet[Int(group & 0x3F)]
+                i += 3
+                o += 4
+            }
+            if i < n {
+                let second = i + 1 < n ? UInt32(input[i + 1]) : 0
+                let group = UInt32(input[i]) << 16 | second << 8
+                out[o] = alphabet[Int(group >> 18)]
+                out[o + 1] = alphabet[Int(group >> 12 & 0x3F)]
+                out[o + 2] = i + 1 < n ? alphabet[Int(group >> 6 & 0x3F)] : UInt8(ascii: "=")
+                out[o + 3] = UInt8(ascii: "=")
+                o += 4
+            }
+            written = o
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// The standard alphabet, by 6-bit value.
+    private static let encodingAlphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+
     /// Standard alphabet → 6-bit value; 0xFF for every other byte.
     private static let decodingTable: [UInt8] = {
         var table = [UInt8](repeating: 0xFF, count: 256)

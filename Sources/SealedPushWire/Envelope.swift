@@ -47,7 +47,7 @@ public struct Envelope: Sendable, Equatable {
     }
 
     /// The envelope as strict base64, the value of `ENCRYPTED_DATA`.
-    public var base64: String { Base64.encode(bytes) }
+    public var base64: String { Base64.encodePublic(bytes) }
 
     /// Parses the value of `ENCRYPTED_DATA` (checks of §5 step 1).
     public init(base64 text: String) throws(OpenFailure) {

@@ -3,7 +3,7 @@ import SealedPushTestSupport
 @testable import SealedPushCrypto
 
 extension CryptoTests {
-    @Suite("Base64: the variable-time public decoder agrees with libsodium's")
+    @Suite("Base64: the variable-time public encoder and decoder agree with libsodium's")
     struct PublicBase64Tests {
         /// Both decoders on one input: the same bytes, or both refuse.
         static func agree(_ text: String) -> Bool {
@@ -18,6 +18,19 @@ extension CryptoTests {
                 let bytes = CryptoLibrary.randomBytes(count: length)
                 let text = Base64.encode(bytes)
                 #expect(try Base64.decodePublic(text) == bytes, "length \(length)")
+            }
+        }
+
+        @Test("the public encoder writes what libsodium's does, for 0…300 random bytes and every byte value")
+        func encoderAgrees() {
+            for length in 0...300 {
+                let bytes = CryptoLibrary.randomBytes(count: length)
+                #expect(Base64.encodePublic(bytes) == Base64.encode(bytes), "length \(length)")
+            }
+            let every = (0...255).map { UInt8($0) }
+            for shift in 0..<3 {
+                let bytes = Array(every.dropFirst(shift))
+                #expect(Base64.encodePublic(bytes) == Base64.encode(bytes))
             }
         }
 
