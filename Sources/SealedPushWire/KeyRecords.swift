@@ -138,7 +138,7 @@ private func recordObject(_ o: JSONObject, type: String) throws(KeyRecordError) 
 
 private func recordKey(_ o: JSONObject, member prefix: String = "") throws(KeyRecordError) -> (KeyID, [UInt8]) {
     guard let kidText = o["key_id"]?.stringValue, let kid = KeyID(hex: kidText) else { throw .invalidMember(prefix + "key_id") }
-    guard let pkText = o["public_key"]?.stringValue, let pk = try? Base64.decode(pkText), pk.count == 32 else {
+    guard let pkText = o["public_key"]?.stringValue, let pk = try? Base64.decodePublic(pkText), pk.count == 32 else {
         throw .invalidMember(prefix + "public_key")
     }
     let derived = KeyID(publicKey: pk)
