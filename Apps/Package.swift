@@ -336,6 +336,9 @@ let package = Package(
             name: "SealedPushAPNsTests",
             dependencies: [
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                // A raw HTTP/2 client that orders its frames itself (the local APNs's GOAWAY tests).
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 "sealedpush", "sealedpush-server", "SealedPushAPNs", "SealedPushAPNsServer", "SealedPushDeviceHTTP",
                 .product(name: "SealedPushAPNsCore", package: "SealedPush"),
                 .product(name: "SealedPushSender", package: "SealedPush"),

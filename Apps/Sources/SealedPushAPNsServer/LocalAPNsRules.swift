@@ -46,7 +46,9 @@ public struct LocalAPNsConfiguration: Sendable {
     public var failRate: Double
     /// Added before every answer.
     public var latency: Duration
-    /// Send GOAWAY and close a connection after it carried this many requests (`nil`: never).
+    /// Send GOAWAY on a connection once this many of its requests are complete (`nil`: never). The GOAWAY names
+    /// the highest stream processed so far; streams at or below it are all answered, streams above it are not
+    /// processed (reset with REFUSED_STREAM), and the connection closes once the former are done.
     public var goawayAfter: Int?
     /// The SETTINGS_MAX_CONCURRENT_STREAMS the server announces.
     public var maxConcurrentStreams: Int
@@ -149,20 +151,72 @@ public enum LocalAPNsAnswer: Sendable {
     case rejected(APNsReason, apnsID: String?, timestamp: Int64?)
 }
 
-/// The per-connection part of the token rules: the last token seen and when it last changed.
+/// The per-connection part of the token rules (the last token seen and when it last changed), and the
+/// connection's `goawayAfter` bookkeeping.
 public final class LocalAPNsConnection: Sendable {
     struct State {
         var token: String?
         var claims: ProviderTokenClaims?
         var tokenChangedAt: Int64 = 0
         var requests = 0
-        var goawaySent = false
+        /// The highest stream id whose request was processed (handed to the rules).
+        var highestProcessed = 0
+        /// The last stream id of the GOAWAY `goawayAfter` sent, once sent.
+        var goawayLastStreamID: Int?
+        /// Streams whose request has not been answered (or reset) yet.
+        var unanswered: Set<Int> = []
+    }
+
+    /// What to do with a complete request.
+    enum Admission: Equatable {
+        /// Process it; `goawayLastStreamID` is set when it is the `goawayAfter`-th and GOAWAY must now go out.
+        case process(goawayLastStreamID: Int?)
+        /// Reset it with REFUSED_STREAM: it is above the GOAWAY's last stream id, so it must not be processed.
+        case refuse
     }
 
     let state = NIOLockedValueBox(State())
 
     /// A new connection's state.
     public init() {}
+
+    /// A stream was opened: its request is now awaited.
+    func streamOpened(_ id: Int) {
+        _ = state.withLockedValue { $0.unanswered.insert(id) }
+    }
+
+    /// Decides over the complete request of stream `id`. The GOAWAY's last stream id is the highest stream
+    /// processed so far (this one included), never merely the one that completed last: with requests completing
+    /// out of order, lower streams may still be waiting for their DATA, and RFC 9113 §6.8 lets the client
+    /// assume those may be processed — so they are, and only streams above it are refused.
+    func admit(_ id: Int, goawayAfter: Int?) -> Admission {
+        state.withLockedValue { c in
+            if let last = c.goawayLastStreamID {
+                guard id <= last else { return .refuse }
+                c.requests += 1
+                return .process(goawayLastStreamID: nil)
+            }
+            c.requests += 1
+            c.highestProcessed = max(c.highestProcessed, id)
+            if let goawayAfter, c.requests >= goawayAfter {
+                c.goawayLastStreamID = c.highestProcessed
+                return .process(goawayLastStreamID: c.highestProcessed)
+            }
+            return .process(goawayLastStreamID: nil)
+        }
+    }
+
+    /// Stream `id` was answered (its response written to the socket) or ended without an answer. `true` when
+    /// the connection went away and every stream at or below its GOAWAY's last stream id is now done: it may close.
+    func streamEnded(_ id: Int) -> Bool {
+        state.withLockedValue { c in
+            guard c.unanswered.remove(id) != nil, let last = c.goawayLastStreamID else { return false }
+            return !c.unanswered.contains { $0 <= last }
+        }
+    }
+
+    /// Whether `goawayAfter` sent its GOAWAY: the connection is draining and closes itself.
+    var goingAway: Bool { state.withLockedValue { $0.goawayLastStreamID != nil } }
 }
 
 /// APNs's checks, in order, over one request: the part of the local APNs that is not networking.

@@ -120,7 +120,7 @@ public final class LocalAPNsServer: Service, Sendable {
                         }
                     }
                     try sync.addHandler(manager)
-                    try sync.addHandler(ConnectionErrorHandler(logger: logger))
+                    try sync.addHandler(ConnectionErrorHandler(connection: connection, logger: logger))
                 }
             }
         let bound = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
@@ -248,11 +248,23 @@ final class HandshakeDeadlineHandler: ChannelInboundHandler, RemovableChannelHan
 /// errors name the protocol violation, never header values or payloads).
 final class ConnectionErrorHandler: ChannelInboundHandler, Sendable {
     typealias InboundIn = Never
+    let connection: LocalAPNsConnection
     let logger: Logger
 
-    init(logger: Logger) { self.logger = logger }
+    init(connection: LocalAPNsConnection, logger: Logger) {
+        self.connection = connection
+        self.logger = logger
+    }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if connection.goingAway {
+            // After `goawayAfter`'s GOAWAY, NIOHTTP2 turns frames the client sent before it saw the GOAWAY into
+            // errors once no stream is open (`IOOnClosedConnection`, then `RaisedGoawayLastStreamID` for its own
+            // GOAWAY). Closing here could drop answers still queued for the socket: the drain closes the
+            // connection once they are written (or its backstop runs out).
+            logger.debug("ignoring an error on a connection going away", metadata: ["error": "\(type(of: error))"])
+            return
+        }
         logger.notice("closing a connection after an error", metadata: ["error": "\(type(of: error))"])
         logger.debug("connection error", metadata: ["detail": "\(error)"])
         context.close(promise: nil)
@@ -277,6 +289,10 @@ final class APNsStreamHandler: ChannelInboundHandler {
     var body: [UInt8] = []
     var answered = false
     var deadline: Scheduled<Void>?
+    /// This stream's id (every stream the server accepts has one from the start).
+    var streamID: Int?
+    /// Whether the connection was told this stream is done (answered, refused or ended): exactly once.
+    var ended = false
     /// Bodies are kept up to one byte over the limit: enough to answer PayloadTooLarge.
     static let keepLimit = APNsPush.maximumPayloadSize + 1
 
@@ -300,11 +316,36 @@ final class APNsStreamHandler: ChannelInboundHandler {
             logger.notice("resetting a stream: the request did not arrive within the request timeout")
             channel.close(promise: nil)
         }
+        // Known now for a stream the client opened; the connection tracks it until it is answered, so that a
+        // GOAWAY's drain knows which streams it still waits for.
+        if let id = try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID) {
+            streamID = Int(id)
+            connection.streamOpened(Int(id))
+        }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         deadline?.cancel()
         deadline = nil
+        // Reset or cut before an answer was written: nothing will come for it. (An answer on its way ends the
+        // stream once written, in `respond`.)
+        if !answered { end(context.channel) }
+    }
+
+    /// A promise for the stream's last write: once it is on the socket (or failed), the stream is done (`end`).
+    func endOnceWritten(_ stream: any Channel) -> EventLoopPromise<Void> {
+        let promise = stream.eventLoop.makePromise(of: Void.self)
+        let loopBound = NIOLoopBound(self, eventLoop: stream.eventLoop)
+        promise.futureResult.whenComplete { _ in loopBound.value.end(stream) }
+        return promise
+    }
+
+    /// Tells the connection this stream is done; closes the connection when it is the last stream its GOAWAY
+    /// still waited for.
+    func end(_ stream: any Channel) {
+        guard !ended, let streamID else { return }
+        ended = true
+        if connection.streamEnded(streamID) { stream.parent?.close(promise: nil) }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -339,20 +380,19 @@ final class APNsStreamHandler: ChannelInboundHandler {
 
     func respond(context: ChannelHandlerContext, headers requestHeaders: HPACKHeaders) {
         let configuration = rules.configuration
-        // After GOAWAY the connection takes no new work: the stream is reset with REFUSED_STREAM, which tells
-        // the client the push was not processed (RFC 9113 §8.7) and may be sent again.
-        let (refuse, goaway): (Bool, Bool) = connection.state.withLockedValue { c in
-            if c.goawaySent { return (true, false) }
-            c.requests += 1
-            if let limit = configuration.goawayAfter, c.requests >= limit {
-                c.goawaySent = true
-                return (false, true)
-            }
-            return (false, false)
-        }
-        if refuse {
-            context.writeAndFlush(wrapOutboundOut(.rstStream(.refusedStream)), promise: nil)
+        let channel = context.channel
+        // Every stream processed goes through `admit`; one without an id (never on a server) is not counted.
+        let admission = streamID.map { connection.admit($0, goawayAfter: configuration.goawayAfter) } ?? .process(goawayLastStreamID: nil)
+        switch admission {
+        case .refuse:
+            // Above the GOAWAY's last stream id: not processed. REFUSED_STREAM tells the client so (RFC 9113
+            // §8.7), and it sends the push again on another connection.
+            context.writeAndFlush(wrapOutboundOut(.rstStream(.refusedStream)), promise: endOnceWritten(channel))
             return
+        case let .process(goawayLastStreamID?):
+            APNsStreamHandler.goAway(channel, lastStreamID: goawayLastStreamID, backstop: requestTimeout + TimeAmount(configuration.latency) + .seconds(1))
+        case .process(nil):
+            break
         }
         load.begin()
         let request = LocalAPNsRequest(
@@ -384,15 +424,17 @@ final class APNsStreamHandler: ChannelInboundHandler {
             responseHeaders.add(name: name, value: value, indexing: name == "apns-id" || name == "apns-unique-id" ? .nonIndexable : .indexable)
         }
         let send = { (context: ChannelHandlerContext) in
+            // The stream is done once its answer is on the socket (or failed to get there): a GOAWAY's drain
+            // must not close the connection while an answer is still queued.
+            let written = self.endOnceWritten(channel)
             if let responseBody {
                 context.write(self.wrapOutboundOut(.headers(.init(headers: responseHeaders))), promise: nil)
-                context.writeAndFlush(self.wrapOutboundOut(.data(.init(data: .byteBuffer(responseBody), endStream: true))), promise: nil)
+                context.writeAndFlush(self.wrapOutboundOut(.data(.init(data: .byteBuffer(responseBody), endStream: true))), promise: written)
             } else {
-                context.writeAndFlush(self.wrapOutboundOut(.headers(.init(headers: responseHeaders, endStream: true))), promise: nil)
+                context.writeAndFlush(self.wrapOutboundOut(.headers(.init(headers: responseHeaders, endStream: true))), promise: written)
             }
             self.load.end()
             if case let .accepted(push, _) = answer { self.onAccepted(push) }
-            if goaway { APNsStreamHandler.goAway(context.channel) }
         }
         if configuration.latency > .zero {
             let loopBound = NIOLoopBound((context, send), eventLoop: context.eventLoop)
@@ -405,14 +447,15 @@ final class APNsStreamHandler: ChannelInboundHandler {
         }
     }
 
-    /// Sends GOAWAY (NO_ERROR, last stream = this stream) on the stream's connection and closes it shortly
-    /// after, so requests on later streams are never processed and the client must send them again.
-    static func goAway(_ stream: any Channel) {
+    /// Sends GOAWAY (NO_ERROR, `lastStreamID`) on the stream's connection: streams above it are never processed
+    /// (the client sends them again elsewhere), streams at or below it are all answered, and the connection
+    /// closes once the last of those is (`end`). `backstop` bounds the drain: by then every stream at or below
+    /// it was answered or reset by its request timeout, so whatever is still open is closed with the connection.
+    static func goAway(_ stream: any Channel, lastStreamID: Int, backstop: TimeAmount) {
         guard let parent = stream.parent else { return }
-        stream.getOption(HTTP2StreamChannelOptions.streamID).whenSuccess { streamID in
-            let frame = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: streamID, errorCode: .noError, opaqueData: nil))
-            parent.writeAndFlush(frame, promise: nil)
-            parent.eventLoop.scheduleTask(in: .milliseconds(200)) { parent.close(promise: nil) }
-        }
+        let frame = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: HTTP2StreamID(lastStreamID), errorCode: .noError, opaqueData: nil))
+        parent.writeAndFlush(frame, promise: nil)
+        let drainEnd = parent.eventLoop.scheduleTask(in: backstop) { parent.close(promise: nil) }
+        parent.closeFuture.whenComplete { _ in drainEnd.cancel() }
     }
 }

@@ -44,7 +44,8 @@ struct APNsCommand: AsyncParsableCommand {
                 --accept-unknown); --unregistered TOKEN answers 410 Unregistered with a timestamp.
 
                 Faults for testing clients: --fail-rate (500/503), --latency, --goaway-after N (GOAWAY \
-                and close after N requests on a connection), --max-streams N, --token-rate N (429 \
+                after N requests on a connection, naming the highest stream processed; the streams it covers \
+                are answered, then the connection closes), --max-streams N, --token-rate N (429 \
                 TooManyRequests past N pushes a second to one token).
 
                 It is a development server and says so in every response (`server: sealedpush-local-apns`). \
@@ -111,7 +112,7 @@ struct APNsCommand: AsyncParsableCommand {
         @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Delay every answer by this long.", valueName: "DURATION"))
         var latency = DurationArgument(milliseconds: 0)
 
-        @Option(name: .customLong("goaway-after"), help: ArgumentHelp("Send GOAWAY and close a connection after N requests.", valueName: "N"))
+        @Option(name: .customLong("goaway-after"), help: ArgumentHelp("Send GOAWAY after N requests on a connection, answer the streams it covers, then close it.", valueName: "N"))
         var goawayAfter: Int?
 
         @Option(name: .customLong("max-streams"), help: ArgumentHelp("SETTINGS_MAX_CONCURRENT_STREAMS announced to clients.", valueName: "N"))
