@@ -215,7 +215,8 @@ struct ProviderTests {
     }
 
     /// GOAWAY after every 25 requests with up to 100 in flight: about three in four streams of each connection
-    /// are reset unprocessed and sent again on the next one. Every push ends with a definite result, none is
+    /// are above the GOAWAY's last stream id (refused, or excluded by the GOAWAY itself), unprocessed, and sent
+    /// again on the next one. Every push ends with a definite result, none is
     /// accepted twice, and with a budget for this extreme fault (12 tries) every push is accepted.
     @Test func goawayMidBatchLosesNoPush() async throws {
         let apns = try await LocalAPNs.start { $0.acceptUnknownTokens = true; $0.goawayAfter = 25 }
