@@ -3,7 +3,11 @@ import Clibsodium  // iOS and macOS, AppleSodium trait: swift-sodium's libsodium
 #else
 import CSodium  // Linux: the system libsodium
 #endif
-import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// One-time libsodium initialisation.
 ///
@@ -54,30 +58,55 @@ public enum CryptoLibrary {
 }
 
 /// The buffer behind `CryptoLibrary.randomIdentifierBytes(count:)`.
-final class IdentifierRandomness: Sendable {
+///
+/// `@unchecked Sendable`: `bytes` and `used` are read and written only between `pthread_mutex_lock` and
+/// `pthread_mutex_unlock` of `mutex` (in `locked`). A pthread mutex rather than `Synchronization.Mutex`:
+/// ThreadSanitizer sees the C library's lock, not the standard library's (it reported the accesses under
+/// `Mutex.withLock` as races when `send --batch` took ids from several threads).
+final class IdentifierRandomness: @unchecked Sendable {
     static let capacity = 4096
     static let shared = IdentifierRandomness()
 
-    /// The bytes and how many of them were handed out (those are zero).
-    private let state = Mutex<(bytes: [UInt8], used: Int)>(([UInt8](repeating: 0, count: capacity), capacity))
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    /// The bytes; those before `used` were handed out and are zero.
+    private var bytes = [UInt8](repeating: 0, count: capacity)
+    private var used = capacity
+
+    init() {
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deinitialize(count: 1)
+        mutex.deallocate()
+    }
+
+    private func locked<R>(_ body: () -> R) -> R {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return body()
+    }
 
     func take(_ count: Int) -> [UInt8] {
         Sodium.ensureInitialized()
-        return state.withLock { s in
-            if s.used + count > Self.capacity {
-                s.bytes.withUnsafeMutableBytes { randombytes_buf($0.baseAddress!, $0.count) }
-                s.used = 0
+        return locked {
+            if used + count > Self.capacity {
+                bytes.withUnsafeMutableBytes { randombytes_buf($0.baseAddress!, $0.count) }
+                used = 0
             }
-            let start = s.used
-            let out = Array(s.bytes[start..<start + count])
-            for i in start..<start + count { s.bytes[i] = 0 }
-            s.used += count
+            let start = used
+            let out = Array(bytes[start..<start + count])
+            for i in start..<start + count { bytes[i] = 0 }
+            used += count
             return out
         }
     }
 
     /// Whether every byte handed out since the last refill is zero in the buffer (for the tests).
     func handedOutAreZero() -> Bool {
-        state.withLock { s in s.bytes[0..<s.used].allSatisfy { $0 == 0 } }
+        locked { bytes[0..<used].allSatisfy { $0 == 0 } }
     }
 }
