@@ -102,7 +102,9 @@ public struct DeliveryWorker: Service {
                 let batch = Self.claimThreshold(share: share, claimBatch: options.claimBatch)
                 let waited = lastClaim.duration(to: .now)
                 guard Self.shouldClaim(free: free, held: app.inFlight.held, batch: batch, waited: waited, delay: options.claimDelay) else {
-                    await app.wake.wait(upTo: max(.milliseconds(1), options.claimDelay - waited))
+                    // With every slot taken, look again every `claimDelay` (a finished attempt that frees less than a
+                    // batch does not wake the loop); with some free, once the delay is up.
+                    await app.wake.wait(upTo: free == 0 ? options.claimDelay : max(.milliseconds(1), options.claimDelay - waited))
                     continue
                 }
                 lastClaim = .now
