@@ -26,10 +26,7 @@ enum GatewayIDs {
 
     /// The low 48 bits of `milliseconds`, as 12 lowercase hex digits (big-endian, so they sort as they grow).
     static func timeHex(_ milliseconds: Int64) -> String {
-        let value = UInt64(bitPattern: milliseconds) & 0xFFFF_FFFF_FFFF
-        let digits = Array("0123456789abcdef".utf8)
-        var out = [UInt8](repeating: 0, count: 12)
-        for i in 0..<12 { out[i] = digits[Int((value >> UInt64(44 - 4 * i)) & 0xF)] }
-        return String(decoding: out, as: UTF8.self)
+        let value = UInt64(bitPattern: milliseconds)
+        return Hex.encode((0..<6).map { UInt8(truncatingIfNeeded: value >> UInt64(40 - 8 * $0)) })
     }
 }
