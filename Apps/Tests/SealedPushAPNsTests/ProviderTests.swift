@@ -254,6 +254,30 @@ struct ProviderTests {
         await apns.stop()
     }
 
+    /// GOAWAY while connection flow control holds DATA back: 500 pushes of 4 KB with up to 100 in flight fill
+    /// the 64 KiB connection window many times over, so each connection's streams wait on flow control and
+    /// every GOAWAY excludes many of them. A push may be excluded on connection after connection; once it has
+    /// been sent again `maxUnprocessedResends` times, each further exclusion costs a try (with one try, about 1
+    /// push in 300 failed so). With the budget the GOAWAY test above uses, each push ends with one result, every
+    /// push is accepted, and none twice.
+    @Test func goawayWhileFlowControlHoldsDataBackAcceptsNoPushTwice() async throws {
+        let apns = try await LocalAPNs.start { $0.acceptUnknownTokens = true; $0.goawayAfter = 25 }
+        let client = try apns.client(maxTries: 12)
+        let payload = Array(("{\"aps\":{\"alert\":\"" + String(repeating: "x", count: 3_900) + "\"}}").utf8)
+        let outcomes = await withTaskGroup(of: Result<APNsAcceptance, APNsError>.self) { group in
+            for n in 0..<500 { group.addTask { await attempt(client, push(n, payload: payload)) } }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(outcomes.count == 500, "every push ends with a result")
+        let results = outcomes.compactMap { try? $0.get() }
+        #expect(results.count == 500, "\(outcomes.compactMap { if case let .failure(e) = $0 { e.description } else { nil } }.prefix(3))")
+        #expect(Set(results.map(\.apnsID)).count == results.count)
+        #expect(apns.server.rules.counts.accepted == results.count, "each push accepted exactly once")
+        #expect(apns.server.connectionsAccepted >= 500 / 100)
+        await client.shutdown()
+        await apns.stop()
+    }
+
     @Test func pushesInFlightAreBoundedAndEachTryHasADeadline() async throws {
         let apns = try await LocalAPNs.start { c in
             c.acceptUnknownTokens = true
