@@ -192,9 +192,8 @@ public final class LocalAPNsConnection: Sendable {
     func admit(_ id: Int, goawayAfter: Int?) -> Admission {
         state.withLockedValue { c in
             if let last = c.goawayLastStreamID {
-                guard id <= last else { return .refuse }
-                c.requests += 1
-                return .process(goawayLastStreamID: nil)
+                // Counting stops with the GOAWAY: `requests` only decides when it goes out.
+                return id <= last ? .process(goawayLastStreamID: nil) : .refuse
             }
             c.requests += 1
             c.highestProcessed = max(c.highestProcessed, id)
