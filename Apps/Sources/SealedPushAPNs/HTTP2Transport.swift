@@ -121,7 +121,14 @@ final class HTTP2Transport: Sendable {
         }
         switch pick {
         case let .ready(connection): return connection
-        case let .wait(future): return try await future.get()
+        case let .wait(future):
+            let connection = try await future.get()
+            // The connection was made on its event loop and put in its slot under `state`'s lock before this
+            // future completed. Taking that lock here makes the hand-over visible to ThreadSanitizer, which does
+            // not see the ordering the concurrency runtime gives a resumed continuation (it reported the
+            // connection's fields, written at `init`, as racing with the first `send`).
+            state.withLockedValue { _ in }
+            return connection
         }
     }
 
