@@ -114,6 +114,9 @@ public struct GatewayConfiguration: Sendable {
     public let databasePasswordFile: String?
     /// Peers whose `X-Forwarded-For` is believed (exact addresses).
     public let trustedProxies: Set<String>
+    /// How long a claimed delivery attempt stays leased to its instance without renewal (`lease_seconds`,
+    /// default 60 s): how soon another instance takes over the attempts of one that died.
+    public let lease: Duration
     /// The apps, in file order.
     public let apps: [GatewayAppConfiguration]
     /// Warnings found while checking (a group-readable key): logged at start.
@@ -181,7 +184,7 @@ public struct GatewayConfiguration: Sendable {
         }
         var reader = ConfigReader(base: baseDirectory)
         try reader.allowOnly(root, at: "", ["listen", "admin_listen", "device_listen", "public_url", "database",
-                                             "database_password_file", "trusted_proxies", "apps"])
+                                             "database_password_file", "trusted_proxies", "lease_seconds", "apps"])
         let listen = try reader.address(root, "listen", at: "", default: "127.0.0.1:8080")
         let admin = try reader.address(root, "admin_listen", at: "", default: "127.0.0.1:9090")
         let device: HostAndPort? = root["device_listen"].map { _ in () } == nil ? nil
@@ -202,6 +205,7 @@ public struct GatewayConfiguration: Sendable {
                 proxies.insert(s)
             }
         }
+        let lease = try reader.integer(root, "lease_seconds", at: "", default: 60, range: 5...3600)
         guard case let .array(appValues)? = root["apps"], !appValues.isEmpty else {
             throw GatewayConfigurationError("/apps", "list at least one app (gateway v1 §1)")
         }
@@ -216,7 +220,7 @@ public struct GatewayConfiguration: Sendable {
         }
         return GatewayConfiguration(listen: listen, adminListen: admin, deviceListen: device, publicURL: trimmedURL, database: database,
                                     databasePasswordFile: passwordFile,
-                                    trustedProxies: proxies, apps: apps, warnings: reader.warnings, path: path)
+                                    trustedProxies: proxies, lease: .seconds(lease), apps: apps, warnings: reader.warnings, path: path)
     }
 
     /// Whether `id` is a valid app id: `[a-z0-9][a-z0-9._-]{0,63}`.

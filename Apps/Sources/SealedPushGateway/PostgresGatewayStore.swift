@@ -178,6 +178,9 @@ public final class PostgresGatewayStore: GatewayStore {
                 group.addTask { try await store.setUp() }
                 group.addTask {
                     try await Task.sleep(for: options.startTimeout)
+                    // Stop the client: a connection request waiting in its pool ends only when the pool does (it
+                    // keeps retrying an unreachable server), and the group waits for `setUp` before it returns.
+                    store.running.cancel()
                     throw GatewayStoreError("cannot use the PostgreSQL database \(parsed.redacted): no answer within \(options.startTimeout); check that it runs, and that the URL's host and port are right")
                 }
                 _ = try await group.next()

@@ -37,7 +37,9 @@ struct GatewayCommand: AsyncParsableCommand {
                 throw CLIError("the configuration cannot be used: \(error)")
             }
             let gateway: Gateway
-            do { gateway = try await Gateway.open(configuration: configuration, logger: logger) } catch {
+            var options = GatewayOptions()
+            options.lease = configuration.lease
+            do { gateway = try await Gateway.open(configuration: configuration, options: options, logger: logger) } catch {
                 throw CLIError("the gateway cannot start: \(error)")
             }
             let services = GatewayServer.services(gateway, logger: logger) { name, port in

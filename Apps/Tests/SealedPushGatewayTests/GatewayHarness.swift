@@ -126,7 +126,7 @@ final class GatewayHarness: Sendable {
     /// Writes the configuration (the app's `.p8`, CA, API keys) into `directory` and returns its path.
     static func writeConfiguration(in directory: URL, apns: TestAPNs, listen: String = "127.0.0.1:0", admin: String = "127.0.0.1:0",
                                    publicURL: String = "http://127.0.0.1:1", extraApp: JSONObject = JSONObject([]),
-                                   database: String = "sqlite:gateway.db") throws -> String {
+                                   extraRoot: JSONObject = JSONObject([]), database: String = "sqlite:gateway.db") throws -> String {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let p8 = directory.appendingPathComponent("AuthKey_KEY0000001.p8")
         try Data(apns.pem.utf8).write(to: p8)
@@ -146,7 +146,7 @@ final class GatewayHarness: Sendable {
             if id == "chat" { for m in extraApp { o[m.key] = m.value } }
             return .object(o)
         }
-        let config = JSONObject([
+        var config = JSONObject([
             ("listen", .string(listen)), ("admin_listen", .string(admin)), ("public_url", .string(publicURL)),
             ("database", .string(database)),
             ("apps", .array([
@@ -155,6 +155,7 @@ final class GatewayHarness: Sendable {
                 app("other", [key("other", Keys.otherApp, ["send", "devices", "read"])]),
             ])),
         ])
+        for m in extraRoot { config[m.key] = m.value }
         let path = directory.appendingPathComponent("gateway.json")
         try Data(JSON.serialize(.object(config))).write(to: path)
         return path.path

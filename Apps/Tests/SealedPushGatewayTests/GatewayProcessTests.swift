@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import SealedPushGateway
 import SealedPushWire
 import SealedPushTestSupport
 import Testing
@@ -135,6 +136,35 @@ extension GatewaySuites {
             let result = try ChildProcess.sealedpushServer(["gateway", "--config", "g.json"], in: directory, timeout: 60)
             #expect(result.status == 1)
             #expect(result.stderr.contains("/lisen"), "\(result.stderr)")
+        }
+
+        /// `lease_seconds` sets the delivery lease (60 s when absent); outside 5–3600, or not an integer, it
+        /// stops the start naming the member.
+        @Test func leaseSecondsIsReadAndChecked() throws {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-lease-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let p8 = directory.appendingPathComponent("key.p8")
+            try Data("not checked at parse".utf8).write(to: p8)
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: p8.path)
+            func parse(_ member: String) throws(GatewayConfigurationError) -> GatewayConfiguration {
+                let text = """
+                    {"public_url": "https://push.example.com", "database": "sqlite:g.db", \(member) "apps": [{"id": "chat",
+                     "topic": "com.example.chat", "apns": {"auth_key": "key.p8", "key_id": "KEY0000001", "team_id": "TEAM000001"},
+                     "api_keys": [{"id": "k", "sha256": "\(String(repeating: "ab", count: 32))", "scopes": ["read"]}]}]}
+                    """
+                return try GatewayConfiguration.parse(Array(text.utf8), baseDirectory: directory.path)
+            }
+            #expect(try parse("").lease == .seconds(60))
+            #expect(try parse(#""lease_seconds": 20,"#).lease == .seconds(20))
+            #expect(try parse(#""lease_seconds": null,"#).lease == .seconds(60))
+            for bad in ["4", "3601", "1.5", #""20""#] {
+                #expect {
+                    _ = try parse("\"lease_seconds\": \(bad),")
+                } throws: { error in
+                    (error as? GatewayConfigurationError)?.member == "/lease_seconds"
+                }
+            }
         }
     }
 }
