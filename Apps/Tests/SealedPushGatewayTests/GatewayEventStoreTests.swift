@@ -7,7 +7,7 @@ import SealedPushWire
 import SealedPushCrypto
 import Testing
 
-extension GatewaySuites {
+extension GatewayPostgresSuites {
     /// The store's side of webhooks (gateway v1 §8) and the dashboard, without HTTP: what a second backend
     /// (PostgreSQL) must also do. Events are written by the change that causes them, claimed under a lease
     /// whose generation guards the outcome, listed after an id, pruned; the dashboard counts what is stored.

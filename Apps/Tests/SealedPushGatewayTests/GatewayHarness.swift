@@ -280,7 +280,13 @@ func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async thro
     }
 }
 
-/// Every gateway suite, one at a time: each starts servers in this process, and on a 2-core machine several
-/// at once beside the other targets' suites starve the concurrency pool the tests share.
+/// The gateway suites that need no database server, one at a time: each starts servers in this process, and
+/// on a 2-core machine several at once beside the other targets' suites starve the concurrency pool the tests
+/// share. They run beside `GatewayPostgresSuites`, so at most two of the gateway suites run at once.
 @Suite("Gateway", .serialized)
 enum GatewaySuites {}
+
+/// The suites that use the shared PostgreSQL cluster, one at a time (one of them restarts the cluster), beside
+/// the other gateway suites (`GatewaySuites`).
+@Suite("Gateway on PostgreSQL", .serialized)
+enum GatewayPostgresSuites {}

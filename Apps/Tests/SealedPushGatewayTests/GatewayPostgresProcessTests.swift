@@ -8,7 +8,7 @@ import Testing
 import Glibc
 #endif
 
-extension GatewaySuites {
+extension GatewayPostgresSuites {
     /// Two `sealedpush-server gateway` processes on one throwaway PostgreSQL database (gateway v1 §9): one is
     /// killed with SIGKILL while it has deliveries in flight, and the other sends them once their lease lapses.
     @Suite("Two gateway processes on PostgreSQL", .serialized, .timeLimit(.minutes(10)))
@@ -28,7 +28,7 @@ extension GatewaySuites {
             let http = HTTPClient(eventLoopGroupProvider: .singleton)
             defer { Task { try? await http.shutdown(); await apns.stop() } }
 
-            let (victim, victimPort) = try await GatewayProcessTests.start(config, in: directory)
+            let (victim, victimPort) = try await GatewaySuites.GatewayProcessTests.start(config, in: directory)
             defer { _ = victim.kill() }  // at once when the test killed it below
             let toVictim = GatewayClient(http: http, base: "http://127.0.0.1:\(victimPort)")
             let victimID = try #require(try await cluster.query(url, "SELECT instance_id FROM instances").first?.first)
@@ -60,7 +60,7 @@ extension GatewaySuites {
             let killedAt = Int64(Date().timeIntervalSince1970 * 1000)
             let stillLeased = try await cluster.query(url, "SELECT delivery_id FROM deliveries WHERE state = 'queued' AND leased_by = '\(victimID)'")
             #expect(stillLeased.count == 4, "the kill came while the victim's four attempts were in flight (APNs answers after 5 s)")
-            let (survivor, survivorPort) = try await GatewayProcessTests.start(config, in: directory)
+            let (survivor, survivorPort) = try await GatewaySuites.GatewayProcessTests.start(config, in: directory)
             defer { _ = survivor.terminate(grace: .seconds(30)) }  // at once when the test ended it below
             let toSurvivor = GatewayClient(http: http, base: "http://127.0.0.1:\(survivorPort)")
             var afterKill: [String] = []

@@ -8,7 +8,7 @@ import SealedPushTestSupport
 import SealedPushWire
 import Testing
 
-extension GatewaySuites {
+extension GatewayPostgresSuites {
     /// Several gateway instances on one PostgreSQL database (gateway v1 §9), against a throwaway cluster the
     /// tests start: no push sent twice, a dead instance's leases taken over, a database restart survived.
     @Suite("Gateway on PostgreSQL: several instances", .serialized, .timeLimit(.minutes(10)))

@@ -58,7 +58,7 @@ enum StoreFixtures {
     }
 }
 
-extension GatewaySuites {
+extension GatewayPostgresSuites {
     /// The storage protocol's behaviour, the same on SQLite and on PostgreSQL (a throwaway cluster the tests start).
     @Suite("Gateway store behaviour (SQLite and PostgreSQL)", .serialized, .timeLimit(.minutes(10)))
     struct GatewayStoreTests {
