@@ -53,7 +53,6 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
-        .package(url: "https://github.com/vapor/sqlite-nio", from: "1.13.2"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
@@ -97,7 +96,7 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        // The expected-receipts database (SQLite through sqlite-nio, WAL) that `seal --receipts-db` writes
+        // The expected-receipts database (SQLite through GRDB, WAL) that `seal --receipts-db` writes
         // and the collector reads.
         .target(
             name: "SealedPushReceiptsDatabase",
@@ -105,9 +104,7 @@ let package = Package(
                 .product(name: "SealedPushSender", package: "SealedPush"),
                 .product(name: "SealedPushWire", package: "SealedPush"),
                 .product(name: "SealedPushCrypto", package: "SealedPush"),
-                .product(name: "SQLiteNIO", package: "sqlite-nio"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: strict
         ),
@@ -323,7 +320,7 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "SQLiteNIO", package: "sqlite-nio"),
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -1,4 +1,4 @@
-import SQLiteNIO
+import GRDB
 public import SealedPushWire
 #if canImport(Glibc)
 import Glibc
@@ -6,9 +6,7 @@ import Glibc
 import Darwin
 #endif
 public import SealedPushCrypto
-import NIOCore
-import NIOConcurrencyHelpers
-public import Logging
+import Foundation
 
 /// Creates `path` empty with mode 0600 unless it exists (never through a symbolic link); the error text, or `nil`.
 private func createPrivateFileIfMissing(_ path: String) -> String? {
@@ -17,6 +15,12 @@ private func createPrivateFileIfMissing(_ path: String) -> String? {
     _ = fchmod(fd, 0o600)
     close(fd)
     return nil
+}
+
+/// What an SQLite error says (its result code and message), without the statement or its values.
+private func describe(_ error: any Error) -> String {
+    guard let error = error as? DatabaseError else { return "\(type(of: error))" }
+    return "SQLite error \(error.resultCode.rawValue)" + (error.message.map { ": \($0)" } ?? "")
 }
 
 /// Why the receipts database could not be used; says what to do, never holds a token.
@@ -39,7 +43,8 @@ public enum ReceiptsDatabaseError: Error, CustomStringConvertible, Sendable, Equ
     }
 }
 
-/// The collector's SQLite database (WAL mode, so `seal --receipts-db` can record while `receipts serve` runs).
+/// The collector's SQLite database (WAL mode, so `seal --receipts-db` can record while `receipts serve` runs),
+/// through GRDB over the system SQLite.
 ///
 /// Tables: `expected` (one row per sealed message asking for a receipt: message id, SHA-256 of the token,
 /// issued-at, device key id, and once delivered the device's time, the collector's time and the attachment
@@ -55,7 +60,7 @@ public actor ReceiptsDatabase {
         case wrongToken
     }
 
-    let connection: SQLiteConnection
+    let queue: DatabaseQueue
     /// The database file.
     public let path: String
     /// The most failures one stored report stands for (its `count`, and its `dropped`): a report is a
@@ -65,8 +70,8 @@ public actor ReceiptsDatabase {
     public static let reportRetentionMilliseconds: Int64 = 30 * 86_400_000
     private var lastPurgeMilliseconds: Int64?
 
-    private init(connection: SQLiteConnection, path: String) {
-        self.connection = connection
+    private init(queue: DatabaseQueue, path: String) {
+        self.queue = queue
         self.path = path
     }
 
@@ -74,25 +79,26 @@ public actor ReceiptsDatabase {
     ///
     /// A new file is created 0600 before SQLite opens it, so it and the `-wal` and `-shm` files SQLite
     /// makes beside it with the same mode are the owner's alone, whatever the process umask.
-    public static func open(path: String, logger: Logger = Logger(label: "sealedpush.receipts.db")) async throws(ReceiptsDatabaseError) -> ReceiptsDatabase {
+    public static func open(path: String) async throws(ReceiptsDatabaseError) -> ReceiptsDatabase {
         if let problem = createPrivateFileIfMissing(path) { throw .cannotOpen(path: path, detail: problem) }
         do {
-            let connection = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
-            let db = ReceiptsDatabase(connection: connection, path: path)
-            try await db.setUp()
-            return db
-        } catch let error as ReceiptsDatabaseError {
-            throw error
+            var configuration = Configuration()
+            configuration.busyMode = .timeout(5)
+            configuration.label = "receipts"
+            let queue = try DatabaseQueue(path: path, configuration: configuration)
+            try await queue.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA journal_mode = WAL")
+                try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            }
+            try await queue.write { db in try Self.setUp(db) }
+            return ReceiptsDatabase(queue: queue, path: path)
         } catch {
-            throw .cannotOpen(path: path, detail: "\(error)")
+            throw .cannotOpen(path: path, detail: describe(error))
         }
     }
 
-    private func setUp() async throws {
-        _ = try await connection.rows("PRAGMA busy_timeout = 5000")
-        _ = try await connection.rows("PRAGMA journal_mode = WAL")
-        _ = try await connection.rows("PRAGMA synchronous = NORMAL")
-        _ = try await connection.rows("""
+    private static func setUp(_ db: Database) throws {
+        try db.execute(sql: """
             CREATE TABLE IF NOT EXISTS expected (
                 message_id TEXT PRIMARY KEY NOT NULL,
                 token_sha256 BLOB NOT NULL,
@@ -104,7 +110,7 @@ public actor ReceiptsDatabase {
                 attachments TEXT
             )
             """)
-        _ = try await connection.rows("""
+        try db.execute(sql: """
             CREATE TABLE IF NOT EXISTS failure_reports (
                 id INTEGER PRIMARY KEY,
                 reason TEXT NOT NULL,
@@ -116,28 +122,25 @@ public actor ReceiptsDatabase {
             )
             """)
         // Reveal v1 §6: `revealed` receipts, counted apart from `delivered` (added to databases made before).
-        let columns = try await connection.rows("PRAGMA table_info(expected)").compactMap { $0.column("name")?.string }
+        let columns = try String.fetchAll(db, sql: "SELECT name FROM pragma_table_info('expected')")
         if !columns.contains("reveals") {
-            _ = try await connection.rows("ALTER TABLE expected ADD COLUMN reveals INTEGER NOT NULL DEFAULT 0")
-            _ = try await connection.rows("ALTER TABLE expected ADD COLUMN revealed_at INTEGER")
+            try db.execute(sql: "ALTER TABLE expected ADD COLUMN reveals INTEGER NOT NULL DEFAULT 0")
+            try db.execute(sql: "ALTER TABLE expected ADD COLUMN revealed_at INTEGER")
         }
-        _ = try await connection.rows("CREATE INDEX IF NOT EXISTS expected_issued ON expected(issued_at)")
-        _ = try await connection.rows("CREATE INDEX IF NOT EXISTS failure_reports_received ON failure_reports(received_ms)")
+        try db.execute(sql: "CREATE INDEX IF NOT EXISTS expected_issued ON expected(issued_at)")
+        try db.execute(sql: "CREATE INDEX IF NOT EXISTS failure_reports_received ON failure_reports(received_ms)")
     }
 
-    /// Closes the connection, even from a cancelled task.
+    /// Closes the database (its WAL is checkpointed and removed when this was the last connection).
     public func close() async {
-        // The future-based close, not the async one: that one runs on NIO's thread pool only if the task is not
-        // cancelled, and a service group cancelled by a failing server would leave the connection open.
-        try? await connection.close().get()
+        try? queue.close()
     }
 
     /// Opens the database at `path`, runs `body` with it and closes it, whether `body` returned or threw.
-    public static func withOpened<R>(path: String, logger: Logger = Logger(label: "sealedpush.receipts.db"),
-                                     _ body: (ReceiptsDatabase) async throws(ReceiptsDatabaseError) -> R)
+    public static func withOpened<R>(path: String, _ body: (ReceiptsDatabase) async throws(ReceiptsDatabaseError) -> R)
         async throws(ReceiptsDatabaseError) -> R
     {
-        let database = try await open(path: path, logger: logger)
+        let database = try await open(path: path)
         let result: Result<R, ReceiptsDatabaseError>
         do throws(ReceiptsDatabaseError) { result = .success(try await body(database)) } catch { result = .failure(error) }
         await database.close()
@@ -147,98 +150,109 @@ public actor ReceiptsDatabase {
     /// Records that message `messageID`, sealed to `keyID` at `issuedAt`, asked for a receipt with `token`
     /// (only `SHA-256(token)` is kept). A message id already recorded is refused.
     public func recordExpected(messageID: String, token: String, issuedAt: Int64, keyID: KeyID) async throws(ReceiptsDatabaseError) {
-        let hash = SHA256Hasher.hash(Array(token.utf8))
+        let hash = Data(SHA256Hasher.hash(Array(token.utf8)))
         do {
-            _ = try await connection.rows(
-                "INSERT INTO expected (message_id, token_sha256, issued_at, key_id) VALUES (?, ?, ?, ?)",
-                [.text(messageID), .blob(ByteBuffer(bytes: hash)), .integer(Int(issuedAt)), .text(keyID.hex)])
+            try await queue.write { db in
+                try db.execute(sql: "INSERT INTO expected (message_id, token_sha256, issued_at, key_id) VALUES (?, ?, ?, ?)",
+                               arguments: [messageID, hash, issuedAt, keyID.hex])
+            }
         } catch {
-            throw .cannotRecord(path: path, detail: "\(error)")
+            throw .cannotRecord(path: path, detail: describe(error))
         }
     }
 
     /// Counts a receipt (§4): `counted` when `SHA-256(token)` matches the one kept for `id`.
     public func recordReceipt(id: String, token: String, at: Int64, attachments: ReceiptAttachmentCounts?,
                               receivedMilliseconds: Int64) async throws -> ReceiptAnswer {
-        let hash = SHA256Hasher.hash(Array(token.utf8))
-        let attachmentsText: SQLiteData = attachments.map { .text(String(decoding: JSON.serialize(.object($0.jsonObject)), as: UTF8.self)) } ?? .null
+        let hash = Data(SHA256Hasher.hash(Array(token.utf8)))
+        let attachmentsText = attachments.map { String(decoding: JSON.serialize(.object($0.jsonObject)), as: UTF8.self) }
         // One statement: the match and the count are one atomic step, so concurrent repeats count once.
-        let rows = try await connection.rows("""
-            UPDATE expected SET receipts = receipts + 1, delivered_at = COALESCE(delivered_at, ?1),
-                received_ms = COALESCE(received_ms, ?2), attachments = COALESCE(attachments, ?3)
-            WHERE message_id = ?4 AND token_sha256 = ?5 RETURNING receipts
-            """, [.integer(Int(at)), .integer(Int(receivedMilliseconds)), attachmentsText, .text(id), .blob(ByteBuffer(bytes: hash))])
-        if let row = rows.first {
-            return .counted(firstTime: row.column("receipts")?.integer == 1)
+        return try await queue.write { db in
+            if let receipts = try Int64.fetchOne(db, sql: """
+                UPDATE expected SET receipts = receipts + 1, delivered_at = COALESCE(delivered_at, ?1),
+                    received_ms = COALESCE(received_ms, ?2), attachments = COALESCE(attachments, ?3)
+                WHERE message_id = ?4 AND token_sha256 = ?5 RETURNING receipts
+                """, arguments: [at, receivedMilliseconds, attachmentsText, id, hash]) {
+                return .counted(firstTime: receipts == 1)
+            }
+            return try Self.known(db, id) ? .wrongToken : .unknownID
         }
-        let known = try await connection.rows("SELECT 1 AS known FROM expected WHERE message_id = ?", [.text(id)])
-        return known.isEmpty ? .unknownID : .wrongToken
     }
 
     /// Counts a `revealed` receipt (reveal v1 §6) for `id` if `token` matches, apart from `delivered`: the
     /// first sets `revealed_at`; repeats are counted, never a second reveal.
     public func recordRevealed(id: String, token: String, at: Int64, receivedMilliseconds: Int64) async throws -> ReceiptAnswer {
-        let hash = SHA256Hasher.hash(Array(token.utf8))
-        let rows = try await connection.rows("""
-            UPDATE expected SET reveals = reveals + 1, revealed_at = COALESCE(revealed_at, ?1)
-            WHERE message_id = ?2 AND token_sha256 = ?3 RETURNING reveals
-            """, [.integer(Int(at)), .text(id), .blob(ByteBuffer(bytes: hash))])
-        if let row = rows.first { return .counted(firstTime: row.column("reveals")?.integer == 1) }
-        let known = try await connection.rows("SELECT 1 AS known FROM expected WHERE message_id = ?", [.text(id)])
-        return known.isEmpty ? .unknownID : .wrongToken
+        let hash = Data(SHA256Hasher.hash(Array(token.utf8)))
+        return try await queue.write { db in
+            if let reveals = try Int64.fetchOne(db, sql: """
+                UPDATE expected SET reveals = reveals + 1, revealed_at = COALESCE(revealed_at, ?1)
+                WHERE message_id = ?2 AND token_sha256 = ?3 RETURNING reveals
+                """, arguments: [at, id, hash]) {
+                return .counted(firstTime: reveals == 1)
+            }
+            return try Self.known(db, id) ? .wrongToken : .unknownID
+        }
+    }
+
+    private static func known(_ db: Database, _ id: String) throws -> Bool {
+        try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM expected WHERE message_id = ?)", arguments: [id]) ?? false
     }
 
     /// Stores a failure report (§3), its `count` and `dropped` capped at `maximumReportCount`; reports
     /// received more than `reportRetentionMilliseconds` ago are deleted (at most once a minute).
     public func recordFailure(reason: ReasonCode, kid: KeyID?, at: Int64, count: Int, dropped: Int, receivedMilliseconds: Int64) async throws {
         let cap = Self.maximumReportCount
-        _ = try await connection.rows(
-            "INSERT INTO failure_reports (reason, key_id, at, count, dropped, received_ms) VALUES (?, ?, ?, ?, ?, ?)",
-            [.text(reason.rawValue), kid.map { .text($0.hex) } ?? .null, .integer(Int(at)), .integer(min(max(count, 0), cap)),
-             .integer(min(max(dropped, 0), cap)), .integer(Int(receivedMilliseconds))])
-        if let last = lastPurgeMilliseconds, receivedMilliseconds >= last, receivedMilliseconds - last < 60_000 {
-            return
+        var purgeBefore: Int64?
+        if lastPurgeMilliseconds.map({ receivedMilliseconds < $0 || receivedMilliseconds - $0 >= 60_000 }) ?? true {
+            let (cutoff, overflow) = receivedMilliseconds.subtractingReportingOverflow(Self.reportRetentionMilliseconds)
+            purgeBefore = overflow ? .min : cutoff
         }
-        lastPurgeMilliseconds = receivedMilliseconds
-        let (cutoff, overflow) = receivedMilliseconds.subtractingReportingOverflow(Self.reportRetentionMilliseconds)
-        _ = try await connection.rows("DELETE FROM failure_reports WHERE received_ms < ?", [.integer(Int(overflow ? .min : cutoff))])
+        defer { if purgeBefore != nil { lastPurgeMilliseconds = receivedMilliseconds } }
+        try await queue.write { [purgeBefore] db in
+            try db.execute(sql: "INSERT INTO failure_reports (reason, key_id, at, count, dropped, received_ms) VALUES (?, ?, ?, ?, ?, ?)",
+                           arguments: [reason.rawValue, kid?.hex, at, min(max(count, 0), cap), min(max(dropped, 0), cap), receivedMilliseconds])
+            if let purgeBefore {
+                try db.execute(sql: "DELETE FROM failure_reports WHERE received_ms < ?", arguments: [purgeBefore])
+            }
+        }
     }
 
     /// The figures of `receipts stats` for messages issued (and reports received) at or after `since` (Unix seconds).
     public func stats(since: Int64 = 0) async throws(ReceiptsDatabaseError) -> ReceiptStats {
         do {
-            let expected = try await connection.rows(
-                "SELECT issued_at, received_ms, attachments, revealed_at FROM expected WHERE issued_at >= ?", [.integer(Int(since))])
-            var stats = ReceiptStats()
-            var latencies: [Double] = []
-            for row in expected {
-                stats.sent += 1
-                if row.column("revealed_at")?.integer != nil { stats.revealed += 1 }
-                guard let received = row.column("received_ms")?.integer, let issued = row.column("issued_at")?.integer else { continue }
-                stats.delivered += 1
-                latencies.append(max(0, Double(received) / 1000 - Double(issued)))
-                if let text = row.column("attachments")?.string, case let .object(o)? = try? JSON.parse(Array(text.utf8)),
-                   case let .object(failed)? = o["failed"] {
-                    for (reason, value) in failed { stats.attachmentFailures[reason, default: 0] += Int(value.intValue ?? 0) }
+            return try await queue.read { db in
+                var stats = ReceiptStats()
+                var latencies: [Double] = []
+                let expected = try Row.fetchCursor(db, sql: "SELECT issued_at, received_ms, attachments, revealed_at FROM expected WHERE issued_at >= ?",
+                                                   arguments: [since])
+                while let row = try expected.next() {
+                    stats.sent += 1
+                    if (row["revealed_at"] as Int64?) != nil { stats.revealed += 1 }
+                    guard let received = row["received_ms"] as Int64?, let issued = row["issued_at"] as Int64? else { continue }
+                    stats.delivered += 1
+                    latencies.append(max(0, Double(received) / 1000 - Double(issued)))
+                    if let text = row["attachments"] as String?, case let .object(o)? = try? JSON.parse(Array(text.utf8)),
+                       case let .object(failed)? = o["failed"] {
+                        for (reason, value) in failed { stats.attachmentFailures[reason, default: 0] += Int(value.intValue ?? 0) }
+                    }
                 }
+                stats.issueToReceiptSeconds = ReceiptStats.percentiles(latencies)
+                let reports = try Row.fetchCursor(db, sql: """
+                    SELECT reason, key_id, SUM(count) AS n, SUM(dropped) AS d FROM failure_reports WHERE received_ms >= ? GROUP BY reason, key_id
+                    """, arguments: [since.multipliedReportingOverflow(by: 1000).overflow ? Int64.max : since * 1000])
+                while let row = try reports.next() {
+                    let n = (row["n"] as Int?) ?? 0
+                    let reason = (row["reason"] as String?) ?? "?"
+                    let kid = (row["key_id"] as String?) ?? "null"
+                    stats.failuresByReason[reason, default: 0] += n
+                    stats.failuresByKeyID[kid, default: 0] += n
+                    stats.droppedReported += (row["d"] as Int?) ?? 0
+                }
+                stats.registeredKeyIDs = Set(try String.fetchAll(db, sql: "SELECT DISTINCT key_id FROM expected"))
+                return stats
             }
-            stats.issueToReceiptSeconds = ReceiptStats.percentiles(latencies)
-            let reports = try await connection.rows(
-                "SELECT reason, key_id, SUM(count) AS n, SUM(dropped) AS d FROM failure_reports WHERE received_ms >= ? GROUP BY reason, key_id",
-                [.integer(Int(since) * 1000)])
-            for row in reports {
-                let n = row.column("n")?.integer ?? 0
-                let reason = row.column("reason")?.string ?? "?"
-                let kid = row.column("key_id")?.string ?? "null"
-                stats.failuresByReason[reason, default: 0] += n
-                stats.failuresByKeyID[kid, default: 0] += n
-                stats.droppedReported += row.column("d")?.integer ?? 0
-            }
-            let known = try await connection.rows("SELECT DISTINCT key_id FROM expected")
-            stats.registeredKeyIDs = Set(known.compactMap { $0.column("key_id")?.string })
-            return stats
         } catch {
-            throw .cannotRead(path: path, detail: "\(error)")
+            throw .cannotRead(path: path, detail: describe(error))
         }
     }
 }
@@ -309,16 +323,5 @@ public struct ReceiptStats: Sendable, Equatable {
         }))
         o["droppedReported"] = .int(Int64(droppedReported))
         return o
-    }
-}
-
-extension SQLiteConnection {
-    /// Runs `sql` and returns its rows, collected under a lock ThreadSanitizer sees: sqlite-nio's own
-    /// rows-returning `query(_:_:)` appends to an unguarded variable on its thread pool and reads it after
-    /// the await, which ThreadSanitizer reports as a race it cannot see ordered.
-    func rows(_ sql: String, _ binds: [SQLiteData] = []) async throws -> [SQLiteRow] {
-        let rows = NIOLockedValueBox<[SQLiteRow]>([])
-        try await query(sql, binds) { row in rows.withLockedValue { $0.append(row) } }
-        return rows.withLockedValue { $0 }
     }
 }

@@ -32,7 +32,7 @@ final class DemoReceipts: Sendable {
 
     /// Starts the collector over a database in `base` and sets the device's report URL; `nil` if it cannot start.
     static func start(in base: URL, device: KeychainStore, logger: Logger) async -> DemoReceipts? {
-        guard let database = try? await ReceiptsDatabase.open(path: base.appendingPathComponent("receipts.sqlite").path, logger: logger)
+        guard let database = try? await ReceiptsDatabase.open(path: base.appendingPathComponent("receipts.sqlite").path)
         else { return nil }
         let (bound, continuation) = AsyncStream<Int>.makeStream()
         let app = ReceiptCollector(database: database, logger: logger).application(host: "127.0.0.1", port: 0, httpLogger: logger) {

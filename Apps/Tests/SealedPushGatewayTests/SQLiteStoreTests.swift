@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 @testable import SealedPushGateway
-import SQLiteNIO
+import GRDB
 import Testing
 
 extension GatewaySuites {
@@ -91,38 +91,41 @@ extension GatewaySuites {
             await store.close()
         }
 
-        /// A database file written by the sqlite-nio build of the store (the same migrations, applied through
-        /// sqlite-nio's own SQLite), at schema version 3 and at the latest: the GRDB store opens it, applies
-        /// what is missing, and reads, claims and completes what it holds.
-        @Test(arguments: [3, 5]) func opensAFileMadeBySQLiteNIO(version: Int) async throws {
+        /// A database file at schema version 3, and one at the latest, as the earlier build of the store wrote
+        /// them (over sqlite-nio: one plain connection, WAL, the same migrations, each recorded in
+        /// `schema_migrations`): the store opens it, applies what is missing, and reads, claims and completes
+        /// what it holds.
+        @Test(arguments: [3, 5]) func opensAFileWrittenAtAnEarlierSchemaVersion(version: Int) async throws {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-store-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(at: directory) }
             let path = directory.appendingPathComponent("g.db").path
-            let old = try await SQLiteConnection.open(storage: .file(path: path), logger: Logger(label: "test"))
-            for pragma in ["PRAGMA journal_mode = WAL", "PRAGMA synchronous = FULL",
-                           "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY NOT NULL, applied_at INTEGER NOT NULL)"] {
-                _ = try await old.query(pragma)
+            let old = try DatabaseQueue(path: path)
+            try await old.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA journal_mode = WAL")
+                try db.execute(sql: "PRAGMA synchronous = FULL")
+                try db.execute(sql: "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY NOT NULL, applied_at INTEGER NOT NULL)")
+                for migration in SQLiteGatewayStore.migrations where migration.version <= version {
+                    try db.inTransaction(.immediate) {
+                        for statement in migration.statements { try db.execute(sql: statement) }
+                        try db.execute(sql: "INSERT INTO schema_migrations (version, applied_at) VALUES (?, 1)", arguments: [migration.version])
+                        return .commit
+                    }
+                }
+                try db.execute(sql: "INSERT INTO settings (name, value) VALUES ('idempotency_secret', ?)", arguments: [Data(repeating: 7, count: 32)])
+                try db.execute(sql: """
+                    INSERT INTO devices (\(SQLiteGatewayStore.deviceColumns)) VALUES ('chat', 'd1', 'u1', ?, 'production', '{}', '0000000000000000', 'active',
+                        1, 1, 1, NULL, NULL, 0, NULL, NULL, NULL, NULL)
+                    """, arguments: [String(repeating: "a", count: 64)])
+                try db.execute(sql: "INSERT INTO known_users (app, user_id) VALUES ('chat', 'u1')")
+                try db.execute(sql: "INSERT INTO messages (message_id, app, created_at, expires_at) VALUES ('m1', 'chat', 1, 9999999999999)")
+                try db.execute(sql: """
+                    INSERT INTO deliveries (delivery_id, app, message_id, device_id, apns_token, environment, payload, receipt_sha256, priority,
+                        collapse_id, apns_expiration, expires_at, apns_id, state, attempts, created_at, updated_at, next_attempt_at, seq)
+                    VALUES ('x1', 'chat', 'm1', 'd1', ?, 'production', ?, NULL, 10, 'c1', 0, 9999999999999, 'A-1', 'queued', 0, 1, 1, 1, 1)
+                    """, arguments: [String(repeating: "a", count: 64), Data([1, 2, 3])])
             }
-            for migration in SQLiteGatewayStore.migrations where migration.version <= version {
-                _ = try await old.query("BEGIN IMMEDIATE")
-                for statement in migration.statements { _ = try await old.query(statement) }
-                _ = try await old.query("INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)", [.integer(migration.version), .integer(1)])
-                _ = try await old.query("COMMIT")
-            }
-            _ = try await old.query("INSERT INTO settings (name, value) VALUES ('idempotency_secret', ?)", [.blob(.init(bytes: [UInt8](repeating: 7, count: 32)))])
-            _ = try await old.query("""
-                INSERT INTO devices (\(SQLiteGatewayStore.deviceColumns)) VALUES ('chat', 'd1', 'u1', ?, 'production', '{}', '0000000000000000', 'active',
-                    1, 1, 1, NULL, NULL, 0, NULL, NULL, NULL, NULL)
-                """, [.text(String(repeating: "a", count: 64))])
-            _ = try await old.query("INSERT INTO known_users (app, user_id) VALUES ('chat', 'u1')")
-            _ = try await old.query("INSERT INTO messages (message_id, app, created_at, expires_at) VALUES ('m1', 'chat', 1, 9999999999999)")
-            _ = try await old.query("""
-                INSERT INTO deliveries (delivery_id, app, message_id, device_id, apns_token, environment, payload, receipt_sha256, priority,
-                    collapse_id, apns_expiration, expires_at, apns_id, state, attempts, created_at, updated_at, next_attempt_at, seq)
-                VALUES ('x1', 'chat', 'm1', 'd1', ?, 'production', ?, NULL, 10, 'c1', 0, 9999999999999, 'A-1', 'queued', 0, 1, 1, 1, 1)
-                """, [.text(String(repeating: "a", count: 64)), .blob(.init(bytes: [1, 2, 3]))])
-            try await old.close()
+            try old.close()
 
             let store = try await SQLiteGatewayStore.open(path: path, logger: Logger(label: "test"))
             #expect(try await store.idempotencySecret() == [UInt8](repeating: 7, count: 32))
@@ -137,10 +140,10 @@ extension GatewaySuites {
             #expect(try await store.events(app: "chat", after: nil, since: 0, limit: 10)?.count == 1)
             await store.close()
             // Every migration is recorded once.
-            let check = try await SQLiteConnection.open(storage: .file(path: path), logger: Logger(label: "test"))
-            let versions = try await check.query("SELECT version FROM schema_migrations ORDER BY version").compactMap { $0.column("version")?.integer }
+            let check = try DatabaseQueue(path: path)
+            let versions = try await check.read { db in try Int.fetchAll(db, sql: "SELECT version FROM schema_migrations ORDER BY version") }
             #expect(versions == SQLiteGatewayStore.migrations.map(\.version))
-            try await check.close()
+            try check.close()
         }
     }
 }
