@@ -74,44 +74,55 @@ public struct HTTPURL: Sendable, Equatable {
     public let pathAndQuery: String
 
     /// Parses `scheme://host[:port][/path][?query]`; `nil` for anything else (user info and fragments are refused).
+    ///
+    /// Works on the UTF-8 bytes (every one must be printable ASCII): a device's receipt outbox parses each
+    /// queued URL, up to 2048 bytes, on every change.
     public init?(_ text: String) {
         let bytes = Array(text.utf8)
         guard !bytes.isEmpty, bytes.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { return nil }
-        let lower = text.lowercased()
-        let rest: Substring
-        if lower.hasPrefix("https://") { scheme = "https"; rest = text.dropFirst(8) }
-        else if lower.hasPrefix("http://") { scheme = "http"; rest = text.dropFirst(7) }
+        func lowercased(_ b: UInt8) -> UInt8 { b >= 0x41 && b <= 0x5A ? b | 0x20 : b }
+        func startsCaseInsensitive(_ prefix: String) -> Bool {
+            let p = Array(prefix.utf8)
+            return bytes.count >= p.count && zip(bytes, p).allSatisfy { lowercased($0) == $1 }
+        }
+        let rest: ArraySlice<UInt8>
+        if startsCaseInsensitive("https://") { scheme = "https"; rest = bytes[8...] }
+        else if startsCaseInsensitive("http://") { scheme = "http"; rest = bytes[7...] }
         else { return nil }
-        guard !rest.contains("#") else { return nil }
-        let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" } ?? rest.endIndex
+        guard !rest.contains(UInt8(ascii: "#")) else { return nil }
+        let authorityEnd = rest.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") } ?? rest.endIndex
         let authority = rest[rest.startIndex..<authorityEnd]
-        guard !authority.isEmpty, !authority.contains("@") else { return nil }
+        guard !authority.isEmpty, !authority.contains(UInt8(ascii: "@")) else { return nil }
         var hostPart = authority
-        var portPart: Substring?
-        if authority.first == "[" {
-            guard let close = authority.firstIndex(of: "]") else { return nil }
+        var portPart: ArraySlice<UInt8>?
+        if authority.first == UInt8(ascii: "[") {
+            guard let close = authority.firstIndex(of: UInt8(ascii: "]")) else { return nil }
             hostPart = authority[...close]
-            let tail = authority[authority.index(after: close)...]
+            let tail = authority[(close + 1)...]
             if !tail.isEmpty {
-                guard tail.first == ":" else { return nil }
+                guard tail.first == UInt8(ascii: ":") else { return nil }
                 portPart = tail.dropFirst()
             }
-            guard hostPart.count > 2, hostPart.dropFirst().dropLast().allSatisfy({ $0.isHexDigit || $0 == ":" || $0 == "." }) else { return nil }
-        } else if let colon = authority.firstIndex(of: ":") {
+            let isHex = { (b: UInt8) in (b >= 0x30 && b <= 0x39) || (lowercased(b) >= 0x61 && lowercased(b) <= 0x66) }
+            guard hostPart.count > 2,
+                  hostPart.dropFirst().dropLast().allSatisfy({ isHex($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") })
+            else { return nil }
+        } else if let colon = authority.firstIndex(of: UInt8(ascii: ":")) {
             hostPart = authority[..<colon]
-            portPart = authority[authority.index(after: colon)...]
+            portPart = authority[(colon + 1)...]
         }
         guard !hostPart.isEmpty else { return nil }
         if let portPart {
-            guard (1...5).contains(portPart.count), portPart.allSatisfy({ $0.isASCII && $0.isNumber }), let p = Int(portPart),
-                  (1...65535).contains(p) else { return nil }
+            guard (1...5).contains(portPart.count), portPart.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+            let p = portPart.reduce(0) { $0 * 10 + Int($1 - 0x30) }
+            guard (1...65535).contains(p) else { return nil }
             port = p
         } else {
             port = nil
         }
-        host = hostPart.lowercased()
+        host = String(decoding: hostPart.map(lowercased), as: UTF8.self)
         let path = rest[authorityEnd...]
-        pathAndQuery = path.isEmpty ? "/" : (path.first == "?" ? "/" + path : String(path))
+        pathAndQuery = path.isEmpty ? "/" : (path.first == UInt8(ascii: "?") ? "/" : "") + String(decoding: path, as: UTF8.self)
     }
 
     /// The URL's origin, `scheme://host:port` with the scheme's default port written out (`https://a.example:443`):

@@ -426,7 +426,7 @@ struct ReplayCacheTests {
     @Test("past its capacity, nearly all of the most recent `capacity` ids are still recorded")
     func capacityHolds() throws {
         let dir = try TempDirectory()
-        let capacity = 2000
+        let capacity = 1000
         let cache = ReplayCache(store: try KeychainStore(url: dir.store), capacity: capacity)
         for i in 0..<capacity { #expect(cache.recordIfNew(messageID: "old-\(i)", keyID: kid, expiresAt: 10_000, now: 1)) }
         for i in 0..<capacity { #expect(cache.recordIfNew(messageID: "new-\(i)", keyID: kid, expiresAt: 10_000, now: 1)) }
