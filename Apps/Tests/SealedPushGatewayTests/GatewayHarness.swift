@@ -124,6 +124,17 @@ final class GatewayHarness: Sendable {
     let ownsAPNs: Bool
 
     /// Writes the configuration (the app's `.p8`, CA, API keys) into `directory` and returns its path.
+    /// A new temporary directory holding a `key.p8` (mode 0600; parsing a configuration checks its mode, not
+    /// its contents), for tests that parse configurations naming it.
+    static func parseTestDirectory(_ prefix: String) throws -> URL {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let p8 = directory.appendingPathComponent("key.p8")
+        try Data("not checked at parse".utf8).write(to: p8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: p8.path)
+        return directory
+    }
+
     static func writeConfiguration(in directory: URL, apns: TestAPNs, listen: String = "127.0.0.1:0", admin: String = "127.0.0.1:0",
                                    publicURL: String = "http://127.0.0.1:1", extraApp: JSONObject = JSONObject([]),
                                    extraRoot: JSONObject = JSONObject([]), database: String = "sqlite:gateway.db") throws -> String {

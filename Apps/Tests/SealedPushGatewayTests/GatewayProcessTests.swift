@@ -141,12 +141,8 @@ extension GatewaySuites {
         /// `lease_seconds` sets the delivery lease (60 s when absent); outside 5–3600, or not an integer, it
         /// stops the start naming the member.
         @Test func leaseSecondsIsReadAndChecked() throws {
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-lease-\(UUID().uuidString)")
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let directory = try GatewayHarness.parseTestDirectory("gateway-lease")
             defer { try? FileManager.default.removeItem(at: directory) }
-            let p8 = directory.appendingPathComponent("key.p8")
-            try Data("not checked at parse".utf8).write(to: p8)
-            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: p8.path)
             func parse(_ member: String) throws(GatewayConfigurationError) -> GatewayConfiguration {
                 let text = """
                     {"public_url": "https://push.example.com", "database": "sqlite:g.db", \(member) "apps": [{"id": "chat",

@@ -196,12 +196,8 @@ extension GatewaySuites {
         /// The `webhook` member is checked like the rest of the configuration: each fault names its member, and
         /// neither an error nor the configuration's description holds the secret.
         @Test func theWebhookMemberIsChecked() throws {
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("webhook-config-\(UUID().uuidString)")
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let directory = try GatewayHarness.parseTestDirectory("webhook-config")
             defer { try? FileManager.default.removeItem(at: directory) }
-            let p8 = directory.appendingPathComponent("key.p8")
-            try Data("not checked at parse".utf8).write(to: p8)
-            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: p8.path)
             let secret = "s3cr3t-" + String(repeating: "x", count: 30)
             func write(_ name: String, _ text: String, mode: Int) throws {
                 let url = directory.appendingPathComponent(name)
