@@ -241,8 +241,11 @@ public final class APNsClient: APNsSending {
     }
 
     /// How many times one push is sent again at once because APNs never processed it (GOAWAY, refused stream)
-    /// before such a try counts against the retry budget.
-    static let maxUnprocessedResends = 16
+    /// before such a try counts against the retry budget. With a GOAWAY every N streams and M pushes in flight,
+    /// a push that keeps landing behind the others can be excluded about M/N times in a row (the provider tests:
+    /// 500 pushes, a GOAWAY every 25: 20). With 16, one such test saw a push fail (1 of 500, in one run of about
+    /// a dozen).
+    static let maxUnprocessedResends = 32
 
     /// Whether a refusal may succeed on a later try: 429 TooManyRequests, 500 and 503 (APNs did not take the push).
     public static func isRetryable(_ reason: APNsReason) -> Bool {

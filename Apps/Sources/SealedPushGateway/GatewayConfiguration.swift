@@ -115,7 +115,7 @@ public struct GatewayConfiguration: Sendable {
     /// Peers whose `X-Forwarded-For` is believed (exact addresses).
     public let trustedProxies: Set<String>
     /// How long a claimed delivery attempt stays leased to its instance without renewal (`lease_seconds`,
-    /// default 60 s): how soon another instance takes over the attempts of one that died.
+    /// 20–3600 s, default 60 s): how soon another instance takes over the attempts of one that died.
     public let lease: Duration
     /// The apps, in file order.
     public let apps: [GatewayAppConfiguration]
@@ -205,7 +205,9 @@ public struct GatewayConfiguration: Sendable {
                 proxies.insert(s)
             }
         }
-        let lease = try reader.integer(root, "lease_seconds", at: "", default: 60, range: 5...3600)
+        // At least 20 s: longer than an APNs request (10 s) after a connection's opening (5 s). On SQLite a lease
+        // is not renewed while its attempt runs, and one that lapsed mid-attempt would be claimed and sent again.
+        let lease = try reader.integer(root, "lease_seconds", at: "", default: 60, range: 20...3600)
         guard case let .array(appValues)? = root["apps"], !appValues.isEmpty else {
             throw GatewayConfigurationError("/apps", "list at least one app (gateway v1 §1)")
         }

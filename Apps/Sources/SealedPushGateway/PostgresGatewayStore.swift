@@ -174,14 +174,22 @@ public final class PostgresGatewayStore: GatewayStore {
         let running = Task { await client.run() }
         let store = PostgresGatewayStore(client: client, running: running, logger: logger, options: options, location: parsed.redacted)
         do {
+            // Whichever of the setup and the timeout ends first decides, under one lock: a setup that ends just
+            // after the timeout stopped the client fails too, and a timeout just after the setup stops nothing.
+            let outcome = NIOLockedValueBox<(setUp: Bool, timedOut: Bool)>((false, false))
+            let timeout = GatewayStoreError("cannot use the PostgreSQL database \(parsed.redacted): no answer within \(options.startTimeout); check that it runs, and that the URL's host and port are right")
             try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await store.setUp() }
+                group.addTask {
+                    try await store.setUp()
+                    guard outcome.withLockedValue({ s in s.setUp = !s.timedOut; return s.setUp }) else { throw timeout }
+                }
                 group.addTask {
                     try await Task.sleep(for: options.startTimeout)
+                    guard outcome.withLockedValue({ s in s.timedOut = !s.setUp; return s.timedOut }) else { return }
                     // Stop the client: a connection request waiting in its pool ends only when the pool does (it
                     // keeps retrying an unreachable server), and the group waits for `setUp` before it returns.
                     store.running.cancel()
-                    throw GatewayStoreError("cannot use the PostgreSQL database \(parsed.redacted): no answer within \(options.startTimeout); check that it runs, and that the URL's host and port are right")
+                    throw timeout
                 }
                 _ = try await group.next()
                 group.cancelAll()

@@ -202,18 +202,17 @@ public actor ReceiptsDatabase {
     /// received more than `reportRetentionMilliseconds` ago are deleted (at most once a minute).
     public func recordFailure(reason: ReasonCode, kid: KeyID?, at: Int64, count: Int, dropped: Int, receivedMilliseconds: Int64) async throws {
         let cap = Self.maximumReportCount
-        var purgeBefore: Int64?
-        if lastPurgeMilliseconds.map({ receivedMilliseconds < $0 || receivedMilliseconds - $0 >= 60_000 }) ?? true {
-            let (cutoff, overflow) = receivedMilliseconds.subtractingReportingOverflow(Self.reportRetentionMilliseconds)
-            purgeBefore = overflow ? .min : cutoff
-        }
-        defer { if purgeBefore != nil { lastPurgeMilliseconds = receivedMilliseconds } }
-        try await queue.write { [purgeBefore] db in
+        try await queue.write { db in
             try db.execute(sql: "INSERT INTO failure_reports (reason, key_id, at, count, dropped, received_ms) VALUES (?, ?, ?, ?, ?, ?)",
                            arguments: [reason.rawValue, kid?.hex, at, min(max(count, 0), cap), min(max(dropped, 0), cap), receivedMilliseconds])
-            if let purgeBefore {
-                try db.execute(sql: "DELETE FROM failure_reports WHERE received_ms < ?", arguments: [purgeBefore])
-            }
+        }
+        // Decided and noted with no suspension between (the actor is reentrant), so concurrent reports purge once.
+        if let last = lastPurgeMilliseconds, receivedMilliseconds >= last, receivedMilliseconds - last < 60_000 { return }
+        lastPurgeMilliseconds = receivedMilliseconds
+        let (cutoff, overflow) = receivedMilliseconds.subtractingReportingOverflow(Self.reportRetentionMilliseconds)
+        let purgeBefore = overflow ? Int64.min : cutoff
+        try await queue.write { db in
+            try db.execute(sql: "DELETE FROM failure_reports WHERE received_ms < ?", arguments: [purgeBefore])
         }
     }
 
@@ -239,7 +238,7 @@ public actor ReceiptsDatabase {
                 stats.issueToReceiptSeconds = ReceiptStats.percentiles(latencies)
                 let reports = try Row.fetchCursor(db, sql: """
                     SELECT reason, key_id, SUM(count) AS n, SUM(dropped) AS d FROM failure_reports WHERE received_ms >= ? GROUP BY reason, key_id
-                    """, arguments: [since.multipliedReportingOverflow(by: 1000).overflow ? Int64.max : since * 1000])
+                    """, arguments: [since.multipliedReportingOverflow(by: 1000).overflow ? (since < 0 ? Int64.min : Int64.max) : since * 1000])
                 while let row = try reports.next() {
                     let n = (row["n"] as Int?) ?? 0
                     let reason = (row["reason"] as String?) ?? "?"

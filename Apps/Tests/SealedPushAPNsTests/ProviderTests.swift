@@ -233,7 +233,7 @@ struct ProviderTests {
     /// times over: streams wait on flow control when the GOAWAY comes (NIOHTTP2 may then release their DATA in
     /// any order, so only a looser bound on connections holds), and a push may be excluded on connection after
     /// connection — once it has been sent again `maxUnprocessedResends` times, each further exclusion costs a
-    /// try (with one try, about 1 push in 300 failed so).
+    /// try (with one try and a bound of 16 resends, about 1 push in 300 failed so; the bound is 32 now).
     @Test(arguments: [GoawayBatch(pushes: 300, alertBytes: 1, minimumConnections: 300 / 25),
                       GoawayBatch(pushes: 500, alertBytes: 3_900, minimumConnections: 500 / 100)])
     func goawayMidBatchLosesNoPush(_ batch: GoawayBatch) async throws {

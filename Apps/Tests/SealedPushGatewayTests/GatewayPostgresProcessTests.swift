@@ -15,7 +15,7 @@ extension GatewayPostgresSuites {
     struct GatewayPostgresProcessTests {
         /// The victim claims four deliveries (a local APNs that takes 5 s to answer keeps them in flight), the
         /// victim is killed, the survivor starts: the survivor sends messages posted after the kill at once, and
-        /// the victim's four only after the leases the victim took (`lease_seconds`: 20 s) have lapsed, with
+        /// the victim's four only after the leases the victim took (`lease_seconds`: 30 s) have lapsed, with
         /// the same apns-ids; no apns-id reaches APNs more often than the victim's in-flight attempts allow.
         @Test func aKilledProcessesLeasedDeliveriesAreSentByTheOtherAfterTheLease() async throws {
             let cluster = try await PostgresCluster.shared()
@@ -24,7 +24,7 @@ extension GatewayPostgresSuites {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-pg-kill-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: directory) }
             let config = try GatewayHarness.writeConfiguration(in: directory, apns: apns, extraApp: JSONObject([("max_in_flight", .int(8))]),
-                                                               extraRoot: JSONObject([("lease_seconds", .int(20))]), database: url)
+                                                               extraRoot: JSONObject([("lease_seconds", .int(30))]), database: url)
             let http = HTTPClient(eventLoopGroupProvider: .singleton)
             defer { Task { try? await http.shutdown(); await apns.stop() } }
 

@@ -341,6 +341,7 @@ extension GatewayPostgresSuites {
         /// the database (without its password) and what to check.
         @Test func anUnreachableDatabaseStopsTheStartWithAClearError() async throws {
             let port = try GatewayHarness.freePort()
+            let started = ContinuousClock.now
             let error = await #expect(throws: GatewayStoreError.self) {
                 var options = PostgresGatewayStore.Options()
                 options.startTimeout = .seconds(3)
@@ -351,6 +352,8 @@ extension GatewayPostgresSuites {
             #expect(text.contains("postgres://gw@127.0.0.1:\(port)/gw"), "\(text)")
             #expect(!text.contains("secret-pw"))
             #expect(text.contains("check that it runs"))
+            // The start timeout ends the start: the pool, which keeps retrying the server, is stopped.
+            #expect(started.duration(to: .now) < .seconds(15), "the 3 s start timeout took \(started.duration(to: .now))")
         }
     }
 }
