@@ -40,6 +40,12 @@ public struct SimulatedDevice: Sendable {
             logger: logger,
             attachments: attachments)
         configuration.previews = previews
+        let store = self.store
+        // Reveal v1 §5.1 and §9: the reveal public key (a record readable in every lock state), the pending queue and
+        // the notification store the queue's messages replace their placeholders in.
+        configuration.revealPublicKey = { try? RevealKeyring(store: store).export().publicKey }
+        configuration.pendingQueue = FilePendingQueue(store: store)
+        configuration.notificationReplacer = NotificationStoreReplacer(store: store, logger: logger)
         return configuration
     }
 
@@ -86,8 +92,9 @@ public struct SimulatedDevice: Sendable {
             return extensionDelay > .zero ? StalledExtension(ext, delay: extensionDelay) : ext
         }
         let result = await simulator.deliver(payload: payload, identifier: requestIdentifier)
-        // Receipts: the outbox flush after the content was handed over finishes before the device reports.
-        if receipts != nil { await made.value.withLock { $0 }?.finishBackgroundWork() }
+        // Receipts and the pending queue: the outbox flush and the queue's processing after the content was handed
+        // over finish before the device reports.
+        await made.value.withLock { $0 }?.finishBackgroundWork()
         keep(result, logger: logger)
         return result
     }

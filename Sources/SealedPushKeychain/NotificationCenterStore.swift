@@ -105,6 +105,33 @@ public struct NotificationCenterStore: Sendable {
         }
     }
 
+    /// Replaces the entry of `notification.requestID` with `notification` (moved to the end, as a notification
+    /// iOS shows again); returns `false`, changing nothing, when there is no such entry (the user removed it).
+    public func replace(_ notification: StoredNotification) throws(KeychainError) -> Bool {
+        try store.transaction { (tx: KeychainStore) throws(KeychainError) -> Bool in
+            var list = try read(tx)
+            guard list.contains(where: { $0.requestID == notification.requestID }) else { return false }
+            list.removeAll { $0.requestID == notification.requestID }
+            list.append(notification)
+            let bytes = JSON.serialize(.array(list.map { .object($0.jsonObject) }))
+            try StoreIO.atomicWrite(path, tmpDirectory: tx.tmpDirectory, bytes: bytes)
+            return true
+        }
+    }
+
+    /// Removes the entry of `requestID` (the user cleared the notification); returns whether there was one.
+    @discardableResult
+    public func remove(requestID: String) throws(KeychainError) -> Bool {
+        try store.transaction { (tx: KeychainStore) throws(KeychainError) -> Bool in
+            var list = try read(tx)
+            guard list.contains(where: { $0.requestID == requestID }) else { return false }
+            list.removeAll { $0.requestID == requestID }
+            let bytes = JSON.serialize(.array(list.map { .object($0.jsonObject) }))
+            try StoreIO.atomicWrite(path, tmpDirectory: tx.tmpDirectory, bytes: bytes)
+            return true
+        }
+    }
+
     private func read(_ s: KeychainStore) throws(KeychainError) -> [StoredNotification] {
         guard let bytes = try s.io.readFile(path) else { return [] }
         guard case let .array(items)? = try? JSON.parse(bytes) else {

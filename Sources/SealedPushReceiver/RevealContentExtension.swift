@@ -101,7 +101,8 @@ public final class RevealContentExtension: Sendable {
     public struct Configuration: Sendable {
         /// Reveal keys by key id (`whenUnlockedThisDeviceOnly`): what opens `SEALEDPUSH_REVEAL`.
         public var revealKeys: any DeviceKeyProvider
-        /// Device keys by key id: what reopens `ENCRYPTED_DATA` (preview policy `title` or `none`).
+        /// Device keys by key id: what the inner `kid` of a `SEALEDPUSH_LOCAL` message must name (reveal v1 §5.1), and
+        /// what reopens `ENCRYPTED_DATA` in a notification handed over by a revision 1 extension.
         public var deviceKeys: any DeviceKeyProvider
         /// The trust and signature policy, read per notification; a failure is reported as its reason.
         public var policy: @Sendable () throws(OpenFailure) -> ReceiverPolicy
@@ -208,12 +209,18 @@ public final class RevealContentExtension: Sendable {
         let userInfo = notification.request.content.userInfo
         let keys: any DeviceKeyProvider
         let value: JSONValue
+        var rule = RecipientRule.envelope
         if let reveal = userInfo[RevealFormat.userInfoKey] {
             (keys, value) = (configuration.revealKeys, reveal)
+        } else if let local = userInfo[RevealFormat.localUserInfoKey] {
+            // Reveal v1 §5.1: sealed again on the device to its reveal key; the inner `kid` names a device key.
+            (keys, value) = (configuration.revealKeys, local)
+            rule = .resealed(deviceKeys: configuration.deviceKeys)
         } else if let encrypted = userInfo[WireFormat.encryptedDataKey] {
+            // A notification handed over under a preview policy by an extension of reveal v1 revision 1.
             (keys, value) = (configuration.deviceKeys, encrypted)
         } else {
-            return fallback(OpenFailure(.notEncrypted, "the notification holds neither SEALEDPUSH_REVEAL nor ENCRYPTED_DATA"))
+            return fallback(OpenFailure(.notEncrypted, "the notification holds neither SEALEDPUSH_REVEAL, SEALEDPUSH_LOCAL nor ENCRYPTED_DATA"))
         }
         guard case let .string(envelope) = value else {
             return fallback(OpenFailure(.malformedPayload, "the envelope in userInfo is not a string"))
@@ -223,7 +230,8 @@ public final class RevealContentExtension: Sendable {
         // 2. The ordered checks of wire v1 §5, expiry at the delivery date, replays per request identifier.
         let opened: OpenedMessage
         do {
-            let opener = MessageOpener(keys: keys, policy: try configuration.policy(), replayGuard: configuration.replayGuard)
+            let opener = MessageOpener(keys: keys, policy: try configuration.policy(), replayGuard: configuration.replayGuard,
+                                       recipientRule: rule)
             opened = try opener.open(encryptedData: envelope, requestIdentifier: notification.request.identifier, now: notification.deliveredAt)
         } catch {
             // The phone locked between the check and the key read: still `locked` (step 2 precedes the replay check).

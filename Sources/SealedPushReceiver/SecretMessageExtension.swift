@@ -1,4 +1,5 @@
 public import SealedPushWire
+public import SealedPushCrypto
 public import Logging
 import Synchronization
 
@@ -46,6 +47,24 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         /// then holding the outbox's file lock in the shared container gets it killed (`0xdead10cc`): the
         /// Apple base class sets `false`, and the app flushes (a `BGTaskScheduler` task).
         public var flushesOutboxAfterDelivery: Bool = true
+        /// The device's active reveal public key, readable after first unlock (only the secret is
+        /// `whenUnlockedThisDeviceOnly`): what an ordinary message is sealed again to under the preview policy
+        /// `title` or `none` (reveal v1 §5.1). `nil` (the default): the device has no reveal key, and such a
+        /// message falls back to `(Encrypted)` rather than leave anything openable in iOS's store.
+        public var revealPublicKey: @Sendable () -> BoxPublicKey? = { nil }
+        /// The pending queue (reveal v1 §9): a message whose device key cannot be read yet (before the first
+        /// unlock) is kept there, still sealed, and opened by `processPendingQueue(replace:)` once the key reads.
+        /// `nil`: such a message is lost (its notification keeps `(Encrypted)`).
+        public var pendingQueue: (any PendingQueue)? = nil
+        /// Replaces the notification of a pending message once it opens (reveal v1 §9); `nil`: the queue is
+        /// processed only by an explicit `processPendingQueue(replacer:)` (the app, on launch).
+        public var notificationReplacer: (any DeliveredNotificationReplacer)? = nil
+        /// Whether the pending queue is processed after each delivery whose device key could be read (default
+        /// `true`); the content handler is never held for it.
+        public var processesPendingQueueAfterDelivery: Bool = true
+        /// The longest the content handler is held for a receipt or failure report (300 ms): what has no answer by
+        /// then goes to the outbox, and is sent by the next flush (the next extension run or app launch).
+        public var receiptHold: Duration = .milliseconds(300)
 
         /// A configuration; by default the system clock, a 30-second budget and a `sealedpush.extension` logger.
         public init(keys: any DeviceKeyProvider, policy: @escaping @Sendable () throws(OpenFailure) -> ReceiverPolicy = { ReceiverPolicy() },
@@ -98,17 +117,25 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         }
         let deadline = ContinuousClock.now.advanced(by: configuration.timeBudget)
         let work = Task { [self] in
-            var delivery = await self.process(request, deadline: deadline, attempt: attempt)
+            let now = configuration.clock.unixSeconds
+            var delivery = await self.process(request, now: now, queueIfLocked: true, deadline: deadline, attempt: attempt)
             // Receipts (issue #14): the receipt or failure report goes out after the message was opened (or
-            // failed) and before the result handler, with its own deadline (≤ 2 s, never past `deadline`).
+            // failed) and before the result handler, held at most `receiptHold` (300 ms; never past `deadline`):
+            // what has no answer by then is queued in the outbox for the next flush.
             if let courier = configuration.receipts {
-                delivery = await Self.sendReceiptOrReport(courier, delivery, request: request, now: configuration.clock.unixSeconds,
-                                                          deadline: deadline)
+                let hold = min(deadline, ContinuousClock.now.advanced(by: configuration.receiptHold))
+                delivery = await Self.sendReceiptOrReport(courier, delivery, request: request, now: now, deadline: hold)
             }
             attempt.handler(delivery)
             // The outbox is flushed once this delivery's content was handed over.
             if configuration.flushesOutboxAfterDelivery, let courier = configuration.receipts, attempt.handler.hasDelivered {
                 _ = await courier.flush(now: configuration.clock.unixSeconds)
+            }
+            // The device key read (the phone was unlocked since it started): messages that waited for it are opened
+            // and their notifications replaced (reveal v1 §9), after this one's content was handed over.
+            if configuration.processesPendingQueueAfterDelivery, let replacer = configuration.notificationReplacer,
+               configuration.pendingQueue != nil, !Task.isCancelled, delivery.outcome != .fallback(.keychainLocked) {
+                _ = await processPendingQueue(replacer: replacer)
             }
         }
         // Expired while the task was being made: cancel it now. (Not "delivered": the work delivers the content
@@ -157,8 +184,9 @@ public final class SecretMessageExtension: ReportingServiceExtension {
 
     /// The work for one request: open the message, and make the result the best attempt as soon as it
     /// is known. Cancellable; `deadline` is when the device expects an answer.
-    private func process(_ request: NotificationRequest, deadline: ContinuousClock.Instant, attempt: Attempt) async -> ExtensionDelivery {
-        var (opened, descriptors) = openWithAttachments(request)
+    private func process(_ request: NotificationRequest, now: Int64, queueIfLocked: Bool, deadline: ContinuousClock.Instant,
+                         attempt: Attempt) async -> ExtensionDelivery {
+        var (opened, descriptors) = openWithAttachments(request, now: now, queueIfLocked: queueIfLocked)
         guard opened.outcome == .decrypted else { return opened }
         guard let pipeline = configuration.attachments, !descriptors.isEmpty else {
             attempt.state.withLock { $0.best = opened }
@@ -196,31 +224,33 @@ public final class SecretMessageExtension: ReportingServiceExtension {
     }
 
     /// `open(_:)`, and the descriptors of an opened message's `attachments` (empty when none).
-    private func openWithAttachments(_ request: NotificationRequest) -> (ExtensionDelivery, [AttachmentDescriptor]) {
+    private func openWithAttachments(_ request: NotificationRequest, now: Int64, queueIfLocked: Bool) -> (ExtensionDelivery, [AttachmentDescriptor]) {
         var descriptors: [AttachmentDescriptor] = []
-        let delivery = open(request) { descriptors = $0.attachments ?? [] }
+        let delivery = open(request, now: now, queueIfLocked: queueIfLocked) { descriptors = $0.attachments ?? [] }
         return (delivery, descriptors)
     }
 
     /// Opens one request's `ENCRYPTED_DATA` (the synchronous text stage, without the time budget):
-    /// the content to show and the outcome.
-    public func open(_ request: NotificationRequest) -> ExtensionDelivery { open(request) { _ in } }
+    /// the content to show and the outcome. A message whose device key cannot be read yet goes to the pending
+    /// queue, when there is one.
+    public func open(_ request: NotificationRequest) -> ExtensionDelivery {
+        open(request, now: configuration.clock.unixSeconds, queueIfLocked: true) { _ in }
+    }
 
-    private func open(_ request: NotificationRequest, body onOpen: (MessageBody) -> Void) -> ExtensionDelivery {
+    private func open(_ request: NotificationRequest, now: Int64, queueIfLocked: Bool, body onOpen: (MessageBody) -> Void) -> ExtensionDelivery {
         let original = request.content
         guard let value = original.userInfo[WireFormat.encryptedDataKey] else {
             configuration.logger.info("payload has no ENCRYPTED_DATA; passed through", metadata: ["reason": "\(ReasonCode.notEncrypted)"])
             return ExtensionDelivery(content: original, outcome: .notEncrypted)
         }
         guard case let .string(encrypted) = value else {
-            return fallback(original, OpenFailure(.malformedPayload, "ENCRYPTED_DATA is not a string"))
+            return fallback(request, OpenFailure(.malformedPayload, "ENCRYPTED_DATA is not a string"), now: now, queueIfLocked: false)
         }
         do {
             let opener = MessageOpener(keys: configuration.keys, policy: try configuration.policy(), replayGuard: configuration.replayGuard)
             // The request identifier lets a retried push (the same message under the same
             // `apns-collapse-id`) replace its own notification instead of showing as a replay.
-            let opened = try opener.open(encryptedData: encrypted, requestIdentifier: request.identifier,
-                                         now: configuration.clock.unixSeconds)
+            let opened = try opener.open(encryptedData: encrypted, requestIdentifier: request.identifier, now: now)
             configuration.logger.info("notification opened", metadata: [
                 "key_id": "\(opened.keyID.hex)", "signed_by": "\(opened.signedBy?.hex ?? "-")",
             ])
@@ -234,9 +264,22 @@ public final class SecretMessageExtension: ReportingServiceExtension {
                 return delivery
             }
             guard configuration.previews == .full else {
-                // Reveal v1 §5: the text stays in ENCRYPTED_DATA for the content extension; attachments are not fetched.
+                // Reveal v1 §5 and §5.1: the message is sealed again to the device's own reveal key (whose secret reads
+                // only while the phone is unlocked) for the content extension; attachments are not fetched.
+                guard let revealKey = configuration.revealPublicKey() else {
+                    return fallback(request, OpenFailure(.keychainLocked, "the preview policy needs the device's reveal key and there is none"),
+                                    now: now, queueIfLocked: false)
+                }
+                let local: Envelope
+                do {
+                    local = try MessageSealer.seal(inner: opened.innerMessage, to: revealKey, padding: .bucket, payloadOverhead: 0)
+                } catch {
+                    return fallback(request, OpenFailure(.keychainLocked, "the message could not be sealed again to the reveal key"),
+                                    now: now, queueIfLocked: false)
+                }
                 var delivery = ExtensionDelivery(content: Self.previewContent(opened.body, policy: configuration.previews,
-                                                                              category: configuration.revealCategory, original: original),
+                                                                              category: configuration.revealCategory, local: local.base64,
+                                                                              original: original),
                                                  outcome: .decrypted)
                 delivery.receiptTicket = opened.body.receipt.map {
                     ReceiptTicket(request: $0, messageID: opened.body.id, expiresAt: opened.body.expiresAt, revealable: true)
@@ -248,23 +291,97 @@ public final class SecretMessageExtension: ReportingServiceExtension {
             delivery.receiptTicket = opened.body.receipt.map { ReceiptTicket(request: $0, messageID: opened.body.id) }
             return delivery
         } catch {
-            return fallback(original, error)
+            return fallback(request, error, now: now, queueIfLocked: queueIfLocked)
         }
     }
 
-    private func fallback(_ original: NotificationContent, _ failure: OpenFailure) -> ExtensionDelivery {
+    /// The placeholder with body `(Encrypted)` and userInfo without `ENCRYPTED_DATA` (nothing openable is left in
+    /// iOS's store, reveal v1 §5). A message whose device key cannot be read yet (before the first unlock) is
+    /// appended to the pending queue and marked `SEALEDPUSH_PENDING` (§9).
+    private func fallback(_ request: NotificationRequest, _ failure: OpenFailure, now: Int64, queueIfLocked: Bool) -> ExtensionDelivery {
         configuration.logger.notice("notification not opened", metadata: ["reason": "\(failure.reason)"])
-        var content = original
+        var content = request.content
         content.body = Self.placeholderText
+        content.userInfo[WireFormat.encryptedDataKey] = nil
+        if queueIfLocked, failure.reason == .keychainLocked, let queue = configuration.pendingQueue, deviceKeyIsLocked(request) {
+            let entry = PendingMessage(requestID: request.identifier, thread: request.content.threadIdentifier, receivedAt: now,
+                                       payload: request.content.userInfo)
+            do {
+                try queue.append(entry)
+                content.userInfo[RevealFormat.pendingUserInfoKey] = .string(request.identifier)
+                configuration.logger.info("message kept in the pending queue until the device key can be read",
+                                          metadata: ["reason": "\(failure.reason)"])
+            } catch {
+                configuration.logger.error("the pending queue could not be written; the message is lost",
+                                           metadata: ["reason": "\(failure.reason)", "error": "\(error)"])
+            }
+        }
         return ExtensionDelivery(content: content, outcome: .fallback(failure.reason))
     }
 
-    /// The timeout content: the placeholder with subtitle `(Encrypted)` and an empty body.
+    /// Whether the key of `request`'s envelope exists but cannot be read in the device's lock state (not a
+    /// missing entitlement, not an unknown key): what makes a message worth keeping for later.
+    private func deviceKeyIsLocked(_ request: NotificationRequest) -> Bool {
+        guard let text = request.content.userInfo[WireFormat.encryptedDataKey]?.stringValue,
+              let envelope = try? Envelope(base64: text), case .locked = configuration.keys.lookUpKey(id: envelope.keyID) else { return false }
+        return true
+    }
+
+    /// The timeout content: the placeholder with subtitle `(Encrypted)`, an empty body and userInfo without
+    /// `ENCRYPTED_DATA`.
     static func timeoutDelivery(_ original: NotificationContent) -> ExtensionDelivery {
         var content = original
         content.subtitle = placeholderText
         content.body = ""
+        content.userInfo[WireFormat.encryptedDataKey] = nil
         return ExtensionDelivery(content: content, outcome: .timeExpired)
+    }
+
+    /// Opens what waits in the pending queue (reveal v1 §9), oldest first: every wire v1 check, expiry judged at
+    /// the time the message arrived, the replay rule by request identifier. An entry that opens replaces its
+    /// notification through `replacer` with what §5 hands iOS under the current preview policy (left alone when
+    /// the user removed it) and sends its receipt; one that fails a check is removed and its notification keeps
+    /// `(Encrypted)`. Stops, keeping the rest, while the device key still cannot be read.
+    ///
+    /// The app calls this on launch; the service extension calls it after a delivery whose key could be read.
+    public func processPendingQueue(replacer: any DeliveredNotificationReplacer) async -> PendingQueueSummary {
+        var summary = PendingQueueSummary()
+        guard let queue = configuration.pendingQueue else { return summary }
+        let entries: [PendingMessage]
+        do { entries = try queue.entries() } catch {
+            configuration.logger.error("the pending queue cannot be read", metadata: ["error": "\(error)"])
+            return summary
+        }
+        for (index, entry) in entries.enumerated() {
+            let request = NotificationRequest(identifier: entry.requestID, payload: entry.payload)
+            let attempt = Attempt(handler: DeliverOnce { _ in }, best: Self.timeoutDelivery(request.content))
+            let deadline = ContinuousClock.now.advanced(by: configuration.timeBudget)
+            var delivery = await process(request, now: entry.receivedAt, queueIfLocked: false, deadline: deadline, attempt: attempt)
+            if delivery.outcome == .fallback(.keychainLocked), deviceKeyIsLocked(request) {
+                summary.remaining = entries.count - index
+                return summary
+            }
+            if let courier = configuration.receipts {
+                delivery = await Self.sendReceiptOrReport(courier, delivery, request: request, now: configuration.clock.unixSeconds,
+                                                          deadline: ContinuousClock.now.advanced(by: courier.timeout))
+            }
+            switch delivery.outcome {
+            case .decrypted, .held:
+                if await replacer.replaceDelivered(NotificationRequest(identifier: entry.requestID, content: delivery.content)) {
+                    summary.replaced += 1
+                } else {
+                    summary.alreadyRemoved += 1
+                }
+            default:
+                summary.failed += 1
+            }
+            do { try queue.remove(requestIDs: [entry.requestID]) } catch {
+                configuration.logger.error("the pending queue could not be updated", metadata: ["error": "\(error)"])
+                summary.remaining = entries.count - index
+                return summary
+            }
+        }
+        return summary
     }
 
     /// Sets the thread, badge and sound the body names (what a held or preview notification keeps).
@@ -292,9 +409,10 @@ public final class SecretMessageExtension: ReportingServiceExtension {
 
     /// The content handed to iOS for an opened ordinary message under the preview policy `title` or `none`
     /// (reveal v1 §5): the decrypted title and subtitle (`title`) or the placeholder's (`none`), the body
-    /// `Press and hold to read`, the reveal category, thread, sound and badge; userInfo as it came
-    /// (`ENCRYPTED_DATA` kept, `data` not merged).
-    static func previewContent(_ body: MessageBody, policy: PreviewPolicy, category: String, original: NotificationContent) -> NotificationContent {
+    /// `Press and hold to read`, the reveal category, thread, sound and badge; userInfo without `ENCRYPTED_DATA`,
+    /// with `SEALEDPUSH_LOCAL` set to `local` (the message sealed again to the reveal key, §5.1), `data` not merged.
+    static func previewContent(_ body: MessageBody, policy: PreviewPolicy, category: String, local: String,
+                               original: NotificationContent) -> NotificationContent {
         var content = original
         if policy == .title {
             content.title = body.alert.title ?? ""
@@ -304,6 +422,8 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         applyThreadBadgeSound(body, to: &content)
         content.categoryIdentifier = category
         content.attachments = []
+        content.userInfo[WireFormat.encryptedDataKey] = nil
+        content.userInfo[RevealFormat.localUserInfoKey] = .string(local)
         return content
     }
 

@@ -82,6 +82,19 @@ public struct OpenedMessage: Sendable {
     public let signedBy: KeyID?
     /// The padded length P (what an observer learns about its size).
     public let paddedLength: Int
+    /// The inner message exactly as it was opened and checked (wire v1 §4: flags, length, body and signature, without
+    /// padding): what a device seals again to its own reveal key (reveal v1 §5.1).
+    public let innerMessage: SecureBytes
+}
+
+/// What the inner message's `kid` must name (wire v1 §5 step 6), and the key id a signature is bound to.
+public enum RecipientRule: Sendable {
+    /// Wire v1: `kid` is the envelope's key id, and the signature is bound to it.
+    case envelope
+    /// Reveal v1 §5.1, a message the device sealed again to its own reveal key (`SEALEDPUSH_LOCAL`): `kid` names a
+    /// device key of this device found through `deviceKeys` (active, or retired within its grace), never the
+    /// envelope's (reveal) key, and the signature is verified as the sender made it, bound to that device key id.
+    case resealed(deviceKeys: any DeviceKeyProvider)
 }
 
 /// Runs the receiver's ordered checks of wire format §5 on the value of `ENCRYPTED_DATA`.
@@ -92,12 +105,16 @@ public struct MessageOpener: Sendable {
     public let policy: ReceiverPolicy
     /// The replay cache, or `nil` to skip step 9.
     public let replayGuard: (any ReplayGuard)?
+    /// What the inner `kid` must name (step 6): the envelope's key (wire v1), or a device key (reveal v1 §5.1).
+    public let recipientRule: RecipientRule
 
-    /// An opener over a key provider, a policy and an optional replay cache.
-    public init(keys: any DeviceKeyProvider, policy: ReceiverPolicy = ReceiverPolicy(), replayGuard: (any ReplayGuard)? = nil) {
+    /// An opener over a key provider, a policy, an optional replay cache and the recipient rule (wire v1 by default).
+    public init(keys: any DeviceKeyProvider, policy: ReceiverPolicy = ReceiverPolicy(), replayGuard: (any ReplayGuard)? = nil,
+                recipientRule: RecipientRule = .envelope) {
         self.keys = keys
         self.policy = policy
         self.replayGuard = replayGuard
+        self.recipientRule = recipientRule
     }
 
     /// Opens an `ENCRYPTED_DATA` value at time `now` (Unix seconds); throws the first failing check.
@@ -137,8 +154,22 @@ public struct MessageOpener: Sendable {
             throw OpenFailure(.malformedMessage, "a signed message must name its 'sender'")
         }
         // 6. recipient
-        guard body.kid == envelope.keyID else {
-            throw OpenFailure(.recipientMismatch, "the message was addressed to another device key")
+        let recipient: KeyID
+        switch recipientRule {
+        case .envelope:
+            guard body.kid == envelope.keyID else {
+                throw OpenFailure(.recipientMismatch, "the message was addressed to another device key")
+            }
+            recipient = envelope.keyID
+        case let .resealed(deviceKeys):
+            guard body.kid != envelope.keyID else {
+                throw OpenFailure(.recipientMismatch, "a message sealed again on the device must name a device key, not the reveal key")
+            }
+            switch deviceKeys.lookUpKey(id: body.kid) {
+            case .found: recipient = body.kid
+            case .unknown: throw OpenFailure(.recipientMismatch, "the message sealed again on the device names no device key of this device")
+            case .locked, .unavailable: throw OpenFailure(.keychainLocked, "the device keys cannot be read to check the message's recipient")
+            }
         }
         // 7. signature and policy
         var signedBy: KeyID?
@@ -146,7 +177,7 @@ public struct MessageOpener: Sendable {
             guard let senderKey = policy.trustedSenders[sender] else {
                 throw OpenFailure(.untrustedSender, "sender key \(sender.hex) is not trusted on this device")
             }
-            let signed = InnerMessage.signedBytes(recipient: envelope.keyID, body: parts.body)
+            let signed = InnerMessage.signedBytes(recipient: recipient, body: parts.body)
             guard senderKey.isValidSignature(signature, for: signed) else {
                 throw OpenFailure(.badSignature, "the signature of sender key \(sender.hex) does not verify")
             }
@@ -177,7 +208,8 @@ public struct MessageOpener: Sendable {
                 throw OpenFailure(.replayed, "a message with this id was already delivered under another notification")
             }
         }
-        return OpenedMessage(body: body, rawBody: rawBody, keyID: envelope.keyID, signedBy: signedBy, paddedLength: padded.count)
+        return OpenedMessage(body: body, rawBody: rawBody, keyID: envelope.keyID, signedBy: signedBy, paddedLength: padded.count,
+                             innerMessage: padded.slice(0..<innerLength))
     }
 }
 

@@ -323,11 +323,15 @@ struct RevealContentExtensionTests {
 
 @Suite("Reveal: preview policy (§5)", .timeLimit(.minutes(10)))
 struct PreviewPolicyTests {
-    func deliver(_ rig: RevealRig, _ policy: PreviewPolicy, _ sealed: SealedNotification, attachments: AttachmentPipeline? = nil) async throws
-        -> ExtensionDelivery {
-        var configuration = SecretMessageExtension.Configuration(keys: InMemoryKeys([rig.pair]), replayGuard: rig.replay,
+    func deliver(_ rig: RevealRig, _ policy: PreviewPolicy, _ sealed: SealedNotification, attachments: AttachmentPipeline? = nil,
+                 revealKey: BoxPublicKey?? = nil) async throws -> ExtensionDelivery {
+        var configuration = SecretMessageExtension.Configuration(keys: InMemoryKeys([rig.pair]),
+                                                                 policy: { [signer = rig.signer] in ReceiverPolicy(trustedSenders: [signer.publicKey]) },
+                                                                 replayGuard: rig.replay,
                                                                  clock: .fixed(unixSeconds: rig.now), attachments: attachments)
         configuration.previews = policy
+        let key = revealKey ?? rig.reveal.publicKey
+        configuration.revealPublicKey = { key }
         return await SecretMessageExtension(configuration: configuration).delivery(for: try rig.request(sealed))
     }
 
@@ -348,22 +352,87 @@ struct PreviewPolicyTests {
         case .title:
             #expect(c.title == "Agent K" && c.subtitle == "Field report" && c.body == "Press and hold to read")
             #expect(c.categoryIdentifier == "SEALED_REVEAL")
-            #expect(c.userInfo == original.userInfo, "ENCRYPTED_DATA kept, data not merged")
             let stored = storedText(c)
             for secret in ["eagle", "c-42", "conversation"] { #expect(!stored.contains(secret)) }
         case .hidden:
             #expect(c.title == original.title && c.subtitle == original.subtitle && c.body == "Press and hold to read")
             #expect(c.categoryIdentifier == "SEALED_REVEAL")
-            #expect(c.userInfo == original.userInfo)
             let stored = storedText(c)
             for secret in RevealRig.secrets { #expect(!stored.contains(secret)) }
         }
         if policy != .full {
-            // Pressing and holding reopens ENCRYPTED_DATA with the device key (the service extension's open does not count).
-            let view = await rig.contentExtension(revealKeys: []).didReceive(DeliveredNotification(
+            // Revision 2 (§5, §5.1): ENCRYPTED_DATA removed, SEALEDPUSH_LOCAL set, nothing else of the payload's userInfo changed.
+            var expected = original.userInfo
+            expected[WireFormat.encryptedDataKey] = nil
+            let local = try #require(c.userInfo[RevealFormat.localUserInfoKey]?.stringValue)
+            expected[RevealFormat.localUserInfoKey] = .string(local)
+            #expect(c.userInfo == expected, "ENCRYPTED_DATA removed, SEALEDPUSH_LOCAL set, data not merged")
+            // The local envelope is sealed to the reveal key: the device key (readable after first unlock) does not open it.
+            let envelope = try Envelope(base64: local)
+            #expect(envelope.keyID == rig.reveal.keyID)
+            #expect(throws: OpenFailure.self) { try MessageOpener(keys: InMemoryKeys([rig.pair])).open(encryptedData: local, now: rig.now) }
+            // Pressing and holding opens it with the reveal key (the service extension's open does not count).
+            let view = await rig.contentExtension().didReceive(DeliveredNotification(
                 request: NotificationRequest(identifier: "R1", content: c), deliveredAt: rig.now))
             #expect(view.outcome == .revealed && view.body == "The eagle lands at noon.")
+            // Without the reveal key it does not open (a locked phone: the reveal key is unreadable).
+            let lockedView = await rig.contentExtension(keysLocked: true, protected: { false }).didReceive(DeliveredNotification(
+                request: NotificationRequest(identifier: "R1", content: c), deliveredAt: rig.now))
+            #expect(lockedView.outcome == .locked)
         }
+    }
+
+    @Test("§5.1: the local envelope holds the inner message byte for byte, padded as wire v1 pads; a signed message still verifies",
+          arguments: [false, true])
+    func localEnvelope(_ signed: Bool) async throws {
+        let rig = RevealRig()
+        let sealed = try rig.sealed(reveal: false, signed: signed)
+        let delivery = try await deliver(rig, .hidden, sealed)
+        #expect(delivery.outcome == .decrypted)
+        let local = try #require(delivery.content.userInfo[RevealFormat.localUserInfoKey]?.stringValue)
+        // What the sender sealed to the device key and what the device sealed to its reveal key carry the same inner message.
+        let fromSender = try MessageOpener(keys: InMemoryKeys([rig.pair]), policy: ReceiverPolicy(trustedSenders: [rig.signer.publicKey])).open(encryptedData: try #require(sealed.payloadModel).encryptedData, now: rig.now)
+        let policy = ReceiverPolicy(trustedSenders: [rig.signer.publicKey], requireSignature: signed)
+        let fromDevice = try MessageOpener(keys: InMemoryKeys([rig.reveal]), policy: policy,
+                                           recipientRule: .resealed(deviceKeys: InMemoryKeys([rig.pair]))).open(encryptedData: local, now: rig.now)
+        #expect(fromDevice.innerMessage == fromSender.innerMessage)
+        #expect(fromDevice.signedBy == (signed ? rig.signer.keyID : nil))
+        #expect(WireFormat.paddingBuckets.contains(fromDevice.paddedLength))
+        #expect(fromDevice.body.kid == rig.pair.keyID && fromDevice.keyID == rig.reveal.keyID)
+        // The wire v1 rule refuses it (its kid is the device key, not the envelope's): only the resealed rule opens it.
+        let asWire = #expect(throws: OpenFailure.self) {
+            try MessageOpener(keys: InMemoryKeys([rig.reveal]), policy: policy).open(encryptedData: local, now: rig.now)
+        }
+        #expect(asWire?.reason == .recipientMismatch)
+        // A kid that names no device key of this device is refused.
+        let strange = #expect(throws: OpenFailure.self) {
+            try MessageOpener(keys: InMemoryKeys([rig.reveal]), policy: policy,
+                              recipientRule: .resealed(deviceKeys: InMemoryKeys([]))).open(encryptedData: local, now: rig.now)
+        }
+        #expect(strange?.reason == .recipientMismatch)
+    }
+
+    @Test("§5.1: a message sealed to the reveal key whose kid names the reveal key itself is refused by the resealed rule")
+    func localNamingRevealKey() throws {
+        let rig = RevealRig()
+        let body = MessageBody(kid: rig.reveal.keyID, id: "m-local", issuedAt: rig.now, alert: .init(body: "x"))
+        let envelope = try MessageSealer.seal(body: body, to: rig.reveal.publicKey, signer: nil, padding: .bucket, payloadOverhead: 0)
+        let failure = #expect(throws: OpenFailure.self) {
+            try MessageOpener(keys: InMemoryKeys([rig.reveal]),
+                              recipientRule: .resealed(deviceKeys: InMemoryKeys([rig.pair, rig.reveal]))).open(encryptedData: envelope.base64, now: rig.now)
+        }
+        #expect(failure?.reason == .recipientMismatch)
+    }
+
+    @Test("title and none without a reveal key: (Encrypted), and nothing openable handed to iOS", arguments: [PreviewPolicy.title, .hidden])
+    func noRevealKey(_ policy: PreviewPolicy) async throws {
+        let rig = RevealRig()
+        let delivery = try await deliver(rig, policy, try rig.sealed(reveal: false), revealKey: .some(nil))
+        #expect(delivery.outcome == .fallback(.keychainLocked))
+        #expect(delivery.content.body == "(Encrypted)")
+        #expect(delivery.content.userInfo[WireFormat.encryptedDataKey] == nil && delivery.content.userInfo[RevealFormat.localUserInfoKey] == nil)
+        let stored = storedText(delivery.content)
+        for secret in RevealRig.secrets { #expect(!stored.contains(secret)) }
     }
 
     @Test("a reveal message is held whatever the setting", arguments: PreviewPolicy.allCases)

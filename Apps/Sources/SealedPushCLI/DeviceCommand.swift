@@ -125,10 +125,33 @@ struct DeviceCommand: AsyncParsableCommand {
         func run() throws { try DeviceRun.setState(store) { (s: KeychainStore) throws(KeychainError) in try s.reboot() } }
     }
 
-    struct Unlock: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Unlock the device (every item becomes readable).")
+    struct Unlock: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Unlock the device (every item becomes readable) and open the messages that waited for it (the pending queue).",
+            discussion: """
+                A message that arrived before the first unlock since the device started could not be opened (its \
+                notification shows `(Encrypted)`, reason keychainLocked) and was kept, still sealed, in the pending \
+                queue (reveal v1 section 9). Unlocking processes the queue as the app does on launch: each message \
+                is checked as on arrival (expiry judged at the time it arrived) and its notification is replaced in \
+                the notification store under the current preview policy, or left alone if it was removed; a \
+                message that fails a check is dropped and its notification keeps `(Encrypted)`. Receipts of the \
+                messages opened are sent (or queued). Prints what was done when the queue was not empty.
+                """)
         @OptionGroup var store: KeychainOptions
-        func run() throws { try DeviceRun.setState(store) { (s: KeychainStore) throws(KeychainError) in try s.unlock() } }
+        @OptionGroup var logging: LoggingOptions
+        func run() async throws {
+            logging.apply(default: .notice)
+            try DeviceRun.setState(store) { (s: KeychainStore) throws(KeychainError) in try s.unlock() }
+            let s = try openStore(store, create: false)
+            let device = SimulatedDevice(store: s)
+            let waiting = try keychain { () throws(KeychainError) in try device.pendingQueue.status() }
+            guard waiting.pending > 0 else { return }
+            let summary = await ReceiptsTransportCLI.with { transport in
+                await device.processPendingQueue(receipts: device.receiptCourier(transport: transport))
+            }
+            print("pending queue: \(summary.replaced) opened and shown, \(summary.alreadyRemoved) opened (notification already removed), "
+                  + "\(summary.failed) failed a check, \(summary.remaining) still waiting")
+        }
     }
 
     struct Lock: ParsableCommand {
@@ -139,17 +162,40 @@ struct DeviceCommand: AsyncParsableCommand {
     }
 
     struct Status: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Print the device's lock state, report URL, preview policy and receipt outbox.")
+        static let configuration = CommandConfiguration(
+            abstract: "Print the device's lock state, report URL, preview policy, receipt outbox and pending queue.",
+            discussion: """
+                With --json one object: {"lock_state": "beforeFirstUnlock|locked|unlocked", "report_url": URL|null, \
+                "previews": "full|title|none", "outbox": N, "outbox_dropped": N, "pending": N, "pending_dropped": N}. \
+                `pending` counts the messages that arrived before the first unlock and wait, still sealed, to be \
+                opened (`device unlock`); `pending_dropped` those dropped to keep the queue within 100 entries and 512 KiB.
+                """)
         @OptionGroup var store: KeychainOptions
+        @OptionGroup var output: JSONOutputOptions
         func run() throws {
             let s = try openStore(store, create: false)
-            print(try keychain { () throws(KeychainError) in try s.deviceLockState() }.rawValue)
+            let device = SimulatedDevice(store: s)
+            let state = try keychain { () throws(KeychainError) in try s.deviceLockState() }
             let outbox = ReceiptOutboxStore(store: s)
             let url = try keychain { () throws(KeychainError) in try outbox.reportURL() }
             let waiting = try keychain { () throws(KeychainError) in try outbox.entries() }
+            let previews = try keychain { () throws(KeychainError) in try device.previews() }
+            let pending = try keychain { () throws(KeychainError) in try device.pendingQueue.status() }
+            if output.json {
+                let object = JSONObject([
+                    ("lock_state", .string(state.rawValue)), ("report_url", url.map { .string($0) } ?? .null),
+                    ("previews", .string(previews.rawValue)), ("outbox", .int(Int64(waiting.entries.count))),
+                    ("outbox_dropped", .int(Int64(waiting.dropped))), ("pending", .int(Int64(pending.pending))),
+                    ("pending_dropped", .int(Int64(pending.dropped))),
+                ])
+                print(String(decoding: JSON.serialize(.object(object)), as: UTF8.self))
+                return
+            }
+            print(state.rawValue)
             print("report URL: \(url ?? "none")")
-            print("previews: \(try keychain { () throws(KeychainError) in try SimulatedDevice(store: s).previews() }.rawValue)")
+            print("previews: \(previews.rawValue)")
             print("receipt outbox: \(waiting.entries.count) waiting, \(waiting.dropped) dropped")
+            print("pending queue: \(pending.pending) waiting for the device key, \(pending.dropped) dropped")
         }
     }
 
