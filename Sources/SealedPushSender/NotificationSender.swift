@@ -83,7 +83,9 @@ public struct SealRequest: Sendable, Equatable {
 public struct NotificationSender: Sendable {
     /// The visible placeholder every payload carries.
     public let placeholder: Placeholder
-    /// How the padded length P is chosen.
+    /// How the padded length P is chosen. Under `.bucket` (the default) an ordinary message sealed to a record with
+    /// a reveal key takes the bucket of its reveal form, and a reveal message's `reveal` envelope is padded too
+    /// (reveal v1 §2, revision 2); `.none` and `.max` keep their meaning for both envelopes.
     public let padding: PaddingPolicy
     /// What signs messages, when they are signed (the body's `sender` names its key id).
     public let signer: (any MessageSigner)?
@@ -135,11 +137,19 @@ public struct NotificationSender: Sendable {
     ///
     /// A reveal message (`message.reveal` set) needs the record's reveal key: without one it is refused
     /// (`noRevealKey`), never sealed with its text to the device key.
+    ///
+    /// Size does not tell a reveal message apart (reveal v1 §2, revision 2): under the `.bucket` policy an ordinary
+    /// message to a record with a reveal key is padded to the bucket its reveal form (the default reveal alert, the
+    /// same other members) would take, so both reach Apple at the same payload size; when the reveal form would not
+    /// fit, the ordinary bucket rule applies.
     public func seal(_ message: SecretMessage, to record: DeviceKeyRecord) throws(SenderError) -> SealedNotification {
         try seal(message, to: record.publicKey, reveal: record.reveal, messageID: message.messageID ?? makeMessageID(), issuedAt: clock())
     }
 
     /// Seals `message` to a device public key (a reveal message needs the record: `noRevealKey`).
+    ///
+    /// A bare key names no reveal key, so an ordinary message is padded as for a record without `reveal`: seal to
+    /// the record when the device has a reveal key, so that its ordinary and reveal messages take the same size.
     public func seal(_ message: SecretMessage, to device: BoxPublicKey) throws(SenderError) -> SealedNotification {
         try seal(message, to: device, reveal: nil, messageID: message.messageID ?? makeMessageID(), issuedAt: clock())
     }
@@ -197,6 +207,10 @@ public struct NotificationSender: Sendable {
         }
     }
 
+    /// Seals `message` to `device` (the synchronous path: no signer, or one with a key in this process).
+    ///
+    /// `revealKey` is the record's reveal key: a reveal message is sealed to it (reveal v1 §2), and an ordinary
+    /// message is padded to the bucket of its reveal form (`devicePaddedLength`), so that size does not tell them apart.
     func seal(_ message: SecretMessage, to device: BoxPublicKey, reveal revealKey: RevealKeyRecord?, messageID: String,
               issuedAt: Int64) throws(SenderError) -> SealedNotification {
         if signsRemotely, let signerKeyID { throw .signerIsRemote(keyID: signerKeyID.hex) }
@@ -208,14 +222,16 @@ public struct NotificationSender: Sendable {
             let inner = Self.revealInnerBody(body, revealKeyID: revealKey.keyID)
             let innerEnvelope: Envelope
             do {
-                innerEnvelope = try MessageSealer.seal(body: inner, to: revealKey.publicKey, signer: localSigner, padding: .none,
-                                                       payloadOverhead: 0)
+                innerEnvelope = try MessageSealer.seal(body: inner, to: revealKey.publicKey, signer: localSigner, padding: padding,
+                                                       payloadOverhead: revealEnvelopeOverhead(textBody, alert: reveal.alert))
             } catch { throw revealError(error, textBody, message) }
             body = Self.revealOuterBody(body, alert: reveal.alert, envelope: innerEnvelope.base64)
         }
         let envelope: Envelope
         do {
-            envelope = try MessageSealer.seal(body: body, to: device, signer: localSigner, padding: padding, payloadOverhead: payloadOverhead)
+            let framed = InnerMessage.frame(body: try MessageSealer.serialize(body), recipient: device.keyID, signer: localSigner)
+            envelope = try sealToDevice(framed, device, paddedLength: devicePaddedLength(message, textBody, framedLength: framed.count,
+                                                                                          revealKey: revealKey))
         } catch { throw message.reveal == nil ? Self.senderError(error, message) : revealError(error, textBody, message) }
         var sealed = try assemble(envelope, message, body: body, expiration: exp)
         sealed.revealKeyID = message.reveal == nil ? nil : revealKey?.keyID
@@ -236,7 +252,8 @@ public struct NotificationSender: Sendable {
             let innerEnvelope: Envelope
             do {
                 innerEnvelope = try MessageSealer.seal(inner: InnerMessage.frame(body: innerBytes, signature: innerSignature),
-                                                       to: revealKey.publicKey, padding: .none, payloadOverhead: 0)
+                                                       to: revealKey.publicKey, padding: padding,
+                                                       payloadOverhead: revealEnvelopeOverhead(textBody, alert: reveal.alert))
             } catch { throw revealError(error, textBody, message) }
             body = Self.revealOuterBody(body, alert: reveal.alert, envelope: innerEnvelope.base64)
         }
@@ -247,12 +264,27 @@ public struct NotificationSender: Sendable {
         let signature = try await Self.remoteSignature(signer, recipient: device.keyID, body: bodyBytes)
         let envelope: Envelope
         do {
-            envelope = try MessageSealer.seal(inner: InnerMessage.frame(body: bodyBytes, signature: signature), to: device,
-                                              padding: padding, payloadOverhead: payloadOverhead)
+            let framed = InnerMessage.frame(body: bodyBytes, signature: signature)
+            envelope = try sealToDevice(framed, device, paddedLength: devicePaddedLength(message, textBody, framedLength: framed.count,
+                                                                                          revealKey: revealKey))
         } catch { throw message.reveal == nil ? Self.senderError(error, message) : revealError(error, textBody, message) }
         var sealed = try assemble(envelope, message, body: body, expiration: exp)
         sealed.revealKeyID = message.reveal == nil ? nil : revealKey?.keyID
         return sealed
+    }
+
+    /// Pads the framed message sealed to the device key to `paddedLength` when given, else by the sender's policy, and seals it.
+    func sealToDevice(_ framed: SecureBytes, _ device: BoxPublicKey, paddedLength: Int?) throws(SealError) -> Envelope {
+        guard let paddedLength else {
+            return try MessageSealer.seal(inner: framed, to: device, padding: padding, payloadOverhead: payloadOverhead)
+        }
+        let padded: SecureBytes
+        let box: [UInt8]
+        do {
+            padded = try ISO7816Padding.pad(framed, to: paddedLength)
+            box = try SealedBox.seal(padded, to: device)
+        } catch { throw .invalidRecipient(error.description) }
+        return Envelope(keyID: device.keyID, sealedBox: box)
     }
 
     /// The remote signer's signature over `body` for `recipient`, checked to be an Ed25519 signature's length.

@@ -1,7 +1,9 @@
 import SealedPushWire
 import SealedPushCrypto
 
-// Reveal on demand (reveal v1 §2): the two bodies of a reveal message, and its size when it does not fit.
+// Reveal on demand (reveal v1 §2): the two bodies of a reveal message, how its `reveal` envelope is padded, the
+// padded length of an ordinary message to a record with a reveal key (revision 2: size does not tell them apart),
+// and its size when it does not fit.
 extension NotificationSender {
     /// The body sealed to the reveal key: `kid` (the reveal key id), `id`, `iat`, `exp` and `alert` (the
     /// text), plus `attachments` and `data` when the message has them, and `sender` when it is signed
@@ -20,18 +22,76 @@ extension NotificationSender {
                     reveal: envelope)
     }
 
-    /// The payload size in bytes a reveal message of `textBody` (the message's ordinary body) showing
-    /// `alert` would have with the smallest padding. Lengths only: any 16-hex key id serializes alike,
-    /// the reveal envelope is padded to its inner length + 1 and each sealed box adds its fixed overhead.
+    /// The length of `body` framed as an inner message (wire v1 §4): header, JSON, and the signature when it is
+    /// signed (it names a `sender`). Lengths only: any 16-hex key id and any receipt token serialize alike.
+    static func framedLength(_ body: MessageBody) -> Int {
+        3 + JSON.serialize(.object(body.jsonObject)).count + (body.sender == nil ? 0 : SigningPublicKey.signatureByteCount)
+    }
+
+    /// The `payloadOverhead` the `reveal` envelope is padded against (reveal v1 §2, revision 2): it makes the
+    /// largest P the policy may choose the largest whose base64 still lets the outer message fit.
+    ///
+    /// What "fits" means for the reveal envelope: with its base64 as the outer body's `reveal` value, the outer
+    /// message at its smallest padding (P = its inner length + 1) stays within the 4096-byte payload. So the bucket
+    /// rule pads the reveal envelope to the smallest of 256, 512, 1024 and 2048 above its inner message that leaves
+    /// that much room, else to the largest P that does; the outer message is then padded by the sender's policy,
+    /// whose bucket rule falls back in the same way. A reveal message fits exactly when it fits with both envelopes
+    /// padded minimally (`revealPayloadSize`), so padding never refuses a message that would otherwise seal.
+    /// `outerFrameLength` is the framed length of the outer body with an empty `reveal` value.
+    func revealEnvelopeOverhead(outerFrameLength: Int) -> Int {
+        let room = largestPaddedLength - 1 - outerFrameLength  // base64 characters the `reveal` value may take
+        return WireFormat.maxPayloadBytes - room
+    }
+
+    /// `revealEnvelopeOverhead(outerFrameLength:)` for the reveal message of `textBody` (the message's ordinary
+    /// body) showing `alert`.
+    func revealEnvelopeOverhead(_ textBody: MessageBody, alert: MessageBody.Alert) -> Int {
+        revealEnvelopeOverhead(outerFrameLength: Self.framedLength(Self.revealOuterBody(textBody, alert: alert, envelope: "")))
+    }
+
+    /// The payload size in bytes a reveal message of `textBody` (the message's ordinary body) showing `alert`
+    /// would have with both envelopes at their smallest padding (P = inner length + 1), each sealed box adding its
+    /// fixed overhead. A reveal message seals exactly when this is within the limit (whatever the policy, since
+    /// the bucket rule falls back to the largest P that fits); it is the size the `revealTooLarge` error names,
+    /// as wire v1's `payloadTooLarge` names the smallest envelope.
     func revealPayloadSize(_ textBody: MessageBody, alert: MessageBody.Alert) -> Int {
-        let signature = textBody.sender == nil ? 0 : SigningPublicKey.signatureByteCount
         let fixed = WireFormat.envelopeHeaderBytes + SealedBox.overhead
-        let inner = Self.revealInnerBody(textBody, revealKeyID: textBody.kid)
-        let innerEnvelope = fixed + 3 + JSON.serialize(.object(inner.jsonObject)).count + signature + 1
-        let outer = Self.revealOuterBody(textBody, alert: alert,
-                                         envelope: String(repeating: "A", count: WireFormat.base64Length(ofByteCount: innerEnvelope)))
-        let outerEnvelope = fixed + 3 + JSON.serialize(.object(outer.jsonObject)).count + signature + 1
-        return payloadOverhead + WireFormat.base64Length(ofByteCount: outerEnvelope)
+        let innerEnvelope = fixed + Self.framedLength(Self.revealInnerBody(textBody, revealKeyID: textBody.kid)) + 1
+        let outer = Self.framedLength(Self.revealOuterBody(textBody, alert: alert, envelope: ""))
+            + WireFormat.base64Length(ofByteCount: innerEnvelope)
+        return payloadOverhead + WireFormat.base64Length(ofByteCount: fixed + outer + 1)
+    }
+
+    /// The padded length P the outer envelope of the reveal form of `textBody` would take under the bucket rule:
+    /// the same members, the text sealed to the reveal key `revealKeyID`, the default reveal alert
+    /// (`RevealFormat.defaultAlert`), the `reveal` envelope padded as `revealEnvelopeOverhead` says. `nil` when
+    /// the reveal form does not fit the payload. Lengths only, nothing is sealed.
+    func revealFormPaddedLength(_ textBody: MessageBody, revealKeyID: KeyID) -> Int? {
+        let innerLength = Self.framedLength(Self.revealInnerBody(textBody, revealKeyID: revealKeyID))
+        let outerFrame = Self.framedLength(Self.revealOuterBody(textBody, alert: RevealFormat.defaultAlert, envelope: ""))
+        guard let innerPadded = PaddingPolicy.bucket.paddedLength(
+            innerLength: innerLength, payloadOverhead: revealEnvelopeOverhead(outerFrameLength: outerFrame)) else { return nil }
+        let outerLength = outerFrame
+            + WireFormat.base64Length(ofByteCount: WireFormat.envelopeHeaderBytes + SealedBox.overhead + innerPadded)
+        return PaddingPolicy.bucket.paddedLength(innerLength: outerLength, payloadOverhead: payloadOverhead)
+    }
+
+    /// The padded length P the sender chooses itself for the envelope sealed to the device key, or `nil` to let
+    /// the padding policy choose (reveal v1 §2, revision 2).
+    ///
+    /// An ordinary message to a record with a reveal key, under the `.bucket` policy, takes the P of its reveal
+    /// form (`revealFormPaddedLength`), so a message and its reveal form reach Apple at the same size whatever the
+    /// text. `nil` (the policy's own rule) for a reveal message, a record without a reveal key, the `.none` policy
+    /// (no length hiding, as asked), the `.max` policy (every message already takes the largest P), and a message
+    /// whose reveal form would not fit the payload (the ordinary bucket rule: the smallest bucket above it that
+    /// fits, else the largest P that fits). `framedLength` is the length of the framed ordinary message.
+    func devicePaddedLength(_ message: SecretMessage, _ textBody: MessageBody, framedLength: Int,
+                            revealKey: RevealKeyRecord?) -> Int? {
+        guard message.reveal == nil, padding == .bucket, let revealKey,
+              let paddedLength = revealFormPaddedLength(textBody, revealKeyID: revealKey.keyID),
+              paddedLength > framedLength, paddedLength <= largestPaddedLength
+        else { return nil }
+        return paddedLength
     }
 
     /// The most bytes of text (title, subtitle and body together, plain ASCII) a reveal message with the

@@ -76,6 +76,8 @@ public struct SecretMessage: Sendable, Equatable {
     /// How a reveal message shows before it is revealed (reveal v1 §2).
     public struct Reveal: Sendable, Equatable {
         /// The alert iOS may show (kept in its notification store): never the secret text. It must show some text.
+        /// Ordinary messages to the same device are padded like a reveal message with the default alert, so an alert
+        /// of another length can put a reveal message in another size bucket than they take (reveal v1 §2).
         public var alert: MessageBody.Alert
 
         /// A reveal showing `alert`; by default `Secret Message!` / `Press and hold to read`.

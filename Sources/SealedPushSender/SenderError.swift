@@ -35,7 +35,8 @@ public enum SenderError: Error, Equatable, Sendable, CustomStringConvertible {
     case noRevealKey(deviceKeyID: String)
     /// A reveal message would be over the payload limit: its text is sealed twice, so less fits than in an
     /// ordinary message; `largestText` is how many bytes of title, subtitle and body together (plain ASCII)
-    /// would fit with the message's other members (0: none, the other members alone are too large).
+    /// would fit with the message's other members (0: none, the other members alone are too large). `size` is the
+    /// payload with both envelopes at their smallest padding (what a message must fit in; padding never refuses one).
     case revealTooLarge(size: Int, limit: Int, largestText: Int)
     /// The reveal alert shows no text (iOS would not run the extension).
     case invalidReveal(String)
