@@ -12,6 +12,12 @@
 // Objective-C's `optional`). URLSession, its tasks, responses and configuration are classes not declared
 // Sendable here (the strictest reading). Behind them: a server tests program with routes
 // (`StandInURLServer`) that writes each body to a temporary file in chunks, as a download task does.
+// For URLSessionReceiptTransport, data tasks too: `dataTask(with: URLRequest)`, `URLSessionDataDelegate`'s
+// `urlSession(_:dataTask:didReceive:completionHandler:)` with an `@escaping @Sendable
+// (URLSession.ResponseDisposition) -> Void` handler and `urlSession(_:dataTask:didReceive:)` (both optional),
+// `URLRequest.httpBody`/`httpShouldHandleCookies`/`setValue(_:forHTTPHeaderField:)`, the configuration's cookie,
+// credential and cache settings; their routes and records are kept apart (`serveData`, `dataRecords(for:)`), and
+// the stand-in honours the request's `timeoutInterval` (`NSURLErrorTimedOut`).
 #if os(Linux)
 public import Foundation
 import Synchronization
@@ -33,6 +39,22 @@ public struct URLRequest: Sendable, Equatable {
     public var timeoutInterval: TimeInterval
     /// The HTTP method (`GET` by default).
     public var httpMethod: String? = "GET"
+    /// The request body.
+    public var httpBody: Data?
+    /// Whether the session's cookies are sent with the request and its response's cookies stored (`true` by default).
+    public var httpShouldHandleCookies = true
+    /// The header fields (names as set).
+    public var allHTTPHeaderFields: [String: String]?
+    /// Sets (or with `nil` removes) a header field, its name compared case-insensitively.
+    public mutating func setValue(_ value: String?, forHTTPHeaderField field: String) {
+        var fields = (allHTTPHeaderFields ?? [:]).filter { $0.key.lowercased() != field.lowercased() }
+        if let value { fields[field] = value }
+        allHTTPHeaderFields = fields
+    }
+    /// A header field's value, its name compared case-insensitively.
+    public func value(forHTTPHeaderField field: String) -> String? {
+        allHTTPHeaderFields?.first { $0.key.lowercased() == field.lowercased() }?.value
+    }
     /// A request for `url`.
     public init(url: URL, cachePolicy: CachePolicy = .useProtocolCachePolicy, timeoutInterval: TimeInterval = 60) {
         self.url = url
@@ -88,7 +110,34 @@ open class URLSessionConfiguration: NSObject {
     open var timeoutIntervalForResource: TimeInterval = 604_800
     /// Whether a task waits for connectivity instead of failing at once.
     open var waitsForConnectivity = false
+    /// The cookie store (`nil`: none; ephemeral: an in-memory one).
+    open var httpCookieStorage: HTTPCookieStorage? = HTTPCookieStorage()
+    /// Whether requests carry cookies from the store.
+    open var httpShouldSetCookies = true
+    /// Which cookies the session accepts.
+    open var httpCookieAcceptPolicy: HTTPCookie.AcceptPolicy = .onlyFromMainDocumentDomain
+    /// The credential store (`nil`: none; ephemeral: an in-memory one).
+    open var urlCredentialStorage: URLCredentialStorage? = URLCredentialStorage()
 }
+
+/// Stand-in: `HTTPCookie` (only its accept policy is used).
+open class HTTPCookie: NSObject {
+    /// Stand-in: `HTTPCookie.AcceptPolicy`.
+    public enum AcceptPolicy: UInt, Sendable {
+        /// Accept all cookies.
+        case always = 0
+        /// Reject all cookies.
+        case never = 1
+        /// Accept cookies only from the main document's domain.
+        case onlyFromMainDocumentDomain = 2
+    }
+}
+
+/// Stand-in: `HTTPCookieStorage` (only its absence is used).
+open class HTTPCookieStorage: NSObject {}
+
+/// Stand-in: `URLCredentialStorage` (only its absence is used).
+open class URLCredentialStorage: NSObject {}
 
 /// Stand-in: `URLSessionDelegate`.
 public protocol URLSessionDelegate: NSObjectProtocol, Sendable {}
@@ -127,6 +176,25 @@ extension URLSessionDownloadDelegate {
                            totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {}
 }
 
+/// Stand-in: `URLSessionDataDelegate`.
+public protocol URLSessionDataDelegate: URLSessionTaskDelegate {
+    /// Optional: the response head arrived; pass `.allow` to receive the body, `.cancel` to end the task.
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+                    completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void)
+    /// Optional: a piece of the body arrived.
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data)
+}
+
+extension URLSessionDataDelegate {
+    /// Objective-C `optional`: not implemented receives the body.
+    public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+                           completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void) {
+        completionHandler(.allow)
+    }
+    /// Objective-C `optional`.
+    public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {}
+}
+
 /// Stand-in: `URLSessionTask` (not Sendable here).
 open class URLSessionTask: NSObject {
     /// The task's identifier, unique within its session.
@@ -158,6 +226,15 @@ open class URLSessionDownloadTask: URLSessionTask {
     }
 }
 
+/// Stand-in: `URLSessionDataTask` (not Sendable here).
+open class URLSessionDataTask: URLSessionTask {
+    /// Starts the exchange on a thread of the stand-in server.
+    open override func resume() {
+        guard !resumed.exchange(true, ordering: .sequentiallyConsistent), let session else { return }
+        StandInURLServer.startData(self, session: session)
+    }
+}
+
 /// Stand-in: `URLSession` (not Sendable here).
 open class URLSession: NSObject {
     /// The configuration it was made with.
@@ -176,10 +253,28 @@ open class URLSession: NSObject {
     open func downloadTask(with request: URLRequest) -> URLSessionDownloadTask {
         URLSessionDownloadTask(identifier: nextIdentifier.add(1, ordering: .relaxed).oldValue, request: request, session: self)
     }
+    /// A data task for `request` (its body is `request.httpBody`), suspended until `resume()`.
+    open func dataTask(with request: URLRequest) -> URLSessionDataTask {
+        URLSessionDataTask(identifier: nextIdentifier.add(1, ordering: .relaxed).oldValue, request: request, session: self)
+    }
     /// Lets running tasks finish, then releases the delegate.
     open func finishTasksAndInvalidate() { invalidated.store(true, ordering: .relaxed) }
     /// Cancels every task and releases the delegate.
     open func invalidateAndCancel() { invalidated.store(true, ordering: .relaxed) }
+}
+
+extension URLSession {
+    /// Stand-in: `URLSession.ResponseDisposition`, what a data task does after its response head.
+    public enum ResponseDisposition: Int, Sendable {
+        /// Cancel the task (it completes with `NSURLErrorCancelled`).
+        case cancel = 0
+        /// Go on: the body follows.
+        case allow = 1
+        /// Turn it into a download task.
+        case becomeDownload = 2
+        /// Turn it into a stream task.
+        case becomeStream = 3
+    }
 }
 
 /// Stand-in only: what the stand-in URLSession answers, and what it saw.
@@ -193,6 +288,11 @@ public enum StandInURLServer {
         case redirect(status: Int, location: String)
         /// The connection fails.
         case failure
+        /// A data task: status `status` with `body`, after `delay` (the request's `timeoutInterval` and
+        /// cancellation end the wait).
+        case status(Int, body: [UInt8] = [], delay: Duration = .zero)
+        /// A data task: no answer, ever; the task ends only when cancelled or at its `timeoutInterval`.
+        case hang
     }
 
     /// What happened to one task.
@@ -207,6 +307,28 @@ public enum StandInURLServer {
         public var followedRedirect = false
         /// The temporary file the body was written to (removed after `didFinishDownloadingTo`).
         public var file: String?
+        /// A data task: the request as the session got it (method, headers, body, timeout, cache and cookie settings).
+        public var request: URLRequest?
+        /// A data task: the session configuration's cookie and cache settings when the task started.
+        public var session: SessionSettings?
+        /// A data task: it ended at its request's `timeoutInterval` (`NSURLErrorTimedOut`).
+        public var timedOut = false
+    }
+
+    /// The cookie, credential and cache settings of the session a data task ran in.
+    public struct SessionSettings: Sendable, Equatable {
+        /// Whether the configuration had a cookie store.
+        public var hasCookieStorage: Bool
+        /// `httpShouldSetCookies`.
+        public var setsCookies: Bool
+        /// `httpCookieAcceptPolicy`.
+        public var cookieAcceptPolicy: HTTPCookie.AcceptPolicy
+        /// Whether the configuration had a credential store.
+        public var hasCredentialStorage: Bool
+        /// Whether the configuration had a response cache.
+        public var hasURLCache: Bool
+        /// `requestCachePolicy`.
+        public var requestCachePolicy: URLRequest.CachePolicy
     }
 
     static let state = Mutex<(routes: [String: Route], records: [Int: Record], next: Int)>(([:], [:], 0))
@@ -249,7 +371,7 @@ public enum StandInURLServer {
         var chunk = 1
         var delay = Duration.zero
         switch route {
-        case .failure:
+        case .failure, .status, .hang:   // data-task routes: a download of them fails to connect
             complete(NSError(domain: "NSURLErrorDomain", code: -1004, userInfo: nil))
             return
         case let .redirect(status, location):
@@ -304,6 +426,135 @@ public enum StandInURLServer {
             return
         }
         delegate?.urlSession(session, downloadTask: task, didFinishDownloadingTo: file)
+        complete(nil)
+    }
+}
+
+extension StandInURLServer {
+    /// Data tasks' routes and records, apart from the download tasks' (`serve` neither reads nor clears them), so
+    /// suites of data-task tests run beside the download tests: each test uses URLs of its own.
+    static let dataState = Mutex<(routes: [String: Route], records: [Int: Record], next: Int)>(([:], [:], 0))
+
+    /// Answers data tasks for `url` with `route` (other routes stay; any URL without one fails to connect).
+    public static func serveData(_ url: String, _ route: Route) { dataState.withLock { $0.routes[url] = route } }
+
+    /// What happened to every data task for `url`, in the order they started.
+    public static func dataRecords(for url: String) -> [Record] {
+        dataState.withLock { $0.records.sorted { $0.key < $1.key }.map(\.value).filter { $0.url == url } }
+    }
+
+    static func dataRecord(_ index: Int, _ change: (inout Record) -> Void) {
+        dataState.withLock { s in if var record = s.records[index] { change(&record); s.records[index] = record } }
+    }
+
+    /// Runs the data task `task` on a thread of its own, calling the session's delegate as URLSession does.
+    static func startData(_ task: URLSessionDataTask, session: URLSession) {
+        let url = task.request.url?.absoluteString ?? ""
+        let configuration = session.configuration
+        let settings = SessionSettings(hasCookieStorage: configuration.httpCookieStorage != nil, setsCookies: configuration.httpShouldSetCookies,
+                                       cookieAcceptPolicy: configuration.httpCookieAcceptPolicy,
+                                       hasCredentialStorage: configuration.urlCredentialStorage != nil,
+                                       hasURLCache: configuration.urlCache != nil, requestCachePolicy: configuration.requestCachePolicy)
+        let (route, index) = dataState.withLock { s -> (Route?, Int) in
+            s.next += 1
+            s.records[s.next] = Record(url: url, request: task.request, session: settings)
+            return (s.routes[url], s.next)
+        }
+        // The stand-in's own thread; the objects are used only by it and the test (the test's cancel is an atomic).
+        let work = UncheckedBox((task, session))
+        Thread.detachNewThread {
+            let (task, session) = work.value
+            runData(task, session: session, route: route, index: index)
+        }
+    }
+
+    private static func runData(_ task: URLSessionDataTask, session: URLSession, route: Route?, index: Int) {
+        let delegate = session.delegate as? any URLSessionTaskDelegate
+        let dataDelegate = session.delegate as? any URLSessionDataDelegate
+        let url = task.request.url!
+        let clock = ContinuousClock()
+        let start = clock.now
+        let timeout = Duration.milliseconds(Int64(task.request.timeoutInterval * 1000))
+        func complete(_ error: (any Error)?) { delegate?.urlSession(session, task: task, didCompleteWithError: error) }
+        func urlError(_ code: Int) -> NSError { NSError(domain: "NSURLErrorDomain", code: code, userInfo: nil) }
+        func isCancelled() -> Bool { task.cancelled.load(ordering: .sequentiallyConsistent) }
+        /// Waits `delay`, in steps of a millisecond; `false` (and the task completed) when it was cancelled or timed out first.
+        func pause(_ delay: Duration) -> Bool {
+            let end = clock.now.advanced(by: delay)
+            repeat {
+                if isCancelled() {
+                    dataRecord(index) { $0.cancelled = true }
+                    complete(urlError(-999))
+                    return false
+                }
+                if clock.now - start >= timeout {
+                    dataRecord(index) { $0.timedOut = true }
+                    complete(urlError(-1001))
+                    return false
+                }
+                if clock.now >= end { return true }
+                Thread.sleep(forTimeInterval: 0.001)
+            } while true
+        }
+        guard let route else { complete(urlError(-1004)); return }
+        var status = 200
+        var body: [UInt8] = []
+        var headers: [String: String] = [:]
+        switch route {
+        case .failure:
+            complete(urlError(-1004))
+            return
+        case .hang:
+            _ = pause(.seconds(86_400))
+            return
+        case let .status(code, bytes, delay):
+            guard pause(delay) else { return }
+            (status, body) = (code, bytes)
+        case let .body(bytes, _, delay, _):
+            guard pause(delay) else { return }
+            body = bytes
+        case let .redirect(code, location):
+            guard pause(.zero) else { return }
+            let response = HTTPURLResponse(url: url, statusCode: code, httpVersion: "HTTP/1.1", headerFields: ["Location": location])!
+            let decision = Mutex<(decided: Bool, request: URLRequest?)>((false, nil))
+            var next = task.request
+            next.url = URL(string: location, relativeTo: url)?.absoluteURL ?? url
+            delegate?.urlSession(session, task: task, willPerformHTTPRedirection: response, newRequest: next) { request in
+                decision.withLock { $0 = (true, request) }
+            }
+            while !decision.withLock({ $0.decided }) { Thread.sleep(forTimeInterval: 0.001) }
+            if decision.withLock({ $0.request }) != nil {
+                dataRecord(index) { $0.followedRedirect = true }
+                complete(urlError(-1007))   // the stand-in does not follow
+                return
+            }
+            (status, body, headers) = (code, Array("redirect".utf8), ["Location": location])
+        }
+        headers["Content-Length"] = "\(body.count)"
+        let response = HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: headers)!
+        task.response = response
+        let disposition = Mutex<URLSession.ResponseDisposition?>(nil)
+        if let dataDelegate {
+            dataDelegate.urlSession(session, dataTask: task, didReceive: response) { answer in disposition.withLock { $0 = answer } }
+            while disposition.withLock({ $0 }) == nil {
+                guard pause(.milliseconds(1)) else { return }
+            }
+        } else {
+            disposition.withLock { $0 = .allow }
+        }
+        guard disposition.withLock({ $0 }) == .allow else {
+            dataRecord(index) { $0.cancelled = true }
+            complete(urlError(-999))
+            return
+        }
+        var written = 0
+        while written < body.count {
+            guard pause(.zero) else { return }
+            let piece = body[written..<min(written + 1024, body.count)]
+            dataDelegate?.urlSession(session, dataTask: task, didReceive: Data(piece))
+            written += piece.count
+            dataRecord(index) { $0.bytesWritten = written }
+        }
         complete(nil)
     }
 }
