@@ -291,3 +291,52 @@ import SealedPushTestSupport
         #expect(both.status == 0 && both.stdoutText.contains("report URL") && both.stdoutText.contains("previews: none"))
     }
 }
+
+@Suite("CLI: reveal v1 revision 2 — nothing openable in the store, the pending queue", .serialized, .timeLimit(.minutes(10)))
+struct RevealRevision2CLITests {
+    @Test("previews none: device notifications --json holds no ENCRYPTED_DATA, only SEALEDPUSH_LOCAL; expand still reveals")
+    func nothingOpenableInStore() throws {
+        let d = try RevealCLITests.device()
+        #expect(try d.run(["device", "config", "--previews", "none", "--keychain", d.device]).status == 0)
+        let pushed = try d.push(try d.seal([], body: RevealCLITests.secret), ["--request-id", "p-local"]).json
+        #expect(pushed["outcome"] == .string("decrypted"))
+        let listed = try d.run(["device", "notifications", "--keychain", d.device, "--json"])
+        #expect(listed.status == 0, "\(listed.stderr)")
+        #expect(!listed.stdoutText.contains("ENCRYPTED_DATA") && listed.stdoutText.contains("SEALEDPUSH_LOCAL"), "\(listed.stdoutText)")
+        let opened = try #require(try JSON.parse(try d.run(["device", "expand", "p-local", "--keychain", d.device, "--json"]).stdout).objectValue)
+        #expect(opened["outcome"] == .string("revealed") && opened["view"]?.objectValue?["body"] == .string(RevealCLITests.secret))
+        // Locked (after first unlock): the reveal key does not read, so the local envelope does not open.
+        #expect(try d.run(["device", "lock", "--keychain", d.device]).status == 0)
+        let locked = try #require(try JSON.parse(try d.run(["device", "expand", "p-local", "--keychain", d.device, "--json"]).stdout).objectValue)
+        #expect(locked["outcome"] == .string("locked"))
+    }
+
+    @Test("before first unlock: fallback without ENCRYPTED_DATA, counted in status --json; device unlock opens it and replaces the notification")
+    func pendingQueue() throws {
+        let d = try RevealCLITests.device()
+        let payload = try d.seal([], body: RevealCLITests.secret)
+        #expect(try d.run(["device", "reboot", "--keychain", d.device]).status == 0)
+        let arrived = try d.push(payload, ["--request-id", "p-bfu"]).json
+        #expect(arrived["outcome"] == .string("fallback") && arrived["reason"] == .string("keychainLocked"))
+        let shown = try #require(arrived["notification"]?.objectValue)
+        #expect(shown["userInfo"]?.objectValue?["ENCRYPTED_DATA"] == nil)
+        #expect(shown["userInfo"]?.objectValue?["SEALEDPUSH_PENDING"] == .string("p-bfu"))
+        func status() throws -> JSONObject {
+            let run = try d.run(["device", "status", "--keychain", d.device, "--json"])
+            #expect(run.status == 0, "\(run.stderr)")
+            return try #require(try JSON.parse(run.stdout).objectValue)
+        }
+        let before = try status()
+        #expect(before["pending"] == .int(1) && before["pending_dropped"] == .int(0) && before["lock_state"] == .string("beforeFirstUnlock"))
+        let unlock = try d.run(["device", "unlock", "--keychain", d.device])
+        #expect(unlock.status == 0 && unlock.stdoutText.contains("pending queue: 1 opened"), "\(unlock.stdoutText) \(unlock.stderr)")
+        #expect(try status()["pending"] == .int(0))
+        guard case let .array(listed) = try JSON.parse(try d.run(["device", "notifications", "--keychain", d.device, "--json"]).stdout) else {
+            Issue.record("device notifications --json printed no array"); return
+        }
+        let mine = listed.compactMap(\.objectValue).filter { $0["request_id"] == .string("p-bfu") }
+        #expect(mine.count == 1 && mine.first?["body"] == .string(RevealCLITests.secret), "\(listed)")
+        // An unlock with nothing waiting prints only the state.
+        #expect(!(try d.run(["device", "unlock", "--keychain", d.device]).stdoutText.contains("pending queue")))
+    }
+}
