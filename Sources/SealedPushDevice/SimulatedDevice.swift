@@ -84,6 +84,8 @@ public struct SimulatedDevice: Sendable {
         }
         var configured = extensionConfiguration(logger: logger, attachments: attachments, previews: policy)
         configured.receipts = receipts
+        // The app's filtering entitlement (`device push --filtering`): a replay is suppressed, not shown as (Encrypted).
+        configured.suppressesReplays = options.filtering
         let configuration = configured
         let made = MadeExtension()
         let simulator = DeviceSimulator(options: options) {

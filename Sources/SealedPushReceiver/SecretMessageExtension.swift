@@ -65,6 +65,12 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         /// The longest the content handler is held for a receipt or failure report (300 ms): what has no answer by
         /// then goes to the outbox, and is sent by the next flush (the next extension run or app launch).
         public var receiptHold: Duration = .milliseconds(300)
+        /// Whether the app has the notification filtering entitlement
+        /// (`com.apple.developer.usernotifications.filtering`): then a replay is suppressed — the extension hands
+        /// iOS content with no alert text, which iOS with that entitlement does not show at all — instead of
+        /// shown as `(Encrypted)`. Leave `false` without the entitlement: iOS would then show the payload as it
+        /// arrived. Default `false`.
+        public var suppressesReplays: Bool = false
 
         /// A configuration; by default the system clock, a 30-second budget and a `sealedpush.extension` logger.
         public init(keys: any DeviceKeyProvider, policy: @escaping @Sendable () throws(OpenFailure) -> ReceiverPolicy = { ReceiverPolicy() },
@@ -303,6 +309,14 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         var content = request.content
         content.body = Self.placeholderText
         content.userInfo[WireFormat.encryptedDataKey] = nil
+        if failure.reason == .replayed, configuration.suppressesReplays {
+            // The filtering entitlement: no alert text, so iOS shows nothing (a replay is never shown twice).
+            content.title = ""
+            content.subtitle = ""
+            content.body = ""
+            content.attachments = []
+            return ExtensionDelivery(content: content, outcome: .fallback(failure.reason))
+        }
         if queueIfLocked, failure.reason == .keychainLocked, let queue = configuration.pendingQueue, deviceKeyIsLocked(request) {
             let entry = PendingMessage(requestID: request.identifier, thread: request.content.threadIdentifier, receivedAt: now,
                                        payload: request.content.userInfo)

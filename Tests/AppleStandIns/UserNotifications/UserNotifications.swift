@@ -239,3 +239,44 @@ open class UNNotification: NSObject {
     }
 }
 #endif
+
+#if os(Linux)
+/// Stand-in: `UNUserNotificationCenter` (not Sendable): the app's notifications in Notification Center. Only the
+/// methods SealedPushApple calls, with Apple's completion-handler signatures; the stand-in keeps the delivered
+/// requests in memory (`standInDelivered`) so tests can see what was added and replaced.
+open class UNUserNotificationCenter: NSObject {
+    /// `nonisolated(unsafe)`: a stand-in singleton made once; its only state is behind a `Mutex`.
+    nonisolated(unsafe) private static let shared = UNUserNotificationCenter()
+    /// The delivered requests, guarded by `lock` (the center is used from any thread, as Apple's is).
+    private var deliveredRequests: [(identifier: String, request: UNNotificationRequest, date: Date)] = []
+    private let lock = NSLock()
+
+    /// The app's notification center.
+    open class func current() -> UNUserNotificationCenter { shared }
+
+    /// Fetches the app's delivered notifications still in Notification Center (the handler may run on a background thread).
+    open func getDeliveredNotifications(completionHandler: @escaping @Sendable ([UNNotification]) -> Void) {
+        let list = lock.withLock { deliveredRequests.map { UNNotification(standInRequest: $0.request, date: $0.date) } }
+        completionHandler(list)
+    }
+
+    /// Schedules `request`; a request with the identifier of a delivered notification replaces it.
+    open func add(_ request: UNNotificationRequest, withCompletionHandler completionHandler: (@Sendable ((any Error)?) -> Void)? = nil) {
+        lock.withLock {
+            deliveredRequests.removeAll { $0.identifier == request.identifier }
+            deliveredRequests.append((request.identifier, request, Date()))
+        }
+        completionHandler?(nil)
+    }
+
+    /// Removes the delivered notifications with these identifiers.
+    open func removeDeliveredNotifications(withIdentifiers identifiers: [String]) {
+        lock.withLock { deliveredRequests.removeAll { identifiers.contains($0.identifier) } }
+    }
+
+    /// Stand-in only: what Notification Center holds (oldest first).
+    public var standInDelivered: [UNNotificationRequest] { lock.withLock { deliveredRequests.map(\.request) } }
+    /// Stand-in only: empties Notification Center.
+    public func standInReset() { lock.withLock { deliveredRequests.removeAll() } }
+}
+#endif

@@ -1,0 +1,156 @@
+#if canImport(UserNotifications)
+public import UserNotifications
+public import SealedPushReceiver
+public import SealedPushWire
+import SealedPushKeyring
+import SealedPushCrypto
+import Logging
+import Foundation
+
+/// Where an app keeps what SealedPush needs, and the few choices it makes: the whole input of the
+/// configurations SealedPush recommends (`SealedPushServiceExtension.standardConfiguration`,
+/// `SealedPushRevealViewController.standardConfiguration`, `SealedPushApp`).
+///
+/// Safe by default: signatures are verified and required as soon as the app trusts a sender key
+/// (`KeychainTrustStore`), and replays are refused (`guardsReplays`); turning either off is explicit.
+public struct SealedPushSettings: Sendable {
+    /// The keychain access group the app and its extensions share (`TEAMID.` followed by the group in the
+    /// `keychain-access-groups` entitlement): device keys, reveal keys, trusted senders, preview policy.
+    public var keychainAccessGroup: String
+    /// The app group the app and its extensions share (`com.apple.security.application-groups`): the replay
+    /// cache, the pending queue and the receipt outbox, in `SealedPush/` in its container.
+    public var appGroup: String
+    /// The unified logging subsystem (e.g. the extension's bundle id).
+    public var logSubsystem: String
+    /// Whether replays are refused (default `true`). `false` costs the "opens once" promise: a push captured on
+    /// the way (or in a provider's logs) shows again every time it is replayed until it expires.
+    public var guardsReplays = true
+    /// Whether the app has the notification filtering entitlement
+    /// (`com.apple.developer.usernotifications.filtering`): then a replay is not shown at all, rather than as
+    /// `(Encrypted)`. Set it only with the entitlement: without it iOS shows the payload as it arrived.
+    public var hasFilteringEntitlement = false
+    /// The reveal category (reveal v1 §3), one the content extension lists in `UNNotificationExtensionCategory`.
+    public var revealCategory = RevealFormat.defaultCategory
+    /// Where failure reports go (receipts v1 §3); `nil` sends none.
+    public var reportURL: String? = nil
+    /// Which attachment URLs are fetched (`.production`: https to public hosts only).
+    public var attachmentPolicy: AttachmentURLPolicy = .production
+
+    /// The settings of an app: its keychain access group, app group and logging subsystem.
+    public init(keychainAccessGroup: String, appGroup: String, logSubsystem: String) {
+        self.keychainAccessGroup = keychainAccessGroup
+        self.appGroup = appGroup
+        self.logSubsystem = logSubsystem
+    }
+
+    /// The logger of `label` under the settings' subsystem.
+    func logger(_ label: String) -> Logging.Logger { .unifiedLogging(label: label, subsystem: logSubsystem) }
+
+    /// The replay cache in the app group, or — when the container cannot be had (no App Groups capability) — a
+    /// guard that refuses every message, logged: replay protection is never silently off.
+    func replayGuard(logger: Logging.Logger) -> (any ReplayGuard)? {
+        guard guardsReplays else { return nil }
+        do { return try AppGroupReplayCache(appGroup: appGroup, logger: logger) } catch {
+            logger.error("the replay cache cannot be opened; every message is refused until the App Groups capability is set",
+                         metadata: ["error": "\(error)"])
+            return RefuseAllReplayGuard()
+        }
+    }
+
+    /// The receipt courier over the app group outbox (`nil` when the container cannot be had).
+    func courier(transport: (any ReceiptTransport)?, logger: Logging.Logger) -> ReceiptCourier? {
+        let outbox: AppGroupReceiptOutbox
+        do { outbox = try AppGroupReceiptOutbox(appGroup: appGroup, logger: logger) } catch {
+            logger.error("the receipt outbox cannot be opened; no receipt is sent", metadata: ["error": "\(error)"])
+            return nil
+        }
+        let url = reportURL
+        var courier = ReceiptCourier(transport: transport, outbox: outbox, reportURL: { url }, logger: logger)
+        courier.revealTickets = outbox
+        return courier
+    }
+
+    /// The service extension's configuration without a request's attachments: keys, trust, replays, previews,
+    /// the reveal public key, the pending queue and its replacer, receipts.
+    public func serviceConfiguration(receiptTransport: (any ReceiptTransport)?) -> SecretMessageExtension.Configuration {
+        let logger = logger("sealedpush.extension")
+        let trust = KeychainTrustStore(accessGroup: keychainAccessGroup)
+        var configuration = SecretMessageExtension.Configuration(
+            keys: KeychainDeviceKeyring(accessGroup: keychainAccessGroup, logger: logger),
+            policy: { () throws(OpenFailure) -> ReceiverPolicy in try trust.receiverPolicy() },
+            replayGuard: replayGuard(logger: logger), logger: logger)
+        configuration.revealCategory = revealCategory
+        do { configuration.previews = try trust.previews() } catch {
+            // Never show more than the user chose: an unreadable setting hands over no text.
+            logger.error("the preview setting cannot be read; no text is handed over", metadata: ["error": "\(error)"])
+            configuration.previews = .hidden
+        }
+        let reveal = KeychainRevealKeyring(accessGroup: keychainAccessGroup, logger: logger)
+        configuration.revealPublicKey = { try? reveal.activeRevealPublicKey() }
+        do { configuration.pendingQueue = try AppGroupPendingQueue(appGroup: appGroup, logger: logger) } catch {
+            logger.error("the pending queue cannot be opened; messages that arrive before the first unlock are lost",
+                         metadata: ["error": "\(error)"])
+        }
+        configuration.notificationReplacer = NotificationCenterReplacer(logger: logger)
+        configuration.receipts = courier(transport: receiptTransport, logger: logger)
+        configuration.suppressesReplays = hasFilteringEntitlement
+        return configuration
+    }
+
+    /// The content extension's configuration: reveal and device keys, trust, the shared replay cache, the lock probe
+    /// (the reveal key reads only while unlocked), the `revealed` receipt.
+    public func revealConfiguration(receiptTransport: (any ReceiptTransport)?) -> RevealContentExtension.Configuration {
+        let logger = logger("sealedpush.content-extension")
+        let trust = KeychainTrustStore(accessGroup: keychainAccessGroup)
+        let reveal = KeychainRevealKeyring(accessGroup: keychainAccessGroup, logger: logger)
+        var configuration = RevealContentExtension.Configuration(
+            revealKeys: reveal, deviceKeys: KeychainDeviceKeyring(accessGroup: keychainAccessGroup, logger: logger),
+            policy: { () throws(OpenFailure) -> ReceiverPolicy in try trust.receiverPolicy() },
+            replayGuard: replayGuard(logger: logger), protectedDataAvailable: { reveal.isReadable() }, logger: logger)
+        configuration.receipts = courier(transport: receiptTransport, logger: logger)
+        return configuration
+    }
+}
+
+/// The replay guard of an extension that cannot open its replay cache: every message is refused as `replayed`
+/// (fail closed) until the App Groups capability is fixed.
+struct RefuseAllReplayGuard: ReplayGuard {
+    func recordIfNew(messageID: String, requestIdentifier: String?, keyID: KeyID, expiresAt: Int64, now: Int64) -> Bool { false }
+}
+
+extension SealedPushServiceExtension {
+    /// The configuration SealedPush recommends for `request`: `settings.serviceConfiguration` plus the request's
+    /// attachments fetched through `fetcher` (`nil`: text only). Call it from `configuration(for:)`.
+    nonisolated public func standardConfiguration(for request: UNNotificationRequest, settings: SealedPushSettings,
+                                                  fetcher: (any AttachmentFetcher)?,
+                                                  receiptTransport: (any ReceiptTransport)?) -> SecretMessageExtension.Configuration {
+        var configuration = settings.serviceConfiguration(receiptTransport: receiptTransport)
+        if let fetcher { configuration.attachments = attachmentPipeline(for: request, fetcher: fetcher, policy: settings.attachmentPolicy) }
+        return configuration
+    }
+}
+
+/// What the app does for SealedPush when it launches (and, if it likes, when it comes to the foreground).
+public enum SealedPushApp {
+    /// What `didLaunch` did.
+    public struct LaunchSummary: Sendable, Equatable {
+        /// The pending queue's processing (reveal v1 §9).
+        public var pending: PendingQueueSummary
+        /// The receipt outbox's flush.
+        public var receipts: OutboxFlushSummary
+    }
+
+    /// Opens the messages that waited for the first unlock (replacing their notifications in Notification Center)
+    /// and sends what waits in the receipt outbox. Call it once the app runs with the phone unlocked (e.g. from
+    /// `application(_:didFinishLaunchingWithOptions:)` in a `Task`), and from a `BGTaskScheduler` task to flush
+    /// receipts later; wrap it in `ProcessInfo.performExpiringActivity(withReason:using:)`.
+    public static func didLaunch(settings: SealedPushSettings, receiptTransport: (any ReceiptTransport)?) async -> LaunchSummary {
+        var configuration = settings.serviceConfiguration(receiptTransport: receiptTransport)
+        configuration.processesPendingQueueAfterDelivery = false
+        let receiver = SecretMessageExtension(configuration: configuration)
+        let pending = await receiver.processPendingQueue(replacer: NotificationCenterReplacer(logger: configuration.logger))
+        let receipts = await configuration.receipts?.flush(now: configuration.clock.unixSeconds) ?? OutboxFlushSummary()
+        return LaunchSummary(pending: pending, receipts: receipts)
+    }
+}
+#endif
