@@ -386,3 +386,29 @@ struct ReceiptExtensionTests {
         }
     }
 }
+
+extension ReceiptExtensionTests {
+    @Test("the content handler is held at most receiptHold (300 ms) for a receipt, not the courier's 2 s: past it the receipt is queued")
+    func receiptHoldsTheHandlerAtMost300ms() async throws {
+        let transport = RecordingTransport(hang: true)
+        let outbox = ReceiptOutboxStore(store: store)
+        let clock = WallClock { [time] in Date(timeIntervalSince1970: Double(time.value.withLock { $0 })) }
+        let timer = ManualClock()
+        var configuration = SecretMessageExtension.Configuration(keys: InMemoryKeys([vectorKey]), replayGuard: InMemoryReplayGuard(), clock: clock,
+                                                                 timeBudget: .seconds(3600))
+        configuration.receipts = ReceiptCourier(transport: transport, outbox: outbox, timeout: .seconds(2), timer: timer)
+        configuration.flushesOutboxAfterDelivery = false
+        #expect(configuration.receiptHold == .milliseconds(300))
+        let ext = SecretMessageExtension(configuration: configuration)
+        let done = Mutex<ExtensionDelivery?>(nil)
+        ext.didReceive(request(try vector("receipt"), identifier: "hold")) { delivery in done.withLock { $0 = delivery } }
+        // The POST hangs; its wait on the timer is the hold (≤ 300 ms), so 300 ms on the timer lets the handler go.
+        try await timer.waitForSleepers(1)
+        timer.advance(by: .milliseconds(300))
+        let deadline = ContinuousClock.now.advanced(by: .seconds(30))
+        while done.withLock({ $0 }) == nil, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        let delivery = try #require(done.withLock { $0 }, "the handler waited past the 300 ms hold")
+        #expect(delivery.outcome == .decrypted && delivery.receipt == .queued)
+        #expect(try outbox.entries().entries.count == 1, "the receipt went to the outbox for the next flush")
+    }
+}
