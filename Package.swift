@@ -37,18 +37,23 @@ let appleStandIns: [SwiftSetting] = [
     ], .when(platforms: [.linux])),
 ]
 
-/// libsodium for the targets that call it: the system library on Linux; on iOS and macOS swift-sodium's
-/// `Clibsodium`, only when the `AppleSodium` trait is enabled.
+/// libsodium for the targets that call it: the system library on Linux; on iOS, macOS, Mac Catalyst and
+/// visionOS swift-sodium's `Clibsodium` (its xcframework has slices for all four), only when the
+/// `AppleSodium` trait is enabled. Without it an Apple build stops at SealedPushCrypto's `#error`, which
+/// names the trait.
 let sodium: [Target.Dependency] = [
     .target(name: "CSodium", condition: .when(platforms: [.linux])),
-    .product(name: "Clibsodium", package: "swift-sodium", condition: .when(platforms: [.iOS, .macOS], traits: ["AppleSodium"])),
+    .product(name: "Clibsodium", package: "swift-sodium",
+             condition: .when(platforms: [.iOS, .macOS, .macCatalyst, .visionOS], traits: ["AppleSodium"])),
 ]
 
 let package = Package(
     name: "SealedPush",
     // The modules an iOS notification service extension links (SealedPushCrypto, SealedPushWire,
-    // SealedPushReceiver, SealedPushKeyring) use no API newer than these (checked by PlatformAvailabilityTests).
-    platforms: [.iOS(.v18), .macOS(.v15)],
+    // SealedPushReceiver, SealedPushKeyring) use no API newer than iOS 18 / macOS 15 (checked by
+    // PlatformAvailabilityTests); Mac Catalyst 18 and visionOS 2 are the same year's releases (Synchronization's
+    // Mutex, which SealedPushApple uses, came with all four).
+    platforms: [.iOS(.v18), .macOS(.v15), .macCatalyst(.v18), .visionOS(.v2)],
     products: [
         .library(name: "SealedPushCrypto", targets: ["SealedPushCrypto"]),
         .library(name: "SealedPushWire", targets: ["SealedPushWire"]),
@@ -66,13 +71,13 @@ let package = Package(
     traits: [
         .trait(
             name: "AppleSodium",
-            description: "Link libsodium on iOS and macOS from swift-sodium's Clibsodium product (jedisct1/swift-sodium)."
+            description: "Link libsodium on iOS, macOS, Mac Catalyst and visionOS from swift-sodium's Clibsodium product (jedisct1/swift-sodium)."
         ),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
-        // Only under the AppleSodium trait, only on iOS and macOS (see SealedPushCrypto). 0.x: minor
+        // Only under the AppleSodium trait, only on Apple platforms (see `sodium`). 0.x: minor
         // versions may break, so up to the next minor.
         .package(url: "https://github.com/jedisct1/swift-sodium", .upToNextMinor(from: "0.10.0")),
     ],
@@ -85,7 +90,8 @@ let package = Package(
             providers: [.apt(["libsodium-dev"]), .brew(["libsodium"])]
         ),
         // The only module that touches pointers and libsodium: the system library on Linux, swift-sodium's
-        // Clibsodium on iOS and macOS when the AppleSodium trait is on (its sources import whichever is present).
+        // Clibsodium on Apple platforms when the AppleSodium trait is on (its sources import whichever is present,
+        // and stop with an #error naming the trait when neither is).
         .target(name: "SealedPushCrypto", dependencies: sodium, swiftSettings: strict),
         // Wire format v1: envelope, padding, inner framing, body model, ordered receiver checks.
         .target(name: "SealedPushWire", dependencies: ["SealedPushCrypto"], swiftSettings: strict),

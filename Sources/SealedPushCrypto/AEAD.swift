@@ -1,8 +1,8 @@
 #if canImport(Clibsodium)
 import Clibsodium  // iOS and macOS, AppleSodium trait: swift-sodium's libsodium
-#else
+#elseif canImport(CSodium)
 import CSodium  // Linux: the system libsodium
-#endif
+#endif  // neither: Sodium.swift stops the build with #error, naming the AppleSodium trait
 
 /// XChaCha20-Poly1305 (IETF) authenticated encryption, used for secrets at rest.
 public enum XChaCha20Poly1305 {

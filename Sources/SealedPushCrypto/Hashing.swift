@@ -1,8 +1,8 @@
 #if canImport(Clibsodium)
 import Clibsodium  // iOS and macOS, AppleSodium trait: swift-sodium's libsodium
-#else
+#elseif canImport(CSodium)
 import CSodium  // Linux: the system libsodium
-#endif
+#endif  // neither: Sodium.swift stops the build with #error, naming the AppleSodium trait
 
 /// BLAKE2b (`crypto_generichash`), unkeyed.
 public enum Blake2b {

@@ -1,8 +1,8 @@
 #if canImport(Clibsodium)
 import Clibsodium  // iOS and macOS, AppleSodium trait: swift-sodium's libsodium
-#else
+#elseif canImport(CSodium)
 import CSodium  // Linux: the system libsodium
-#endif
+#endif  // neither: Sodium.swift stops the build with #error, naming the AppleSodium trait
 
 /// The arithmetic of an encrypted media object (attachments v1 §2): Padmé, padded and object lengths, the
 /// additional data every chunk carries.

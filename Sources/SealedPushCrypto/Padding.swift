@@ -1,8 +1,8 @@
 #if canImport(Clibsodium)
 import Clibsodium  // iOS and macOS, AppleSodium trait: swift-sodium's libsodium
-#else
+#elseif canImport(CSodium)
 import CSodium  // Linux: the system libsodium
-#endif
+#endif  // neither: Sodium.swift stops the build with #error, naming the AppleSodium trait
 
 /// ISO/IEC 7816-4 padding: data, one `0x80` byte, then zero bytes up to the padded length.
 public enum ISO7816Padding {

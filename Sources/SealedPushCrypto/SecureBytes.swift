@@ -1,8 +1,8 @@
 #if canImport(Clibsodium)
 import Clibsodium  // iOS and macOS, AppleSodium trait: swift-sodium's libsodium
-#else
+#elseif canImport(CSodium)
 import CSodium  // Linux: the system libsodium
-#endif
+#endif  // neither: Sodium.swift stops the build with #error, naming the AppleSodium trait
 
 /// Bytes that hold a secret: wiped with `sodium_memzero` when the last copy is released.
 ///

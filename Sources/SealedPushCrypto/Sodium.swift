@@ -1,7 +1,16 @@
 #if canImport(Clibsodium)
-import Clibsodium  // iOS and macOS, AppleSodium trait: swift-sodium's libsodium
-#else
+import Clibsodium  // iOS, macOS, Mac Catalyst, visionOS, AppleSodium trait: swift-sodium's libsodium
+#elseif canImport(CSodium)
 import CSodium  // Linux: the system libsodium
+#else
+#error("""
+    SealedPushCrypto needs libsodium, and this build has none. On iOS, macOS, Mac Catalyst and visionOS \
+    enable the SealedPush package's AppleSodium trait, which links swift-sodium's Clibsodium: in Xcode \
+    (26.4 or later), select the SealedPush package under the project's Package Dependencies and enable \
+    AppleSodium among its traits; in a Package.swift, depend on the package with traits: ["AppleSodium"], e.g. \
+    .package(url: "<SealedPush repository URL>", from: "<version>", traits: ["AppleSodium"]). \
+    On Linux, install the distribution's libsodium with its pkg-config file (Debian, Ubuntu: apt install libsodium-dev).
+    """)
 #endif
 #if canImport(Glibc)
 import Glibc
