@@ -42,6 +42,9 @@ open class SealedPushServiceExtension: UNNotificationServiceExtension {
     /// Opens `request`'s `ENCRYPTED_DATA` and calls `contentHandler` once with the content to show.
     nonisolated open override func didReceive(_ request: UNNotificationRequest,
                                                withContentHandler contentHandler: @escaping (UNNotificationContent) -> Void) {
+        // In flight from the first instruction: an expiry from here on is this request's, even before its
+        // receiver exists (the receiver is attached below, and expires at once if the expiry came first).
+        let token = inFlight.begin()
         // A fresh private directory for this request's attachments; what earlier requests (or an extension
         // iOS killed) left under the root is removed first.
         let directory = directories.begin(ObjectIdentifier(request), root: attachmentsRootDirectory)
@@ -58,14 +61,14 @@ open class SealedPushServiceExtension: UNNotificationServiceExtension {
         guard let content = NotificationContent(request.content) else {
             // userInfo is not JSON (APNs payloads always are): show what iOS gave.
             configuration.logger.notice("userInfo is not JSON; content passed through", metadata: ["reason": "\(ReasonCode.invalidPayload)"])
+            inFlight.remove(token)
             directories.end(directory)
             handler.deliverOriginal()
             return
         }
         let ours = NotificationRequest(identifier: request.identifier, content: content)
         let receiver = SecretMessageExtension(configuration: configuration)
-        let (token, expired) = inFlight.add(receiver)
-        if expired { receiver.serviceExtensionTimeWillExpire() }   // the expiry came while this call was starting
+        if inFlight.attach(receiver, to: token) { receiver.serviceExtensionTimeWillExpire() }   // the expiry came while this call was starting
         receiver.didReceive(ours) { [inFlight, directories] delivery in
             handler.deliver(delivery.content, original: content)
             inFlight.remove(token)
@@ -96,27 +99,49 @@ open class SealedPushServiceExtension: UNNotificationServiceExtension {
     }
 }
 
-/// The requests an extension instance is working on, and whether an expiry came with none in flight.
+/// The requests an extension instance is working on, from the first instruction of `didReceive` until their
+/// content was delivered.
+///
+/// iOS calls `serviceExtensionTimeWillExpire()` only for a request it handed over, so an expiry applies to
+/// the requests in flight and to nothing else: one that comes with none in flight is ignored (it must not
+/// cut short the next push on the same warm process). A request is registered (`begin`) before any other
+/// work of `didReceive`, so an expiry that comes before its receiver exists is kept for it and applied when
+/// the receiver is attached.
 final class InFlightRequests: Sendable {
-    private let state = Mutex<(next: Int, receivers: [Int: SecretMessageExtension], expiredEarly: Bool)>((0, [:], false))
+    /// One request: its receiver once made, and whether an expiry came before that.
+    private struct Entry {
+        var receiver: SecretMessageExtension?
+        var expired = false
+    }
 
-    /// Registers `receiver`; `expired` says the expiry callback came before any request was in flight.
-    func add(_ receiver: SecretMessageExtension) -> (token: Int, expired: Bool) {
+    private let state = Mutex<(next: Int, entries: [Int: Entry])>((0, [:]))
+
+    /// Registers a request that has just entered `didReceive`; returns its token.
+    func begin() -> Int {
         state.withLock { s in
-            defer { s.next += 1; s.expiredEarly = false }
-            s.receivers[s.next] = receiver
-            return (s.next, s.expiredEarly)
+            defer { s.next += 1 }
+            s.entries[s.next] = Entry()
+            return s.next
+        }
+    }
+
+    /// Attaches the request's receiver; `true` when the expiry came before (the caller expires it at once).
+    func attach(_ receiver: SecretMessageExtension, to token: Int) -> Bool {
+        state.withLock { s in
+            s.entries[token]?.receiver = receiver
+            return s.entries[token]?.expired ?? false
         }
     }
 
     /// Forgets a request whose content was delivered.
-    func remove(_ token: Int) { _ = state.withLock { $0.receivers.removeValue(forKey: token) } }
+    func remove(_ token: Int) { _ = state.withLock { $0.entries.removeValue(forKey: token) } }
 
-    /// The receivers to expire; with none, remembers the expiry for the next request.
+    /// The receivers to expire now; a request whose receiver is not made yet is marked, and nothing is kept
+    /// when no request is in flight.
     func expireAll() -> [SecretMessageExtension] {
         state.withLock { s in
-            if s.receivers.isEmpty { s.expiredEarly = true }
-            return Array(s.receivers.values)
+            for token in s.entries.keys where s.entries[token]?.receiver == nil { s.entries[token]?.expired = true }
+            return s.entries.values.compactMap(\.receiver)
         }
     }
 }
