@@ -7,12 +7,12 @@ import SealedPushReceiver
 import UIKit
 import UserNotifications
 
-/// Where the app and its extensions share files: on iOS,
-/// `FileManager.default.containerURL(forSecurityApplicationGroupIdentifier: "group.com.example")`.
+/// Where the app and its extensions share files: on iOS the App Group container
+/// (`nil` when the target lacks the App Groups capability).
 enum AppGroup {
-    static var replayDirectory: URL {
+    static var replayDirectory: URL? {
         #if os(iOS)
-        FileManager.default.containerURL(forSecurityApplicationGroupIdentifier: "group.com.example")!.appendingPathComponent("replay")
+        FileManager.default.containerURL(forSecurityApplicationGroupIdentifier: "group.com.example")?.appendingPathComponent("replay")
         #else
         FileManager.default.temporaryDirectory.appendingPathComponent("group.com.example/replay")
         #endif
@@ -25,16 +25,32 @@ final class NotificationViewController: SealedPushRevealViewController {
     override func viewDidLoad() {
         super.viewDidLoad()
         label.numberOfLines = 0
+        label.translatesAutoresizingMaskIntoConstraints = false
         view.addSubview(label)
+        NSLayoutConstraint.activate([
+            label.leadingAnchor.constraint(equalTo: view.layoutMarginsGuide.leadingAnchor),
+            label.trailingAnchor.constraint(equalTo: view.layoutMarginsGuide.trailingAnchor),
+            label.topAnchor.constraint(equalTo: view.layoutMarginsGuide.topAnchor),
+            label.bottomAnchor.constraint(lessThanOrEqualTo: view.layoutMarginsGuide.bottomAnchor),
+        ])
+    }
+
+    override func didReceive(_ notification: UNNotification) {
+        guard AppGroup.replayDirectory != nil else {
+            // No App Group container: nothing is opened without the shared replay cache, and the view says so.
+            show(RevealView(outcome: .fallback(.keychainLocked), body: SecretMessageExtension.placeholderText))
+            return
+        }
+        super.didReceive(notification)
     }
 
     override func configuration(for notification: UNNotification) -> RevealContentExtension.Configuration {
         let group = "ABCDE12345.com.example.shared"
-        let reveal = KeychainDeviceKeys(accessGroup: group, service: "sealedpush.reveal-key")
+        let reveal = KeychainRevealKeyring(accessGroup: group)
         return RevealContentExtension.Configuration(
             revealKeys: reveal,
             deviceKeys: KeychainDeviceKeyring(accessGroup: group),
-            replayGuard: ReplayCache(directory: .init(AppGroup.replayDirectory.path)),
+            replayGuard: AppGroup.replayDirectory.map { ReplayCache(directory: .init($0.path)) },
             protectedDataAvailable: { reveal.isReadable() })
     }
 
