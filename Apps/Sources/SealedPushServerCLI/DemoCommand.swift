@@ -141,14 +141,21 @@ struct Demo {
         let waiting = try sealOrFail(sender, SecretMessage(title: "Agent K", body: "Delivered while the phone was locked."), newRecord)
         _ = try opened("device reboot") { () throws(KeychainError) in try deviceStore.reboot() }
         note("sealedpush device reboot  →  beforeFirstUnlock")
-        sideBySide(waiting, await deliver(waiting, store: deviceStore))
+        let locked = await deliver(waiting, store: deviceStore)
+        sideBySide(waiting, locked)
         if let receipts {
             note("Failure report received by the server: " + style.bold(await receipts.reports(.keychainLocked))
                  + " (key id \(newRecord.keyID.hex): the key cannot be read in this lock state)")
         }
+        note("The message waits, still sealed, in the pending queue (reveal v1 §9); iOS keeps no ENCRYPTED_DATA for it.")
         _ = try opened("device unlock") { () throws(KeychainError) in try deviceStore.unlock() }
-        note("sealedpush device unlock  →  the same payload delivered again:")
-        sideBySide(waiting, await deliver(waiting, store: deviceStore))
+        let device = SimulatedDevice(store: deviceStore)
+        let processed = await device.processPendingQueue(receipts: receipts?.courier(deviceStore), logger: quietLogger)
+        note("sealedpush device unlock  →  the pending queue opens it (\(processed.replaced) replaced) and its notification becomes:")
+        if let requestID = locked.requestID,
+           let shown = try? NotificationCenterStore(store: deviceStore).entry(requestID: requestID) {
+            note("   " + style.bold(shown.title) + " — " + shown.body + style.dim("  (request \(requestID), replaced in place)"))
+        }
 
         try await revealAct(sender: sender, record: newRecord, store: deviceStore)
 
