@@ -189,14 +189,21 @@ private final class ExpiringService: SealedPushServiceExtension {
             let code = text.split(separator: "\n", omittingEmptySubsequences: false).drop { $0.hasPrefix("//") }.joined(separator: "\n")
             #expect(blocks.contains(code), "docs/ios.md has no code block equal to \(file)")
         }
-        // The app code: the block's lines are the body of setUpDeviceKeys(), in order.
-        let app = try String(contentsOf: root.appendingPathComponent("Tests/AppleStandIns/ExampleExtension/AppKeys.swift"), encoding: .utf8)
-        let appLines = app.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
-        let block = try #require(blocks.first { $0.contains("KeychainDeviceKeySet(") })
-        let blockLines = block.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
-        let firstLine = try #require(blockLines.first)
-        let start = try #require(appLines.firstIndex(of: firstLine))
-        #expect(Array(appLines[start..<min(appLines.count, start + blockLines.count)]) == blockLines)
+        // Every other Swift block is a run of lines, in order, of one of the compiled example files (the app code:
+        // keys, trust, launch). The package manifest line of §1 is the one block that is not Swift code of an app.
+        let examples = try ["NotificationService.swift", "NotificationViewController.swift", "AppKeys.swift", "AppLaunch.swift"].map {
+            try String(contentsOf: root.appendingPathComponent("Tests/AppleStandIns/ExampleExtension/" + $0), encoding: .utf8)
+                .split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+        }
+        for block in blocks where !block.contains("<this repository's URL>") {
+            let lines = block.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+            let compiled = examples.contains { file in
+                file.indices.contains { start in start + lines.count <= file.count && Array(file[start..<(start + lines.count)]) == lines }
+            }
+            #expect(compiled, "docs/ios.md has a Swift block that no compiled example holds: \(lines.first ?? "")")
+        }
+        #expect(blocks.contains { $0.contains("KeychainDeviceKeySet(") } && blocks.contains { $0.contains("SealedPushApp.didLaunch") }
+                && blocks.contains { $0.contains("KeychainTrustStore(") })
     }
 }
 #endif

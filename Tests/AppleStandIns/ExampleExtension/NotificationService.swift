@@ -3,17 +3,17 @@
 import SealedPushApple
 import SealedPushReceiver
 import UserNotifications
-import Logging
 
 nonisolated final class NotificationService: SealedPushServiceExtension {
-    /// One URLSession for the extension process, reused by every request.
+    /// Where the app and its extensions keep SealedPush's keys and state (the same in all three targets).
+    static let settings = SealedPushSettings(keychainAccessGroup: "ABCDE12345.com.example.shared",
+                                             appGroup: "group.com.example",
+                                             logSubsystem: "com.example.app.NotificationService")
+    /// One URLSession each for attachments and receipts, reused by every request of the extension process.
     let fetcher = URLSessionAttachmentFetcher()
+    let receipts = URLSessionReceiptTransport()
 
     override func configuration(for request: UNNotificationRequest) -> SecretMessageExtension.Configuration {
-        SecretMessageExtension.Configuration(
-            keys: KeychainDeviceKeyring(accessGroup: "ABCDE12345.com.example.shared"),
-            logger: .unifiedLogging(label: "sealedpush.extension", subsystem: "com.example.app.NotificationService"),
-            attachments: attachmentPipeline(for: request, fetcher: fetcher)
-        )
+        standardConfiguration(for: request, settings: Self.settings, fetcher: fetcher, receiptTransport: receipts)
     }
 }
