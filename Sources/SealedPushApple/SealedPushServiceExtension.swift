@@ -49,9 +49,11 @@ open class SealedPushServiceExtension: UNNotificationServiceExtension {
         // iOS killed) left under the root is removed first.
         let directory = directories.begin(ObjectIdentifier(request), root: attachmentsRootDirectory)
         var configuration = configuration(for: request)
-        // No outbox flush after the handler: iOS may suspend the process then, and a flush holding the
-        // outbox's lock in the shared container would get it killed (0xdead10cc). The app flushes.
-        configuration.flushesOutboxAfterDelivery = false
+        // After the handler iOS may suspend the process: a flush that held a file lock in the shared container
+        // across its POSTs would get it killed (0xdead10cc). The app group outbox holds its lock only inside one
+        // synchronous change, so with it what waits goes out on this run (the "next extension run" for what an
+        // earlier one queued); with any other outbox the app flushes.
+        if !(configuration.receipts?.outbox is AppGroupReceiptOutbox) { configuration.flushesOutboxAfterDelivery = false }
         directories.configured(ObjectIdentifier(request))
         if directory == nil {
             configuration.logger.error("the attachments directory cannot be made or is not private (0700, ours); attachments are left out",

@@ -15,6 +15,7 @@ import SealedPushCrypto
 import SealedPushKeyring
 import SealedPushSender
 import SealedPushTestSupport
+import Synchronization
 
 private let keychainGroup = "ABCDE12345.com.example.shared"
 private let appGroup = "group.com.example.safe-defaults"
@@ -55,7 +56,55 @@ private final class SafeApp {
     }
 }
 
+/// Records every receipt POST and accepts it.
+private final class AcceptingTransport: ReceiptTransport {
+    let posts = Mutex<[String]>([])
+    func post(_ body: [UInt8], to url: String, deadline: ContinuousClock.Instant) async -> ReceiptPostResult {
+        posts.withLock { $0.append(url) }
+        return .accepted(status: 204)
+    }
+}
+
+/// The one-file extension of docs/ios.md §2 over `settings`, with a receipt transport the test sees.
+private final class StandardService: SealedPushServiceExtension {
+    let settings: SealedPushSettings
+    let transport: AcceptingTransport
+    init(settings: SealedPushSettings, transport: AcceptingTransport) {
+        self.settings = settings
+        self.transport = transport
+        super.init()
+    }
+    override func configuration(for request: UNNotificationRequest) -> SecretMessageExtension.Configuration {
+        standardConfiguration(for: request, settings: settings, fetcher: nil, receiptTransport: transport)
+    }
+}
+
 extension KeychainDeviceKeysTests {
+    @Test("the next extension run sends what an earlier one queued: the app group outbox is flushed after the content handler")
+    func nextRunFlushesTheOutbox() async throws {
+        let app = try SafeApp()
+        let record = try app.keys.generate()
+        let outbox = try AppGroupReceiptOutbox(appGroup: appGroup)
+        let now = Int64(Date().timeIntervalSince1970)
+        try outbox.enqueue(url: "https://push.example.com/earlier",
+                           message: .delivered(id: "m-earlier", token: "leSLeiHU1ME6svkg7Bq3Yw", at: now, attachments: nil), now: now)
+        let transport = AcceptingTransport()
+        let service = StandardService(settings: app.settings, transport: transport)
+        let payload = try NotificationSender().seal(SecretMessage(title: "Agent K", body: "Now."), to: record).payload
+        let userInfo = try #require(try JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any])
+        let content = UNMutableNotificationContent()
+        content.body = "(Encrypted)"
+        content.userInfo = userInfo
+        let shown = Mutex<String?>(nil)
+        service.didReceive(UNNotificationRequest(identifier: "REQ-N", content: content, trigger: nil)) { c in shown.withLock { $0 = c.body } }
+        for _ in 0..<1000 where transport.posts.withLock({ $0.isEmpty }) || shown.withLock({ $0 }) == nil {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(shown.withLock { $0 } == "Now.")
+        #expect(transport.posts.withLock { $0 } == ["https://push.example.com/earlier"])
+        #expect(try outbox.entries().entries.isEmpty)
+    }
+
     @Test("trust store: no sender → unsigned accepted; a trusted sender makes signatures required; optional only when set; a misfiled record is refused")
     func trustStoreDefaults() throws {
         let trust = KeychainTrustStore(accessGroup: keychainGroup)
