@@ -215,3 +215,28 @@ extension KeychainDeviceKeysTests {
     }
 }
 #endif
+
+#if os(Linux)
+extension KeychainDeviceKeysTests {
+    @Test("first launch after an install wipes every SealedPush item of the access group once (keychain items survive an uninstall)")
+    func wipeAfterInstall() throws {
+        let settings = SealedPushSettings(keychainAccessGroup: keychainGroup, appGroup: appGroup, logSubsystem: "t")
+        let defaults = try #require(UserDefaults(suiteName: "sealedpush-tests-\(UUID().uuidString)"))
+        let keys = KeychainDeviceKeySet(accessGroup: keychainGroup)
+        _ = try keys.generate()
+        try KeychainTrustStore(accessGroup: keychainGroup).trust(SenderKeyRecord(publicKey: SigningKeyPair.generate().publicKey))
+        // An item of another app in the same group is not SealedPush's and stays.
+        let foreign: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: "com.example.other",
+                                      kSecAttrAccount as String: "x", kSecAttrAccessGroup as String: keychainGroup,
+                                      kSecValueData as String: Data([1])]
+        #expect(SecItemAdd(foreign as CFDictionary, nil) == errSecSuccess)
+        #expect(!StandInKeychain.items.filter { $0.service.hasPrefix("sealedpush.") }.isEmpty)
+        #expect(SealedPushApp.wipeKeychainAfterInstall(settings: settings, defaults: defaults))
+        #expect(StandInKeychain.items.map(\.service) == ["com.example.other"])
+        // Not again on the next launch: the keys made now stay.
+        let record = try keys.generate()
+        #expect(!SealedPushApp.wipeKeychainAfterInstall(settings: settings, defaults: defaults))
+        #expect(try keys.export() == record)
+    }
+}
+#endif

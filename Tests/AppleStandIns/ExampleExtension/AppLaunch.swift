@@ -15,6 +15,7 @@ func setUpTrust(senderRecordFromYourServer: [UInt8]) throws {
 /// Opens the pending queue and flushes the receipt outbox.
 func onLaunch() {
     // In the app, e.g. from application(_:didFinishLaunchingWithOptions:), and from a BGTaskScheduler task:
+    SealedPushApp.wipeKeychainAfterInstall(settings: NotificationService.settings)   // the first launch after an install only
     Task {
         let summary = await SealedPushApp.didLaunch(settings: NotificationService.settings,
                                                     receiptTransport: URLSessionReceiptTransport())
