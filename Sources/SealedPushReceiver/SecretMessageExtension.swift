@@ -45,7 +45,8 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         /// Whether the receipt outbox is flushed after the content was handed over (default `true`: the
         /// simulated device). On iOS the process may be suspended right after the handler, and a flush
         /// then holding the outbox's file lock in the shared container gets it killed (`0xdead10cc`): the
-        /// Apple base class sets `false`, and the app flushes (a `BGTaskScheduler` task).
+        /// Apple base class sets `false` unless the outbox is the app group's (whose lock is never held across a
+        /// POST), and the app flushes (on launch, a `BGTaskScheduler` task).
         public var flushesOutboxAfterDelivery: Bool = true
         /// The device's active reveal public key, readable after first unlock (only the secret is
         /// `whenUnlockedThisDeviceOnly`): what an ordinary message is sealed again to under the preview policy
@@ -53,7 +54,7 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         /// message falls back to `(Encrypted)` rather than leave anything openable in iOS's store.
         public var revealPublicKey: @Sendable () -> BoxPublicKey? = { nil }
         /// The pending queue (reveal v1 §9): a message whose device key cannot be read yet (before the first
-        /// unlock) is kept there, still sealed, and opened by `processPendingQueue(replace:)` once the key reads.
+        /// unlock) is kept there, still sealed, and opened by `processPendingQueue(replacer:)` once the key reads.
         /// `nil`: such a message is lost (its notification keeps `(Encrypted)`).
         public var pendingQueue: (any PendingQueue)? = nil
         /// Replaces the notification of a pending message once it opens (reveal v1 §9); `nil`: the queue is
