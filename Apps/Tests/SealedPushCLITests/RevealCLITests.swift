@@ -311,6 +311,18 @@ struct RevealRevision2CLITests {
         #expect(locked["outcome"] == .string("locked"))
     }
 
+    @Test("device push --filtering: a replay is suppressed (not shown), without the entitlement it is (Encrypted)")
+    func replaySuppressedWithFiltering() throws {
+        let d = try RevealCLITests.device()
+        let payload = try d.seal([], body: RevealCLITests.secret)
+        #expect(try d.push(payload, ["--request-id", "f-1"]).json["outcome"] == .string("decrypted"))
+        let shown = try d.push(payload, ["--request-id", "f-2"]).json
+        #expect(shown["outcome"] == .string("fallback") && shown["reason"] == .string("replayed"))
+        let filtered = try d.push(payload, ["--request-id", "f-3", "--filtering"]).json
+        #expect(filtered["outcome"] == .string("suppressed"), "\(filtered)")
+        #expect(filtered["notification"] == .null || filtered["notification"] == nil)
+    }
+
     @Test("before first unlock: fallback without ENCRYPTED_DATA, counted in status --json; device unlock opens it and replaces the notification")
     func pendingQueue() throws {
         let d = try RevealCLITests.device()
