@@ -18,10 +18,10 @@ enum IDSyntax {
         return true
     }
 
-    /// A device token: 64 to 200 hex digits, returned in lowercase.
+    /// A device token: 64 to 200 hex digits, an even number of them (whole bytes), returned in lowercase.
     static func token(_ text: String) -> String? {
         let b = Array(text.utf8)
-        guard (64...200).contains(b.count), b.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) || ($0 >= 0x41 && $0 <= 0x46) })
+        guard (64...200).contains(b.count), b.count % 2 == 0, b.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) || ($0 >= 0x41 && $0 <= 0x46) })
         else { return nil }
         return text.lowercased()
     }
@@ -110,7 +110,7 @@ struct DeviceRegistration {
         let r = try MemberReader(body, allowed: ["user_id", "apns_token", "environment", "key_record"])
         userID = try r.id("user_id", required: true)!
         guard let token = IDSyntax.token(try r.string("apns_token", required: true)!) else {
-            throw Problem.invalidField("/apns_token", "apns_token must be the device token as 64 to 200 hex digits")
+            throw Problem.invalidField("/apns_token", "apns_token must be the device token as 64 to 200 hex digits, an even number (whole bytes)")
         }
         self.token = token
         guard let env = APNsEnvironmentName(rawValue: try r.string("environment", required: true)!) else {

@@ -1194,8 +1194,8 @@ enum OpenAPIDocument {
           },
           "apns_token": {
             "type": "string",
-            "pattern": "^[0-9A-Fa-f]{64,200}$",
-            "description": "The APNs device token as 64 to 200 hex digits."
+            "pattern": "^([0-9A-Fa-f]{2}){32,100}$",
+            "description": "The APNs device token as 64 to 200 hex digits, an even number (whole bytes)."
           },
           "environment": {
             "type": "string",

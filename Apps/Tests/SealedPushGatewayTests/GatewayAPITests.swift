@@ -111,6 +111,13 @@ extension GatewaySuites {
                     ("user_id", "u1"), ("apns_token", "xyz"), ("environment", "sandbox"), ("key_record", .object(phone.record))])))
                 #expect(badToken.status == 400 && badToken.json["field"]?.stringValue == "/apns_token")
                 #expect(!badToken.text.contains("xyz"), "detail never quotes a request value")
+                // An odd number of hex digits is no token (APNs tokens are whole bytes): 65 digits are refused, naming the member.
+                let oddToken = try await g.api.call(.PUT, "/v1/apps/chat/devices/d2", json: .object(JSONObject([
+                    ("user_id", "u1"), ("apns_token", .string(String(repeating: "a", count: 65))), ("environment", "sandbox"),
+                    ("key_record", .object(phone.record))])))
+                #expect(oddToken.status == 400 && oddToken.code == "invalid_field" && oddToken.json["field"]?.stringValue == "/apns_token",
+                        "\(oddToken.text)")
+                #expect(oddToken.text.contains("even number"), "\(oddToken.text)")
                 var forged = phone.record
                 forged["key_id"] = "0000000000000000"
                 let badRecord = try await g.api.call(.PUT, "/v1/apps/chat/devices/d2", json: .object(JSONObject([
