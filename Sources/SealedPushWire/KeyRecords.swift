@@ -36,7 +36,7 @@ public enum KeyRecordError: Error, Equatable, Sendable, CustomStringConvertible 
     }
 }
 
-/// Formats and parses the ISO 8601 UTC timestamps used in records (`2026-11-21T12:00:00Z`).
+/// Formats the ISO 8601 UTC timestamps used in records (`2026-11-21T12:00:00Z`) and parses RFC 3339 date-times.
 public enum Timestamp {
     /// `2026-11-21T12:00:00Z` for `date` (whole seconds, rounded down, UTC; years 0000–9999, clamped).
     public static func format(_ date: Date) -> String {
@@ -56,14 +56,18 @@ public enum Timestamp {
         return out
     }
 
-    /// Parses `YYYY-MM-DDTHH:MM:SSZ`, optionally with 1–9 fractional digits before the `Z`
-    /// (`2026-11-21T12:00:00.250Z`); the date must exist (leap years included) and be UTC. Anything
-    /// else is `nil`. Fixed-format arithmetic: no locale, calendar or ICU data is loaded.
+    /// Parses an RFC 3339 date-time: `YYYY-MM-DDTHH:MM:SS`, optionally 1–9 fractional digits, then `Z` or a
+    /// numeric offset `±HH:MM` (`2026-11-21T12:00:00Z`, `2026-11-21T12:00:00.250Z`, `2026-11-27T16:27:13+00:00`,
+    /// `2026-11-27T18:27:13+02:00`); `T` and `Z` may be lowercase (RFC 3339 §5.6). The date must exist (leap years
+    /// included), years 0000–9999, offsets at most 23:59. Anything else (a space for `T`, a missing offset, a
+    /// five-digit year) is `nil`. Fixed-format arithmetic: no locale, calendar or ICU data is loaded.
     public static func parse(_ text: String) -> Date? {
         let b = Array(text.utf8)
-        guard b.count >= 20, b.count <= 30, b[4] == UInt8(ascii: "-"), b[7] == UInt8(ascii: "-"), b[10] == UInt8(ascii: "T"),
-              b[13] == UInt8(ascii: ":"), b[16] == UInt8(ascii: ":"), b[b.count - 1] == UInt8(ascii: "Z") else { return nil }
+        func isT(_ c: UInt8) -> Bool { c == UInt8(ascii: "T") || c == UInt8(ascii: "t") }
+        guard b.count >= 20, b.count <= 35, b[4] == UInt8(ascii: "-"), b[7] == UInt8(ascii: "-"), isT(b[10]),
+              b[13] == UInt8(ascii: ":"), b[16] == UInt8(ascii: ":") else { return nil }
         func number(_ range: Range<Int>) -> Int64? {
+            guard !range.isEmpty, range.upperBound <= b.count else { return nil }
             var value: Int64 = 0
             for i in range {
                 guard b[i] >= UInt8(ascii: "0"), b[i] <= UInt8(ascii: "9") else { return nil }
@@ -75,17 +79,32 @@ public enum Timestamp {
               let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
               (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year),
               hour <= 23, minute <= 59, second <= 59 else { return nil }
+        // The fraction: "." and 1 to 9 digits.
+        var index = 19
         var fraction = 0.0
-        if b.count > 20 {
-            // ".d…dZ" with 1 to 9 digits
-            guard b[19] == UInt8(ascii: "."), b.count >= 22, let digits = number(20..<(b.count - 1)) else { return nil }
+        if b[index] == UInt8(ascii: ".") {
+            var end = index + 1
+            while end < b.count, b[end] >= UInt8(ascii: "0"), b[end] <= UInt8(ascii: "9") { end += 1 }
+            guard (1...9).contains(end - index - 1), let digits = number((index + 1)..<end) else { return nil }
             var scale = 1.0
-            for _ in 20..<(b.count - 1) { scale *= 10 }
+            for _ in (index + 1)..<end { scale *= 10 }
             fraction = Double(digits) / scale
-        } else {
-            guard b[19] == UInt8(ascii: "Z") else { return nil }
+            index = end
         }
-        let seconds = days(fromYear: year, month: month, day: day) * 86_400 + hour * 3600 + minute * 60 + second
+        // The offset: "Z" (or "z"), or "+HH:MM" / "-HH:MM" (local time = UTC + offset).
+        guard index < b.count else { return nil }
+        var offset: Int64 = 0
+        switch b[index] {
+        case UInt8(ascii: "Z"), UInt8(ascii: "z"):
+            guard index + 1 == b.count else { return nil }
+        case UInt8(ascii: "+"), UInt8(ascii: "-"):
+            guard index + 6 == b.count, b[index + 3] == UInt8(ascii: ":"), let hours = number((index + 1)..<(index + 3)),
+                  let minutes = number((index + 4)..<(index + 6)), hours <= 23, minutes <= 59 else { return nil }
+            offset = (hours * 3600 + minutes * 60) * (b[index] == UInt8(ascii: "-") ? -1 : 1)
+        default:
+            return nil
+        }
+        let seconds = days(fromYear: year, month: month, day: day) * 86_400 + hour * 3600 + minute * 60 + second - offset
         return Date(timeIntervalSince1970: Double(seconds) + fraction)
     }
 

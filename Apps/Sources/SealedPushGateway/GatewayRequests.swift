@@ -121,9 +121,36 @@ struct DeviceRegistration {
             throw Problem.invalidField("/key_record", "key_record is required: give the device's exported sealedpush-device-key record (an object)")
         }
         do { self.record = try DeviceKeyRecord(json: record) } catch {
-            throw Problem.invalidField("/key_record", "key_record is not a valid sealedpush-device-key record (type, version, key_id matching public_key); export it again from the device")
+            throw Self.recordProblem(error)
         }
         keyRecord = record
+    }
+}
+
+extension DeviceRegistration {
+    /// The problem for a key record that does not read: the member that is wrong, by its JSON pointer, and what to
+    /// do. Never quotes the record's values.
+    static func recordProblem(_ error: KeyRecordError) -> Problem {
+        let again = "export the record again from the device"
+        switch error {
+        case .notJSON:
+            return Problem.invalidField("/key_record", "key_record must be the device's sealedpush-device-key record, an object; \(again)")
+        case .wrongType:
+            return Problem.invalidField("/key_record/type", "key_record.type must be \"sealedpush-device-key\"; \(again)")
+        case .unsupportedVersion:
+            return Problem.invalidField("/key_record/version", "key_record.version must be 1; \(again)")
+        case let .invalidMember(member):
+            let pointer = "/key_record/" + member.split(separator: ".").joined(separator: "/")
+            let why = member == "created_at"
+                ? "key_record.created_at must be an RFC 3339 date-time (2026-11-27T16:27:13Z or with an offset, +00:00)"
+                : "key_record.\(member) is missing or not of its type"
+            return Problem.invalidField(pointer, "\(why); \(again)")
+        case .keyIDMismatch:
+            return Problem.invalidField("/key_record/key_id", "key_record.key_id is not the id of key_record.public_key; \(again)")
+        case .revealKeyIDMismatch:
+            return Problem.invalidField("/key_record/reveal/key_id",
+                                        "key_record.reveal.key_id is not the id of key_record.reveal.public_key; \(again)")
+        }
     }
 }
 

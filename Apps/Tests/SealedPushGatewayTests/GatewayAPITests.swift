@@ -123,6 +123,21 @@ extension GatewaySuites {
                 let badRecord = try await g.api.call(.PUT, "/v1/apps/chat/devices/d2", json: .object(JSONObject([
                     ("user_id", "u1"), ("apns_token", .string(hexToken(5))), ("environment", "sandbox"), ("key_record", .object(forged))])))
                 #expect(badRecord.status == 400 && badRecord.json["field"]?.stringValue?.hasPrefix("/key_record") == true, "\(badRecord.text)")
+                #expect(badRecord.json["field"]?.stringValue == "/key_record/key_id", "the member that is wrong: \(badRecord.text)")
+                // #36 bug 4: an RFC 3339 offset is a valid created_at (a client generated from the OpenAPI document writes
+                // dates so); a created_at that is no date names /key_record/created_at, not "type, version, key_id".
+                var offset = phone.record
+                offset["created_at"] = "2026-11-27T16:27:13+00:00"
+                let withOffset = try await g.api.call(.PUT, "/v1/apps/chat/devices/d-offset", json: .object(JSONObject([
+                    ("user_id", "u-offset"), ("apns_token", .string(hexToken(11))), ("environment", "sandbox"), ("key_record", .object(offset))])))
+                #expect((200...201).contains(withOffset.status), "\(withOffset.text)")
+                var notADate = phone.record
+                notADate["created_at"] = "27 November 2026"
+                let badDate = try await g.api.call(.PUT, "/v1/apps/chat/devices/d-offset2", json: .object(JSONObject([
+                    ("user_id", "u-offset"), ("apns_token", .string(hexToken(12))), ("environment", "sandbox"), ("key_record", .object(notADate))])))
+                #expect(badDate.status == 400 && badDate.json["field"]?.stringValue == "/key_record/created_at", "\(badDate.text)")
+                #expect(!badDate.text.contains("type, version"))
+                _ = try await g.api.call(.DELETE, "/v1/apps/chat/devices/d-offset")
 
                 let unsupported = try await g.api.call(.POST, "/v1/apps/chat/messages", raw: Array("{}".utf8), contentType: "text/plain")
                 #expect(unsupported.status == 415 && unsupported.code == "unsupported_media_type")
