@@ -6,7 +6,8 @@ import SealedPushWire
 
 // FuzzOutbox: the device's receipt outbox item (its decrypted secret), which the device reads back on every
 // delivery and `device status` (receipts v1 §2; `ReceiptOutboxStore.decodeOutbox`, internal, reached with
-// `@testable import` in the debug build), and the recovery that replaces an item not as written.
+// `@testable import` in the debug build, over SealedPushWire's `ReceiptOutboxState`, which the app group outbox
+// decodes with too), and the recovery that replaces an item not as written.
 // Invariants: a decoded outbox re-encodes to bytes that decode and re-encode to the same bytes; every decoded
 // entry has a positive sequence, a URL with an origin and a body the collector's parser accepts; recovery
 // never fails, is readable, and counts every entry the old item listed (or one, when none can be read) as dropped.
@@ -22,7 +23,7 @@ func fuzzOne(_ bytes: [UInt8]) {
         } else {
             FuzzFixture.check(fresh.totalDropped >= 1, "a recovered outbox counts what it lost")
         }
-        FuzzFixture.check(ReceiptOutboxStore.decodeOutbox(SecureBytes(ReceiptOutboxStore.encodeOutbox(fresh))) != nil,
+        FuzzFixture.check(ReceiptOutboxStore.decodeOutbox(SecureBytes(fresh.encoded())) != nil,
                           "a recovered outbox is readable")
         return
     }
@@ -31,17 +32,17 @@ func fuzzOne(_ bytes: [UInt8]) {
         FuzzFixture.check(HTTPURL(entry.url)?.origin != nil, "an entry's URL has an origin")
         FuzzFixture.check(outbox.origins[HTTPURL(entry.url)?.origin ?? ""] != nil, "every entry's origin has a queue")
     }
-    let once = ReceiptOutboxStore.encodeOutbox(outbox)
+    let once = outbox.encoded()
     guard let again = ReceiptOutboxStore.decodeOutbox(SecureBytes(once)) else {
         FuzzFixture.check(false, "an outbox that decodes re-encodes to one that decodes")
         return
     }
-    FuzzFixture.check(ReceiptOutboxStore.encodeOutbox(again) == once, "decode and encode are stable")
+    FuzzFixture.check(again.encoded() == once, "decode and encode are stable")
 }
 
 func seeds() -> [[UInt8]] {
     let token = ReceiptRequest.makeToken()
-    var outbox = ReceiptOutboxStore.Outbox()
+    var outbox = ReceiptOutboxState()
     outbox.entries = [
         ReceiptOutboxEntry(sequence: 1, url: "https://a.example/r", message: .delivered(id: "m1", token: token, at: 1_800_000_000, attachments: nil),
                            queuedAt: 1_800_000_000),
@@ -50,7 +51,7 @@ func seeds() -> [[UInt8]] {
     ]
     outbox.next = 3
     outbox.origins["https://a.example:443"] = .init(dropped: 2, failures: 1, retryAt: 1_800_000_060, touched: 1_800_000_000)
-    var out = [ReceiptOutboxStore.encodeOutbox(outbox), ReceiptOutboxStore.encodeOutbox(ReceiptOutboxStore.Outbox())]
+    var out = [outbox.encoded(), ReceiptOutboxState().encoded()]
     // The format before per-origin queues: no "origins" member.
     out.append(Array(#"{"next":2,"dropped":1,"entries":[{"seq":1,"url":"https://b.example/r","queued_at":5,"body":{"v":1,"type":"delivered","id":"x","token":"leSLeiHU1ME6svkg7Bq3Yw","at":5}}]}"#.utf8))
     for text in ["{}", "[]", #"{"next":0,"dropped":0,"entries":[]}"#, #"{"next":1,"dropped":-1,"entries":[{}]}"#] { out.append(Array(text.utf8)) }

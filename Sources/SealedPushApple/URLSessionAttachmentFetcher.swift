@@ -60,7 +60,7 @@ public final class URLSessionAttachmentFetcher: AttachmentFetcher, @unchecked Se
         }
         var request = URLRequest(url: target, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: 30)
         request.httpMethod = "GET"
-        let task = DownloadTaskHandle(session.downloadTask(with: request))
+        let task = URLSessionTaskHandle(session.downloadTask(with: request))
         downloads.register(task.identifier, maximumBytes: maximumBytes)
         let download: Download
         do {
@@ -107,22 +107,6 @@ struct Download: Sendable {
     var announcedLength: Int?
     var location: String?
     var body: any AttachmentByteStream
-}
-
-/// Starts and cancels one download task from any thread.
-///
-/// `@unchecked Sendable`: Apple's `URLSessionDownloadTask` is not declared Sendable in the strictest
-/// reading of its documentation; this handle only calls `resume()` and `cancel()` (which Apple documents
-/// as callable at any time, even on a suspended task) and reads the identifier fixed at creation.
-final class DownloadTaskHandle: @unchecked Sendable {
-    private let task: URLSessionDownloadTask
-    let identifier: Int
-    init(_ task: URLSessionDownloadTask) {
-        self.task = task
-        identifier = task.taskIdentifier
-    }
-    func resume() { task.resume() }
-    func cancel() { task.cancel() }
 }
 
 /// The session's delegate: refuses redirects, bounds each download, and hands each finished file to its caller.

@@ -74,7 +74,7 @@ public final class URLSessionReceiptTransport: ReceiptTransport, @unchecked Send
         request.httpBody = Data(body)
         request.httpShouldHandleCookies = false
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        let task = DataTaskHandle(session.dataTask(with: request))
+        let task = URLSessionTaskHandle(session.dataTask(with: request))
         let exchanges = self.exchanges
         exchanges.register(task.identifier)
         // The deadline, whatever URLSession does: answer `.failed` and cancel the task. A Dispatch timer, not a Swift
@@ -102,22 +102,6 @@ private func nanoseconds(_ duration: Duration) -> Int64 {
     let (seconds, attoseconds) = duration.components
     let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
     return overflow ? (seconds < 0 ? .min : .max) : whole.addingReportingOverflow(attoseconds / 1_000_000_000).partialValue
-}
-
-/// Starts and cancels one data task from any thread.
-///
-/// `@unchecked Sendable`: Apple's `URLSessionDataTask` is not declared Sendable in the strictest reading of its
-/// documentation; this handle only calls `resume()` and `cancel()` (which Apple documents as callable at any time,
-/// even on a suspended task) and reads the identifier fixed at creation.
-final class DataTaskHandle: @unchecked Sendable {
-    private let task: URLSessionDataTask
-    let identifier: Int
-    init(_ task: URLSessionDataTask) {
-        self.task = task
-        identifier = task.taskIdentifier
-    }
-    func resume() { task.resume() }
-    func cancel() { task.cancel() }
 }
 
 /// The session's delegate: refuses redirects, notes each response's status, discards (and bounds) bodies, and

@@ -77,11 +77,11 @@ extension AppGroupAndReceiptTests {
             let url = "https://r.example/" + String(repeating: "a", count: 2048 - 18)
             #expect(url.utf8.count == ReceiptRequest.maximumURLLength)
             // 40 such entries (about 90 KB) written at once, as an outbox with a larger bound would have left them, then five more.
-            var planted = AppGroupReceiptOutbox.Outbox()
+            var planted = ReceiptOutboxState()
             for n in 1...40 { planted.entries.append(ReceiptOutboxEntry(sequence: UInt64(n), url: url, message: receipt(n), queuedAt: t0)) }
             planted.next = 41
-            planted.origins["https://r.example:443"] = AppGroupReceiptOutbox.OriginState(touched: t0)
-            try Data(AppGroupReceiptOutbox.encodeOutbox(planted)).write(to: dir.file(AppGroupReceiptOutbox.outboxFileName))
+            planted.origins["https://r.example:443"] = ReceiptOutboxState.Origin(touched: t0)
+            try Data(planted.encoded()).write(to: dir.file(AppGroupReceiptOutbox.outboxFileName))
             #expect(try outbox.entries().entries.count == 40)
             for n in 41...45 { try outbox.enqueue(url: url, message: receipt(n), now: t0) }
             let waiting = try outbox.pending(now: t0)

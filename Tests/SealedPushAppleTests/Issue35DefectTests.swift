@@ -23,13 +23,7 @@ private let deviceKey = BoxKeyPair.generate()
 
 /// A push as iOS hands it to the extension.
 private func push(_ message: SecretMessage, identifier: String) throws -> UNNotificationRequest {
-    let sealed = try NotificationSender().seal(message, to: deviceKey.publicKey)
-    let payload = try #require(try JSONSerialization.jsonObject(with: Data(sealed.payload)) as? [String: Any])
-    let alert = (payload["aps"] as? [String: Any])?["alert"] as? [String: Any]
-    let content = UNMutableNotificationContent()
-    content.title = alert?["title"] as? String ?? ""
-    content.body = alert?["body"] as? String ?? ""
-    content.userInfo = payload
+    let content = try placeholderContent(of: try NotificationSender().seal(message, to: deviceKey.publicKey))
     return UNNotificationRequest(identifier: identifier, content: content, trigger: nil)
 }
 

@@ -75,12 +75,7 @@ private final class TestService: SealedPushServiceExtension {
 /// A request as iOS makes it from a sealed push: the placeholder alert, the payload as userInfo,
 /// and what iOS sets beyond the payload's text (a critical sound, time-sensitive, relevance).
 private func request(for sealed: SealedNotification, identifier: String = "req-1") throws -> UNNotificationRequest {
-    let payload = try #require(try JSONSerialization.jsonObject(with: Data(sealed.payload)) as? [String: Any])
-    let alert = (payload["aps"] as? [String: Any])?["alert"] as? [String: Any]
-    let content = UNMutableNotificationContent()
-    content.title = alert?["title"] as? String ?? ""
-    content.body = alert?["body"] as? String ?? ""
-    content.userInfo = payload
+    let content = try placeholderContent(of: sealed)
     content.sound = .criticalSoundNamed(UNNotificationSoundName("alarm.caf"))
     content.interruptionLevel = .timeSensitive
     content.relevanceScore = 0.75
