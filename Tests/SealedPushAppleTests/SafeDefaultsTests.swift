@@ -97,7 +97,9 @@ extension KeychainDeviceKeysTests {
         content.userInfo = userInfo
         let shown = Mutex<String?>(nil)
         service.didReceive(UNNotificationRequest(identifier: "REQ-N", content: content, trigger: nil)) { c in shown.withLock { $0 = c.body } }
-        for _ in 0..<1000 where transport.posts.withLock({ $0.isEmpty }) || shown.withLock({ $0 }) == nil {
+        // The POST is recorded before the flush settles the outbox: wait for all three (at most 10 s).
+        for _ in 0..<1000 where transport.posts.withLock({ $0.isEmpty }) || shown.withLock({ $0 }) == nil
+            || !((try? outbox.entries().entries.isEmpty) ?? false) {
             try await Task.sleep(for: .milliseconds(10))
         }
         #expect(shown.withLock { $0 } == "Now.")

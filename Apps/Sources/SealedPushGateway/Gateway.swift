@@ -91,7 +91,10 @@ public final class Gateway: Sendable {
             apps[app.id] = try AppRuntime(config: app, makeClient: options.makeAPNsClient, logger: logger)
         }
         state = NIOLockedValueBox((configuration, apps))
-        for app in apps.keys { metrics.paused(app: app, false) }
+        for app in apps.keys {
+            metrics.declare(app: app)
+            metrics.paused(app: app, false)
+        }
         for warning in configuration.warnings { logger.warning("\(warning)") }
     }
 
@@ -135,6 +138,7 @@ public final class Gateway: Sendable {
             return old
         }
         appsGeneration.withLockedValue { $0 += 1 }
+        for app in apps.keys { metrics.declare(app: app) }
         for app in apps.keys { metrics.paused(app: app, false) }  // new clients: sending again until APNs says otherwise
         for app in old.values { app.wake.notify() }
         logger.notice("configuration reloaded", metadata: ["apps": "\(apps.count)"])

@@ -102,6 +102,17 @@ public final class GatewayMetrics: Sendable {
         counter("sealedpush_gateway_webhook_dropped_total", [("app", app)]).increment()
     }
 
+    /// Declares `app`'s series at zero, so that every documented family is on `/metrics` from the start (an alert on
+    /// `increase(…_dropped_total[1h])` needs the series before its first increment): messages, deliveries by each
+    /// state, webhook events dropped, and the app's paused gauge (0). Idempotent; called at start and on reload.
+    func declare(app: String) {
+        _ = counter("sealedpush_gateway_messages_total", [("app", app)])
+        for state in DeliveryState.allCases {
+            _ = counter("sealedpush_gateway_deliveries_total", [("app", app), ("state", state.rawValue)])
+        }
+        _ = counter("sealedpush_gateway_webhook_dropped_total", [("app", app)])
+    }
+
     /// The Prometheus text.
     public func render() -> [UInt8] { registry.emitToBuffer() }
 }

@@ -95,6 +95,19 @@ extension GatewaySuites {
                 let metrics = try await g.admin.call(.GET, "/metrics", key: nil).text
                 #expect(metrics.contains(#"sealedpush_gateway_deliveries_total{app="chat",state="delivered"} 2"#), "\(metrics)")
                 #expect(metrics.contains("sealedpush_receipts_total"))
+                // #36 bug 6: every metric docs/gateway.md documents is served (the webhook request counter, whose
+                // status label comes from the receiver, is checked where a webhook is configured: GatewayWebhookTests).
+                let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                    .deletingLastPathComponent().deletingLastPathComponent()
+                let docs = try String(contentsOf: root.appendingPathComponent("docs/gateway.md"), encoding: .utf8)
+                let documented = Set(docs.split(separator: "\n").filter { $0.hasPrefix("| `sealedpush_") }.flatMap { line in
+                    line.split(separator: "|")[0].split(separator: "`").filter { $0.hasPrefix("sealedpush_") }.map(String.init)
+                })
+                #expect(documented.count >= 12, "the metrics table of docs/gateway.md: \(documented)")
+                for name in documented.subtracting(["sealedpush_gateway_webhook_requests_total"]).sorted() {
+                    #expect(metrics.contains("# TYPE \(name) "), "documented but not on /metrics: \(name)")
+                }
+                #expect(metrics.contains(#"sealedpush_gateway_webhook_dropped_total{app="chat"} 0"#), "declared at zero from the start")
             }
         }
 
@@ -179,6 +192,11 @@ extension GatewaySuites {
                 try await waitUntil("the app to pause", within: .seconds(30)) {
                     let ready = try await g.admin.call(.GET, "/readyz", key: nil).json
                     return (ready["apps"]?.arrayValue ?? []).contains { $0.objectValue?["state"]?.stringValue == "paused" }
+                }
+                // The pause is visible (readiness, metrics) as the worker hands the delivery back: wait for that write too.
+                try await waitUntil("the delivery to be handed back as credentials_paused", within: .seconds(30)) {
+                    let message = try await g.api.call(.GET, "/v1/apps/chat/messages/\(id)").json
+                    return message["deliveries"]?.arrayValue?.first?.objectValue?["reason"]?.stringValue == "credentials_paused"
                 }
                 let message = try await g.api.call(.GET, "/v1/apps/chat/messages/\(id)").json
                 let d = try #require(message["deliveries"]?.arrayValue?.first?.objectValue)
