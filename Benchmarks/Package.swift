@@ -10,6 +10,12 @@ let strict: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
+// The allocation functions `sealedpush-memory-bench` counts: the linker sends every call to each of them, from any
+// object of the executable, to the counting wrapper in CHeapCount (`__wrap_NAME`, which calls `__real_NAME`). In the
+// static release build that is every allocation of the process (Linux: ld64 has no --wrap; elsewhere nothing is counted).
+let countedAllocators = ["malloc", "free", "calloc", "realloc", "reallocarray", "posix_memalign", "aligned_alloc", "memalign",
+                         "valloc", "pvalloc", "sodium_malloc", "sodium_allocarray", "sodium_free"]
+
 let package = Package(
     name: "SealedPushBenchmarks",
     platforms: [.macOS(.v15)],
@@ -55,6 +61,23 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
+        ),
+        // The counting malloc wrappers and the anonymous-memory sampler of the memory benchmark.
+        .target(name: "CHeapCount", path: "Sources/CHeapCount"),
+        // The heap the extensions use per message (text, reveal, a 10 MB image in 4 attachments), each in a fresh process.
+        .executableTarget(
+            name: "sealedpush-memory-bench",
+            dependencies: [
+                "CHeapCount",
+                .product(name: "SealedPushCrypto", package: "SealedPush"),
+                .product(name: "SealedPushWire", package: "SealedPush"),
+                .product(name: "SealedPushSender", package: "SealedPush"),
+                .product(name: "SealedPushReceiver", package: "SealedPush"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict,
+            linkerSettings: [.unsafeFlags(countedAllocators.flatMap { ["-Xlinker", "--wrap=\($0)"] }, .when(platforms: [.linux]))]
         ),
         // `make bench` runs this first: the benchmark's JSON has the documented shape (never timings).
         .testTarget(
