@@ -69,7 +69,7 @@ func expectedResult(_ bytes: [UInt8]) -> DeliveryResult {
         FuzzFixture.check(content.userInfo["aps"] == request.content.userInfo["aps"], "a decrypted message never replaces aps")
         return DeliveryResult(outcome: .decrypted, reason: nil, notification: content)
     }
-    // A fallback shows the placeholder, body "(Encrypted)", and nothing else changes.
+    // A fallback shows the placeholder, body "(Encrypted)", without ENCRYPTED_DATA, and nothing else changes.
     guard case let .fallback(reason) = delivery.outcome else {
         FuzzFixture.check(false, "an encrypted payload either opens or falls back")
         return DeliveryResult(outcome: .original, reason: nil, notification: content)
@@ -77,8 +77,12 @@ func expectedResult(_ bytes: [UInt8]) -> DeliveryResult {
     FuzzFixture.check(content.body == SecretMessageExtension.placeholderText, "a fallback shows (Encrypted)")
     FuzzFixture.check(content.title == request.content.title && content.subtitle == request.content.subtitle,
                       "a fallback keeps the placeholder's title and subtitle")
-    FuzzFixture.check(content.userInfo == request.content.userInfo && content.badge == request.content.badge
-                      && content.sound == request.content.sound, "a fallback changes nothing but the body")
+    // Reveal v1 revision 2: a fallback also drops ENCRYPTED_DATA (nothing openable is handed to iOS).
+    var expectedUserInfo = request.content.userInfo
+    expectedUserInfo[WireFormat.encryptedDataKey] = nil
+    FuzzFixture.check(content.userInfo[WireFormat.encryptedDataKey] == nil, "a fallback hands iOS no ENCRYPTED_DATA")
+    FuzzFixture.check(content.userInfo == expectedUserInfo && content.badge == request.content.badge
+                      && content.sound == request.content.sound, "a fallback changes nothing but the body and ENCRYPTED_DATA")
     return DeliveryResult(outcome: .fallback, reason: reason, notification: content)
 }
 

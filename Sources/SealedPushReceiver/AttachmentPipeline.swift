@@ -81,6 +81,13 @@ public struct AttachmentPipeline: Sendable {
     public static let maximumRedirects = 3
     /// The bytes of decrypted file gathered before each `write` (512 KiB: 8 chunks).
     public static let writeBufferSize = 512 * 1024
+
+    /// The write buffers for a file of `size` bytes: `writeBufferSize`, or less for a smaller file (its size rounded
+    /// up to whole 4 KiB pages): four small images in flight hold a few hundred KiB, not four times 1 MiB.
+    static func writeBufferSize(forFileOf size: Int) -> Int {
+        let pages = (max(size, 1) + 4095) / 4096
+        return min(writeBufferSize, pages * 4096)
+    }
     /// The write buffers of one attachment: one is written in the background while the next fills.
     public static let writeBuffers = 2
     /// How long a simulated device keeps attachment files before `removeFiles(olderThan:)` removes them.
@@ -205,7 +212,7 @@ public struct AttachmentPipeline: Sendable {
         let path = base + name
         let handle: MediaFileWriter
         do {
-            handle = try MediaFileWriter(creating: base + "." + name + ".partial", mode: 0o600, bufferSize: Self.writeBufferSize,
+            handle = try MediaFileWriter(creating: base + "." + name + ".partial", mode: 0o600, bufferSize: Self.writeBufferSize(forFileOf: d.size),
                                          buffers: Self.writeBuffers, keepingFirst: MediaType.signaturePrefixLength)
         } catch {
             await response.body.cancel()

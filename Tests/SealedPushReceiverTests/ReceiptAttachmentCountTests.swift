@@ -24,3 +24,17 @@ struct ReceiptAttachmentCountTests {
         #expect(ReceiptMessage.parse(JSON.serialize(.object(message.jsonObject())))?.message == message)
     }
 }
+
+@Suite("Attachment write buffers follow the file's size")
+struct AttachmentWriteBufferTests {
+    @Test("a small file gets buffers of its size in whole 4 KiB pages; a large one 512 KiB")
+    func sizes() {
+        #expect(AttachmentPipeline.writeBufferSize(forFileOf: 0) == 4096)
+        #expect(AttachmentPipeline.writeBufferSize(forFileOf: 1) == 4096)
+        #expect(AttachmentPipeline.writeBufferSize(forFileOf: 4096) == 4096)
+        #expect(AttachmentPipeline.writeBufferSize(forFileOf: 100_000) == 102_400)
+        #expect(AttachmentPipeline.writeBufferSize(forFileOf: 524_288) == 524_288)
+        #expect(AttachmentPipeline.writeBufferSize(forFileOf: 2_500_000) == 524_288)
+        #expect(AttachmentPipeline.writeBufferSize(forFileOf: 10_000_000) == AttachmentPipeline.writeBufferSize)
+    }
+}
