@@ -59,7 +59,8 @@ public struct AttachmentDirectoryError: Error, Sendable, Equatable, CustomString
 /// reading, every chunk decrypted as it arrives), the file's signature, and storage.
 ///
 /// Never holds the object or the file: one 64 KiB chunk of ciphertext, and the decrypted file in
-/// `writeBuffers` page-aligned buffers of `writeBufferSize` bytes (wiped when released). Each chunk is
+/// `writeBuffers` page-aligned buffers of at most `writeBufferSize` bytes, the file's size when smaller (wiped when
+/// released). Each chunk is
 /// decrypted straight into the current buffer; a full buffer is written with one `write` on a background
 /// queue while the next one fills, so fetching (the fetcher's own threads), decrypting (this task) and
 /// writing (that queue) overlap, and the download waits for the disk only when both buffers are full. Once
