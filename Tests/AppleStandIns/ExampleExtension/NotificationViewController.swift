@@ -10,6 +10,8 @@ final class NotificationViewController: SealedPushRevealViewController {
     static let settings = SealedPushSettings(keychainAccessGroup: "ABCDE12345.com.example.shared",
                                              appGroup: "group.com.example",
                                              logSubsystem: "com.example.app.NotificationContent")
+    /// One URLSession for the `revealed` receipts of this extension process.
+    private let receipts = URLSessionReceiptTransport()
     private let label = UILabel()
 
     override func viewDidLoad() {
@@ -28,7 +30,7 @@ final class NotificationViewController: SealedPushRevealViewController {
     override func configuration(for notification: UNNotification) -> RevealContentExtension.Configuration {
         // Reveal and device keys, trust, the replay cache shared with the service extension (refusing every
         // message when the App Groups capability is missing), the lock probe, the revealed receipt.
-        Self.settings.revealConfiguration(receiptTransport: URLSessionReceiptTransport())
+        Self.settings.revealConfiguration(receiptTransport: receipts)
     }
 
     override func show(_ view: RevealView) {
