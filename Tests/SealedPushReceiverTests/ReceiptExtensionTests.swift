@@ -402,9 +402,13 @@ extension ReceiptExtensionTests {
         let ext = SecretMessageExtension(configuration: configuration)
         let done = Mutex<ExtensionDelivery?>(nil)
         ext.didReceive(request(try vector("receipt"), identifier: "hold")) { delivery in done.withLock { $0 = delivery } }
-        // The POST hangs; its wait on the timer is the hold (≤ 300 ms), so 300 ms on the timer lets the handler go.
-        try await timer.waitForSleepers(1)
-        timer.advance(by: .milliseconds(300))
+        // The POST hangs; its wait on the timer is what is left of the hold (≤ 300 ms), so 300 ms on the timer lets the
+        // handler go. On a loaded machine (sanitizers) the hold may already be over when the POST starts: then it
+        // does not wait at all, and the handler goes without the timer. With the courier's 2 s instead, one
+        // advance of 300 ms fires nothing and the handler never comes.
+        let start = ContinuousClock.now.advanced(by: .seconds(30))
+        while done.withLock({ $0 }) == nil, timer.sleeperCount == 0, ContinuousClock.now < start { try await Task.sleep(for: .milliseconds(10)) }
+        if done.withLock({ $0 }) == nil { timer.advance(by: .milliseconds(300)) }
         let deadline = ContinuousClock.now.advanced(by: .seconds(30))
         while done.withLock({ $0 }) == nil, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         let delivery = try #require(done.withLock { $0 }, "the handler waited past the 300 ms hold")
