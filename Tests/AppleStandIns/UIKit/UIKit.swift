@@ -129,14 +129,14 @@ open class NSLayoutConstraint {
         case greaterThanOrEqual = 1
     }
 
-    /// The first item of the relation.
-    open private(set) var firstItem: AnyObject?
+    /// The first item of the relation (not retained: Apple's property is `assign`; a view keeps its constraints).
+    open private(set) weak var firstItem: AnyObject?
     /// The first item's attribute.
     open private(set) var firstAttribute: Attribute
     /// The relation.
     open private(set) var relation: Relation
-    /// The second item of the relation.
-    open private(set) var secondItem: AnyObject?
+    /// The second item of the relation (not retained, as the first).
+    open private(set) weak var secondItem: AnyObject?
     /// The second item's attribute.
     open private(set) var secondAttribute: Attribute
     /// The constant added to the second attribute.
