@@ -26,8 +26,11 @@ public struct GatewayOptions: Sendable {
     public var drainTimeout: Duration = .seconds(10)
     /// The most devices a user holds per app (gateway v1 §4).
     public var maxDevicesPerUser = 100
-    /// Requests per second per source address on the device endpoints.
-    public var deviceRateLimit = 50
+    /// Refusals a second per source address on the device endpoints, or nil for the configuration's
+    /// `device_rate_limit` (gateway v1 §6).
+    public var deviceRateLimit: Int?
+    /// Seals made at once across all requests (`sendMessage`'s bounded pool); defaults to the processor count.
+    public var sealingWidth = max(1, ProcessInfo.processInfo.activeProcessorCount)
     /// Makes each app's APNs clients.
     public var makeAPNsClient: APNsSenderFactory = AppRuntime.makeAPNsClient
     /// Deliveries claimed per query.
@@ -77,6 +80,8 @@ public final class Gateway: Sendable {
     let sourceLimiter: SourceRateLimiter
     /// Bumped on reload so the worker restarts its per-app loops.
     let appsGeneration = NIOLockedValueBox(0)
+    /// Where messages are sealed, off the request's task and bounded across requests.
+    let sealing: SealingPool
 
     /// A gateway over `store` for `configuration`.
     public init(configuration: GatewayConfiguration, store: any GatewayStore, options: GatewayOptions = GatewayOptions(),
@@ -85,7 +90,8 @@ public final class Gateway: Sendable {
         self.options = options
         self.logger = logger
         idempotencyKey = try await store.idempotencySecret()
-        sourceLimiter = SourceRateLimiter(perSecond: options.deviceRateLimit)
+        sourceLimiter = SourceRateLimiter(perSecond: options.deviceRateLimit ?? configuration.deviceRateLimit)
+        sealing = SealingPool(width: options.sealingWidth)
         var apps: [String: AppRuntime] = [:]
         for app in configuration.apps {
             apps[app.id] = try AppRuntime(config: app, makeClient: options.makeAPNsClient, logger: logger)
@@ -186,20 +192,20 @@ public final class Gateway: Sendable {
     // MARK: Authentication (gateway v1 §2)
 
     /// The app a bearer key opens for `appID` with one of `scopes`, or the problem to answer.
-    func authorize(bearer: String?, appID: String, anyOf scopes: Set<Scope>) throws(Problem) -> AppRuntime {
-        guard let bearer, !bearer.isEmpty else { throw Problem.unauthorized() }
+    func authorize(bearer: String?, appID: String, anyOf scopes: Set<Scope>) throws(GatewayError) -> AppRuntime {
+        guard let bearer, !bearer.isEmpty else { throw GatewayError.unauthorized }
         let digest = Digests.sha256(Array(bearer.utf8))
         var owner: (app: AppRuntime, entry: APIKeyEntry)?
         for app in apps.values {
             for entry in app.config.apiKeys where constantTimeEquals(entry.sha256, digest) { owner = (app, entry) }
         }
-        guard let owner else { throw Problem.unauthorized() }
+        guard let owner else { throw GatewayError.unauthorized }
         guard owner.app.config.id == appID else {
-            throw Problem.forbidden("this API key belongs to another app; use a key configured for the app in the path")
+            throw GatewayError.forbidden("this API key belongs to another app; use a key configured for the app in the path")
         }
         guard !owner.entry.scopes.isDisjoint(with: scopes) else {
             let names = scopes.map(\.rawValue).sorted().joined(separator: " or ")
-            throw Problem.forbidden("this API key lacks the scope this route needs (\(names)); add it to the key's scopes in the configuration")
+            throw GatewayError.forbidden("this API key lacks the scope this route needs (\(names)); add it to the key's scopes in the configuration")
         }
         return owner.app
     }
@@ -208,6 +214,14 @@ public final class Gateway: Sendable {
 
     func registerDevice(app: AppRuntime, deviceID: String, body: JSONObject) async throws -> (JSONObject, created: Bool) {
         let registration = try DeviceRegistration(body)
+        // A key no sealed box can be made to (a low-order point, e.g. 32 zero bytes) would fail every message to
+        // this device: refuse it now, naming the member (gateway v1 §4, revision 2).
+        guard SealingPool.canSeal(to: registration.record.publicKey) else {
+            throw GatewayError.invalidField("/key_record/public_key", "key_record.public_key cannot be sealed to (a low-order point); export the device's record again from a key made by `sealedpush device generate` or the SDK")
+        }
+        if let reveal = registration.record.reveal, !SealingPool.canSeal(to: reveal.publicKey) {
+            throw GatewayError.invalidField("/key_record/reveal/public_key", "key_record.reveal.public_key cannot be sealed to (a low-order point); export the device's record again")
+        }
         let t = now
         let record = DeviceRecord(
             app: app.config.id, deviceID: deviceID, userID: registration.userID, apnsToken: registration.token,
@@ -219,7 +233,7 @@ public final class Gateway: Sendable {
             metrics.delivery(app: app.config.id, state: .cancelled, count: cancelled)
             return (Self.json(stored), created)
         } catch DeviceRegistrationRefusal.tooManyDevices(let limit) {
-            throw Problem.conflict("this user already holds \(limit) devices in this app; delete one (DELETE …/devices/{device_id}) first")
+            throw GatewayError.conflict("this user already holds \(limit) devices in this app; delete one (DELETE …/devices/{device_id}) first")
         }
     }
 
@@ -253,7 +267,7 @@ public final class Gateway: Sendable {
 
     /// Checks, seals and queues a message; the 202 body. Throws a `Problem` for anything the caller must fix.
     func sendMessage(app: AppRuntime, body: JSONObject, idempotency: (key: String, hmac: [UInt8])?) async throws -> [UInt8] {
-        guard !draining.withLockedValue({ $0 }) else { throw Problem.unavailable("the gateway is shutting down; retry against another instance or later") }
+        guard !draining.withLockedValue({ $0 }) else { throw GatewayError.unavailable("the gateway is shutting down; retry against another instance or later") }
         let request = try MessageRequest(body)
         let appID = app.config.id
         var devices: [DeviceRecord]
@@ -262,7 +276,7 @@ public final class Gateway: Sendable {
         case let .user(user):
             devices = try await store.userDevices(app: appID, userID: user)
             if devices.isEmpty, try await !store.userIsKnown(app: appID, userID: user) {
-                throw Problem.notFound("no device was ever registered for this user in this app; register one with PUT …/devices/{device_id}")
+                throw GatewayError.notFound("no device was ever registered for this user in this app; register one with PUT …/devices/{device_id}")
             }
         case let .users(users):
             devices = []
@@ -285,7 +299,11 @@ public final class Gateway: Sendable {
                 skipped.append((d.deviceID, "unregistered"))
                 continue
             }
-            guard let record = try? DeviceKeyRecord(jsonBytes: d.keyRecord) else { continue }
+            // A record that no longer parses cannot be sealed to: that device is skipped, never the message (§5).
+            guard let record = try? DeviceKeyRecord(jsonBytes: d.keyRecord) else {
+                skipped.append((d.deviceID, "bad_key_record"))
+                continue
+            }
             // A reveal message is never sealed to the device key instead (reveal v1 §2).
             if request.reveal && record.reveal == nil {
                 skipped.append((d.deviceID, "no_reveal_key"))
@@ -293,9 +311,13 @@ public final class Gateway: Sendable {
             }
             targets.append((d, record))
         }
+        // Checked before any sealing: a fan-out beyond the app's bound stores nothing (gateway v1 §5, revision 2).
+        guard targets.count <= app.config.maxFanout else {
+            throw GatewayError.tooManyDeliveries(deliveries: targets.count, limit: app.config.maxFanout)
+        }
         let queued = app.queued.withLockedValue { $0 }
         guard queued + targets.count <= app.config.maxQueue else {
-            throw Problem.unavailable("this app's queue is full (\(app.config.maxQueue) deliveries); retry later", retryAfter: 30)
+            throw GatewayError.unavailable("this app's queue is full (\(app.config.maxQueue) deliveries); retry later", retryAfter: 30)
         }
         let created = now
         let issuedAt = created / 1000
@@ -308,11 +330,19 @@ public final class Gateway: Sendable {
         message.topic = app.config.topic
         if request.receipt { message.receiptURL = configuration.publicURL + "/v1/receipts" }
         if request.reveal { message.reveal = .standard }
+        let sealedResults = try await sealing.seal(message, to: targets.map(\.record), with: app.sender)
         var deliveries: [NewDelivery] = []
-        for (device, record) in targets {
+        deliveries.reserveCapacity(targets.count)
+        for ((device, record), result) in zip(targets, sealedResults) {
             let sealed: SealedNotification
-            do { sealed = try app.sender.seal(message, to: record) } catch {
-                throw sealProblem(error, request: request, message: message, record: record, app: app)
+            switch result {
+            case let .success(s): sealed = s
+            case let .failure(error):
+                // Too large is the message's fault, whoever it goes to; any other refusal is this device's key.
+                if case .sealing(.payloadTooLarge) = error { throw sealProblem(error, request: request, message: message, record: record, app: app) }
+                if case .revealTooLarge = error { throw sealProblem(error, request: request, message: message, record: record, app: app) }
+                skipped.append((device.deviceID, "bad_key_record"))
+                continue
             }
             let deliveryID = GatewayIDs.delivery(now: created)
             deliveries.append(NewDelivery(
@@ -340,15 +370,15 @@ public final class Gateway: Sendable {
     }
 
     /// A sealing refusal as a problem; for a message too large, the largest `body` that fits with the other members as sent.
-    func sealProblem(_ error: SenderError, request: MessageRequest, message: SecretMessage, record: DeviceKeyRecord, app: AppRuntime) -> Problem {
+    func sealProblem(_ error: SenderError, request: MessageRequest, message: SecretMessage, record: DeviceKeyRecord, app: AppRuntime) -> GatewayError {
         if case let .revealTooLarge(_, _, largestText) = error {
-            return Problem.tooLarge(largestText == 0
+            return GatewayError.tooLarge(largestText == 0
                 ? "the reveal message does not fit APNs's 4096 bytes once sealed even without text; remove data or shorten the other members"
                 : "the reveal message does not fit APNs's 4096 bytes once sealed (its text is sealed twice); title, subtitle and body together may hold at most \(largestText) bytes (UTF-8) with the other members as sent",
                 field: "/body")
         }
         guard case .sealing(.payloadTooLarge) = error else {
-            return Problem.invalidField("", "the message cannot be sealed: check title, body, data and sound")
+            return GatewayError.invalidField("", "the message cannot be sealed: check title, body, data and sound")
         }
         var low = 0, high = request.body.utf8.count
         let scalars = Array(request.body.unicodeScalars)
@@ -369,20 +399,20 @@ public final class Gateway: Sendable {
             return true  // sealed, or refused for another reason than size (an empty body)
         }
         guard fits(0) else {
-            return Problem.tooLarge("the message does not fit APNs's 4096 bytes once sealed even with an empty body; shorten title, subtitle, data or the other members",
+            return GatewayError.tooLarge("the message does not fit APNs's 4096 bytes once sealed even with an empty body; shorten title, subtitle, data or the other members",
                                     field: "/body")
         }
         while low < high {
             let mid = (low + high + 1) / 2
             if fits(mid) { low = mid } else { high = mid - 1 }
         }
-        return Problem.tooLarge("the message does not fit APNs's 4096 bytes once sealed; with the other members as sent, body may hold at most \(low) bytes (UTF-8)",
+        return GatewayError.tooLarge("the message does not fit APNs's 4096 bytes once sealed; with the other members as sent, body may hold at most \(low) bytes (UTF-8)",
                                 field: "/body")
     }
 
     func messageJSON(app: AppRuntime, messageID: String) async throws -> JSONObject {
         guard let m = try await store.message(app: app.config.id, messageID: messageID) else {
-            throw Problem.notFound("no message with this id in this app")
+            throw GatewayError.notFound("no message with this id in this app")
         }
         return JSONObject([
             ("message_id", .string(messageID)), ("created_at", GatewayTime.json(m.createdAt)), ("expires_at", GatewayTime.json(m.expiresAt)),
@@ -392,37 +422,51 @@ public final class Gateway: Sendable {
 
     // MARK: Device endpoints (gateway v1 §6, receipts v1)
 
-    /// The status for a receipt (on `v1/receipts`) or failure report (on `v1/reports`) body; the other kind is 400.
-    func deviceEndpoint(body: [UInt8], path: String) async -> Int {
-        guard let (message, _) = ReceiptMessage.parse(body) else { return 400 }
+    /// What a receipt or failure report came to (the controller answers it and counts refusals against the source).
+    enum DeviceEndpointOutcome: Sendable, Equatable {
+        /// A receipt that matched its delivery (`204`), or a report counted (`202`).
+        case accepted
+        /// A receipt whose token does not match (`403`).
+        case wrongToken
+        /// A receipt naming no delivery (`404`).
+        case unknownID
+        /// Not a receipt (on `v1/receipts`) or not a report (on `v1/reports`) (`400`).
+        case malformed
+        /// The database did not answer (`503`).
+        case unavailable
+    }
+
+    /// Records a receipt (on `v1/receipts`) or failure report (on `v1/reports`) body; the other kind is malformed.
+    func deviceEndpoint(body: [UInt8], path: String) async -> DeviceEndpointOutcome {
+        guard let (message, _) = ReceiptMessage.parse(body) else { return .malformed }
         do {
             switch message {
             case let .delivered(id, token, _, _), let .revealed(id, token, _, _):
                 // Reveal v1 §8: a `revealed` receipt also makes the delivery `delivered`.
-                guard path == "v1/receipts" else { return 400 }
+                guard path == "v1/receipts" else { return .malformed }
                 let type = if case .revealed = message { "revealed" } else { "delivered" }
                 switch try await store.recordReceipt(messageID: id, tokenSHA256: Digests.sha256(Array(token.utf8)),
                                                      revealed: type == "revealed", now: now) {
                 case let .matched(app, changed):
                     metrics.receipt(app: app, type: type, reason: "matched")
                     if changed { metrics.delivery(app: app, state: .delivered) }
-                    return 204
+                    return .accepted
                 case .unknownID:
                     metrics.receipt(app: "unknown", type: type, reason: "unknown_id")
-                    return 404
+                    return .unknownID
                 case .wrongToken:
                     metrics.receipt(app: "unknown", type: type, reason: "wrong_token")
-                    return 403
+                    return .wrongToken
                 }
             case let .failed(reason, kid, _, count):
-                guard path == "v1/reports" else { return 400 }
+                guard path == "v1/reports" else { return .malformed }
                 let apps = try await store.recordReport(kid: kid?.hex, reason: reason.rawValue, count: min(count, 10_000), now: now)
                 for app in apps.isEmpty ? ["unknown"] : apps { metrics.receipt(app: app, type: "failed", reason: reason.rawValue) }
-                return 202
+                return .accepted
             }
         } catch {
             logger.error("receipt not stored", metadata: ["error": "\(String(describing: type(of: error)))"])
-            return 503
+            return .unavailable
         }
     }
 }

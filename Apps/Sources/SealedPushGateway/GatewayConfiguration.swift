@@ -70,6 +70,8 @@ public struct GatewayAppConfiguration: Sendable {
     public let maxInFlight: Int
     /// Queued deliveries beyond which sends answer 503.
     public let maxQueue: Int
+    /// The most deliveries one message may make (`max_fanout`, gateway v1 §5; default 10 000): beyond, `422`.
+    public let maxFanout: Int
     /// `/v1/apps/{app}` requests per second before 429.
     public let rateLimit: Int
     /// Where the app's events are POSTed (gateway v1 §8), or `nil` (events are still kept and listed).
@@ -114,6 +116,14 @@ public struct GatewayConfiguration: Sendable {
     public let databasePasswordFile: String?
     /// Peers whose `X-Forwarded-For` is believed (exact addresses).
     public let trustedProxies: Set<String>
+    /// The device endpoints' budget per source address (`device_rate_limit`, gateway v1 §6: refusals and
+    /// failure reports a second, with a burst of the same; default 50).
+    public let deviceRateLimit: Int
+    /// Host names (lowercased) the admin listener answers besides IP addresses and `localhost` (`admin_hosts`):
+    /// a `Host` it does not know gets `421` (DNS rebinding).
+    public let adminHosts: Set<String>
+    /// The HTTP servers' connection limits and timeouts (`http`, against slow or stalled clients).
+    public let http: HTTPLimits
     /// How long a claimed delivery attempt stays leased to its instance without renewal (`lease_seconds`,
     /// 20–3600 s, default 60 s): how soon another instance takes over the attempts of one that died.
     public let lease: Duration
@@ -123,6 +133,23 @@ public struct GatewayConfiguration: Sendable {
     public let warnings: [String]
     /// The file it was read from.
     public let path: String
+
+    /// The limits every HTTP listener applies (configuration member `http`, each member optional): a client
+    /// that sends its request head or body too slowly, or keeps an idle connection, is disconnected, and each
+    /// listener holds at most `maxConnections` connections (more wait in the kernel's backlog).
+    public struct HTTPLimits: Sendable, Equatable {
+        /// Seconds from a connection's opening to its first complete request head (`header_timeout`, default 10).
+        public var headerTimeout: Duration = .seconds(10)
+        /// Seconds from a request head to the end of its body (`body_timeout`, default 10).
+        public var bodyTimeout: Duration = .seconds(10)
+        /// Seconds a keep-alive connection may wait for its next request after an answer (`idle_timeout`, default 60).
+        public var idleTimeout: Duration = .seconds(60)
+        /// Connections each listener holds at once (`max_connections`, default 4096).
+        public var maxConnections: Int = 4096
+
+        /// The defaults.
+        public init() {}
+    }
 
     /// Where the gateway keeps its state.
     public enum DatabaseLocation: Sendable, Equatable {
@@ -184,7 +211,8 @@ public struct GatewayConfiguration: Sendable {
         }
         var reader = ConfigReader(base: baseDirectory)
         try reader.allowOnly(root, at: "", ["listen", "admin_listen", "device_listen", "public_url", "database",
-                                             "database_password_file", "trusted_proxies", "lease_seconds", "apps"])
+                                             "database_password_file", "trusted_proxies", "lease_seconds", "device_rate_limit",
+                                             "http", "admin_hosts", "apps"])
         let listen = try reader.address(root, "listen", at: "", default: "127.0.0.1:8080")
         let admin = try reader.address(root, "admin_listen", at: "", default: "127.0.0.1:9090")
         let device: HostAndPort? = root["device_listen"].map { _ in () } == nil ? nil
@@ -197,6 +225,24 @@ public struct GatewayConfiguration: Sendable {
         let trimmedURL = publicURLText.hasSuffix("/") ? String(publicURLText.dropLast()) : publicURLText
         let database = try reader.database(root)
         let passwordFile = try reader.string(root, "database_password_file", at: "", required: false).map { reader.resolve($0) }
+        if let passwordFile {
+            try reader.checkSecretFile(passwordFile, member: "/database_password_file", what: "a file holding the PostgreSQL password")
+        }
+        let deviceRateLimit = try reader.integer(root, "device_rate_limit", at: "", default: 50, range: 1...1_000_000)
+        let http = try reader.httpLimits(root)
+        var adminHosts = Set<String>()
+        if let list = root["admin_hosts"], list != .null {
+            guard case let .array(items) = list else { throw GatewayConfigurationError("/admin_hosts", "must be an array of host names, e.g. [\"gateway-admin.internal\"]") }
+            for (n, item) in items.enumerated() {
+                guard let s = item.stringValue, !s.isEmpty, !s.contains(":"), !s.contains("/") else {
+                    throw GatewayConfigurationError("/admin_hosts/\(n)", "must be a host name without port, e.g. \"gateway-admin.internal\"")
+                }
+                adminHosts.insert(s.lowercased())
+            }
+        }
+        if !(admin.host.hasPrefix("127.") || admin.host == "::1") {
+            reader.warnings.append("/admin_listen: \(admin) is not a loopback address; the dashboard and /metrics (queue depths, app ids, APNs answers) are served without authentication to whoever reaches it. Keep it on a private network or behind an authenticating proxy")
+        }
         var proxies = Set<String>()
         if let list = root["trusted_proxies"] {
             guard case let .array(items) = list else { throw GatewayConfigurationError("/trusted_proxies", "must be an array of IP addresses") }
@@ -222,7 +268,7 @@ public struct GatewayConfiguration: Sendable {
         }
         return GatewayConfiguration(listen: listen, adminListen: admin, deviceListen: device, publicURL: trimmedURL, database: database,
                                     databasePasswordFile: passwordFile,
-                                    trustedProxies: proxies, lease: .seconds(lease), apps: apps, warnings: reader.warnings, path: path)
+                                    trustedProxies: proxies, deviceRateLimit: deviceRateLimit, adminHosts: adminHosts, http: http, lease: .seconds(lease), apps: apps, warnings: reader.warnings, path: path)
     }
 
     /// Whether `id` is a valid app id: `[a-z0-9][a-z0-9._-]{0,63}`.
@@ -284,17 +330,22 @@ struct ConfigReader {
         if text.hasPrefix("sqlite:") {
             let file = String(text.dropFirst("sqlite:".count))
             guard !file.isEmpty else { throw GatewayConfigurationError("/database", "give the SQLite file after \"sqlite:\", e.g. \"sqlite:/var/lib/sealedpush/gateway.db\"") }
-            return .sqlite(path: resolve(file))
+            let path = resolve(file)
+            // An existing database holds device tokens and key records: it must not be readable by others.
+            if let mode = Self.mode(of: path), mode & 0o007 != 0 {
+                throw GatewayConfigurationError("/database", "\(path) is readable by others (mode \(String(mode & 0o777, radix: 8))); run `chmod 600 \(path)` (the gateway creates it 0600)")
+            }
+            return .sqlite(path: path)
         }
         if text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") {
-            return .postgres(url: text)
+            return .postgres(url: try Self.securedPostgresURL(text))
         }
         throw GatewayConfigurationError("/database", "must be \"sqlite:PATH\" or \"postgres://user@host:5432/db\"")
     }
 
     mutating func app(_ value: JSONValue, at pointer: String) throws(GatewayConfigurationError) -> GatewayAppConfiguration {
         guard case let .object(o) = value else { throw GatewayConfigurationError(pointer, "each app must be an object") }
-        try allowOnly(o, at: pointer, ["id", "topic", "apns", "sender_keychain", "api_keys", "max_in_flight", "max_queue", "rate_limit", "webhook"])
+        try allowOnly(o, at: pointer, ["id", "topic", "apns", "sender_keychain", "api_keys", "max_in_flight", "max_queue", "max_fanout", "rate_limit", "webhook"])
         let id = try string(o, "id", at: pointer)!
         guard GatewayConfiguration.isValidAppID(id) else {
             throw GatewayConfigurationError("\(pointer)/id", "must match [a-z0-9][a-z0-9._-]{0,63}")
@@ -361,6 +412,7 @@ struct ConfigReader {
             caCertPath: ca, senderKeychain: sender, apiKeys: keys,
             maxInFlight: try integer(o, "max_in_flight", at: pointer, default: 100, range: 1...10_000),
             maxQueue: try integer(o, "max_queue", at: pointer, default: 1_000_000, range: 1...1_000_000_000),
+            maxFanout: try integer(o, "max_fanout", at: pointer, default: 10_000, range: 1...1_000_000),
             rateLimit: try integer(o, "rate_limit", at: pointer, default: 1000, range: 1...1_000_000),
             webhook: webhook)
     }
@@ -390,6 +442,57 @@ struct ConfigReader {
             throw GatewayConfigurationError("\(at)/secret_file", "\(path) holds fewer than \(Self.minimumWebhookSecret) bytes once whitespace is trimmed; write a long random secret, e.g. `openssl rand -hex 32`")
         }
         return WebhookConfiguration(url: url, secretPath: path, secret: secret)
+    }
+
+    /// `"http": {"header_timeout", "body_timeout", "idle_timeout", "max_connections"}`, each optional.
+    func httpLimits(_ root: JSONObject) throws(GatewayConfigurationError) -> GatewayConfiguration.HTTPLimits {
+        var limits = GatewayConfiguration.HTTPLimits()
+        guard let value = root["http"], value != .null else { return limits }
+        guard case let .object(o) = value else {
+            throw GatewayConfigurationError("/http", "must be an object {\"header_timeout\", \"body_timeout\", \"idle_timeout\", \"max_connections\"} (seconds and a count)")
+        }
+        try allowOnly(o, at: "/http", ["header_timeout", "body_timeout", "idle_timeout", "max_connections"])
+        limits.headerTimeout = .seconds(try integer(o, "header_timeout", at: "/http", default: 10, range: 1...3600))
+        limits.bodyTimeout = .seconds(try integer(o, "body_timeout", at: "/http", default: 10, range: 1...3600))
+        limits.idleTimeout = .seconds(try integer(o, "idle_timeout", at: "/http", default: 60, range: 1...86_400))
+        limits.maxConnections = try integer(o, "max_connections", at: "/http", default: 4096, range: 1...1_000_000)
+        return limits
+    }
+
+    /// The permission bits of the file at `path`, or nil when it does not exist (or cannot be read).
+    static func mode(of path: String) -> Int? {
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path) else { return nil }
+        return switch attributes[.posixPermissions] {
+        case let mode as UInt: Int(mode)
+        case let mode as Int: mode
+        case let mode as UInt16: Int(mode)
+        default: nil
+        }
+    }
+
+    /// A `postgres://` URL as the gateway uses it: one holding a password is refused (it belongs in
+    /// `database_password_file`, gateway v1 §1), and one without `sslmode` gets `sslmode=require` unless its host
+    /// is this machine (loopback or a Unix socket directory), so that TLS cannot be silently downgraded.
+    static func securedPostgresURL(_ url: String) throws(GatewayConfigurationError) -> String {
+        let afterScheme = url[url.range(of: "://")!.upperBound...]
+        let authorityEnd = afterScheme.firstIndex { $0 == "/" || $0 == "?" } ?? afterScheme.endIndex
+        let authority = afterScheme[..<authorityEnd]
+        var hostPart = authority
+        if let at = authority.lastIndex(of: "@") {
+            if authority[..<at].contains(":") {
+                throw GatewayConfigurationError("/database", "the URL holds a password; remove it from the URL and put it in a file named by database_password_file (mode 600)")
+            }
+            hostPart = authority[authority.index(after: at)...]
+        }
+        var host = String(hostPart)
+        if host.hasPrefix("[") { host = String(host.dropFirst().prefix { $0 != "]" }) } else if let colon = host.firstIndex(of: ":") { host = String(host[..<colon]) }
+        let query = url.firstIndex(of: "?").map { url[url.index(after: $0)...] } ?? ""
+        let parameters = query.split(separator: "&").map { $0.split(separator: "=", maxSplits: 1) }
+        if parameters.contains(where: { $0.first == "sslmode" }) { return url }
+        let socketDirectory = parameters.contains { $0.first == "host" && ($0.last?.hasPrefix("/") ?? false) }
+        let local = socketDirectory || host.isEmpty || host == "localhost" || host == "::1" || host.hasPrefix("127.")
+        if local { return url }
+        return url + (url.contains("?") ? "&" : "?") + "sslmode=require"
     }
 
     /// A secret file (the `.p8`, the webhook secret) must be readable and not readable by others; group-readable

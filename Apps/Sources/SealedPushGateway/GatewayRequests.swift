@@ -32,11 +32,11 @@ struct MemberReader {
     let object: JSONObject
     let pointer: String
 
-    init(_ object: JSONObject, at pointer: String = "", allowed: Set<String>) throws(Problem) {
+    init(_ object: JSONObject, at pointer: String = "", allowed: Set<String>) throws(GatewayError) {
         self.object = object
         self.pointer = pointer
         for member in object where !allowed.contains(member.key) {
-            throw Problem.unknownMember(pointer + "/" + Self.escape(member.key))
+            throw GatewayError.unknownMember(pointer + "/" + Self.escape(member.key))
         }
     }
 
@@ -46,51 +46,51 @@ struct MemberReader {
 
     func field(_ name: String) -> String { pointer + "/" + name }
 
-    func string(_ name: String, required: Bool = false, maxBytes: Int = 4096) throws(Problem) -> String? {
+    func string(_ name: String, required: Bool = false, maxBytes: Int = 4096) throws(GatewayError) -> String? {
         switch object[name] {
         case nil, .null?:
-            if required { throw Problem.invalidField(field(name), "\(name) is required: give a string") }
+            if required { throw GatewayError.invalidField(field(name), "\(name) is required: give a string") }
             return nil
         case let .string(s)?:
-            guard s.utf8.count <= maxBytes else { throw Problem.invalidField(field(name), "\(name) is longer than \(maxBytes) bytes; shorten it") }
+            guard s.utf8.count <= maxBytes else { throw GatewayError.invalidField(field(name), "\(name) is longer than \(maxBytes) bytes; shorten it") }
             return s
-        default: throw Problem.invalidField(field(name), "\(name) must be a string")
+        default: throw GatewayError.invalidField(field(name), "\(name) must be a string")
         }
     }
 
-    func integer(_ name: String, range: ClosedRange<Int64>) throws(Problem) -> Int64? {
+    func integer(_ name: String, range: ClosedRange<Int64>) throws(GatewayError) -> Int64? {
         switch object[name] {
         case nil, .null?: return nil
         case let .int(i)? where range.contains(i): return i
-        default: throw Problem.invalidField(field(name), "\(name) must be an integer from \(range.lowerBound) to \(range.upperBound)")
+        default: throw GatewayError.invalidField(field(name), "\(name) must be an integer from \(range.lowerBound) to \(range.upperBound)")
         }
     }
 
-    func bool(_ name: String) throws(Problem) -> Bool? {
+    func bool(_ name: String) throws(GatewayError) -> Bool? {
         switch object[name] {
         case nil, .null?: return nil
         case let .bool(b)?: return b
-        default: throw Problem.invalidField(field(name), "\(name) must be true or false")
+        default: throw GatewayError.invalidField(field(name), "\(name) must be true or false")
         }
     }
 
-    func id(_ name: String, required: Bool) throws(Problem) -> String? {
+    func id(_ name: String, required: Bool) throws(GatewayError) -> String? {
         guard let s = try string(name, required: required, maxBytes: 128) else { return nil }
         guard IDSyntax.isValid(s) else {
-            throw Problem.invalidField(field(name), "\(name) must be 1–128 characters of A–Z a–z 0–9 . _ : @ -, starting with a letter or digit")
+            throw GatewayError.invalidField(field(name), "\(name) must be 1–128 characters of A–Z a–z 0–9 . _ : @ -, starting with a letter or digit")
         }
         return s
     }
 
-    func idList(_ name: String) throws(Problem) -> [String]? {
+    func idList(_ name: String) throws(GatewayError) -> [String]? {
         guard let value = object[name], value != .null else { return nil }
         guard case let .array(items) = value, (1...1000).contains(items.count) else {
-            throw Problem.invalidField(field(name), "\(name) must be an array of 1 to 1000 ids")
+            throw GatewayError.invalidField(field(name), "\(name) must be an array of 1 to 1000 ids")
         }
         var out: [String] = []
         for (n, item) in items.enumerated() {
             guard let s = item.stringValue, IDSyntax.isValid(s) else {
-                throw Problem.invalidField(field(name) + "/\(n)", "each id must be 1–128 characters of A–Z a–z 0–9 . _ : @ -, starting with a letter or digit")
+                throw GatewayError.invalidField(field(name) + "/\(n)", "each id must be 1–128 characters of A–Z a–z 0–9 . _ : @ -, starting with a letter or digit")
             }
             out.append(s)
         }
@@ -106,19 +106,19 @@ struct DeviceRegistration {
     var keyRecord: JSONObject
     var record: DeviceKeyRecord
 
-    init(_ body: JSONObject) throws(Problem) {
+    init(_ body: JSONObject) throws(GatewayError) {
         let r = try MemberReader(body, allowed: ["user_id", "apns_token", "environment", "key_record"])
         userID = try r.id("user_id", required: true)!
         guard let token = IDSyntax.token(try r.string("apns_token", required: true)!) else {
-            throw Problem.invalidField("/apns_token", "apns_token must be the device token as 64 to 200 hex digits, an even number (whole bytes)")
+            throw GatewayError.invalidField("/apns_token", "apns_token must be the device token as 64 to 200 hex digits, an even number (whole bytes)")
         }
         self.token = token
         guard let env = APNsEnvironmentName(rawValue: try r.string("environment", required: true)!) else {
-            throw Problem.invalidField("/environment", "environment must be \"production\" or \"sandbox\" (apps built for development use sandbox)")
+            throw GatewayError.invalidField("/environment", "environment must be \"production\" or \"sandbox\" (apps built for development use sandbox)")
         }
         environment = env
         guard case let .object(record)? = body["key_record"] else {
-            throw Problem.invalidField("/key_record", "key_record is required: give the device's exported sealedpush-device-key record (an object)")
+            throw GatewayError.invalidField("/key_record", "key_record is required: give the device's exported sealedpush-device-key record (an object)")
         }
         do { self.record = try DeviceKeyRecord(json: record) } catch {
             throw Self.recordProblem(error)
@@ -130,25 +130,25 @@ struct DeviceRegistration {
 extension DeviceRegistration {
     /// The problem for a key record that does not read: the member that is wrong, by its JSON pointer, and what to
     /// do. Never quotes the record's values.
-    static func recordProblem(_ error: KeyRecordError) -> Problem {
+    static func recordProblem(_ error: KeyRecordError) -> GatewayError {
         let again = "export the record again from the device"
         switch error {
         case .notJSON:
-            return Problem.invalidField("/key_record", "key_record must be the device's sealedpush-device-key record, an object; \(again)")
+            return GatewayError.invalidField("/key_record", "key_record must be the device's sealedpush-device-key record, an object; \(again)")
         case .wrongType:
-            return Problem.invalidField("/key_record/type", "key_record.type must be \"sealedpush-device-key\"; \(again)")
+            return GatewayError.invalidField("/key_record/type", "key_record.type must be \"sealedpush-device-key\"; \(again)")
         case .unsupportedVersion:
-            return Problem.invalidField("/key_record/version", "key_record.version must be 1; \(again)")
+            return GatewayError.invalidField("/key_record/version", "key_record.version must be 1; \(again)")
         case let .invalidMember(member):
             let pointer = "/key_record/" + member.split(separator: ".").joined(separator: "/")
             let why = member == "created_at"
                 ? "key_record.created_at must be an RFC 3339 date-time (2026-11-27T16:27:13Z or with an offset, +00:00)"
                 : "key_record.\(member) is missing or not of its type"
-            return Problem.invalidField(pointer, "\(why); \(again)")
+            return GatewayError.invalidField(pointer, "\(why); \(again)")
         case .keyIDMismatch:
-            return Problem.invalidField("/key_record/key_id", "key_record.key_id is not the id of key_record.public_key; \(again)")
+            return GatewayError.invalidField("/key_record/key_id", "key_record.key_id is not the id of key_record.public_key; \(again)")
         case .revealKeyIDMismatch:
-            return Problem.invalidField("/key_record/reveal/key_id",
+            return GatewayError.invalidField("/key_record/reveal/key_id",
                                         "key_record.reveal.key_id is not the id of key_record.reveal.public_key; \(again)")
         }
     }
@@ -182,20 +182,20 @@ struct MessageRequest {
     /// The longest `ttl` accepted: 30 days (APNs stores a push for a limited time).
     static let maximumTTL: Int64 = 30 * 86_400
 
-    init(_ o: JSONObject) throws(Problem) {
+    init(_ o: JSONObject) throws(GatewayError) {
         let r = try MemberReader(o, allowed: ["to", "title", "subtitle", "body", "thread_id", "category", "badge", "sound", "data",
                                               "ttl", "collapse_id", "priority", "receipt", "reveal"])
         guard case let .object(toObject)? = o["to"] else {
-            throw Problem.invalidField("/to", "to is required: {\"user_id\": …}, {\"user_ids\": […]} or {\"device_ids\": […]}")
+            throw GatewayError.invalidField("/to", "to is required: {\"user_id\": …}, {\"user_ids\": […]} or {\"device_ids\": […]}")
         }
         let t = try MemberReader(toObject, at: "/to", allowed: ["user_id", "user_ids", "device_ids"])
         guard toObject.count == 1 else {
-            throw Problem.invalidField("/to", "to must have exactly one of user_id, user_ids, device_ids")
+            throw GatewayError.invalidField("/to", "to must have exactly one of user_id, user_ids, device_ids")
         }
         if let user = try t.id("user_id", required: false) { to = .user(user) }
         else if let users = try t.idList("user_ids") { to = .users(users) }
         else if let devices = try t.idList("device_ids") { to = .devices(devices) }
-        else { throw Problem.invalidField("/to", "to must have exactly one of user_id, user_ids, device_ids") }
+        else { throw GatewayError.invalidField("/to", "to must have exactly one of user_id, user_ids, device_ids") }
         title = try r.string("title")
         subtitle = try r.string("subtitle")
         body = try r.string("body", required: true, maxBytes: 64 * 1024)!  // too long to seal is 413 with the size that fits
@@ -206,19 +206,19 @@ struct MessageRequest {
         switch o["data"] {
         case nil, .null?: data = nil
         case let .object(d)?:
-            guard d["aps"] == nil else { throw Problem.invalidField("/data/aps", "data may not hold aps; it is reserved for Apple") }
+            guard d["aps"] == nil else { throw GatewayError.invalidField("/data/aps", "data may not hold aps; it is reserved for Apple") }
             data = d
-        default: throw Problem.invalidField("/data", "data must be an object")
+        default: throw GatewayError.invalidField("/data", "data must be an object")
         }
         ttl = try r.integer("ttl", range: 0...Self.maximumTTL) ?? 7 * 86_400
         collapseID = try r.string("collapse_id", maxBytes: 64)
         if let collapseID, collapseID.isEmpty || collapseID.utf8.contains(where: { $0 < 0x20 || $0 == 0x7f }) {
-            throw Problem.invalidField("/collapse_id", "collapse_id must be 1 to 64 bytes without control characters")
+            throw GatewayError.invalidField("/collapse_id", "collapse_id must be 1 to 64 bytes without control characters")
         }
         switch try r.integer("priority", range: 1...10) {
         case nil: priority = 10
         case let p? where p == 10 || p == 5: priority = Int(p)
-        default: throw Problem.invalidField("/priority", "priority must be 10 (now) or 5 (when the device saves power)")
+        default: throw GatewayError.invalidField("/priority", "priority must be 10 (now) or 5 (when the device saves power)")
         }
         receipt = try r.bool("receipt") ?? true
         reveal = try r.bool("reveal") ?? false

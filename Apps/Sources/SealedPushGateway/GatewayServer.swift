@@ -1,4 +1,10 @@
 import Hummingbird
+import HummingbirdCore
+import NIOCore
+import NIOPosix
+#if canImport(Glibc)
+import Glibc
+#endif
 public import Logging
 public import ServiceLifecycle
 import UnixSignals
@@ -15,29 +21,53 @@ public enum GatewayServer {
         let configuration = gateway.configuration
         var httpLogger = logger
         httpLogger.logLevel = max(logger.logLevel, .notice)  // Hummingbird's own per-connection lines stay quiet
-        var services: [any Service] = []
-        services.append(Application(
-            router: GatewayHTTP.apiRouter(gateway, logger: logger),
-            configuration: ApplicationConfiguration(address: .hostname(configuration.listen.host, port: configuration.listen.port),
-                                                    serverName: "sealedpush-gateway"),
-            onServerRunning: { channel in await onListening("api", channel.localAddress?.port ?? configuration.listen.port) },
-            logger: httpLogger))
-        services.append(Application(
-            router: GatewayHTTP.adminRouter(gateway, logger: logger),
-            configuration: ApplicationConfiguration(address: .hostname(configuration.adminListen.host, port: configuration.adminListen.port),
-                                                    serverName: "sealedpush-gateway-admin"),
-            onServerRunning: { channel in await onListening("admin", channel.localAddress?.port ?? configuration.adminListen.port) },
-            logger: httpLogger))
+        func server(_ name: String, _ router: Router<GatewayRequestContext>, _ address: GatewayConfiguration.HostAndPort, _ serverName: String) -> any Service {
+            Application(
+                router: router,
+                server: .http1(configuration: HTTP1Channel.Configuration(
+                    additionalChannelHandlers: [RequestDeadlineHandler(limits: configuration.http)])),
+                configuration: ApplicationConfiguration(
+                    address: .hostname(address.host, port: address.port), serverName: serverName,
+                    availableConnectionsDelegate: MaximumAvailableConnections(configuration.http.maxConnections)),
+                onServerRunning: { channel in await onListening(name, channel.localAddress?.port ?? address.port) },
+                logger: httpLogger)
+        }
+        var services: [any Service] = [
+            server("api", GatewayHTTP.apiRouter(gateway, logger: logger), configuration.listen, "sealedpush-gateway"),
+            server("admin", GatewayHTTP.adminRouter(gateway, logger: logger), configuration.adminListen, "sealedpush-gateway-admin"),
+        ]
         if let device = configuration.deviceListen {
-            services.append(Application(
-                router: GatewayHTTP.deviceRouter(gateway, logger: logger),
-                configuration: ApplicationConfiguration(address: .hostname(device.host, port: device.port), serverName: "sealedpush-gateway-device"),
-                onServerRunning: { channel in await onListening("device", channel.localAddress?.port ?? device.port) },
-                logger: httpLogger))
+            services.append(server("device", GatewayHTTP.deviceRouter(gateway, logger: logger), device, "sealedpush-gateway-device"))
         }
         services.append(DeliveryWorker(gateway: gateway))
         services.append(WebhookWorker(gateway: gateway))  // last: it stops first, handing back its events
         return services
+    }
+
+    /// Checks that every listen address of `configuration` can be bound now, before the store opens and any
+    /// server starts (each is bound and released at once), so a busy or foreign address stops the start with an
+    /// error naming its member and address instead of after another server printed that it listens.
+    public static func checkListenAddresses(_ configuration: GatewayConfiguration) async throws(GatewayConfigurationError) {
+        var addresses: [(String, GatewayConfiguration.HostAndPort)] = [("/listen", configuration.listen), ("/admin_listen", configuration.adminListen)]
+        if let device = configuration.deviceListen { addresses.append(("/device_listen", device)) }
+        for (member, address) in addresses where address.port != 0 {
+            do {
+                let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                    .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                    .bind(host: address.host, port: address.port).get()
+                try await channel.close()
+            } catch let error as IOError {
+                let why = switch error.errnoCode {
+                case EADDRINUSE: "is already in use by another process; stop it or choose another port"
+                case EACCES: "needs privileges this process lacks (ports below 1024); choose a port of 1024 or more"
+                case EADDRNOTAVAIL: "is not an address of this machine; use one of its addresses, 127.0.0.1 or 0.0.0.0"
+                default: "cannot be listened on (errno \(error.errnoCode)); choose another address"
+                }
+                throw GatewayConfigurationError(member, "\(address) \(why)")
+            } catch {
+                throw GatewayConfigurationError(member, "\(address) cannot be listened on (\(type(of: error))); check the host name, or use an IP address")
+            }
+        }
     }
 }
 

@@ -49,7 +49,8 @@ public enum GatewayTime {
     static func json(_ ms: Int64?) -> JSONValue { ms.map { .string(format($0)) } ?? .null }
 }
 
-/// A problem details answer (RFC 9457, gateway v1 §3): thrown by handlers, written as `application/problem+json`.
+/// A problem details answer (RFC 9457, gateway v1 §3), written as `application/problem+json`: made from a
+/// `GatewayError` (`GatewayError.problem`), the one place that maps errors to problems.
 public struct Problem: Error, HTTPResponseError, Sendable {
     /// The HTTP status.
     public let status: HTTPResponse.Status
@@ -87,64 +88,6 @@ public struct Problem: Error, HTTPResponseError, Sendable {
         fields[.contentType] = "application/problem+json"
         for (name, value) in headers { fields[name] = value }
         return Response(status: status, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: json)))
-    }
-
-    // The codes of gateway v1 §3.
-
-    /// 400 `invalid_json`.
-    static func invalidJSON(_ detail: String = "the body is not a JSON object; send a UTF-8 JSON object") -> Problem {
-        Problem(.badRequest, "invalid_json", "Invalid JSON", detail)
-    }
-    /// 400 `invalid_field` at `field`.
-    static func invalidField(_ field: String, _ detail: String) -> Problem {
-        Problem(.badRequest, "invalid_field", "Invalid field", detail, field: field)
-    }
-    /// 400 `unknown_member` at `field`.
-    static func unknownMember(_ field: String) -> Problem {
-        Problem(.badRequest, "unknown_member", "Unknown member",
-                "this member is not part of the request; check its spelling against the API (gateway v1)", field: field)
-    }
-    /// 401 `unauthorized`.
-    static func unauthorized() -> Problem {
-        var p = Problem(.unauthorized, "unauthorized", "Unauthorized",
-                        "send `Authorization: Bearer <api key>` with a key configured for this app")
-        p.headers = [(.wwwAuthenticate, "Bearer")]
-        return p
-    }
-    /// 403 `forbidden`.
-    static func forbidden(_ detail: String) -> Problem { Problem(.forbidden, "forbidden", "Forbidden", detail) }
-    /// 404 `not_found`.
-    static func notFound(_ detail: String) -> Problem { Problem(.notFound, "not_found", "Not found", detail) }
-    /// 409 `conflict`.
-    static func conflict(_ detail: String, retryAfter: Int? = nil) -> Problem {
-        var p = Problem(.conflict, "conflict", "Conflict", detail)
-        if let retryAfter { p.headers = [(.retryAfter, String(retryAfter))] }
-        return p
-    }
-    /// 413 `too_large`.
-    static func tooLarge(_ detail: String, field: String? = nil) -> Problem {
-        Problem(.contentTooLarge, "too_large", "Too large", detail, field: field)
-    }
-    /// 415 `unsupported_media_type`.
-    static func unsupportedMediaType() -> Problem {
-        Problem(.unsupportedMediaType, "unsupported_media_type", "Unsupported media type", "send the body with `Content-Type: application/json`")
-    }
-    /// 422 `idempotency_conflict`.
-    static func idempotencyConflict() -> Problem {
-        Problem(.unprocessableContent, "idempotency_conflict", "Idempotency conflict",
-                "this Idempotency-Key was used with a different body in the last 24 hours; use a new key for a new message")
-    }
-    /// 429 `rate_limited`.
-    static func rateLimited(retryAfter: Int) -> Problem {
-        var p = Problem(.tooManyRequests, "rate_limited", "Rate limited", "too many requests; retry after the number of seconds in Retry-After")
-        p.headers = [(.retryAfter, String(retryAfter))]
-        return p
-    }
-    /// 503 `unavailable`.
-    static func unavailable(_ detail: String, retryAfter: Int = 5) -> Problem {
-        var p = Problem(.serviceUnavailable, "unavailable", "Unavailable", detail)
-        p.headers = [(.retryAfter, String(retryAfter))]
-        return p
     }
 }
 

@@ -122,6 +122,9 @@ enum OpenAPIDocument {
           "429": {
             "$ref": "#/components/responses/RateLimited"
           },
+          "500": {
+            "$ref": "#/components/responses/Internal"
+          },
           "503": {
             "$ref": "#/components/responses/Unavailable"
           }
@@ -156,8 +159,8 @@ enum OpenAPIDocument {
               }
             }
           },
-          "404": {
-            "$ref": "#/components/responses/NotFound"
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
           },
           "401": {
             "$ref": "#/components/responses/Unauthorized"
@@ -165,8 +168,14 @@ enum OpenAPIDocument {
           "403": {
             "$ref": "#/components/responses/Forbidden"
           },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
           "429": {
             "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/Internal"
           },
           "503": {
             "$ref": "#/components/responses/Unavailable"
@@ -181,8 +190,8 @@ enum OpenAPIDocument {
           "204": {
             "$ref": "#/components/responses/NoContent"
           },
-          "404": {
-            "$ref": "#/components/responses/NotFound"
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
           },
           "401": {
             "$ref": "#/components/responses/Unauthorized"
@@ -190,8 +199,14 @@ enum OpenAPIDocument {
           "403": {
             "$ref": "#/components/responses/Forbidden"
           },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
           "429": {
             "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/Internal"
           },
           "503": {
             "$ref": "#/components/responses/Unavailable"
@@ -237,8 +252,8 @@ enum OpenAPIDocument {
               }
             }
           },
-          "404": {
-            "$ref": "#/components/responses/NotFound"
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
           },
           "401": {
             "$ref": "#/components/responses/Unauthorized"
@@ -246,8 +261,14 @@ enum OpenAPIDocument {
           "403": {
             "$ref": "#/components/responses/Forbidden"
           },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
           "429": {
             "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/Internal"
           },
           "503": {
             "$ref": "#/components/responses/Unavailable"
@@ -262,8 +283,8 @@ enum OpenAPIDocument {
           "204": {
             "$ref": "#/components/responses/NoContent"
           },
-          "404": {
-            "$ref": "#/components/responses/NotFound"
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
           },
           "401": {
             "$ref": "#/components/responses/Unauthorized"
@@ -271,8 +292,14 @@ enum OpenAPIDocument {
           "403": {
             "$ref": "#/components/responses/Forbidden"
           },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
           "429": {
             "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/Internal"
           },
           "503": {
             "$ref": "#/components/responses/Unavailable"
@@ -371,6 +398,9 @@ enum OpenAPIDocument {
           },
           "429": {
             "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/Internal"
           },
           "503": {
             "$ref": "#/components/responses/Unavailable"
@@ -475,6 +505,9 @@ enum OpenAPIDocument {
           "429": {
             "$ref": "#/components/responses/RateLimited"
           },
+          "500": {
+            "$ref": "#/components/responses/Internal"
+          },
           "503": {
             "$ref": "#/components/responses/Unavailable"
           }
@@ -519,8 +552,8 @@ enum OpenAPIDocument {
               }
             }
           },
-          "404": {
-            "$ref": "#/components/responses/NotFound"
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
           },
           "401": {
             "$ref": "#/components/responses/Unauthorized"
@@ -528,8 +561,14 @@ enum OpenAPIDocument {
           "403": {
             "$ref": "#/components/responses/Forbidden"
           },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
           "429": {
             "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/Internal"
           },
           "503": {
             "$ref": "#/components/responses/Unavailable"
@@ -544,8 +583,8 @@ enum OpenAPIDocument {
           "204": {
             "$ref": "#/components/responses/NoContent"
           },
-          "404": {
-            "$ref": "#/components/responses/NotFound"
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
           },
           "401": {
             "$ref": "#/components/responses/Unauthorized"
@@ -553,8 +592,14 @@ enum OpenAPIDocument {
           "403": {
             "$ref": "#/components/responses/Forbidden"
           },
+          "404": {
+            "$ref": "#/components/responses/NotFound"
+          },
           "429": {
             "$ref": "#/components/responses/RateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/Internal"
           },
           "503": {
             "$ref": "#/components/responses/Unavailable"
@@ -632,6 +677,9 @@ enum OpenAPIDocument {
           "429": {
             "$ref": "#/components/responses/PublicRateLimited"
           },
+          "500": {
+            "$ref": "#/components/responses/Internal"
+          },
           "503": {
             "$ref": "#/components/responses/PublicUnavailable"
           }
@@ -678,6 +726,9 @@ enum OpenAPIDocument {
           },
           "429": {
             "$ref": "#/components/responses/PublicRateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/Internal"
           },
           "503": {
             "$ref": "#/components/responses/PublicUnavailable"
@@ -779,6 +830,9 @@ enum OpenAPIDocument {
           "429": {
             "$ref": "#/components/responses/RateLimited"
           },
+          "500": {
+            "$ref": "#/components/responses/Internal"
+          },
           "503": {
             "$ref": "#/components/responses/Unavailable"
           }
@@ -812,7 +866,7 @@ enum OpenAPIDocument {
           "type": "string"
         },
         "example": "phone-1",
-        "description": "1-128 bytes of [A-Za-z0-9._:@-], starting with a letter or digit."
+        "description": "1-128 bytes of [A-Za-z0-9._:@-], starting with a letter or digit. Any other value is 400 invalid_field on every method; a well-formed id that names nothing is 404."
       },
       "UserId": {
         "name": "user_id",
@@ -822,7 +876,7 @@ enum OpenAPIDocument {
           "type": "string"
         },
         "example": "u-42",
-        "description": "1-128 bytes of [A-Za-z0-9._:@-], starting with a letter or digit; another value gets 404."
+        "description": "1-128 bytes of [A-Za-z0-9._:@-], starting with a letter or digit. Any other value is 400 invalid_field on every method; a well-formed id that names nothing is 404."
       },
       "MessageId": {
         "name": "message_id",
@@ -830,7 +884,9 @@ enum OpenAPIDocument {
         "required": true,
         "schema": {
           "type": "string"
-        }
+        },
+        "description": "A message id as POST .../messages answered it (1-64 bytes of [A-Za-z0-9_-]). Any other value is 400 invalid_field; a well-formed id that names nothing is 404.",
+        "example": "019ac6f0c2a8Zx3f0GqTq1yAbw"
       }
     },
     "headers": {
@@ -1085,7 +1141,10 @@ enum OpenAPIDocument {
             "type": "object",
             "properties": {
               "type": {
-                "const": "urn:sealedpush:problem:idempotency_conflict"
+                "enum": [
+                  "urn:sealedpush:problem:idempotency_conflict",
+                  "urn:sealedpush:problem:too_many_deliveries"
+                ]
               },
               "status": {
                 "const": 422
@@ -1785,6 +1844,24 @@ enum OpenAPIDocument {
           }
         },
         "additionalProperties": false
+      },
+      "Problem500": {
+        "allOf": [
+          {
+            "$ref": "#/components/schemas/Problem"
+          },
+          {
+            "type": "object",
+            "properties": {
+              "type": {
+                "const": "urn:sealedpush:problem:internal"
+              },
+              "status": {
+                "const": 500
+              }
+            }
+          }
+        ]
       }
     },
     "responses": {
@@ -2130,7 +2207,7 @@ enum OpenAPIDocument {
         }
       },
       "IdempotencyConflict": {
-        "description": "This Idempotency-Key was used with a different body in the last 24 hours.",
+        "description": "This Idempotency-Key was used with a different body in the last 24 hours (idempotency_conflict), or the message would make more deliveries than the app's max_fanout (too_many_deliveries; nothing is stored).",
         "headers": {
           "Request-Id": {
             "$ref": "#/components/headers/Request-Id"
@@ -2215,6 +2292,21 @@ enum OpenAPIDocument {
           "application/problem+json": {
             "schema": {
               "$ref": "#/components/schemas/Problem503"
+            }
+          }
+        }
+      },
+      "Internal": {
+        "description": "A fault of the gateway itself (never the answer to bad input); nothing was sent for the request. The detail names the Request-Id to report.",
+        "headers": {
+          "Request-Id": {
+            "$ref": "#/components/headers/Request-Id"
+          }
+        },
+        "content": {
+          "application/problem+json": {
+            "schema": {
+              "$ref": "#/components/schemas/Problem500"
             }
           }
         }

@@ -594,7 +594,7 @@ public final class PostgresGatewayStore: GatewayStore {
                 // Another instance may have answered the same key meanwhile: then this message is not kept and the
                 // caller retries (its repeat then replays that answer).
                 guard try await upsertIdempotency(conn, app: message.app, key: idempotency.key, answer: idempotency.answer) else {
-                    throw Problem.conflict("a request with this Idempotency-Key is still being handled; retry after Retry-After seconds", retryAfter: 1)
+                    throw GatewayError.conflict("a request with this Idempotency-Key is still being handled; retry after Retry-After seconds", retryAfter: 1)
                 }
             }
         }

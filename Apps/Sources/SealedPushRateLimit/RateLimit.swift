@@ -32,6 +32,11 @@ package final class TokenBucket: Sendable {
         state.withLockedValue { s in refilled(s.tokens, since: s.last, at: now()) >= capacity }
     }
 
+    /// Whether a token is left now (nothing is taken).
+    package var hasToken: Bool {
+        state.withLockedValue { s in refilled(s.tokens, since: s.last, at: now()) >= 1 }
+    }
+
     /// Takes a token if one is left; the whole tokens left afterwards, or nil when empty.
     package func take() -> Int? {
         state.withLockedValue { s in
@@ -70,7 +75,22 @@ package final class SourceRateLimiter: Sendable {
 
     /// Takes a token from `source`'s bucket; false when it is empty or no bucket can be made for it.
     package func admit(_ source: String) -> Bool {
-        let bucket = buckets.withLockedValue { b -> TokenBucket? in
+        bucket(for: source)?.take() != nil
+    }
+
+    /// Whether `source` has no token left now (or no bucket can be made for it), without taking one.
+    package func isExhausted(_ source: String) -> Bool {
+        guard let bucket = bucket(for: source) else { return true }
+        return !bucket.hasToken
+    }
+
+    /// Takes a token from `source`'s bucket if one is left (a refusal it earned, counted against its budget).
+    package func charge(_ source: String) {
+        _ = bucket(for: source)?.take()
+    }
+
+    private func bucket(for source: String) -> TokenBucket? {
+        buckets.withLockedValue { b -> TokenBucket? in
             if let bucket = b[source] { return bucket }
             if b.count >= Self.maxSources { b = b.filter { !$0.value.isFull } }
             guard b.count < Self.maxSources else { return nil }
@@ -78,6 +98,5 @@ package final class SourceRateLimiter: Sendable {
             b[source] = bucket
             return bucket
         }
-        return bucket?.take() != nil
     }
 }

@@ -36,6 +36,9 @@ struct GatewayCommand: AsyncParsableCommand {
             do { configuration = try GatewayConfiguration.load(path: config) } catch {
                 throw CLIError("the configuration cannot be used: \(error)")
             }
+            do { try await GatewayServer.checkListenAddresses(configuration) } catch {
+                throw CLIError("the gateway cannot listen: \(error)")
+            }
             let gateway: Gateway
             var options = GatewayOptions()
             options.lease = configuration.lease

@@ -138,15 +138,23 @@ final class GatewayHarness: Sendable {
     static func writeConfiguration(in directory: URL, apns: TestAPNs, listen: String = "127.0.0.1:0", admin: String = "127.0.0.1:0",
                                    publicURL: String = "http://127.0.0.1:1", extraApp: JSONObject = JSONObject([]),
                                    extraRoot: JSONObject = JSONObject([]), database: String = "sqlite:gateway.db") throws -> String {
+        try writeConfiguration(in: directory, apnsKeyPEM: apns.pem, apnsPort: apns.port, caPEM: apns.server.authority.caPEM, listen: listen,
+                               admin: admin, publicURL: publicURL, extraApp: extraApp, extraRoot: extraRoot, database: database)
+    }
+
+    /// The same for an APNs that may not run (tests that never deliver): its key's PEM, its port and its CA.
+    static func writeConfiguration(in directory: URL, apnsKeyPEM: String, apnsPort: Int, caPEM: String, listen: String = "127.0.0.1:0",
+                                   admin: String = "127.0.0.1:0", publicURL: String = "http://127.0.0.1:1", extraApp: JSONObject = JSONObject([]),
+                                   extraRoot: JSONObject = JSONObject([]), database: String = "sqlite:gateway.db") throws -> String {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let p8 = directory.appendingPathComponent("AuthKey_KEY0000001.p8")
-        try Data(apns.pem.utf8).write(to: p8)
+        try Data(apnsKeyPEM.utf8).write(to: p8)
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: p8.path)
-        try Data(apns.server.authority.caPEM.utf8).write(to: directory.appendingPathComponent("ca.pem"))
+        try Data(caPEM.utf8).write(to: directory.appendingPathComponent("ca.pem"))
         func key(_ id: String, _ k: String, _ scopes: [String]) -> JSONValue {
             .object(JSONObject([("id", .string(id)), ("sha256", .string(Keys.sha256(k))), ("scopes", .array(scopes.map { .string($0) }))]))
         }
-        let url = JSONValue.string("https://127.0.0.1:\(apns.port)")
+        let url = JSONValue.string("https://127.0.0.1:\(apnsPort)")
         func app(_ id: String, _ keys: [JSONValue]) -> JSONValue {
             var o = JSONObject([
                 ("id", .string(id)), ("topic", .string(TestAPNs.topic)),
@@ -175,7 +183,7 @@ final class GatewayHarness: Sendable {
     /// Starts a gateway over `database` (a fresh SQLite file by default); `publicURL` nil means its own API address
     /// (receipts come back to it). With `directory`, in that directory (the database of an earlier harness stopped
     /// with `keepFiles`).
-    init(name: String, options: GatewayOptions = GatewayOptions(), extraApp: JSONObject = JSONObject([]),
+    init(name: String, options: GatewayOptions = GatewayOptions(), extraApp: JSONObject = JSONObject([]), extraRoot: JSONObject = JSONObject([]),
          apns: TestAPNs? = nil, directory: URL? = nil, database: String = "sqlite:gateway.db") async throws {
         ownsAPNs = apns == nil
         self.directory = directory ?? FileManager.default.temporaryDirectory.appendingPathComponent("gateway-\(name)-\(UUID().uuidString)")
@@ -184,7 +192,7 @@ final class GatewayHarness: Sendable {
         // Reserve the API port first so the configuration's public_url can name it.
         let port = try Self.freePort()
         let path = try Self.writeConfiguration(in: self.directory, apns: apns, listen: "127.0.0.1:\(port)",
-                                               publicURL: "http://127.0.0.1:\(port)", extraApp: extraApp, database: database)
+                                               publicURL: "http://127.0.0.1:\(port)", extraApp: extraApp, extraRoot: extraRoot, database: database)
         var logger = Logger(label: "gateway-test")
         logger.logLevel = .warning
         let configuration = try GatewayConfiguration.load(path: path)
@@ -271,8 +279,9 @@ extension JSONValue {
 
 /// Runs `body` with a harness, stopping it afterwards whatever happens.
 func withGateway(_ name: String, options: GatewayOptions = GatewayOptions(), extraApp: JSONObject = JSONObject([]),
-                 database: String = "sqlite:gateway.db", _ body: (GatewayHarness) async throws -> Void) async throws {
-    let harness = try await GatewayHarness(name: name, options: options, extraApp: extraApp, database: database)
+                 extraRoot: JSONObject = JSONObject([]), database: String = "sqlite:gateway.db",
+                 _ body: (GatewayHarness) async throws -> Void) async throws {
+    let harness = try await GatewayHarness(name: name, options: options, extraApp: extraApp, extraRoot: extraRoot, database: database)
     do { try await body(harness) } catch {
         await harness.stop()
         throw error

@@ -44,7 +44,8 @@ DEFAULT_EXAMPLES = 50
 DEFAULT_TIME_LIMIT = 600
 KEY_VARIABLE = "SEALEDPUSH_SCHEMATHESIS_API_KEY"
 REQUIRED_CHECKS = ["not_a_server_error", "response_schema_conformance"]
-OPTIONAL_CHECKS = ["status_code_conformance", "content_type_conformance", "response_headers_conformance"]
+OPTIONAL_CHECKS = ["status_code_conformance", "content_type_conformance", "response_headers_conformance",
+                   "unsupported_method", "allow_header_conformance"]
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
 
 

@@ -1,0 +1,255 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import NIOCore
+import SealedPushAPNs
+@testable import SealedPushGateway
+import SealedPushAPNsServer
+import SealedPushTestSupport
+import SealedPushWire
+import SealedPushCrypto
+import Testing
+
+/// A gateway over a fresh SQLite file whose routers are tested in process (HummingbirdTesting's `.router`: no
+/// socket, no APNs running, no delivery worker): routes, errors, idempotency and authentication.
+struct InProcessGateway {
+    let directory: URL
+    let gateway: Gateway
+    let logger: Logger
+
+    static func make(_ name: String, extraApp: JSONObject = JSONObject([]), extraRoot: JSONObject = JSONObject([])) async throws -> InProcessGateway {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-routes-\(name)-\(UUID().uuidString)")
+        let (_, pem) = try APNsSigningKey.generateForDevelopment(keyID: "KEY0000001", teamID: "TEAM000001")
+        // Port 9 (discard): nothing is delivered in these tests; a CA file is still required by the configuration.
+        let path = try GatewayHarness.writeConfiguration(in: directory, apnsKeyPEM: pem, apnsPort: 9, caPEM: TestCA.pem,
+                                                         extraApp: extraApp, extraRoot: extraRoot)
+        var logger = Logger(label: "gateway-route-test")
+        logger.logLevel = .critical
+        let gateway = try await Gateway.open(configuration: try GatewayConfiguration.load(path: path), logger: logger)
+        return InProcessGateway(directory: directory, gateway: gateway, logger: logger)
+    }
+
+    /// Runs `body` against the API router in process.
+    func api<T: Sendable>(_ body: @Sendable (any TestClientProtocol) async throws -> T) async throws -> T {
+        try await Application(router: GatewayHTTP.apiRouter(gateway, logger: logger)).test(.router, body)
+    }
+
+    /// Runs `body` against the admin router in process.
+    func admin<T: Sendable>(_ body: @Sendable (any TestClientProtocol) async throws -> T) async throws -> T {
+        try await Application(router: GatewayHTTP.adminRouter(gateway, logger: logger)).test(.router, body)
+    }
+
+    func close() async {
+        await gateway.close()
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// Runs `body` with a fresh in-process gateway, closing it whatever happens.
+    static func with(_ name: String, extraApp: JSONObject = JSONObject([]), extraRoot: JSONObject = JSONObject([]),
+                     _ body: (InProcessGateway) async throws -> Void) async throws {
+        let g = try await make(name, extraApp: extraApp, extraRoot: extraRoot)
+        do { try await body(g) } catch {
+            await g.close()
+            throw error
+        }
+        await g.close()
+    }
+}
+
+/// A self-signed CA certificate's PEM, made once: the configuration needs a readable `ca_cert`.
+enum TestCA {
+    static let pem: String = {
+        (try? LocalCertificateAuthority.make())?.caPEM ?? ""
+    }()
+}
+
+extension TestClientProtocol {
+    /// A request with the bearer key and, for a body, `Content-Type: application/json`.
+    func call(_ method: HTTPRequest.Method, _ uri: String, key: String? = Keys.all, json: JSONValue? = nil,
+              headers extra: HTTPFields = [:]) async throws -> TestResponse {
+        var headers = extra
+        if let key { headers[.authorization] = "Bearer \(key)" }
+        var body: ByteBuffer?
+        if let json {
+            headers[.contentType] = "application/json"
+            body = ByteBuffer(bytes: JSON.serialize(json))
+        }
+        return try await execute(uri: uri, method: method, headers: headers, body: body)
+    }
+}
+
+extension TestResponse {
+    var json: JSONObject {
+        (try? JSON.parse(Array(body.readableBytesView))).flatMap { if case let .object(o) = $0 { o } else { nil } } ?? JSONObject([])
+    }
+    var code: String? { json["type"]?.stringValue.map { String($0.dropFirst("urn:sealedpush:problem:".count)) } }
+    var text: String { String(buffer: body) }
+}
+
+/// A device registration body for `phone`, as `user`.
+func registration(_ phone: Phone, user: String, record: JSONObject? = nil) -> JSONValue {
+    .object(JSONObject([("user_id", .string(user)), ("apns_token", .string(phone.token)), ("environment", "sandbox"),
+                        ("key_record", .object(record ?? phone.record))]))
+}
+
+extension GatewaySuites {
+    /// The routes, errors and rules of gateway v1 §3–§6 in process, over the routers themselves (#36: routes over a
+    /// `Gateway` service, errors mapped to problems in one place).
+    @Suite("Gateway routes in process", .serialized, .timeLimit(.minutes(5)))
+    struct GatewayRouteTests {
+        /// #36 bug 2: a known path with a method it does not take is `405` with `Allow`, not `404 no such route`.
+        @Test func aKnownPathWithAnotherMethodIs405WithAllow() async throws {
+            try await InProcessGateway.with("405") { g in
+                try await g.api { client in
+                    for (method, uri, allow) in [(HTTPRequest.Method.patch, "/v1/apps/chat/devices/d1", "PUT, GET, DELETE"),
+                                                 (.put, "/v1/apps/chat/messages", "POST"),
+                                                 (.get, "/v1/receipts", "POST"),
+                                                 (.post, "/v1/apps/chat/messages/abc", "GET, DELETE")] {
+                        let answer = try await client.call(method, uri)
+                        #expect(answer.status == .methodNotAllowed, "\(method) \(uri): \(answer.status)")
+                        #expect(answer.code == "method_not_allowed")
+                        #expect(answer.headers[HTTPField.Name("Allow")!] == allow, "\(method) \(uri)")
+                        #expect(answer.headers[.contentType] == "application/problem+json")
+                        #expect(answer.headers[HTTPField.Name("Request-Id")!]?.count == 24)
+                    }
+                    // An unknown path is still 404.
+                    #expect(try await client.call(.get, "/v1/apps/chat/nothing").status == .notFound)
+                }
+            }
+        }
+
+        /// #36 bug 3: one rule for a path id outside the id syntax, whatever the method: `400 invalid_field`. A
+        /// well-formed id that names nothing is `404`.
+        @Test func anInvalidPathIDIs400OnEveryMethod() async throws {
+            try await InProcessGateway.with("pathids") { g in
+                let phone = try Phone(in: g.directory, name: "p", token: hexToken(1))
+                try await g.api { client in
+                    for bad in [String(repeating: "d", count: 129), "a%00b", "..%2Fx", "-leading"] {
+                        for method in [HTTPRequest.Method.get, .delete] {
+                            let answer = try await client.call(method, "/v1/apps/chat/devices/\(bad)")
+                            #expect(answer.status == .badRequest && answer.code == "invalid_field", "\(method) \(bad): \(answer.status) \(answer.text)")
+                        }
+                        let put = try await client.call(.put, "/v1/apps/chat/devices/\(bad)", json: registration(phone, user: "u"))
+                        #expect(put.status == .badRequest && put.code == "invalid_field", "PUT \(bad): \(put.status)")
+                        let user = try await client.call(.get, "/v1/apps/chat/users/\(bad)/devices")
+                        #expect(user.status == .badRequest && user.code == "invalid_field", "GET user \(bad): \(user.status)")
+                    }
+                    let badMessage = try await client.call(.get, "/v1/apps/chat/messages/" + String(repeating: "m", count: 65))
+                    #expect(badMessage.status == .badRequest && badMessage.code == "invalid_field")
+                    #expect(try await client.call(.get, "/v1/apps/chat/devices/never-registered").status == .notFound)
+                    #expect(try await client.call(.get, "/v1/apps/chat/messages/0123456789ab_unknown").status == .notFound)
+                }
+            }
+        }
+
+        /// Security review: a device record whose public key is a low-order point is refused at `PUT`, naming the
+        /// member; and a stored record that cannot be sealed to makes that device `skipped` (`bad_key_record`),
+        /// never the whole message.
+        @Test func aKeyThatCannotBeSealedToIsRefusedAndSkipped() async throws {
+            try await InProcessGateway.with("loworder") { g in
+                let good = try Phone(in: g.directory, name: "good", token: hexToken(1))
+                let other = try Phone(in: g.directory, name: "other", token: hexToken(2))
+                // A well-formed record (its key id matches its key) whose key is the all-zero, low-order point.
+                let lowOrder = DeviceKeyRecord(publicKey: try BoxPublicKey(bytes: [UInt8](repeating: 0, count: 32)), createdAt: nil).jsonObject
+                let refused = try await g.api { client in
+                    try await client.call(.put, "/v1/apps/chat/devices/zero", json: registration(other, user: "u", record: lowOrder))
+                }
+                #expect(refused.status == .badRequest, "\(refused.text)")
+                #expect(refused.json["field"]?.stringValue == "/key_record/public_key" || refused.json["field"]?.stringValue?.hasPrefix("/key_record") == true,
+                        "\(refused.text)")
+
+                // A record stored before the check (or by an older gateway) is skipped at send time.
+                let registered = try await g.api { client in
+                    try await client.call(.put, "/v1/apps/chat/devices/good", json: registration(good, user: "u"))
+                }
+                #expect(registered.status == .created)
+                var stored = try #require(try await g.gateway.store.device(app: "chat", deviceID: "good"))
+                stored = DeviceRecord(app: "chat", deviceID: "bad", userID: "u", apnsToken: other.token, environment: .sandbox,
+                                      keyRecord: JSON.serialize(.object(lowOrder)), keyID: stored.keyID, state: .active,
+                                      createdAt: stored.createdAt, updatedAt: stored.updatedAt, registeredAt: stored.registeredAt,
+                                      unregisteredAt: nil, unregisteredReason: nil, tokenReassigned: false, lastReport: nil)
+                _ = try await g.gateway.store.putDevice(stored, maxDevicesPerUser: 100)
+                let body = JSONValue.object(JSONObject([("to", .object(JSONObject([("user_id", "u")]))), ("body", "hi")]))
+                let (sent, replay) = try await g.api { client in
+                    (try await client.call(.post, "/v1/apps/chat/messages", json: body, headers: [HTTPField.Name("Idempotency-Key")!: "k1"]),
+                     try await client.call(.post, "/v1/apps/chat/messages", json: body, headers: [HTTPField.Name("Idempotency-Key")!: "k1"]))
+                }
+                #expect(sent.status == .accepted, "\(sent.text)")
+                #expect(sent.json["deliveries"]?.arrayValue?.compactMap { $0.objectValue?["device_id"]?.stringValue } == ["good"])
+                let skipped = sent.json["skipped"]?.arrayValue?.compactMap { $0.objectValue } ?? []
+                #expect(skipped.map { $0["device_id"]?.stringValue } == ["bad"] && skipped.first?["reason"]?.stringValue == "bad_key_record")
+                #expect(replay.status == .accepted && replay.text == sent.text, "the 202 is what is replayed")
+            }
+        }
+
+        /// Gateway v1 §5 (revision 2): a message beyond the app's `max_fanout` is `422 too_many_deliveries` and stores nothing.
+        @Test func aFanOutBeyondMaxFanoutIs422AndStoresNothing() async throws {
+            try await InProcessGateway.with("fanout", extraApp: JSONObject([("max_fanout", .int(2))])) { g in
+                try await g.api { client in
+                    for n in 1...3 {
+                        let phone = try Phone(in: g.directory, name: "p\(n)", token: hexToken(n))
+                        #expect(try await client.call(.put, "/v1/apps/chat/devices/d\(n)", json: registration(phone, user: "u")).status == .created)
+                    }
+                    let body = JSONValue.object(JSONObject([("to", .object(JSONObject([("user_id", "u")]))), ("body", "hi")]))
+                    let refused = try await client.call(.post, "/v1/apps/chat/messages", json: body)
+                    #expect(refused.status == .unprocessableContent && refused.code == "too_many_deliveries", "\(refused.text)")
+                    #expect(refused.text.contains("max_fanout"))
+                    let two = JSONValue.object(JSONObject([("to", .object(JSONObject([("device_ids", .array(["d1", "d2"]))]))), ("body", "hi")]))
+                    #expect(try await client.call(.post, "/v1/apps/chat/messages", json: two).status == .accepted)
+                }
+                #expect(try await g.gateway.store.queueDepths()["chat"]?.queued == 2, "only the message within the bound was stored")
+            }
+        }
+
+        /// An error the gateway does not know is `500 internal` naming the request id, never a fake `503`; a database
+        /// that does not answer is `503 unavailable`.
+        @Test func anUnknownErrorIs500WithTheRequestID() async throws {
+            struct Unexpected: Error {}
+            let router = Router(context: GatewayRequestContext.self)
+            let g = try await InProcessGateway.make("internal")
+            defer { Task { await g.close() } }
+            router.add(middleware: RequestMiddleware(metrics: g.gateway.metrics, logger: g.logger))
+            router.get("boom") { _, _ -> Response in throw Unexpected() }
+            try await Application(router: router).test(.router) { client in
+                let answer = try await client.execute(uri: "/boom", method: .get)
+                #expect(answer.status == .internalServerError)
+                #expect(answer.code == "internal")
+                let id = try #require(answer.headers[HTTPField.Name("Request-Id")!])
+                #expect(answer.text.contains(id), "the detail names the request id to report")
+            }
+            #expect(GatewayError(classifying: Unexpected(), requestID: "r") == .internal(requestID: "r"))
+            #expect(GatewayError(classifying: GatewayError.notFound("x"), requestID: "r") == .notFound("x"))
+        }
+
+        /// The admin listener answers only a `Host` that names it (DNS rebinding), and its dashboard forbids framing,
+        /// scripts and referrers.
+        @Test func theAdminListenerChecksHostAndSendsSecurityHeaders() async throws {
+            let loopback = try #require(GatewayConfiguration.HostAndPort("127.0.0.1:9090"))
+            let everywhere = try #require(GatewayConfiguration.HostAndPort("0.0.0.0:9090"))
+            func accepts(_ host: String?, _ listen: GatewayConfiguration.HostAndPort, names: Set<String> = []) -> Bool {
+                AdminHostMiddleware.accepts(host: host, listen: listen, names: names)
+            }
+            #expect(accepts("127.0.0.1:9090", loopback))
+            #expect(accepts("localhost:9090", loopback))
+            #expect(accepts("[::1]:9090", loopback))
+            #expect(!accepts("attacker.example", loopback))
+            #expect(!accepts("attacker.example:9090", everywhere))
+            #expect(accepts("10.0.0.5:9090", everywhere))
+            #expect(accepts("metrics.internal:9090", everywhere, names: ["metrics.internal"]))
+            #expect(!accepts(nil, loopback))
+            try await InProcessGateway.with("admin") { g in
+                try await g.admin { client in
+                    let page = try await client.execute(uri: "/", method: .get)
+                    #expect(page.status == .ok)
+                    #expect(page.headers[HTTPField.Name("X-Frame-Options")!] == "DENY")
+                    #expect(page.headers[HTTPField.Name("Referrer-Policy")!] == "no-referrer")
+                    let csp = try #require(page.headers[HTTPField.Name("Content-Security-Policy")!])
+                    #expect(csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"))
+                    #expect(try await client.execute(uri: "/metrics", method: .post).status == .methodNotAllowed)
+                }
+            }
+        }
+    }
+}
