@@ -29,6 +29,8 @@ public struct GatewayOptions: Sendable {
     /// Refusals a second per source address on the device endpoints, or nil for the configuration's
     /// `device_rate_limit` (gateway v1 §6).
     public var deviceRateLimit: Int?
+    /// The monotonic clock the device endpoints' per-source limit refills by (tests pass one that stands still).
+    public var deviceLimitClock: @Sendable () -> ContinuousClock.Instant = { .now }
     /// Seals made at once across all requests (`sendMessage`'s bounded pool); defaults to the processor count.
     public var sealingWidth = max(1, ProcessInfo.processInfo.activeProcessorCount)
     /// Makes each app's APNs clients.
@@ -90,7 +92,8 @@ public final class Gateway: Sendable {
         self.options = options
         self.logger = logger
         idempotencyKey = try await store.idempotencySecret()
-        sourceLimiter = SourceRateLimiter(perSecond: options.deviceRateLimit ?? configuration.deviceRateLimit)
+        let perSecond = options.deviceRateLimit ?? configuration.deviceRateLimit
+        sourceLimiter = SourceRateLimiter(capacity: perSecond, refillPerSecond: Double(perSecond), now: options.deviceLimitClock)
         sealing = SealingPool(width: options.sealingWidth)
         var apps: [String: AppRuntime] = [:]
         for app in configuration.apps {
