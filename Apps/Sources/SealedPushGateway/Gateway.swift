@@ -440,7 +440,9 @@ public final class Gateway: Sendable {
     }
 
     /// Records a receipt (on `v1/receipts`) or failure report (on `v1/reports`) body; the other kind is malformed.
-    func deviceEndpoint(body: [UInt8], path: String) async -> DeviceEndpointOutcome {
+    /// A report counts only in the app its URL names (`?app=<id>`): it cannot be authenticated, so one without a
+    /// known app is counted in the metrics (`app="unknown"`) and changes no device's `last_report`.
+    func deviceEndpoint(body: [UInt8], path: String, reportApp: String? = nil) async -> DeviceEndpointOutcome {
         guard let (message, _) = ReceiptMessage.parse(body) else { return .malformed }
         do {
             switch message {
@@ -463,8 +465,12 @@ public final class Gateway: Sendable {
                 }
             case let .failed(reason, kid, _, count):
                 guard path == "v1/reports" else { return .malformed }
-                let apps = try await store.recordReport(kid: kid?.hex, reason: reason.rawValue, count: min(count, 10_000), now: now)
-                for app in apps.isEmpty ? ["unknown"] : apps { metrics.receipt(app: app, type: "failed", reason: reason.rawValue) }
+                var counted = "unknown"
+                if let reportApp, apps[reportApp] != nil {
+                    _ = try await store.recordReport(app: reportApp, kid: kid?.hex, reason: reason.rawValue, count: min(count, 10_000), now: now)
+                    counted = reportApp
+                }
+                metrics.receipt(app: counted, type: "failed", reason: reason.rawValue)
                 return .accepted
             }
         } catch {

@@ -318,8 +318,9 @@ public protocol GatewayStore: Sendable {
     /// Applies a receipt: the delivery of `messageID` whose token hashes to `tokenSHA256` becomes `delivered`; a
     /// `revealed` receipt (reveal v1 §8) also sets its `revealed_at` once (`delivery.revealed`).
     func recordReceipt(messageID: String, tokenSHA256: [UInt8], revealed: Bool, now: Int64) async throws -> ReceiptResult
-    /// Records a failure report against the devices whose key id is `kid`; the apps they belong to.
-    func recordReport(kid: String?, reason: String, count: Int, now: Int64) async throws -> [String]
+    /// Records a failure report in `app` against its devices whose key id is `kid` (reports are unauthenticated, so a
+    /// report never reaches another app's devices); `[app]` when one matched, else empty.
+    func recordReport(app: String, kid: String?, reason: String, count: Int, now: Int64) async throws -> [String]
     /// Closes the database.
     func close() async
     /// How many gateway instances share this store now, this one included (at least 1): each keeps

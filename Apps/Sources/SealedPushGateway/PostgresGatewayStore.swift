@@ -868,12 +868,12 @@ public final class PostgresGatewayStore: GatewayStore {
         }
     }
 
-    public func recordReport(kid: String?, reason: String, count: Int, now: Int64) async throws -> [String] {
+    public func recordReport(app: String, kid: String?, reason: String, count: Int, now: Int64) async throws -> [String] {
         guard let kid else { return [] }
         return try await transaction { [self] conn in
             let apps = Set(try await conn.rows("""
                 UPDATE devices SET report_reason = \(reason), report_kid = \(kid), report_count = \(Int64(count)), report_at = \(now)
-                WHERE key_id = \(kid) RETURNING app
+                WHERE key_id = \(kid) AND app = \(app) RETURNING app
                 """, logger: logger).map { try $0.makeRandomAccess()["app"].decode(String.self) })
             for app in apps.sorted() {
                 try await conn.rows("""

@@ -740,12 +740,12 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
-    public func recordReport(kid: String?, reason: String, count: Int, now: Int64) async throws -> [String] {
+    public func recordReport(app: String, kid: String?, reason: String, count: Int, now: Int64) async throws -> [String] {
         guard let kid else { return [] }
         return try await transaction { db in
             let rows = try db.rows("""
-                UPDATE devices SET report_reason = ?, report_kid = ?, report_count = ?, report_at = ? WHERE key_id = ? RETURNING app
-                """, [.text(reason), .text(kid), .integer(count), .integer(Int(now)), .text(kid)])
+                UPDATE devices SET report_reason = ?, report_kid = ?, report_count = ?, report_at = ? WHERE key_id = ? AND app = ? RETURNING app
+                """, [.text(reason), .text(kid), .integer(count), .integer(Int(now)), .text(kid), .text(app)])
             let apps = Set(rows.compactMap { $0.column("app")?.string })
             for app in apps {
                 _ = try db.rows("""

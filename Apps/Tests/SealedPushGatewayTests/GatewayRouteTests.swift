@@ -251,5 +251,26 @@ extension GatewaySuites {
                 }
             }
         }
+
+        /// Security review: a failure report (unauthenticated) counts only in the app its URL names; one naming no app
+        /// changes no device's `last_report` in any app that holds the key id.
+        @Test func aFailureReportStaysInTheAppItNames() async throws {
+            try await InProcessGateway.with("reports") { g in
+                let phone = try Phone(in: g.directory, name: "p", token: hexToken(1))
+                let kid = try #require(phone.record["key_id"]?.stringValue)
+                let report = JSONValue.object(JSONObject([("v", .int(1)), ("type", "failed"), ("reason", "unknownKey"), ("kid", .string(kid)),
+                                                          ("at", .int(1_795_000_000)), ("count", .int(2))]))
+                try await g.api { client in
+                    #expect(try await client.call(.put, "/v1/apps/chat/devices/d", json: registration(phone, user: "u")).status == .created)
+                    for uri in ["/v1/reports", "/v1/reports?app=other", "/v1/reports?app=nosuchapp"] {
+                        #expect(try await client.call(.post, uri, key: nil, json: report).status == .accepted)
+                        #expect(try await client.call(.get, "/v1/apps/chat/devices/d").json["last_report"] == .null, "\(uri) reached app chat")
+                    }
+                    #expect(try await client.call(.post, "/v1/reports?app=chat", key: nil, json: report).status == .accepted)
+                    let shown = try await client.call(.get, "/v1/apps/chat/devices/d").json["last_report"]?.objectValue
+                    #expect(shown?["kid"]?.stringValue == kid && shown?["count"] == .int(2))
+                }
+            }
+        }
     }
 }

@@ -231,10 +231,12 @@ extension GatewayPostgresSuites {
                 let b = try #require(try await store.message(app: "chat", messageID: "m")?.deliveries.first { $0.deviceID == "b" })
                 #expect(b.state == .delivered && b.apnsStatus == 200)
 
-                // Failure reports land on the devices of their key id.
-                #expect(try await store.recordReport(kid: nil, reason: "decrypt_failed", count: 1, now: 4000).isEmpty)
-                #expect(try await store.recordReport(kid: "ffffffffffffffff", reason: "decrypt_failed", count: 1, now: 4000).isEmpty)
-                #expect(try await store.recordReport(kid: "abcdefabcdefabcd", reason: "decrypt_failed", count: 3, now: 4000) == ["chat"])
+                // Failure reports land on the devices of their key id, in the app they name only.
+                #expect(try await store.recordReport(app: "other", kid: "abcdefabcdefabcd", reason: "decrypt_failed", count: 1, now: 3999).isEmpty)
+                #expect(try await store.device(app: "chat", deviceID: "a")?.lastReport == nil, "a report to another app never reaches this one")
+                #expect(try await store.recordReport(app: "chat", kid: nil, reason: "decrypt_failed", count: 1, now: 4000).isEmpty)
+                #expect(try await store.recordReport(app: "chat", kid: "ffffffffffffffff", reason: "decrypt_failed", count: 1, now: 4000).isEmpty)
+                #expect(try await store.recordReport(app: "chat", kid: "abcdefabcdefabcd", reason: "decrypt_failed", count: 3, now: 4000) == ["chat"])
                 let report = try #require(try await store.device(app: "chat", deviceID: "a")?.lastReport)
                 #expect(report.reason == "decrypt_failed" && report.kid == "abcdefabcdefabcd" && report.count == 3 && report.at == 4000)
                 #expect(try await store.device(app: "chat", deviceID: "b")?.lastReport == nil)

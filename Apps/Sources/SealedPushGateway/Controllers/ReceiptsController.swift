@@ -2,7 +2,8 @@ import Hummingbird
 import NIOCore
 
 /// The device endpoints (gateway v1 §6, receipts v1): `POST /v1/receipts` and `POST /v1/reports`, without a
-/// bearer key, bodies of at most 4096 bytes.
+/// bearer key, bodies of at most 4096 bytes. A device's report URL names its app (`/v1/reports?app=<id>`), so
+/// that an unauthenticated report only ever touches that app's devices.
 ///
 /// The per-source limit (`device_rate_limit`, revision 2) counts what a source got refused (`400`, `403`,
 /// `404`, `413`) and every failure report, never a valid receipt: millions of phones behind one carrier NAT
@@ -39,7 +40,7 @@ struct ReceiptsController {
                 do { bytes = Array(try await request.body.collect(upTo: GatewayHTTP.maxDeviceBodyBytes).readableBytesView) } catch is NIOTooManyBytesError {
                     throw refuse(tooLarge)
                 }
-                switch await gateway.deviceEndpoint(body: bytes, path: path) {
+                switch await gateway.deviceEndpoint(body: bytes, path: path, reportApp: request.uri.queryParameters.get("app")) {
                 case .accepted: return Response(status: path == "v1/reports" ? .accepted : .noContent)
                 case .wrongToken: throw refuse(.forbidden("the receipt's token does not match the delivery it names"))
                 case .unknownID: throw refuse(.notFound("no delivery has this message id"))
