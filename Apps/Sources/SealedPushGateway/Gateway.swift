@@ -84,6 +84,13 @@ public final class Gateway: Sendable {
     let appsGeneration = NIOLockedValueBox(0)
     /// Where messages are sealed, off the request's task and bounded across requests.
     let sealing: SealingPool
+    /// Apps replaced by a reload, with when: their clients are shut down once the attempts in flight on them
+    /// have had `retireAfter` to finish (by `GatewayResources`), or at close.
+    let retired = NIOLockedValueBox<[(app: AppRuntime, since: ContinuousClock.Instant)]>([])
+    /// How long a reload keeps the replaced apps' clients open.
+    static let retireAfter: Duration = .seconds(15)
+    /// Set by the first `close()`.
+    let closed = NIOLockedValueBox(false)
 
     /// A gateway over `store` for `configuration`.
     public init(configuration: GatewayConfiguration, store: any GatewayStore, options: GatewayOptions = GatewayOptions(),
@@ -151,10 +158,19 @@ public final class Gateway: Sendable {
         for app in apps.keys { metrics.paused(app: app, false) }  // new clients: sending again until APNs says otherwise
         for app in old.values { app.wake.notify() }
         logger.notice("configuration reloaded", metadata: ["apps": "\(apps.count)"])
-        Task {
-            try? await Task.sleep(for: .seconds(15))  // attempts in flight on the old clients finish first
-            for app in old.values { await app.shutdown() }
+        let since = ContinuousClock.now
+        retired.withLockedValue { $0 += old.values.map { ($0, since) } }  // attempts in flight on them finish first
+    }
+
+    /// Shuts down the clients of apps replaced at least `retireAfter` ago (all of them with `all`).
+    func shutDownRetired(all: Bool = false) async {
+        let now = ContinuousClock.now
+        let due = retired.withLockedValue { r -> [AppRuntime] in
+            let due = r.filter { all || $0.since.duration(to: now) >= Self.retireAfter }.map(\.app)
+            r.removeAll { all || $0.since.duration(to: now) >= Self.retireAfter }
+            return due
         }
+        for app in due { await app.shutdown() }
     }
 
     /// Stops taking messages (`503`) and wakes the worker's loops so they drain.
@@ -163,9 +179,12 @@ public final class Gateway: Sendable {
         for app in apps.values { app.wake.notify() }
     }
 
-    /// Shuts down every app's APNs clients and closes the store.
+    /// Shuts down every app's APNs clients (those replaced by reloads too) and closes the store; once (later calls
+    /// return at once). `GatewayResources`, the first service of the group, calls it after every other stopped.
     public func close() async {
+        guard closed.withLockedValue({ c in defer { c = true }; return !c }) else { return }
         for app in apps.values { await app.shutdown() }
+        await shutDownRetired(all: true)
         await store.close()
     }
 

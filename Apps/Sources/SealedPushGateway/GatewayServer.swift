@@ -33,6 +33,7 @@ public enum GatewayServer {
                 logger: httpLogger)
         }
         var services: [any Service] = [
+            GatewayResources(gateway: gateway),  // first: it stops last, closing the clients and the store
             server("api", GatewayHTTP.apiRouter(gateway, logger: logger), configuration.listen, "sealedpush-gateway"),
             server("admin", GatewayHTTP.adminRouter(gateway, logger: logger), configuration.adminListen, "sealedpush-gateway-admin"),
         ]
@@ -68,6 +69,25 @@ public enum GatewayServer {
                 throw GatewayConfigurationError(member, "\(address) cannot be listened on (\(type(of: error))); check the host name, or use an IP address")
             }
         }
+    }
+}
+
+/// The gateway's own resources as a service: the first of the group, so the last to stop. While the gateway
+/// runs it shuts down the APNs clients that reloads replaced, once their attempts in flight have finished; when
+/// every other service has stopped, it shuts down every app's clients and closes the store (`Gateway.close()`).
+public struct GatewayResources: Service {
+    let gateway: Gateway
+
+    /// The resources of `gateway`.
+    public init(gateway: Gateway) { self.gateway = gateway }
+
+    /// Retires replaced clients each second until graceful shutdown, then closes everything.
+    public func run() async throws {
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            _ = try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(1)) }
+            await gateway.shutDownRetired()
+        }
+        await gateway.close()
     }
 }
 

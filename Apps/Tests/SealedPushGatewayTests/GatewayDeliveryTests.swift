@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import NIOConcurrencyHelpers
 import SealedPushAPNs
 import SealedPushAPNsCore
@@ -330,9 +331,12 @@ extension GatewaySuites {
             #expect(message["deliveries"]?.arrayValue?.first?.objectValue?["state"]?.stringValue != nil)
             await stopping.value
             _ = try? await g.running.value
-            // The attempt in flight finished and was written before the worker returned.
-            let store = g.gateway.store
+            // The attempt in flight finished and was written before the worker returned (the group then closed the
+            // store: it is opened again to read it).
+            #expect(g.gateway.closed.withLockedValue { $0 })
+            let store = try await SQLiteGatewayStore.open(path: g.directory.appendingPathComponent("gateway.db").path, logger: Logger(label: "drain-test"))
             let after = try await store.message(app: "chat", messageID: id)
+            await store.close()
             #expect(after?.deliveries.first?.state == .accepted)
             await g.stop()
         }

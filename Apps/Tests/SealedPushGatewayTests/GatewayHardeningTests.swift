@@ -1,7 +1,8 @@
 import Foundation
 import NIOCore
 import NIOPosix
-import SealedPushGateway
+@testable import SealedPushGateway
+import ServiceLifecycle
 import SealedPushTestSupport
 import SealedPushWire
 import Testing
@@ -162,6 +163,20 @@ extension GatewaySuites {
                 try await g.waitForStates(lateID, ["delivered"], within: .seconds(30))
                 #expect(try await g.api.call(.POST, "/v1/receipts", key: nil, json: bogus).status == 429)
             }
+        }
+
+        /// The group owns the gateway's resources: after SIGTERM's graceful shutdown the store and the APNs clients
+        /// are closed by the group itself (its first service, `GatewayResources`), and a reload's replaced clients
+        /// are retired by it too, not by an unstructured task.
+        @Test func theServiceGroupClosesTheStoreAndClients() async throws {
+            let g = try await GatewayHarness(name: "resources")
+            try await g.gateway.reload(try GatewayConfiguration.load(path: g.directory.appendingPathComponent("gateway.json").path))
+            #expect(g.gateway.retired.withLockedValue { $0.count } == 2, "the replaced apps wait to be retired")
+            await g.group.triggerGracefulShutdown()
+            _ = try? await g.running.value
+            #expect(g.gateway.closed.withLockedValue { $0 }, "the group closed the gateway")
+            #expect(g.gateway.retired.withLockedValue { $0.isEmpty })
+            await g.stop()
         }
     }
 }
