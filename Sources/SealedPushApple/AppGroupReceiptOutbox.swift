@@ -159,10 +159,13 @@ public struct AppGroupReceiptOutbox: ReceiptOutbox, RevealReceiptTickets, Sendab
     }
 
     /// Records a flush of `origin` in one change: removes the entries sent or refused for good, subtracts
-    /// `droppedReported` from its dropped count, and backs it off when it `failed` (else clears its backoff).
-    public func settle(origin: String, removing sequences: [UInt64], droppedReported: Int, failed: Bool, now: Int64) throws(AppGroupStoreError) {
+    /// `droppedReported` from its dropped count, and backs it off when it `failed` (by `retryAfter` seconds when the
+    /// server gave a `Retry-After`, at most the backoff cap), else clears its backoff.
+    public func settle(origin: String, removing sequences: [UInt64], droppedReported: Int, failed: Bool, retryAfter: Int64? = nil,
+                       now: Int64) throws(AppGroupStoreError) {
         try modifyOutbox { o in
-            o.settle(origin: origin, removing: sequences, droppedReported: droppedReported, failed: failed, now: now, limits: limits)
+            o.settle(origin: origin, removing: sequences, droppedReported: droppedReported, failed: failed, retryAfter: retryAfter,
+                     now: now, limits: limits)
         }
     }
 

@@ -23,7 +23,8 @@ import Dispatch
 ///   whatever URLSession does next.
 /// - **No redirects**: the delegate answers `nil` to a redirect, so the 3xx response is the answer: `.refused(status:)`
 ///   (the courier keeps the entry and backs its origin off; a receipt is never carried to another URL).
-/// - **The answer**: `2xx` is `.accepted(status:)`, any other status `.refused(status:)`, no response (no connection,
+/// - **The answer**: `2xx` is `.accepted(status:)`, any other status `.refused(status:retryAfter:)` (with the seconds
+///   of its `Retry-After`, if any), no response (no connection,
 ///   TLS failure, timeout, cancellation) `.failed`. The response body is read and discarded; past 64 KiB the task is
 ///   cancelled, the status already known.
 ///
@@ -180,7 +181,10 @@ final class ReceiptExchangeDelegate: NSObject, URLSessionDataDelegate {
         let result: ReceiptPostResult
         switch status {
         case let status? where (200...299).contains(status): result = .accepted(status: status)
-        case let status?: result = .refused(status: status)
+        case let status?:
+            // A collector that limits this source says when to come back (gateway v1 §6): the outbox honours it.
+            let value = (task.response as? HTTPURLResponse)?.value(forHTTPHeaderField: "Retry-After")
+            result = .refused(status: status, retryAfter: value.flatMap { RetryAfter.seconds($0, now: Int64(Date().timeIntervalSince1970)) })
         case nil: result = .failed
         }
         // The entry goes when its caller takes the answer (`wait`, or here when it already waits); one answered first

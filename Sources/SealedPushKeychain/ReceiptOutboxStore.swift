@@ -194,11 +194,14 @@ public struct ReceiptOutboxStore: Sendable {
 
     /// Records what a flush of `origin` came to, in one transaction: removes the entries sent or refused for good,
     /// subtracts `droppedReported` from the origin's dropped count, and, when the origin `failed` (no answer, or
-    /// neither `2xx` nor a final refusal), backs it off: `backoffBaseSeconds` doubled for every failure in a row,
-    /// at most `backoffCapSeconds`; otherwise its backoff is cleared.
-    public func settle(origin: String, removing sequences: [UInt64], droppedReported: Int, failed: Bool, now: Int64) throws(KeychainError) {
+    /// neither `2xx` nor a final refusal), backs it off: `retryAfter` seconds when the server gave a `Retry-After`,
+    /// else `backoffBaseSeconds` doubled for every failure in a row, either at most `backoffCapSeconds`; otherwise
+    /// its backoff is cleared.
+    public func settle(origin: String, removing sequences: [UInt64], droppedReported: Int, failed: Bool, retryAfter: Int64? = nil,
+                       now: Int64) throws(KeychainError) {
         try modifyOutbox { (o: inout ReceiptOutboxState) throws(KeychainError) in
-            o.settle(origin: origin, removing: sequences, droppedReported: droppedReported, failed: failed, now: now, limits: limits)
+            o.settle(origin: origin, removing: sequences, droppedReported: droppedReported, failed: failed, retryAfter: retryAfter,
+                     now: now, limits: limits)
         }
     }
 
@@ -227,7 +230,9 @@ public struct ReceiptOutboxStore: Sendable {
 
     /// Records a failure of `(reason, kid)`: the count a report made now stands for, or `nil` within `window`
     /// seconds of the pair's last report (the failure is then counted for the next one). One transaction. The window
-    /// has no bound on its pairs; one not as written throws `decode`.
+    /// forgets pairs whose count was reported once their window has passed, and any pair last reported more than 7
+    /// days ago, and keeps at most `ReceiptReportWindow.defaultMaximumPairs` (the least recently reported go); one not
+    /// as written throws `decode`.
     public func noteFailure(reason: ReasonCode, kid: KeyID?, now: Int64, window: Int64) throws(KeychainError) -> Int? {
         var result: Int?
         try store.modify(itemClass: .genericPassword, service: Self.service, account: Self.windowAccount,
@@ -235,7 +240,7 @@ public struct ReceiptOutboxStore: Sendable {
             guard var pairs = ReceiptReportWindow(decoding: old?.unsafeCopyToArray() ?? [], skippingNonObjects: true) else {
                 throw .decode(path: "\(Self.service)/\(Self.windowAccount)", why: "the report window item is not as written")
             }
-            result = pairs.noteFailure(reason: reason, kid: kid, now: now, window: window, maximumPairs: nil)
+            result = pairs.noteFailure(reason: reason, kid: kid, now: now, window: window, maximumPairs: ReceiptReportWindow.defaultMaximumPairs)
             return SecureBytes(pairs.encoded())
         }
         return result

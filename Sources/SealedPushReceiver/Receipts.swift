@@ -6,10 +6,66 @@ public import Logging
 public enum ReceiptPostResult: Sendable, Equatable {
     /// The server answered `2xx`.
     case accepted(status: Int)
-    /// The server answered with another status.
-    case refused(status: Int)
+    /// The server answered with another status, and with the seconds its `Retry-After` asked to wait, if it gave one
+    /// (`RetryAfter.seconds(_:now:)` reads the header).
+    case refused(status: Int, retryAfter: Int64? = nil)
     /// No answer in time (connection refused, timeout, TLS failure, cancelled).
     case failed
+
+    /// The statuses whose `Retry-After` the outbox honours: `429` and `503` (gateway v1 §6).
+    public static let retryAfterStatuses: Set<Int> = [429, 503]
+
+    /// How long the server asked to wait before this origin is tried again: the `Retry-After` of a `429` or `503`,
+    /// `nil` for any other answer.
+    public var retryAfter: Int64? {
+        if case let .refused(status, seconds) = self, Self.retryAfterStatuses.contains(status) { return seconds }
+        return nil
+    }
+}
+
+/// Reads an HTTP `Retry-After` header (RFC 9110 §10.2.3).
+public enum RetryAfter {
+    /// The seconds to wait that `value` asks for: delay-seconds as given, an HTTP-date (IMF-fixdate,
+    /// `Sun, 06 Nov 1994 08:49:37 GMT`) as the seconds from `now` (Unix seconds) to it, 0 when it has passed;
+    /// `nil` when the value is neither.
+    public static func seconds(_ value: String, now: Int64) -> Int64? {
+        let text = value.trimmingWhitespace()
+        if !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }) { return Int64(text) }
+        guard let date = imfFixdate(text) else { return nil }
+        return max(0, date - now)
+    }
+
+    /// The Unix seconds of an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), or `nil`.
+    static func imfFixdate(_ text: String) -> Int64? {
+        let parts = text.split(separator: " ")
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        guard parts.count == 6, parts[0].count == 4, parts[0].hasSuffix(","), parts[5] == "GMT",
+              parts[1].count == 2, let day = Int64(parts[1]), (1...31).contains(day),
+              let monthIndex = months.firstIndex(of: String(parts[2])),
+              parts[3].count == 4, let year = Int64(parts[3]), year >= 1970 else { return nil }
+        let clock = parts[4].split(separator: ":", omittingEmptySubsequences: false)
+        guard clock.count == 3, clock.allSatisfy({ $0.count == 2 }), let hour = Int64(clock[0]), let minute = Int64(clock[1]),
+              let second = Int64(clock[2]), hour < 24, minute < 60, second < 61 else { return nil }
+        // Days from 1970-01-01 to the date (proleptic Gregorian; Howard Hinnant's days_from_civil).
+        let month = Int64(monthIndex + 1)
+        let y = month <= 2 ? year - 1 : year
+        let era = y / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        let days = era * 146_097 + dayOfEra - 719_468
+        return days * 86_400 + hour * 3600 + minute * 60 + second
+    }
+}
+
+extension String {
+    /// The string without leading and trailing spaces and tabs.
+    fileprivate func trimmingWhitespace() -> String {
+        var view = Substring(self)
+        while let first = view.first, first == " " || first == "\t" { view.removeFirst() }
+        while let last = view.last, last == " " || last == "\t" { view.removeLast() }
+        return String(view)
+    }
 }
 
 /// Sends receipts and failure reports (receipts v1 §2, §3): an HTTP POST of `application/json`.
@@ -31,8 +87,9 @@ public protocol ReceiptOutbox: Sendable {
     /// backoff; entries older than the outbox's age limit are dropped (and counted) first.
     func queues(now: Int64) throws -> [ReceiptOriginQueue]
     /// Records a flush of `origin`: removes the entries with these sequence numbers, subtracts `droppedReported`
-    /// from its dropped count, and backs it off when it `failed` (or clears its backoff when it did not).
-    func settle(origin: String, removing sequences: [UInt64], droppedReported: Int, failed: Bool, now: Int64) throws
+    /// from its dropped count, and backs it off when it `failed` (or clears its backoff when it did not): for
+    /// `retryAfter` seconds when the server gave a `Retry-After` (at most the outbox's backoff cap), else exponentially.
+    func settle(origin: String, removing sequences: [UInt64], droppedReported: Int, failed: Bool, retryAfter: Int64?, now: Int64) throws
     /// Records a failure of `(reason, kid)` at `now`: returns how many failures a report sent now stands for,
     /// or `nil` when a report for the pair was made less than `window` seconds ago (this one is counted for the next).
     func noteFailure(reason: ReasonCode, kid: KeyID?, now: Int64, window: Int64) throws -> Int?
@@ -163,9 +220,11 @@ public struct ReceiptCourier: Sendable {
     public func sendReceipt(_ request: ReceiptRequest, messageID: String, attachments: ReceiptAttachmentCounts?, now: Int64,
                             deadline: ContinuousClock.Instant) async -> ReceiptStatus? {
         let message = ReceiptMessage.delivered(id: messageID, token: request.token, at: now, attachments: attachments)
-        if case .accepted = await post(message, to: request.url, deadline: deadline) { return .sent }
+        let result = await post(message, to: request.url, deadline: deadline)
+        if case .accepted = result { return .sent }
         do {
             try outbox.enqueue(url: request.url, message: message, now: now)
+            deferOrigin(of: request.url, after: result, now: now)
             return .queued
         } catch {
             logger.error("receipt could neither be sent nor queued", metadata: ["error": "\(error)"])
@@ -202,9 +261,11 @@ public struct ReceiptCourier: Sendable {
         }
         guard let ticket else { return nil }
         let message = ReceiptMessage.revealed(id: ticket.messageID, token: ticket.request.token, at: now, attachments: attachments)
-        if case .accepted = await post(message, to: ticket.request.url, deadline: deadline) { return .sent }
+        let result = await post(message, to: ticket.request.url, deadline: deadline)
+        if case .accepted = result { return .sent }
         do {
             try outbox.enqueue(url: ticket.request.url, message: message, now: now)
+            deferOrigin(of: ticket.request.url, after: result, now: now)
             return .queued
         } catch {
             logger.error("revealed receipt could neither be sent nor queued", metadata: ["error": "\(error)"])
@@ -223,13 +284,28 @@ public struct ReceiptCourier: Sendable {
         }
         guard let count else { return .suppressed }
         let message = ReceiptMessage.failed(reason: reason, kid: kid, at: now, count: count)
-        if case .accepted = await post(message, to: url, deadline: deadline) { return .sent }
+        let result = await post(message, to: url, deadline: deadline)
+        if case .accepted = result { return .sent }
         do {
             try outbox.enqueue(url: url, message: message, now: now)
+            deferOrigin(of: url, after: result, now: now)
             return .queued
         } catch {
             logger.error("failure report could neither be sent nor queued", metadata: ["error": "\(error)"])
             return nil
+        }
+    }
+
+    /// After a POST whose entry was queued: when the server answered `429` or `503` with `Retry-After`, its origin
+    /// is not tried before then (a flush after this delivery skips it; the next one after that time sends it).
+    /// Any other answer leaves the origin as it was: the entry waits for the next flush. A failure to record it is
+    /// logged (the entry is queued all the same).
+    func deferOrigin(of url: String, after result: ReceiptPostResult, now: Int64) {
+        guard let retryAfter = result.retryAfter, let origin = HTTPURL(url)?.origin else { return }
+        do {
+            try outbox.settle(origin: origin, removing: [], droppedReported: 0, failed: true, retryAfter: retryAfter, now: now)
+        } catch {
+            logger.error("a collector's Retry-After could not be recorded in the outbox", metadata: ["error": "\(error)"])
         }
     }
 
@@ -241,8 +317,9 @@ public struct ReceiptCourier: Sendable {
 
     /// Sends what waits in the outbox, each origin (`scheme://host:port`) on its own, a few at once: an origin's
     /// entries go oldest first, each with its own deadline, until one gets neither `2xx` nor a final refusal
-    /// (no answer, `3xx`, `401`, `5xx`, …); that origin then backs off (exponential, capped, kept in the outbox)
-    /// and is not tried again before its backoff ends, unless `ignoringBackoff` (a flush asked for by hand).
+    /// (no answer, `3xx`, `401`, `429`, `5xx`, …); that origin then backs off (kept in the outbox) and is not tried
+    /// again before its backoff ends, unless `ignoringBackoff` (a flush asked for by hand): for as long as the
+    /// server's `Retry-After` says on a `429` or `503` (at most the backoff cap), else exponentially (capped).
     /// An origin's first entry sent carries the dropped count of that origin's entries only.
     public func flush(now: Int64, ignoringBackoff: Bool = false) async -> OutboxFlushSummary {
         var summary = OutboxFlushSummary()
@@ -279,23 +356,27 @@ public struct ReceiptCourier: Sendable {
         var droppedToReport = queue.dropped
         var droppedReported = 0
         var failed = false
+        var retryAfter: Int64?
         for entry in queue.entries {
-            switch await post(entry.message, dropped: droppedToReport, to: entry.url, deadline: nil) {
+            let result = await post(entry.message, dropped: droppedToReport, to: entry.url, deadline: nil)
+            switch result {
             case .accepted:
                 sent += 1
                 done.append(entry.sequence)
                 droppedReported += droppedToReport
                 droppedToReport = 0
-            case let .refused(status) where Self.finalRefusals.contains(status):
+            case let .refused(status, _) where Self.finalRefusals.contains(status):
                 rejected += 1
                 done.append(entry.sequence)
             default:
                 failed = true
+                retryAfter = result.retryAfter
             }
             if failed { break }
         }
         do {
-            try outbox.settle(origin: queue.origin, removing: done, droppedReported: droppedReported, failed: failed, now: now)
+            try outbox.settle(origin: queue.origin, removing: done, droppedReported: droppedReported, failed: failed, retryAfter: retryAfter,
+                              now: now)
         } catch {
             logger.error("a flush's outcome could not be recorded in the outbox (sent entries will be sent again)", metadata: ["error": "\(error)"])
         }

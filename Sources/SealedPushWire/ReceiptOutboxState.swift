@@ -167,17 +167,20 @@ public struct ReceiptOutboxState: Sendable, Equatable {
     }
 
     /// Records what a flush of `origin` came to: removes the entries sent or refused for good, subtracts
-    /// `droppedReported` from the origin's dropped count, and, when the origin `failed`, backs it off
-    /// (`limits.backoff(afterFailures:)`); otherwise its backoff is cleared. Then prunes as `prune(now:limits:)`.
-    public mutating func settle(origin: String, removing sequences: [UInt64], droppedReported: Int, failed: Bool, now: Int64,
-                                limits: ReceiptOutboxLimits) {
+    /// `droppedReported` from the origin's dropped count, and, when the origin `failed`, backs it off: by
+    /// `retryAfter` seconds when the server said how long to wait (`Retry-After` on a `429` or `503`, gateway v1 §6),
+    /// at most `limits.backoffCapSeconds`, else by `limits.backoff(afterFailures:)`; otherwise its backoff is
+    /// cleared. Then prunes as `prune(now:limits:)`.
+    public mutating func settle(origin: String, removing sequences: [UInt64], droppedReported: Int, failed: Bool,
+                                retryAfter: Int64? = nil, now: Int64, limits: ReceiptOutboxLimits) {
         let done = Set(sequences)
         entries.removeAll { done.contains($0.sequence) }
         var state = origins[origin] ?? Origin(touched: now)
         state.dropped = max(0, state.dropped - droppedReported)
         if failed {
             state.failures += 1
-            state.retryAt = now + limits.backoff(afterFailures: state.failures)
+            let wait = retryAfter.map { min(max(0, $0), limits.backoffCapSeconds) } ?? limits.backoff(afterFailures: state.failures)
+            state.retryAt = now + wait
         } else {
             state.failures = 0
             state.retryAt = 0
@@ -373,17 +376,25 @@ public struct ReceiptReportWindow: JSONRowList, Equatable {
     /// The rows, in the order the pairs were first reported.
     public var rows: [JSONObject]
 
+    /// The most pairs a device keeps by default (the keychain store's bound; the app group's is the same).
+    public static let defaultMaximumPairs = 1000
+
+    /// How long a pair's suppressed count is kept for its next report: 7 days (the outbox's age limit). A failure
+    /// that has not come back in that long is not worth a report's count, and a flood of junk key ids, each failing
+    /// twice, would otherwise leave rows that no later report ever clears.
+    public static let maximumAgeSeconds: Int64 = 7 * 86_400
+
     /// A window of `rows` (by default empty).
     public init(rows: [JSONObject] = []) { self.rows = rows }
 
     /// Records a failure of `(reason, kid)`: the count a report made now stands for, or `nil` within `window` seconds of
-    /// the pair's last report (the failure is then counted for the next one). Pairs whose window has passed with
-    /// nothing suppressed are forgotten; with `maximumPairs`, beyond that many pairs the least recently reported go
-    /// (`nil`: no bound).
-    public mutating func noteFailure(reason: ReasonCode, kid: KeyID?, now: Int64, window: Int64, maximumPairs: Int?) -> Int? {
+    /// the pair's last report (the failure is then counted for the next one). First the pairs that hold nothing worth
+    /// keeping are forgotten (`prune(now:window:maximumAgeSeconds:)`); with `maximumPairs`, beyond that many pairs the
+    /// least recently reported go (`nil`: no bound).
+    public mutating func noteFailure(reason: ReasonCode, kid: KeyID?, now: Int64, window: Int64, maximumPairs: Int?,
+                                     maximumAgeSeconds: Int64 = ReceiptReportWindow.maximumAgeSeconds) -> Int? {
         let kidValue: JSONValue = kid.map { .string($0.hex) } ?? .null
-        // Pairs whose window has long passed carry nothing worth keeping.
-        rows.removeAll { ($0["last"]?.intValue ?? 0) < now - window && ($0["suppressed"]?.intValue ?? 0) == 0 }
+        prune(now: now, window: window, maximumAgeSeconds: maximumAgeSeconds)
         if let index = rows.firstIndex(where: { $0["reason"] == .string(reason.rawValue) && $0["kid"] == kidValue }) {
             let last = rows[index]["last"]?.intValue ?? .min
             let suppressed = rows[index]["suppressed"]?.intValue ?? 0
@@ -397,11 +408,23 @@ public struct ReceiptReportWindow: JSONRowList, Equatable {
         }
         rows.append(JSONObject([("reason", .string(reason.rawValue)), ("kid", kidValue), ("last", .int(now)), ("suppressed", .int(0))]))
         // A flood of junk with ever new key ids cannot grow the list without bound: the least recently reported go.
-        if let maximumPairs, rows.count > maximumPairs {
+        if let maximumPairs, rows.count > max(1, maximumPairs) {
             rows.sort { ($0["last"]?.intValue ?? 0) < ($1["last"]?.intValue ?? 0) }
-            rows.removeFirst(rows.count - maximumPairs)
+            rows.removeFirst(rows.count - max(1, maximumPairs))
         }
         return 1
+    }
+
+    /// Forgets the pairs that hold nothing worth keeping: those whose window has passed with nothing suppressed (their
+    /// count was reported), and those last reported more than `maximumAgeSeconds` from `now`, before or after it (a
+    /// clock set back), whatever they suppressed. A row without a readable `last` is forgotten.
+    public mutating func prune(now: Int64, window: Int64, maximumAgeSeconds: Int64 = ReceiptReportWindow.maximumAgeSeconds) {
+        rows.removeAll { row in
+            guard let last = row["last"]?.intValue else { return true }
+            let (age, overflow) = now.subtractingReportingOverflow(last)
+            if overflow || age.magnitude > UInt64(max(0, maximumAgeSeconds)) { return true }
+            return age > window && (row["suppressed"]?.intValue ?? 0) == 0
+        }
     }
 }
 

@@ -279,6 +279,57 @@ struct ReceiptExtensionTests {
         #expect(try outbox.entries().entries.isEmpty)
     }
 
+    @Test("issue #36: a 429 or 503 with Retry-After defers the origin that long (at most the backoff cap), not the minute of the backoff",
+          arguments: [429, 503])
+    func retryAfterIsHonoured(_ status: Int) async throws {
+        let outbox = ReceiptOutboxStore(store: store)
+        let token = ReceiptRequest.makeToken()
+        let request = ReceiptRequest(url: "https://c.example/r", token: token)
+        let limited = RecordingTransport(answer: .refused(status: status, retryAfter: 1))
+        let courier = ReceiptCourier(transport: limited, outbox: outbox, timer: ManualClock())
+        // The receipt's own POST is refused: it is queued, and its origin is not tried before Retry-After says.
+        let deadline = ContinuousClock.now.advanced(by: .seconds(30))
+        #expect(await courier.sendReceipt(request, messageID: "m1", attachments: nil, now: vectorNow, deadline: deadline) == .queued)
+        #expect(try outbox.queues(now: vectorNow).first?.retryAt == vectorNow + 1)
+        let up = RecordingTransport()
+        func flush(_ now: Int64) async -> OutboxFlushSummary {
+            await ReceiptCourier(transport: up, outbox: outbox, timer: ManualClock()).flush(now: now)
+        }
+        #expect(await flush(vectorNow) == OutboxFlushSummary(sent: 0, rejected: 0, remaining: 1))
+        #expect(up.bodies.isEmpty, "tried before its Retry-After")
+        #expect(await flush(vectorNow + 1) == OutboxFlushSummary(sent: 1, rejected: 0, remaining: 0))
+        // A flush refused the same way defers the origin by the header too (5 s here, not the 60 s of the backoff).
+        try outbox.enqueue(url: request.url, message: .delivered(id: "m2", token: token, at: 2, attachments: nil), now: vectorNow)
+        limited.answer.withLock { $0 = .refused(status: status, retryAfter: 5) }
+        _ = await ReceiptCourier(transport: limited, outbox: outbox, timer: ManualClock()).flush(now: vectorNow + 10)
+        #expect(try outbox.queues(now: vectorNow + 10).first?.retryAt == vectorNow + 15)
+        // A Retry-After longer than the backoff cap (an hour) waits the cap.
+        limited.answer.withLock { $0 = .refused(status: status, retryAfter: 86_400) }
+        _ = await ReceiptCourier(transport: limited, outbox: outbox, timer: ManualClock()).flush(now: vectorNow + 20)
+        #expect(try outbox.queues(now: vectorNow + 20).first?.retryAt == vectorNow + 20 + 3600)
+        // Another status with a Retry-After backs off as usual (the third failure in a row: 4 minutes).
+        limited.answer.withLock { $0 = .refused(status: 500, retryAfter: 1) }
+        _ = await ReceiptCourier(transport: limited, outbox: outbox, timer: ManualClock()).flush(now: vectorNow + 30, ignoringBackoff: true)
+        #expect(try outbox.queues(now: vectorNow + 30).first?.retryAt == vectorNow + 30 + 240)
+    }
+
+    @Test("Retry-After: delay-seconds, or an HTTP-date as the seconds until it (0 once past); anything else is ignored")
+    func retryAfterParsing() {
+        #expect(RetryAfter.seconds("1", now: 0) == 1)
+        #expect(RetryAfter.seconds(" 120 ", now: 0) == 120)
+        // 784111777 is Sun, 06 Nov 1994 08:49:37 GMT (RFC 9110's example).
+        #expect(RetryAfter.seconds("Sun, 06 Nov 1994 08:49:37 GMT", now: 784_111_777 - 30) == 30)
+        #expect(RetryAfter.seconds("Sun, 06 Nov 1994 08:49:37 GMT", now: 784_111_777 + 30) == 0)
+        #expect(RetryAfter.seconds("Thu, 26 Nov 2026 00:00:00 GMT", now: 1_795_651_200 - 1) == 1)
+        for bad in ["", "-1", "1.5", "soon", "Sun, 06 Nov 1994 08:49:37 PST", "Sunday, 06-Nov-94 08:49:37 GMT", "99999999999999999999"] {
+            #expect(RetryAfter.seconds(bad, now: 0) == nil, "\(bad)")
+        }
+        #expect(ReceiptPostResult.refused(status: 429, retryAfter: 3).retryAfter == 3)
+        #expect(ReceiptPostResult.refused(status: 503, retryAfter: 3).retryAfter == 3)
+        #expect(ReceiptPostResult.refused(status: 500, retryAfter: 3).retryAfter == nil)
+        #expect(ReceiptPostResult.failed.retryAfter == nil)
+    }
+
     func receiptTo(_ host: String, _ n: Int, token: String) -> (url: String, message: ReceiptMessage) {
         ("https://\(host)/r", .delivered(id: "\(host)-\(n)", token: token, at: Int64(n), attachments: nil))
     }

@@ -193,6 +193,62 @@ struct ReceiptOutboxStateTests {
         #expect(ReceiptReportWindow(decoding: bounded.encoded(), skippingNonObjects: false) == bounded)
     }
 
+    @Test("issue #36: report window rows that suppressed failures are forgotten after the maximum age, and the rows are bounded")
+    func reportWindowIsPruned() {
+        let week = ReceiptReportWindow.maximumAgeSeconds
+        var window = ReceiptReportWindow()
+        // Each junk key id fails twice inside its window: a row with a suppressed count that no later report clears.
+        for n in 0..<50 {
+            let junk = KeyID(publicKey: [UInt8](repeating: UInt8(n), count: 32))
+            #expect(window.noteFailure(reason: .decryptionFailed, kid: junk, now: 1000 + Int64(n), window: 600, maximumPairs: nil) == 1)
+            #expect(window.noteFailure(reason: .decryptionFailed, kid: junk, now: 1001 + Int64(n), window: 600, maximumPairs: nil) == nil)
+        }
+        #expect(window.rows.count == 50)
+        // Within the maximum age the counts are kept for the next report of their pair…
+        let kid = KeyID(hex: "e2a0cdd02cd5f429")!
+        #expect(window.noteFailure(reason: .unknownKey, kid: kid, now: 1000 + week, window: 600, maximumPairs: nil) == 1)
+        #expect(window.rows.count == 51)
+        let again = KeyID(publicKey: [UInt8](repeating: 49, count: 32))
+        var copy = window
+        #expect(copy.noteFailure(reason: .decryptionFailed, kid: again, now: 1049 + week, window: 600, maximumPairs: nil) == 2)
+        // … and once they are older than that, they go (the pair's next failure then reports itself alone).
+        #expect(window.noteFailure(reason: .unknownKey, kid: kid, now: 1100 + week, window: 600, maximumPairs: nil) == nil)
+        #expect(window.rows.count == 1, "\(window.rows.count) rows left")
+        // A clock set far back forgets them too.
+        var back = ReceiptReportWindow()
+        _ = back.noteFailure(reason: .unknownKey, kid: kid, now: 10 * week, window: 600, maximumPairs: nil)
+        _ = back.noteFailure(reason: .unknownKey, kid: kid, now: 10 * week + 1, window: 600, maximumPairs: nil)
+        back.prune(now: week, window: 600)
+        #expect(back.rows.isEmpty)
+        // Bounded: at most maximumPairs rows, suppressed counts or not.
+        var bounded = ReceiptReportWindow()
+        for n in 0..<20 {
+            let junk = KeyID(publicKey: [UInt8](repeating: UInt8(n), count: 32))
+            _ = bounded.noteFailure(reason: .decryptionFailed, kid: junk, now: 1000 + Int64(n), window: 600, maximumPairs: 8)
+            _ = bounded.noteFailure(reason: .decryptionFailed, kid: junk, now: 1000 + Int64(n), window: 600, maximumPairs: 8)
+        }
+        #expect(bounded.rows.count == 8)
+    }
+
+    @Test("issue #36: a Retry-After backs the origin off that long, at most the cap; without one, the exponential backoff")
+    func retryAfterBackoff() {
+        let limits = ReceiptOutboxLimits()
+        var state = ReceiptOutboxState()
+        let origin = "https://c.example:443"
+        state.settle(origin: origin, removing: [], droppedReported: 0, failed: true, retryAfter: 1, now: 100, limits: limits)
+        #expect(state.origins[origin]?.retryAt == 101 && state.origins[origin]?.failures == 1)
+        state.settle(origin: origin, removing: [], droppedReported: 0, failed: true, retryAfter: 0, now: 200, limits: limits)
+        #expect(state.origins[origin]?.retryAt == 200)
+        state.settle(origin: origin, removing: [], droppedReported: 0, failed: true, retryAfter: 99_999, now: 300, limits: limits)
+        #expect(state.origins[origin]?.retryAt == 300 + limits.backoffCapSeconds)
+        state.settle(origin: origin, removing: [], droppedReported: 0, failed: true, retryAfter: -5, now: 400, limits: limits)
+        #expect(state.origins[origin]?.retryAt == 400)
+        state.settle(origin: origin, removing: [], droppedReported: 0, failed: true, now: 500, limits: limits)
+        #expect(state.origins[origin]?.retryAt == 500 + limits.backoff(afterFailures: 5))
+        state.settle(origin: origin, removing: [], droppedReported: 0, failed: false, retryAfter: 30, now: 600, limits: limits)
+        #expect(state.origins[origin] == nil, "a success clears the backoff (the record, holding nothing, is forgotten)")
+    }
+
     @Test("a list of rows: empty is empty; values other than objects are skipped or make it unreadable, as asked; not an array is unreadable")
     func rowDecoding() {
         #expect(ReceiptReportWindow(decoding: [], skippingNonObjects: false) == ReceiptReportWindow())

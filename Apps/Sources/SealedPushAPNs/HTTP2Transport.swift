@@ -158,7 +158,8 @@ final class HTTP2Transport: Sendable {
                 // and of the answer only `:status`, `apns-id` and `apns-unique-id` are read, each parsed.
                 var connectionConfiguration = NIOHTTP2Handler.ConnectionConfiguration()
                 connectionConfiguration.headerBlockValidation = .disabled
-                try sync.addHandler(NIOHTTP2Handler(mode: .client, connectionConfiguration: connectionConfiguration, streamConfiguration: .init()))
+                try sync.addHandler(NIOHTTP2Handler(mode: .client, connectionConfiguration: connectionConfiguration,
+                                                    streamConfiguration: HTTP2Transport.streamConfiguration))
                 let goingAway = NIOLockedValueBox(false)
                 let handler = PushConnectionHandler(goingAway: goingAway, pingInterval: configuration.pingInterval,
                                                     pingTimeout: configuration.pingTimeout)
@@ -170,6 +171,27 @@ final class HTTP2Transport: Sendable {
             }
         }
     }
+
+    /// NIOHTTP2's stream settings for a push connection, with a reset budget a client can live with.
+    ///
+    /// A server may answer before it has read the request body and then reset the stream with `NO_ERROR`
+    /// (RFC 9113 §8.1: nginx's `return 200` does, whenever the body had not arrived yet). NIOHTTP2 counts every
+    /// RST_STREAM it receives against a rapid-reset budget (200 in 30 s by default) meant for servers, whose
+    /// clients open the streams; past it, it ends the connection with GOAWAY `ENHANCE_YOUR_CALM`, and every push
+    /// in flight on it failed and was sent again (issue #36: 12 % of deliveries sent twice). Here each reset
+    /// closes a stream this client opened itself (a reset of a stream never opened is a connection error
+    /// anyway), so the budget only needs to bound a server gone mad: 20 000 a second, well above what one
+    /// connection carries (about 7 500 pushes a second over two). NIOHTTP2 keeps one slot per counted reset,
+    /// hence a one-second window rather than a larger count.
+    static var streamConfiguration: NIOHTTP2Handler.StreamConfiguration {
+        var configuration = NIOHTTP2Handler.StreamConfiguration()
+        configuration.streamResetFrameRateLimit.maximumCount = maximumResetsPerSecond
+        configuration.streamResetFrameRateLimit.windowLength = .seconds(1)
+        return configuration
+    }
+
+    /// How many RST_STREAM frames a server may send on one connection in a second (see `streamConfiguration`).
+    static let maximumResetsPerSecond = 20_000
 
     /// Closes every connection; streams still open fail.
     func shutdown() async {
@@ -464,6 +486,8 @@ final class PushConnectionHandler: ChannelDuplexHandler {
                 }
             }
             if headers.endStream {
+                // The answer is complete: a RST_STREAM that follows (NO_ERROR from a server that answered before
+                // reading the body, RFC 9113 §8.1) finds the stream finished and changes nothing.
                 finish(id, .success(push.response))
             } else {
                 streams[id] = push

@@ -3,12 +3,14 @@ import AsyncHTTPClient
 import NIOCore
 import NIOHTTP1
 import NIOConcurrencyHelpers
+import Foundation
 
 /// Posts receipts and failure reports over HTTP(S) with AsyncHTTPClient: the simulated device's
 /// `ReceiptTransport` (an iOS app would use `URLSession`).
 ///
 /// No redirects are followed (a receipt goes where the sealed body said), the response body is not read
-/// past 4 KiB, a refused connection fails at once (no connect retries), and nothing it logs holds the body.
+/// past 4 KiB, a refused connection fails at once (no connect retries), a refusal carries the seconds of its
+/// `Retry-After`, and nothing it logs holds the body.
 public final class HTTPReceiptTransport: ReceiptTransport {
     /// The client, made on the first POST: a delivery that sends nothing starts no event loop.
     private let made = NIOLockedValueBox<HTTPClient?>(nil)
@@ -57,7 +59,12 @@ public final class HTTPReceiptTransport: ReceiptTransport {
             let response = try await client.execute(request, timeout: .nanoseconds(max(1, nanoseconds)))
             _ = try? await response.body.collect(upTo: 4096)
             let status = Int(response.status.code)
-            return (200..<300).contains(status) ? .accepted(status: status) : .refused(status: status)
+            if (200..<300).contains(status) { return .accepted(status: status) }
+            // A collector that limits this source says when to come back (gateway v1 §6): the outbox honours it.
+            let retryAfter = response.headers.first(name: "Retry-After").flatMap {
+                RetryAfter.seconds($0, now: Int64(Date().timeIntervalSince1970))
+            }
+            return .refused(status: status, retryAfter: retryAfter)
         } catch {
             return .failed
         }

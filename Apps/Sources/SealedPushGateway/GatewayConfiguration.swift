@@ -78,8 +78,10 @@ public struct GatewayAppConfiguration: Sendable {
     public let webhook: WebhookConfiguration?
 }
 
-/// An app's webhook (gateway v1 §8): the URL events are POSTed to and the secret they are signed with.
-/// Its `description` names only the URL's origin: never the secret, nor a path that may carry a token.
+/// An app's webhook (gateway v1 §8): the URL events are POSTed to and the secret they are signed with, and
+/// during a rotation the previous secret, which signs too (a second `v1=`), so that a receiver still holding it
+/// verifies every event until it has the new one.
+/// Its `description` names only the URL's origin: never a secret, nor a path that may carry a token.
 public struct WebhookConfiguration: Sendable, CustomStringConvertible {
     /// The URL (https, or http to a loopback address).
     public let url: String
@@ -87,13 +89,23 @@ public struct WebhookConfiguration: Sendable, CustomStringConvertible {
     public let secretPath: String
     /// The secret: the file's contents, whitespace trimmed. Kept out of `description`, logs and errors.
     let secret: [UInt8]
+    /// The previous secret's file (`previous_secret_file`), during a rotation; `nil` otherwise.
+    public let previousSecretPath: String?
+    /// The previous secret, whitespace trimmed, or `nil`. Kept out of `description`, logs and errors.
+    let previousSecret: [UInt8]?
 
-    /// A webhook posting to `url`, signing with `secret` (read from `secretPath`).
-    public init(url: String, secretPath: String, secret: [UInt8]) {
+    /// A webhook posting to `url`, signing with `secret` (read from `secretPath`) and, during a rotation, also with
+    /// `previousSecret` (read from `previousSecretPath`).
+    public init(url: String, secretPath: String, secret: [UInt8], previousSecretPath: String? = nil, previousSecret: [UInt8]? = nil) {
         self.url = url
         self.secretPath = secretPath
         self.secret = secret
+        self.previousSecretPath = previousSecret == nil ? nil : previousSecretPath
+        self.previousSecret = previousSecret
     }
+
+    /// The secrets each attempt is signed with: the current one first, then the previous one during a rotation.
+    var signingSecrets: [[UInt8]] { [secret] + (previousSecret.map { [$0] } ?? []) }
 
     /// `webhook to <origin>`.
     public var description: String { "webhook to \(HTTPURL(url)?.origin ?? "?")" }
@@ -420,28 +432,43 @@ struct ConfigReader {
     /// The shortest webhook secret accepted, in bytes.
     static let minimumWebhookSecret = 16
 
-    /// `"webhook": {"url", "secret_file"}` (gateway v1 §8), or nil when absent or null.
+    /// `"webhook": {"url", "secret_file", "previous_secret_file"?}` (gateway v1 §8), or nil when absent or null.
     mutating func webhook(_ o: JSONObject, at pointer: String) throws(GatewayConfigurationError) -> WebhookConfiguration? {
         guard let value = o["webhook"], value != .null else { return nil }
         let at = "\(pointer)/webhook"
         guard case let .object(w) = value else {
             throw GatewayConfigurationError(at, "must be an object {\"url\": \"https://…\", \"secret_file\": \"webhook.secret\"}, or null")
         }
-        try allowOnly(w, at: at, ["url", "secret_file"])
+        try allowOnly(w, at: at, ["url", "secret_file", "previous_secret_file"])
         let url = try string(w, "url", at: at)!
         guard let parsed = HTTPURL(url), parsed.scheme == "https" || parsed.isLoopback else {
             throw GatewayConfigurationError("\(at)/url", "give the https URL events are POSTed to (http only for a loopback address), e.g. \"https://backend.example.com/sealedpush/events\"")
         }
         let path = resolve(try string(w, "secret_file", at: at)!)
-        try checkSecretFile(path, member: "\(at)/secret_file", what: "a file holding the webhook secret (e.g. `openssl rand -hex 32 > webhook.secret`)")
+        let secret = try webhookSecret(path, member: "\(at)/secret_file")
+        guard let previousName = try string(w, "previous_secret_file", at: at, required: false) else {
+            return WebhookConfiguration(url: url, secretPath: path, secret: secret)
+        }
+        // During a rotation: the secret the receiver may still hold, which signs too until the member is removed.
+        let previousPath = resolve(previousName)
+        let previous = try webhookSecret(previousPath, member: "\(at)/previous_secret_file")
+        guard previous != secret else {
+            throw GatewayConfigurationError("\(at)/previous_secret_file", "\(previousPath) holds the same secret as secret_file; during a rotation it holds the old secret, and afterwards the member is removed")
+        }
+        return WebhookConfiguration(url: url, secretPath: path, secret: secret, previousSecretPath: previousPath, previousSecret: previous)
+    }
+
+    /// A webhook secret file's contents, whitespace trimmed: checked like every secret file, and long enough.
+    mutating func webhookSecret(_ path: String, member: String) throws(GatewayConfigurationError) -> [UInt8] {
+        try checkSecretFile(path, member: member, what: "a file holding the webhook secret (e.g. `openssl rand -hex 32 > webhook.secret`)")
         guard let data = FileManager.default.contents(atPath: path) else {
-            throw GatewayConfigurationError("\(at)/secret_file", "cannot read \(path); check its owner and permissions")
+            throw GatewayConfigurationError(member, "cannot read \(path); check its owner and permissions")
         }
         let secret = Array(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).utf8)
         guard secret.count >= Self.minimumWebhookSecret else {
-            throw GatewayConfigurationError("\(at)/secret_file", "\(path) holds fewer than \(Self.minimumWebhookSecret) bytes once whitespace is trimmed; write a long random secret, e.g. `openssl rand -hex 32`")
+            throw GatewayConfigurationError(member, "\(path) holds fewer than \(Self.minimumWebhookSecret) bytes once whitespace is trimmed; write a long random secret, e.g. `openssl rand -hex 32`")
         }
-        return WebhookConfiguration(url: url, secretPath: path, secret: secret)
+        return secret
     }
 
     /// `"http": {"header_timeout", "body_timeout", "idle_timeout", "max_connections"}`, each optional.

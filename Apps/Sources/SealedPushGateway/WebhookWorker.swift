@@ -1,18 +1,52 @@
 public import ServiceLifecycle
 import AsyncHTTPClient
 import Crypto
+import Foundation
 import Logging
 import NIOCore
 import SealedPushCrypto
 
-/// `SealedPush-Signature` (gateway v1 §8): `t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>." + body)>`.
+/// `SealedPush-Signature` (gateway v1 §8): `t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>." + body)>`, with one
+/// `v1=` per secret during a rotation (the new secret's first): a receiver accepts the header when any `v1` matches.
 public enum WebhookSignature {
     /// The header's value for `body` sent at `timestamp` (Unix seconds), signed with `secret`.
     public static func header(secret: [UInt8], timestamp: Int64, body: [UInt8]) -> String {
+        header(secrets: [secret], timestamp: timestamp, body: body)
+    }
+
+    /// The header's value for `body` sent at `timestamp`, with one `v1=` per secret, in the order given.
+    public static func header(secrets: [[UInt8]], timestamp: Int64, body: [UInt8]) -> String {
         var message = Array("\(timestamp).".utf8)
         message += body
-        let mac = HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: secret))
-        return "t=\(timestamp),v1=" + Hex.encode(Array(mac))
+        let signatures = secrets.map { secret in
+            "v1=" + Hex.encode(Array(HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: secret))))
+        }
+        return (["t=\(timestamp)"] + signatures).joined(separator: ",")
+    }
+}
+
+/// What one webhook POST came to.
+enum WebhookAnswer: Sendable, Equatable {
+    /// The receiver answered with this status, and its body was read, within the deadline.
+    case status(Int)
+    /// No complete answer within the deadline: why, for the log and never holding the URL ("connection refused",
+    /// "no answer within 10 s", "body not read within 10 s", …).
+    case noAnswer(String)
+
+    /// For the log: `HTTP <code>`, or why there was no answer.
+    var logValue: String {
+        switch self {
+        case let .status(code): "HTTP \(code)"
+        case let .noAnswer(why): why
+        }
+    }
+
+    /// The status as the `sealedpush_gateway_webhook_requests_total` label: the code, or `none`.
+    var label: String {
+        switch self {
+        case let .status(code): String(code)
+        case .noAnswer: "none"
+        }
     }
 }
 
@@ -29,21 +63,82 @@ public struct WebhookWorker: Service {
 
     /// Runs until graceful shutdown; attempts in flight then are cancelled and their events handed back.
     public func run() async throws {
-        let timeout = TimeAmount.milliseconds(gateway.options.webhookTimeout.milliseconds)
-        let client = HTTPClient(eventLoopGroupProvider: .singleton,
-                                configuration: HTTPClient.Configuration(redirectConfiguration: .disallow,
-                                                                        timeout: .init(connect: timeout, read: timeout)))
-        await cancelWhenGracefulShutdown { await self.serveAll(client) }
-        try? await client.shutdown()
+        await cancelWhenGracefulShutdown { await self.serveAll() }
+    }
+
+    /// The HTTP client of one app's loop (its own connection pool: one app's receiver never holds up another's).
+    ///
+    /// - A refused connection fails that attempt at once; the worker's own backoff schedules the next. With
+    ///   AsyncHTTPClient's default the pool retried the connect on a backoff of its own (100 ms × 1.25ⁿ up to a
+    ///   minute, reset only by a connect that succeeds) and kept the attempts queued behind it: after a 22 s outage,
+    ///   attempts that started once the receiver was back still waited out their 10 s in the pool, and draining took
+    ///   70 s (issue #36, bug 7).
+    /// - As many connections as attempts at once (`concurrency`), so no attempt spends its deadline queued for one
+    ///   (AsyncHTTPClient's default is 8 per host; an app POSTs up to 16 events at once).
+    static func makeClient(timeout: Duration, concurrency: Int) -> HTTPClient {
+        let amount = TimeAmount.milliseconds(timeout.milliseconds)
+        var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow, timeout: .init(connect: amount, read: amount))
+        configuration.connectionPool.retryConnectionEstablishment = false
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = max(8, concurrency)
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }
+
+    /// POSTs `request` and reads the whole answer, its body included, within `timeout` of the start: a receiver
+    /// that sends its headers and then stalls its body has not answered (gateway v1 §8: no answer in 10 s). The body
+    /// is read and discarded as it comes, never kept.
+    static func post(_ request: HTTPClientRequest, client: HTTPClient, timeout: Duration) async -> WebhookAnswer {
+        let deadline = ContinuousClock.now + timeout
+        let seconds = "\(timeout)"
+        return await withTaskGroup(of: WebhookAnswer?.self) { group in
+            group.addTask {
+                let response: HTTPClientResponse
+                do {
+                    response = try await client.execute(request, deadline: .now() + .milliseconds(timeout.milliseconds))
+                } catch {
+                    return .noAnswer(Self.describe(error, seconds: seconds))
+                }
+                do {
+                    for try await _ in response.body {}
+                } catch {
+                    return .noAnswer("the answer's body was not read within \(seconds) (\(Self.describe(error, seconds: seconds)))")
+                }
+                return .status(Int(response.status.code))
+            }
+            group.addTask {
+                try? await Task.sleep(until: deadline, clock: .continuous)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            if let first { return first }
+            return .noAnswer("no complete answer within \(seconds)")
+        }
+    }
+
+    /// What went wrong, in words that hold neither the URL nor any header.
+    static func describe(_ error: any Error, seconds: String) -> String {
+        if let error = error as? HTTPClientError {
+            switch error {
+            case .deadlineExceeded, .readTimeout: return "no answer within \(seconds)"
+            case .connectTimeout: return "no connection within \(seconds)"
+            case .cancelled: return "cancelled"
+            default: break
+            }
+        }
+        if let error = error as? IOError, error.errnoCode == ECONNREFUSED { return "connection refused" }
+        if error is CancellationError { return "cancelled" }
+        // NIOPosix's NIOConnectionError lists each address tried with its errno (only the errno is read here).
+        if String(describing: error).contains("(errno: \(ECONNREFUSED))") { return "connection refused" }
+        return "\(type(of: error))"
     }
 
     /// Runs one loop per app with a webhook; after a reload, the loops of the new configuration.
-    func serveAll(_ client: HTTPClient) async {
+    func serveAll() async {
         while !Task.isCancelled {
             let generation = gateway.appsGeneration.withLockedValue { $0 }
             let apps = gateway.apps.values.filter { $0.config.webhook != nil }
             await withTaskGroup(of: Void.self) { group in
-                for app in apps { group.addTask { await self.serve(app, client: client, generation: generation) } }
+                for app in apps { group.addTask { await self.serve(app, generation: generation) } }
                 if apps.isEmpty {
                     // Nothing to send: wait for a reload (or shutdown).
                     group.addTask {
@@ -54,6 +149,13 @@ public struct WebhookWorker: Service {
                 }
             }
         }
+    }
+
+    /// One app's loop with a client of its own, shut down when the loop ends.
+    func serve(_ app: AppRuntime, generation: Int) async {
+        let client = Self.makeClient(timeout: gateway.options.webhookTimeout, concurrency: gateway.options.webhookConcurrency)
+        await serve(app, client: client, generation: generation)
+        try? await client.shutdown()
     }
 
     /// One app's loop: claim what is due, POST each (at most `webhookConcurrency` at once), then poll again.
@@ -96,22 +198,17 @@ public struct WebhookWorker: Service {
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
         request.headers.add(name: "User-Agent", value: "sealedpush-gateway")
-        request.headers.add(name: "SealedPush-Signature", value: WebhookSignature.header(secret: webhook.secret, timestamp: now / 1000, body: claim.body))
+        request.headers.add(name: "SealedPush-Signature",
+                            value: WebhookSignature.header(secrets: webhook.signingSecrets, timestamp: now / 1000, body: claim.body))
         request.body = .bytes(ByteBuffer(bytes: claim.body))
-        var status: Int?
-        do {
-            let response = try await client.execute(request, timeout: .milliseconds(options.webhookTimeout.milliseconds))
-            status = Int(response.status.code)
-            _ = try? await response.body.collect(upTo: 64 * 1024)  // read (and ignore) what the receiver says
-        } catch {
-            if Task.isCancelled {
-                // Shutting down: not an attempt; the event is due again at the next start (or when its lease lapses).
-                await finish(claim, app: app, .handBack)
-                return
-            }
+        let answer = await Self.post(request, client: client, timeout: options.webhookTimeout)
+        if case .noAnswer = answer, Task.isCancelled {
+            // Shutting down: not an attempt; the event is due again at the next start (or when its lease lapses).
+            await finish(claim, app: app, .handBack)
+            return
         }
-        gateway.metrics.webhookRequest(app: app, status: status.map(String.init) ?? "none")
-        if let status, (200..<300).contains(status) {
+        gateway.metrics.webhookRequest(app: app, status: answer.label)
+        if case let .status(status) = answer, (200..<300).contains(status) {
             await finish(claim, app: app, .acknowledged)
             return
         }
@@ -120,7 +217,7 @@ public struct WebhookWorker: Service {
         let full = min(cap, base << Int64(min(claim.attempts, 40)))
         let next = gateway.now + full / 2 + Int64.random(in: 0...(full - full / 2))
         gateway.logger.info("webhook attempt failed; retrying with backoff",
-                            metadata: ["app": "\(app)", "event": "\(claim.id)", "status": "\(status.map(String.init) ?? "no answer")",
+                            metadata: ["app": "\(app)", "event": "\(claim.id)", "answer": "\(answer.logValue)",
                                        "attempts": "\(claim.attempts + 1)"])
         await finish(claim, app: app, next >= deadline ? .dropped : .retry(at: next))
     }

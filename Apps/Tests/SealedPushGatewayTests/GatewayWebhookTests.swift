@@ -1,8 +1,12 @@
 import Foundation
 import SealedPushAPNs
 import SealedPushAPNsCore
-import SealedPushGateway
+@testable import SealedPushGateway
+import AsyncHTTPClient
+import Crypto
+import NIOCore
 import SealedPushWire
+import SealedPushCrypto
 import SealedPushTestSupport
 import Testing
 
@@ -223,7 +227,18 @@ extension GatewaySuites {
             #expect(!"\(webhook)".contains(secret) && !"\(webhook)".contains("token=abc"), "\(webhook)")
             #expect(try parse("null").apps[0].webhook == nil)
             #expect(try parse(#"{"url": "http://127.0.0.1:9999/hook", "secret_file": "good.secret"}"#).apps[0].webhook != nil, "http to loopback is allowed")
+            // A rotation: the previous secret signs too; the same secret twice is a mistake.
+            try write("old.secret", "old-" + String(repeating: "y", count: 30), mode: 0o600)
+            let rotating = try #require(try parse(#"{"url": "https://backend.example.com/hook", "secret_file": "good.secret", "previous_secret_file": "old.secret"}"#).apps[0].webhook)
+            #expect(rotating.previousSecretPath == directory.appendingPathComponent("old.secret").path)
+            #expect(rotating.signingSecrets.map { String(decoding: $0, as: UTF8.self) } == [secret, "old-" + String(repeating: "y", count: 30)])
+            #expect(!"\(rotating)".contains("old-yyy"))
+            #expect(try parse(#"{"url": "https://backend.example.com/hook", "secret_file": "good.secret", "previous_secret_file": null}"#).apps[0].webhook?.signingSecrets.count == 1)
             let refused: [(String, String)] = [
+                (#"{"url": "https://backend.example.com/hook", "secret_file": "good.secret", "previous_secret_file": "good.secret"}"#, "/apps/0/webhook/previous_secret_file"),
+                (#"{"url": "https://backend.example.com/hook", "secret_file": "good.secret", "previous_secret_file": "open.secret"}"#, "/apps/0/webhook/previous_secret_file"),
+                (#"{"url": "https://backend.example.com/hook", "secret_file": "good.secret", "previous_secret_file": "short.secret"}"#, "/apps/0/webhook/previous_secret_file"),
+                (#"{"url": "https://backend.example.com/hook", "secret_file": "good.secret", "previous_secret_file": 7}"#, "/apps/0/webhook/previous_secret_file"),
                 (#""https://x.example""#, "/apps/0/webhook"),
                 (#"{"url": "http://backend.example.com/hook", "secret_file": "good.secret"}"#, "/apps/0/webhook/url"),
                 (#"{"url": "ftp://backend.example.com/hook", "secret_file": "good.secret"}"#, "/apps/0/webhook/url"),
@@ -243,13 +258,143 @@ extension GatewaySuites {
                 }
             }
         }
+
+        /// A secret rotation (`previous_secret_file`): each attempt carries two `v1=`, the new secret's first, so a
+        /// receiver verifies with either secret (the documented verifiers too); a reload without the member signs
+        /// with the new secret alone.
+        @Test func duringARotationEachAttemptIsSignedWithBothSecrets() async throws {
+            let apns = ScriptedAPNs()
+            let (file, secret) = try WebhookReceiver.writeSecret()
+            let (oldFile, oldSecret) = try WebhookReceiver.writeSecret()
+            defer {
+                try? FileManager.default.removeItem(at: file.deletingLastPathComponent())
+                try? FileManager.default.removeItem(at: oldFile.deletingLastPathComponent())
+            }
+            // The receiver still holds the old secret.
+            let receiver = try await WebhookReceiver(secret: oldSecret)
+            var members = WebhookReceiver.appMembers(port: receiver.port, secretFile: file)
+            var webhook = try #require(members["webhook"]?.objectValue)
+            webhook["previous_secret_file"] = .string(oldFile.path)
+            members["webhook"] = .object(webhook)
+            try await withGateway("webhook-rotation", options: webhookOptions(apns), extraApp: members) { g in
+                let phone = try Phone(in: g.directory, name: "p", token: hexToken(0x500))
+                try await g.register(phone, device: "d", user: "u")
+                let id = try #require(try await g.send(JSONObject([("user_id", "u")])).json["message_id"]?.stringValue)
+                try await g.waitForStates(id, ["accepted"])
+                try await waitUntil("the event to be acknowledged", within: .seconds(30)) { !receiver.acknowledged.isEmpty }
+                let arrivals = receiver.all
+                let first = try #require(arrivals.first)
+                #expect(first.v1s.count == 2, "\(first.header)")
+                #expect(first.signatureValid, "the old secret verifies")
+                let underNew = HMAC<SHA256>.authenticationCode(for: Array("\(first.t).".utf8) + first.body, using: SymmetricKey(data: secret))
+                #expect(first.v1s.first == Hex.encode(Array(underNew)), "the new secret's signature comes first")
+                try await checkDocumentedVerifiers(secret: secret, arrivals: arrivals)
+                try await checkDocumentedVerifiers(secret: oldSecret, arrivals: arrivals)
+                try await checkDocumentedVerifiers(secret: Array("neither-of-the-two-secrets-0123456789".utf8), arrivals: arrivals, signedBySecret: false)
+
+                // The rotation ends: the member is removed and the configuration reloaded.
+                let path = g.directory.appendingPathComponent("gateway.json").path
+                guard case var .object(configuration) = try JSON.parse(Array(try Data(contentsOf: URL(fileURLWithPath: path)))),
+                      case var .array(apps)? = configuration["apps"], case var .object(app)? = apps.first,
+                      case var .object(hook)? = app["webhook"] else {
+                    Issue.record("gateway.json is not as the harness writes it")
+                    return
+                }
+                hook["previous_secret_file"] = nil
+                app["webhook"] = .object(hook)
+                apps[0] = .object(app)
+                configuration["apps"] = .array(apps)
+                try Data(JSON.serialize(.object(configuration))).write(to: URL(fileURLWithPath: path))
+                try await g.gateway.reload(try GatewayConfiguration.load(path: path))
+                let second = try #require(try await g.send(JSONObject([("user_id", "u")])).json["message_id"]?.stringValue)
+                try await g.waitForStates(second, ["accepted"])
+                try await waitUntil("an attempt signed after the reload", within: .seconds(30)) { receiver.all.contains { $0.v1s.count == 1 } }
+                let after = try #require(receiver.all.first { $0.v1s.count == 1 })
+                #expect(!after.signatureValid, "the old secret no longer signs")
+                let expected = HMAC<SHA256>.authenticationCode(for: Array("\(after.t).".utf8) + after.body, using: SymmetricKey(data: secret))
+                #expect(after.v1 == Hex.encode(Array(expected)))
+            }
+            await receiver.stop()
+        }
+
+        /// Issue #36, bug 7. An attempt to a receiver that is down fails at once with the refusal (the worker's own
+        /// backoff then schedules the next), instead of AsyncHTTPClient's pool retrying the connect on a backoff of
+        /// its own and holding the attempt until its deadline (after a 22 s outage, attempts made once the receiver
+        /// was back still waited out their 10 s); the first attempt once it is back is answered.
+        @Test func anAttemptToAReceiverThatIsDownFailsAtOnceAndTheFirstOnceItIsBackIsAnswered() async throws {
+            let port = try GatewayHarness.freePort()  // nothing listens there yet
+            let client = WebhookWorker.makeClient(timeout: .seconds(5), concurrency: 16)
+            func post() async -> WebhookAnswer {
+                var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/hook")
+                request.method = .POST
+                request.body = .bytes(ByteBuffer(string: #"{"id": "evt_0"}"#))
+                return await WebhookWorker.post(request, client: client, timeout: .seconds(5))
+            }
+            for _ in 0..<3 {
+                #expect(await post() == .noAnswer("connection refused"), "the refusal itself, not a wait in the client's pool")
+            }
+            let receiver = try await WebhookReceiver(secret: Array("unused".utf8), port: port)
+            #expect(await post() == .status(200))
+            await receiver.stop()
+            try await client.shutdown()
+        }
+
+        /// A receiver that is down, then up, within one run: once it listens, at most the attempt already under way
+        /// fails, and the event is acknowledged at the next retry.
+        @Test func aReceiverDownThenUpIsCaughtUpWithinARetryInterval() async throws {
+            let apns = ScriptedAPNs()
+            let (file, secret) = try WebhookReceiver.writeSecret()
+            defer { try? FileManager.default.removeItem(at: file.deletingLastPathComponent()) }
+            let port = try GatewayHarness.freePort()
+            try await withGateway("webhook-outage", options: webhookOptions(apns),
+                                  extraApp: WebhookReceiver.appMembers(port: port, secretFile: file)) { g in
+                let phone = try Phone(in: g.directory, name: "p", token: hexToken(0x600))
+                try await g.register(phone, device: "d", user: "u")
+                let id = try #require(try await g.send(JSONObject([("user_id", "u")])).json["message_id"]?.stringValue)
+                try await g.waitForStates(id, ["accepted"])
+                func failed() async throws -> Int {
+                    let page = try await g.admin.call(.GET, "/metrics", key: nil).text
+                    let line = page.split(separator: "\n").first { $0.hasPrefix(#"sealedpush_gateway_webhook_requests_total{app="chat",status="none"}"#) }
+                    return line.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0
+                }
+                try await waitUntil("three failed attempts (nobody listening)", within: .seconds(30)) { try await failed() >= 3 }
+                let receiver = try await WebhookReceiver(secret: secret, port: port)
+                let before = try await failed()
+                try await waitUntil("the event to be acknowledged", within: .seconds(30)) { !receiver.acknowledged.isEmpty }
+                #expect(try await failed() <= before + 1, "attempts made once the receiver listened failed")
+                #expect(receiver.all.allSatisfy { $0.signatureValid && $0.fresh })
+                await receiver.stop()
+            }
+        }
+
+        /// The deadline covers the whole answer: a receiver that sends `200` and its headers, then stalls its body,
+        /// has not answered (before, the deadline ended with the headers and such an answer acknowledged the event).
+        @Test func theDeadlineCoversTheAnswersBody() async throws {
+            let receiver = try await WebhookReceiver(secret: Array("unused".utf8), stallBody: true)
+            let client = WebhookWorker.makeClient(timeout: .milliseconds(500), concurrency: 16)
+            var request = HTTPClientRequest(url: "http://127.0.0.1:\(receiver.port)/hook")
+            request.method = .POST
+            request.body = .bytes(ByteBuffer(string: #"{"id": "evt_1"}"#))
+            let answer = await WebhookWorker.post(request, client: client, timeout: .milliseconds(500))
+            #expect(receiver.all.count == 1, "the request arrived")
+            guard case let .noAnswer(why) = answer else {
+                Issue.record("a body that never ended was taken as an answer: \(answer)")
+                await receiver.stop()
+                try await client.shutdown()
+                return
+            }
+            #expect(why.contains("within"), "\(why)")
+            await receiver.stop()
+            try await client.shutdown()
+        }
     }
 }
 
 /// Runs the Python and Node verification snippets of docs/gateway.md (as written there) on `arrivals` as
-/// received, and on each with one byte of its body changed: true for the first, false for the second.
+/// received (their whole `SealedPush-Signature` header, two `v1=` during a rotation), and on each with one byte of
+/// its body changed: `signedBySecret` for the first (true: `secret` signed them), false for the second.
 /// Python is required (`$SEALEDPUSH_PYTHON`, else `python3`); Node is run when `node` is installed.
-func checkDocumentedVerifiers(secret: [UInt8], arrivals: [WebhookReceiver.Arrival]) async throws {
+func checkDocumentedVerifiers(secret: [UInt8], arrivals: [WebhookReceiver.Arrival], signedBySecret: Bool = true) async throws {
     let docs = try String(contentsOf: ProjectPaths.root.appendingPathComponent("docs/gateway.md"), encoding: .utf8)
     func snippet(_ fence: String) throws -> String {
         let start = try #require(docs.range(of: "```\(fence)\n"), "docs/gateway.md has no ```\(fence) block")
@@ -260,9 +405,9 @@ func checkDocumentedVerifiers(secret: [UInt8], arrivals: [WebhookReceiver.Arriva
     for arrival in arrivals {
         var changed = arrival.body
         changed[changed.count / 2] ^= 0x01
-        for (body, expected) in [(arrival.body, true), (changed, false)] {
+        for (body, expected) in [(arrival.body, signedBySecret), (changed, false)] {
             cases.append(.object(JSONObject([("secret", .string(String(decoding: secret, as: UTF8.self))),
-                                             ("header", .string("t=\(arrival.t),v1=\(arrival.v1)")),
+                                             ("header", .string(arrival.header)),
                                              ("body", .string(Data(body).base64EncodedString())), ("expected", .bool(expected))])))
         }
     }

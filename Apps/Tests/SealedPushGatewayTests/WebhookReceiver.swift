@@ -4,22 +4,29 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOConcurrencyHelpers
+import NIOCore
 import SealedPushGateway
 import SealedPushTestSupport
 import SealedPushWire
 
 /// A webhook receiver on loopback written for the tests, independent of the gateway's signing code: it
-/// recomputes `HMAC-SHA256(secret, "<t>." + body)` with swift-crypto from the shared secret, checks that `t`
-/// is within 5 minutes of its own clock, records every arrival, and answers 500 to the first `failFirst`
-/// attempts of each event id, 200 afterwards.
+/// recomputes `HMAC-SHA256(secret, "<t>." + body)` with swift-crypto from the shared secret, accepts the header
+/// when any of its `v1=` values matches (two during a secret rotation), checks that `t` is within 5 minutes of
+/// its own clock, records every arrival, and answers 500 to the first `failFirst` attempts of each event id, 200
+/// afterwards. With `stallBody` it answers 200 with its headers and the first bytes of a body it never finishes.
 final class WebhookReceiver: Sendable {
     /// One POST as it arrived.
     struct Arrival: Sendable {
         let id: String
         let type: String
         let t: Int64
+        /// The first `v1=` value.
         let v1: String
-        /// The signature matches the body under the secret.
+        /// Every `v1=` value, in order.
+        let v1s: [String]
+        /// The `SealedPush-Signature` header as received.
+        let header: String
+        /// A signature matches the body under the secret.
         let signatureValid: Bool
         /// `t` is within 5 minutes of the receiver's clock.
         let fresh: Bool
@@ -30,21 +37,24 @@ final class WebhookReceiver: Sendable {
     }
 
     let arrivals: NIOLockedValueBox<[Arrival]>
+    /// Set by `stop()`: stalled bodies are then finished, so the server can shut down.
+    let released = NIOLockedValueBox(false)
     let task: Task<Void, any Error>
     let port: Int
 
-    init(secret: [UInt8], port: Int = 0, failFirst: Int = 0) async throws {
+    init(secret: [UInt8], port: Int = 0, failFirst: Int = 0, stallBody: Bool = false) async throws {
         let arrivals = NIOLockedValueBox<[Arrival]>([])
         self.arrivals = arrivals
+        let released = self.released
         let router = Router()
         router.post("hook") { request, _ -> Response in
             let body = Array(try await request.body.collect(upTo: 1 << 20).readableBytesView)
             let header = request.headers[HTTPField.Name("SealedPush-Signature")!] ?? ""
             var t: Int64 = 0
-            var v1 = ""
+            var v1s: [String] = []
             for part in header.split(separator: ",") {
                 if part.hasPrefix("t=") { t = Int64(part.dropFirst(2)) ?? 0 }
-                if part.hasPrefix("v1=") { v1 = String(part.dropFirst(3)) }
+                if part.hasPrefix("v1=") { v1s.append(String(part.dropFirst(3))) }
             }
             let expected = HMAC<SHA256>.authenticationCode(for: Array("\(t).".utf8) + body, using: SymmetricKey(data: secret))
                 .map { String(format: "%02x", $0) }.joined()
@@ -54,9 +64,18 @@ final class WebhookReceiver: Sendable {
             let status = arrivals.withLockedValue { list -> Int in
                 let earlier = list.filter { $0.id == id }.count
                 let status = earlier < failFirst ? 500 : 200
-                list.append(Arrival(id: id, type: object["type"]?.stringValue ?? "", t: t, v1: v1, signatureValid: v1 == expected,
-                                    fresh: abs(now - t) <= 300, body: body, status: status))
+                list.append(Arrival(id: id, type: object["type"]?.stringValue ?? "", t: t, v1: v1s.first ?? "", v1s: v1s, header: header,
+                                    signatureValid: v1s.contains(expected), fresh: abs(now - t) <= 300, body: body, status: status))
                 return status
+            }
+            if stallBody {
+                // The headers and a first chunk go out; the rest of the announced 64 bytes waits until `stop()`.
+                return Response(status: .ok, headers: [.contentLength: "64"], body: ResponseBody { writer in
+                    try await writer.write(ByteBuffer(string: "{\"ok\":"))
+                    for _ in 0..<600 where !released.withLockedValue({ $0 }) { try? await Task.sleep(for: .milliseconds(100)) }
+                    try await writer.write(ByteBuffer(string: "true" + String(repeating: " ", count: 64 - 11) + "}"))
+                    try await writer.finish(nil)
+                })
             }
             return Response(status: .init(code: status))
         }
@@ -79,6 +98,7 @@ final class WebhookReceiver: Sendable {
     var acknowledged: Set<String> { Set(all.filter { $0.status == 200 }.map(\.id)) }
 
     func stop() async {
+        released.withLockedValue { $0 = true }
         task.cancel()
         _ = try? await task.value
     }
