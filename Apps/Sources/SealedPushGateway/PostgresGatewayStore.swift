@@ -64,71 +64,9 @@ public final class PostgresGatewayStore: GatewayStore {
     /// The highest event position known settled: every event at or below it is committed or rolled back.
     let settledEvents = NIOLockedValueBox<Int64>(0)
 
-    /// The schema versions this build knows, in order: all that are missing are applied in one transaction,
-    /// under an advisory lock, so instances starting together apply each once.
-    static let migrations: [(version: Int, statements: [String])] = [
-        (1, [
-            "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)",
-            "CREATE TABLE settings (name TEXT PRIMARY KEY, value BYTEA NOT NULL)",
-            """
-            CREATE TABLE devices (
-                app TEXT NOT NULL, device_id TEXT NOT NULL, user_id TEXT NOT NULL, apns_token TEXT NOT NULL,
-                environment TEXT NOT NULL, key_record TEXT NOT NULL, key_id TEXT NOT NULL, state TEXT NOT NULL,
-                created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL, registered_at BIGINT NOT NULL,
-                unregistered_at BIGINT, unregistered_reason TEXT, token_reassigned BOOLEAN NOT NULL DEFAULT FALSE,
-                report_reason TEXT, report_kid TEXT, report_count BIGINT, report_at BIGINT,
-                PRIMARY KEY (app, device_id))
-            """,
-            "CREATE UNIQUE INDEX devices_token ON devices(app, environment, apns_token)",
-            "CREATE INDEX devices_user ON devices(app, user_id)",
-            "CREATE INDEX devices_updated ON devices(app, updated_at, device_id)",
-            "CREATE INDEX devices_key ON devices(key_id)",
-            "CREATE TABLE known_users (app TEXT NOT NULL, user_id TEXT NOT NULL, PRIMARY KEY (app, user_id))",
-            "CREATE TABLE messages (message_id TEXT PRIMARY KEY, app TEXT NOT NULL, created_at BIGINT NOT NULL, expires_at BIGINT NOT NULL)",
-            "CREATE INDEX messages_expires ON messages(expires_at, message_id)",
-            """
-            CREATE TABLE deliveries (
-                delivery_id TEXT PRIMARY KEY, app TEXT NOT NULL, message_id TEXT NOT NULL, device_id TEXT NOT NULL,
-                apns_token TEXT NOT NULL, environment TEXT NOT NULL, payload BYTEA NOT NULL, receipt_sha256 BYTEA,
-                priority INTEGER NOT NULL, collapse_id TEXT NOT NULL, apns_expiration BIGINT NOT NULL, expires_at BIGINT NOT NULL,
-                apns_id TEXT NOT NULL, state TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, apns_status INTEGER, reason TEXT,
-                created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL, next_attempt_at BIGINT, accepted_at BIGINT,
-                delivered_at BIGINT, seq BIGINT NOT NULL, lease_until BIGINT, lease_generation BIGINT NOT NULL DEFAULT 0, leased_by TEXT)
-            """,
-            "CREATE INDEX deliveries_due ON deliveries(app, next_attempt_at) WHERE state = 'queued'",
-            "CREATE INDEX deliveries_message ON deliveries(message_id)",
-            "CREATE INDEX deliveries_device ON deliveries(app, device_id) WHERE state = 'queued'",
-            """
-            CREATE TABLE idempotency (app TEXT NOT NULL, key TEXT NOT NULL, body_hmac BYTEA NOT NULL, status INTEGER NOT NULL,
-                response BYTEA NOT NULL, created_at BIGINT NOT NULL, PRIMARY KEY (app, key))
-            """,
-            "CREATE INDEX idempotency_created ON idempotency(created_at)",
-            """
-            CREATE TABLE reports (app TEXT NOT NULL, kid TEXT NOT NULL, reason TEXT NOT NULL, count BIGINT NOT NULL,
-                last_at BIGINT NOT NULL, PRIMARY KEY (app, kid, reason))
-            """,
-            "CREATE TABLE instances (instance_id TEXT PRIMARY KEY, started_at BIGINT NOT NULL, last_seen BIGINT NOT NULL)",
-        ]),
-        // v2: webhook events (gateway v1 §8), written in the transaction of the change that causes them; `position`
-        // (an identity) orders the listing, and claims lease them like deliveries (`lease_generation`, `leased_by`).
-        // What the dashboard's last-day counts look up; when a delivery's `revealed` receipt arrived (reveal v1 §8);
-        // a readable name per instance for the dashboard.
-        (2, [
-            """
-            CREATE TABLE events (
-                position BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, id TEXT NOT NULL UNIQUE, app TEXT NOT NULL,
-                type TEXT NOT NULL, created_at BIGINT NOT NULL, body TEXT NOT NULL, state TEXT NOT NULL DEFAULT 'pending',
-                attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at BIGINT NOT NULL, lease_until BIGINT,
-                lease_generation BIGINT NOT NULL DEFAULT 0, leased_by TEXT)
-            """,
-            "CREATE INDEX events_due ON events(app, next_attempt_at, position) WHERE state = 'pending'",
-            "CREATE INDEX events_app ON events(app, position)",
-            "CREATE INDEX events_created ON events(created_at)",
-            "CREATE INDEX deliveries_created ON deliveries(created_at)",
-            "ALTER TABLE deliveries ADD COLUMN revealed_at BIGINT",
-            "ALTER TABLE instances ADD COLUMN name TEXT",
-        ]),
-    ]
+    /// The schema versions this build knows, in order (`GatewayMigrations`): all that are missing are applied in
+    /// one transaction, under an advisory lock, so instances starting together apply each once.
+    static let migrations = GatewayMigrations.list(for: .postgres)
 
     /// The advisory lock key migrations run under ("SPGW").
     static let migrationLock: Int64 = 0x5350_4757
@@ -426,12 +364,20 @@ public final class PostgresGatewayStore: GatewayStore {
         try await conn.rows(query, logger: logger).compactMap(Self.device)
     }
 
-    /// Cancels a device's unsent deliveries, with their events; how many.
+    /// Cancels a device's unsent deliveries, with their events; how many. One whose push is in flight (under a
+    /// lease) is sent: it keeps the cancellation for when its attempt is written (`DeliveryStateMachine`).
     func cancelUnsent(_ conn: PostgresConnection, app: String, deviceID: String, reason: String, now: Int64) async throws -> Int {
+        // First every queued row is marked (and locked until the commit: an attempt being written, or a claim, waits or
+        // is waited for), then those not in flight are cancelled.
+        try await conn.rows("""
+            UPDATE deliveries SET cancel_reason = \(reason) WHERE app = \(app) AND device_id = \(deviceID) AND state = 'queued'
+            """, logger: logger)
         let rows = try await conn.rows("""
-            UPDATE deliveries SET state = 'cancelled', reason = \(reason), updated_at = \(now), next_attempt_at = NULL, seq = seq + 1,
-                payload = '\\x'::bytea, lease_until = NULL, leased_by = NULL
-            WHERE app = \(app) AND device_id = \(deviceID) AND state = 'queued' RETURNING \(unescaped: Self.deliveryColumns)
+            UPDATE deliveries SET state = 'cancelled', reason = cancel_reason, cancel_reason = NULL, updated_at = \(now), next_attempt_at = NULL,
+                seq = seq + 1, payload = '\\x'::bytea
+            WHERE app = \(app) AND device_id = \(deviceID) AND state = 'queued' AND cancel_reason IS NOT NULL
+                AND (lease_until IS NULL OR lease_until < \(now))
+            RETURNING \(unescaped: Self.deliveryColumns)
             """, logger: logger)
         try await insertDeliveryEvents(conn, rows, now: now)
         return rows.count
@@ -667,10 +613,16 @@ public final class PostgresGatewayStore: GatewayStore {
             guard try await !conn.rows("SELECT 1 AS k FROM messages WHERE app = \(app) AND message_id = \(messageID)", logger: logger)
                 .isEmpty
             else { return nil }
+            // Gateway v1 §5: a push in flight (under a lease) is sent and ends as APNs answers; the others are cancelled now.
+            // First every queued row is marked (and locked until the commit), then those not in flight are cancelled.
+            try await conn.rows("""
+                UPDATE deliveries SET cancel_reason = 'message_deleted' WHERE message_id = \(messageID) AND state = 'queued'
+                """, logger: logger)
             let rows = try await conn.rows("""
-                UPDATE deliveries SET state = 'cancelled', reason = 'message_deleted', updated_at = \(now), next_attempt_at = NULL,
-                    seq = seq + 1, payload = '\\x'::bytea, lease_until = NULL, leased_by = NULL
-                WHERE message_id = \(messageID) AND state = 'queued' RETURNING \(unescaped: Self.deliveryColumns)
+                UPDATE deliveries SET state = 'cancelled', reason = cancel_reason, cancel_reason = NULL, updated_at = \(now), next_attempt_at = NULL,
+                    seq = seq + 1, payload = '\\x'::bytea
+                WHERE message_id = \(messageID) AND state = 'queued' AND cancel_reason IS NOT NULL AND (lease_until IS NULL OR lease_until < \(now))
+                RETURNING \(unescaped: Self.deliveryColumns)
                 """, logger: logger)
             try await insertDeliveryEvents(conn, rows, now: now)
             return rows.count
@@ -680,26 +632,39 @@ public final class PostgresGatewayStore: GatewayStore {
     // MARK: The queue
 
     public func claimDue(app: String, now: Int64, leaseUntil: Int64, limit: Int) async throws -> [ClaimedDelivery] {
-        let claims = try await transaction { [self] conn in
-            try await conn.rows("""
+        let (claims, unreadable) = try await transaction { [self] conn in
+            var claims: [ClaimedDelivery] = []
+            var unreadable: [(id: String, column: String)] = []
+            for row in try await conn.rows("""
                 UPDATE deliveries d SET lease_until = \(leaseUntil), lease_generation = d.lease_generation + 1, leased_by = \(instanceID)
                 FROM (SELECT delivery_id FROM deliveries
                       WHERE app = \(app) AND state = 'queued' AND next_attempt_at <= \(now) AND (lease_until IS NULL OR lease_until < \(now))
                       ORDER BY next_attempt_at LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED) due
                 WHERE d.delivery_id = due.delivery_id
                 RETURNING d.delivery_id, d.app, d.device_id, d.apns_token, d.environment, d.payload, d.priority, d.collapse_id,
-                          d.apns_expiration, d.expires_at, d.apns_id, d.attempts, d.lease_generation
-                """, logger: logger).compactMap { row -> ClaimedDelivery? in
+                          d.apns_expiration, d.expires_at, d.apns_id, d.attempts, d.lease_generation, d.cancel_reason
+                """, logger: logger) {
                 let r = row.makeRandomAccess()
-                guard let env = APNsEnvironmentName(rawValue: try r["environment"].decode(String.self)) else { return nil }
-                return ClaimedDelivery(
-                    deliveryID: try r["delivery_id"].decode(String.self), app: try r["app"].decode(String.self),
-                    deviceID: try r["device_id"].decode(String.self), apnsToken: try r["apns_token"].decode(String.self), environment: env,
-                    payload: Array(try r["payload"].decode(ByteBuffer.self).readableBytesView), priority: try r["priority"].decode(Int.self),
-                    collapseID: try r["collapse_id"].decode(String.self), apnsExpiration: try r["apns_expiration"].decode(Int64.self),
-                    expiresAt: try r["expires_at"].decode(Int64.self), apnsID: try r["apns_id"].decode(String.self),
-                    attempts: try r["attempts"].decode(Int.self), generation: try r["lease_generation"].decode(Int64.self))
+                if let cancel = try r["cancel_reason"].decode(String?.self) {
+                    // Deleted while an attempt was in flight, whose instance ended before writing it: never sent again.
+                    try await endClaimed(conn, deliveryID: try r["delivery_id"].decode(String.self), state: .cancelled, reason: cancel, now: now)
+                    continue
+                }
+                do {
+                    claims.append(try Self.claimed(r))
+                } catch {
+                    // Never leased and left unsent (nor the whole claim failed, every second): it ends now, and the
+                    // rest of the batch goes on.
+                    let id = try r["delivery_id"].decode(String.self)
+                    try await endClaimed(conn, deliveryID: id, state: .rejected, reason: "undecodable_record", now: now)
+                    unreadable.append((id, (error as? PostgresDecodingError)?.columnName ?? (error as? UndecodableColumn)?.name ?? "?"))
+                }
             }
+            return (claims, unreadable)
+        }
+        for (id, column) in unreadable {
+            logger.error("a claimed delivery's row cannot be read; it ends rejected (undecodable_record) and is not sent",
+                         metadata: ["app": "\(app)", "delivery_id": "\(id)", "column": "\(column)"])
         }
         held.withLockedValue { h in
             for claim in claims { h.claims[claim.deliveryID] = claim.generation }
@@ -708,79 +673,87 @@ public final class PostgresGatewayStore: GatewayStore {
         return claims
     }
 
-    public func complete(_ claim: ClaimedDelivery, outcome: AttemptOutcome, unregisteredAt: Int64?, now: Int64) async throws -> Bool {
+    /// A column of a claimed row that reads as no value it may have.
+    struct UndecodableColumn: Error {
+        /// Its name.
+        let name: String
+    }
+
+    /// The claim of a row of the claim's RETURNING list; throws for a column that cannot be read.
+    static func claimed(_ r: PostgresRandomAccessRow) throws -> ClaimedDelivery {
+        guard let env = APNsEnvironmentName(rawValue: try r["environment"].decode(String.self)) else { throw UndecodableColumn(name: "environment") }
+        return ClaimedDelivery(
+            deliveryID: try r["delivery_id"].decode(String.self), app: try r["app"].decode(String.self),
+            deviceID: try r["device_id"].decode(String.self), apnsToken: try r["apns_token"].decode(String.self), environment: env,
+            payload: Array(try r["payload"].decode(ByteBuffer.self).readableBytesView), priority: try r["priority"].decode(Int.self),
+            collapseID: try r["collapse_id"].decode(String.self), apnsExpiration: try r["apns_expiration"].decode(Int64.self),
+            expiresAt: try r["expires_at"].decode(Int64.self), apnsID: try r["apns_id"].decode(String.self),
+            attempts: try r["attempts"].decode(Int.self), generation: try r["lease_generation"].decode(Int64.self))
+    }
+
+    /// Ends a delivery the claim just leased without sending it (`state` final), with its event.
+    func endClaimed(_ conn: PostgresConnection, deliveryID: String, state: DeliveryState, reason: String, now: Int64) async throws {
+        let rows = try await conn.rows("""
+            UPDATE deliveries SET state = \(state.rawValue), reason = \(reason), updated_at = \(now), next_attempt_at = NULL,
+                lease_until = NULL, leased_by = NULL, cancel_reason = NULL, seq = seq + 1, payload = '\\x'::bytea
+            WHERE delivery_id = \(deliveryID) RETURNING \(unescaped: Self.deliveryColumns)
+            """, logger: logger)
+        try await insertDeliveryEvents(conn, rows, now: now)
+    }
+
+    public func completeAttempt(_ claim: ClaimedDelivery, outcome: AttemptOutcome, unregisteredAt: Int64?, now: Int64) async throws -> DeliveryState? {
         // Whatever happens below, this instance stops renewing the lease: if the write fails, the lease lapses
         // and the delivery is tried again (at least once).
         held.withLockedValue { h in
             if h.claims[claim.deliveryID] == claim.generation { h.claims[claim.deliveryID] = nil }
         }
-        let id = claim.deliveryID, generation = claim.generation
         return try await transaction { [self] conn in
-            var rows: [PostgresRow]
-            var status: Int?
-            switch outcome {
-            case .handBack:
-                rows = try await conn.rows("""
-                    UPDATE deliveries SET lease_until = NULL, leased_by = NULL WHERE delivery_id = \(id) AND lease_generation = \(generation)
-                    RETURNING seq
-                    """, logger: logger)
-            case let .accepted(s):
-                status = s
-                rows = try await conn.rows("""
-                    UPDATE deliveries SET state = 'accepted', attempts = attempts + 1, apns_status = \(Int32(s)), reason = NULL,
-                        accepted_at = \(now), updated_at = \(now), next_attempt_at = NULL, lease_until = NULL, leased_by = NULL,
-                        seq = seq + 1, payload = '\\x'::bytea
-                    WHERE delivery_id = \(id) AND lease_generation = \(generation) AND state = 'queued'
-                    RETURNING \(unescaped: Self.deliveryColumns)
-                    """, logger: logger)
-                try await insertDeliveryEvents(conn, rows, now: now)
-            case let .retry(at, s, reason):
-                status = s
-                rows = try await conn.rows("""
-                    UPDATE deliveries SET attempts = attempts + 1, apns_status = \(s.map(Int32.init)), reason = \(reason), updated_at = \(now),
-                        next_attempt_at = \(at), lease_until = NULL, leased_by = NULL, seq = seq + 1
-                    WHERE delivery_id = \(id) AND lease_generation = \(generation) AND state = 'queued' RETURNING seq
-                    """, logger: logger)
-            case let .final(state, s, reason, attempted):
-                status = s
-                rows = try await conn.rows("""
-                    UPDATE deliveries SET state = \(state.rawValue), attempts = attempts + \(Int32(attempted ? 1 : 0)),
-                        apns_status = \(s.map(Int32.init)), reason = \(reason), updated_at = \(now), next_attempt_at = NULL,
-                        lease_until = NULL, leased_by = NULL, seq = seq + 1, payload = '\\x'::bytea
-                    WHERE delivery_id = \(id) AND lease_generation = \(generation) AND state = 'queued'
-                    RETURNING \(unescaped: Self.deliveryColumns)
-                    """, logger: logger)
-                try await insertDeliveryEvents(conn, rows, now: now)
-                if state == .unregistered, !rows.isEmpty {
-                    let devices = try await devices(conn, """
-                        UPDATE devices SET state = 'unregistered', unregistered_at = \(now), unregistered_reason = \(reason), updated_at = \(now)
-                        WHERE app = \(claim.app) AND environment = \(claim.environment.rawValue) AND apns_token = \(claim.apnsToken)
-                            AND state = 'active' AND registered_at < \(unregisteredAt ?? now + 1)
-                        RETURNING \(unescaped: Self.deviceColumns)
-                        """)
-                    for device in devices { try await insertEvent(conn, GatewayEvents.deviceUnregistered(device, now: now)) }
-                }
-            case let .paused(s, _):
-                status = s
-                rows = try await conn.rows("""
-                    UPDATE deliveries SET apns_status = \(s.map(Int32.init)), reason = 'credentials_paused', updated_at = \(now),
-                        lease_until = NULL, leased_by = NULL, seq = seq + 1
-                    WHERE delivery_id = \(id) AND lease_generation = \(generation) AND state = 'queued' RETURNING seq
-                    """, logger: logger)
-                // The app's other queued deliveries wait for the same reason (gateway v1 §6).
-                try await conn.rows("""
-                    UPDATE deliveries SET reason = 'credentials_paused'
-                    WHERE app = \(claim.app) AND state = 'queued' AND reason IS DISTINCT FROM 'credentials_paused'
-                    """, logger: logger)
-            }
-            if rows.isEmpty, let status {
-                // Delivered (its receipt came first) or cancelled meanwhile: the answer only sets apns_status.
-                try await conn.rows("""
-                    UPDATE deliveries SET apns_status = \(Int32(status)), lease_until = NULL, leased_by = NULL
-                    WHERE delivery_id = \(id) AND lease_generation = \(generation)
-                    """, logger: logger)
-            }
-            return !rows.isEmpty
+            // Locked until the commit: a receipt or a DELETE on another instance waits for this write, or this for theirs.
+            let current = try await conn.rows("""
+                SELECT \(unescaped: Self.deliveryColumns), lease_generation, cancel_reason FROM deliveries WHERE delivery_id = \(claim.deliveryID) FOR UPDATE
+                """, logger: logger).first.flatMap(Self.leasedDelivery)
+            let change = DeliveryStateMachine.complete(current, claim: claim, outcome: outcome, unregisteredAt: unregisteredAt, now: now)
+            try await write(conn, change)
+            return change.landedState
+        }
+    }
+
+    /// A delivery row of `deliveryColumns` and its lease generation.
+    static func leasedDelivery(_ row: PostgresRow) throws -> LeasedDeliveryRow? {
+        guard let record = try delivery(row) else { return nil }
+        let r = row.makeRandomAccess()
+        return LeasedDeliveryRow(record: record, leaseGeneration: try r["lease_generation"].decode(Int64.self),
+                                 pendingCancel: try r["cancel_reason"].decode(String?.self))
+    }
+
+    /// Writes what the state machine decided (which checked the lease generation against the row read and locked
+    /// in this transaction): the row (its lease released), the events, the device APNs unregistered, the app's pause.
+    func write(_ conn: PostgresConnection, _ change: DeliveryCompletion) async throws {
+        guard let row = change.row else { return }
+        let updated = try await conn.rows("""
+            UPDATE deliveries SET state = \(row.state.rawValue), attempts = \(Int32(row.attempts)), apns_status = \(row.apnsStatus.map(Int32.init)),
+                reason = \(row.reason), updated_at = \(row.updatedAt), next_attempt_at = \(row.nextAttemptAt), accepted_at = \(row.acceptedAt),
+                seq = \(row.seq), lease_until = NULL, leased_by = NULL, cancel_reason = NULL,
+                payload = CASE WHEN \(change.dropsPayload) THEN '\\x'::bytea ELSE payload END
+            WHERE delivery_id = \(row.deliveryID) RETURNING seq
+            """, logger: logger)
+        guard !updated.isEmpty else { return }
+        for event in change.events { try await insertEvent(conn, event) }
+        if let gone = change.unregister {
+            let devices = try await devices(conn, """
+                UPDATE devices SET state = 'unregistered', unregistered_at = \(gone.at), unregistered_reason = \(gone.reason), updated_at = \(gone.at)
+                WHERE app = \(gone.app) AND environment = \(gone.environment.rawValue) AND apns_token = \(gone.apnsToken)
+                    AND state = 'active' AND registered_at < \(gone.registeredBefore)
+                RETURNING \(unescaped: Self.deviceColumns)
+                """)
+            for device in devices { try await insertEvent(conn, GatewayEvents.deviceUnregistered(device, now: gone.at)) }
+        }
+        if change.pausesApp {
+            // The app's other queued deliveries wait for the same reason (gateway v1 §6).
+            try await conn.rows("""
+                UPDATE deliveries SET reason = 'credentials_paused'
+                WHERE app = \(row.app) AND state = 'queued' AND reason IS DISTINCT FROM 'credentials_paused'
+                """, logger: logger)
         }
     }
 
@@ -826,27 +799,25 @@ public final class PostgresGatewayStore: GatewayStore {
 
     public func recordReceipt(messageID: String, tokenSHA256: [UInt8], revealed: Bool, now: Int64) async throws -> ReceiptResult {
         try await transaction { [self] conn in
-            let rows = try await conn.rows("""
-                SELECT delivery_id, app, state, receipt_sha256 FROM deliveries WHERE message_id = \(messageID) FOR UPDATE
-                """, logger: logger)
-            guard !rows.isEmpty else { return .unknownID }
-            var match: (id: String, app: String, state: DeliveryState)?
-            for row in rows {
-                let r = row.makeRandomAccess()
-                guard let hash = try r["receipt_sha256"].decode(ByteBuffer?.self),
-                      let state = DeliveryState(rawValue: try r["state"].decode(String.self))
-                else { continue }
-                if constantTimeEquals(Array(hash.readableBytesView), tokenSHA256) {
-                    match = (try r["delivery_id"].decode(String.self), try r["app"].decode(String.self), state)
-                }
+            // One row, found through deliveries_receipt and locked alone: a receipt never waits for (nor blocks) the
+            // other deliveries of its message. Looked up by the hash itself: only SHA-256 of a random 32-byte token is
+            // stored, so how long the lookup takes says nothing that helps forge a token.
+            guard let row = try await conn.rows("""
+                SELECT delivery_id, app, state FROM deliveries
+                WHERE message_id = \(messageID) AND receipt_sha256 = \(ByteBuffer(bytes: tokenSHA256)) FOR UPDATE
+                """, logger: logger).first?.makeRandomAccess(),
+                  let state = DeliveryState(rawValue: try row["state"].decode(String.self))
+            else {
+                let known = try await !conn.rows("SELECT 1 AS k FROM deliveries WHERE message_id = \(messageID) LIMIT 1", logger: logger).isEmpty
+                return known ? .wrongToken : .unknownID
             }
-            guard let match else { return .wrongToken }
+            let match = (id: try row["delivery_id"].decode(String.self), app: try row["app"].decode(String.self), state: state)
             var changed = false
             switch match.state {
             case .queued, .accepted, .expired, .cancelled:
                 let rows = try await conn.rows("""
                     UPDATE deliveries SET state = 'delivered', delivered_at = \(now), updated_at = \(now), next_attempt_at = NULL,
-                        seq = seq + 1, payload = '\\x'::bytea
+                        seq = seq + 1, payload = '\\x'::bytea, cancel_reason = NULL
                     WHERE delivery_id = \(match.id) RETURNING \(unescaped: Self.deliveryColumns)
                     """, logger: logger)
                 try await insertDeliveryEvents(conn, rows, now: now)

@@ -35,100 +35,20 @@ public final class SQLiteGatewayStore: GatewayStore {
     let lockFD: Int32
     /// The database file.
     public let path: String
+    /// Where a row that cannot be read is reported (never with a token, key or payload).
+    let logger: Logger
 
-    /// The schema versions this build knows, in order: each is applied once, in its own transaction.
-    static let migrations: [(version: Int, statements: [String])] = [
-        (1, [
-            "CREATE TABLE settings (name TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL)",
-            """
-            CREATE TABLE devices (
-                app TEXT NOT NULL, device_id TEXT NOT NULL, user_id TEXT NOT NULL, apns_token TEXT NOT NULL,
-                environment TEXT NOT NULL, key_record TEXT NOT NULL, key_id TEXT NOT NULL, state TEXT NOT NULL,
-                created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, registered_at INTEGER NOT NULL,
-                unregistered_at INTEGER, unregistered_reason TEXT, token_reassigned INTEGER NOT NULL DEFAULT 0,
-                report_reason TEXT, report_kid TEXT, report_count INTEGER, report_at INTEGER,
-                PRIMARY KEY (app, device_id))
-            """,
-            "CREATE UNIQUE INDEX devices_token ON devices(app, environment, apns_token)",
-            "CREATE INDEX devices_user ON devices(app, user_id)",
-            "CREATE INDEX devices_updated ON devices(app, updated_at, device_id)",
-            "CREATE INDEX devices_key ON devices(key_id)",
-            "CREATE TABLE known_users (app TEXT NOT NULL, user_id TEXT NOT NULL, PRIMARY KEY (app, user_id)) WITHOUT ROWID",
-            """
-            CREATE TABLE messages (message_id TEXT PRIMARY KEY NOT NULL, app TEXT NOT NULL,
-                created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL)
-            """,
-            """
-            CREATE TABLE deliveries (
-                delivery_id TEXT PRIMARY KEY NOT NULL, app TEXT NOT NULL, message_id TEXT NOT NULL, device_id TEXT NOT NULL,
-                apns_token TEXT NOT NULL, environment TEXT NOT NULL, payload BLOB NOT NULL, receipt_sha256 BLOB,
-                priority INTEGER NOT NULL, collapse_id TEXT NOT NULL, apns_expiration INTEGER NOT NULL, expires_at INTEGER NOT NULL,
-                apns_id TEXT NOT NULL, state TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, apns_status INTEGER, reason TEXT,
-                created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, next_attempt_at INTEGER, accepted_at INTEGER,
-                delivered_at INTEGER, seq INTEGER NOT NULL, lease_until INTEGER, generation INTEGER NOT NULL DEFAULT 0)
-            """,
-            "CREATE INDEX deliveries_due ON deliveries(app, state, next_attempt_at)",
-            "CREATE INDEX deliveries_message ON deliveries(message_id)",
-            "CREATE INDEX deliveries_device ON deliveries(app, device_id, state)",
-            """
-            CREATE TABLE idempotency (app TEXT NOT NULL, key TEXT NOT NULL, body_hmac BLOB NOT NULL, status INTEGER NOT NULL,
-                response BLOB NOT NULL, created_at INTEGER NOT NULL, PRIMARY KEY (app, key))
-            """,
-            """
-            CREATE TABLE reports (app TEXT NOT NULL, kid TEXT NOT NULL, reason TEXT NOT NULL, count INTEGER NOT NULL,
-                last_at INTEGER NOT NULL, PRIMARY KEY (app, kid, reason))
-            """,
-        ]),
-        // v2: what pruning (records past expiry + 7 days, idempotency answers past 24 hours) looks up.
-        (2, [
-            "CREATE INDEX messages_expires ON messages(expires_at, message_id)",
-            "CREATE INDEX idempotency_created ON idempotency(created_at)",
-        ]),
-        // v3: the hot statements answered from indexes alone. Without statistics SQLite read a user's devices
-        // through devices_updated (every device of the app, to skip a sort): about 1000 rows per message in
-        // the benchmark. The due index carries lease_until, so a claim skips leased rows without reading
-        // them; queued deliveries have an index of their own for the per-second queue depth.
-        (3, [
-            "DROP INDEX devices_user",
-            "CREATE INDEX devices_user ON devices(app, user_id, updated_at, device_id)",
-            "DROP INDEX deliveries_due",
-            "CREATE INDEX deliveries_due ON deliveries(app, state, next_attempt_at, lease_until)",
-            "CREATE INDEX deliveries_queued ON deliveries(app, created_at) WHERE state = 'queued'",
-        ]),
-        // v4: webhook events (gateway v1 §8), written in the transaction of the change that causes them; `position`
-        // orders the listing. And what the dashboard's last-day counts look up.
-        (4, [
-            """
-            CREATE TABLE events (
-                position INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, app TEXT NOT NULL, type TEXT NOT NULL,
-                created_at INTEGER NOT NULL, body TEXT NOT NULL, state TEXT NOT NULL DEFAULT 'pending',
-                attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at INTEGER NOT NULL, lease_until INTEGER,
-                generation INTEGER NOT NULL DEFAULT 0)
-            """,
-            "CREATE INDEX events_due ON events(app, state, next_attempt_at)",
-            "CREATE INDEX events_app ON events(app, position)",
-            "CREATE INDEX events_created ON events(created_at)",
-            "CREATE INDEX deliveries_created ON deliveries(created_at)",
-        ]),
-        // v5: when a delivery's `revealed` receipt arrived (reveal v1 §8).
-        (5, ["ALTER TABLE deliveries ADD COLUMN revealed_at INTEGER"]),
-        // v6: a device's deliveries indexed without their state. With `state` in the key every state change moved
-        // the entry (a page at a random place in the index per delivery, written to the WAL and checkpointed);
-        // now only the insert touches it. The one statement that uses it (cancelling a device's unsent
-        // deliveries, on deletion or token reassignment) reads the device's rows and keeps the queued ones.
-        (6, [
-            "DROP INDEX deliveries_device",
-            "CREATE INDEX deliveries_device ON deliveries(app, device_id)",
-        ]),
-    ]
+    /// The schema versions this build knows, in order (`GatewayMigrations`): each is applied once, in its own transaction.
+    static let migrations = GatewayMigrations.list(for: .sqlite)
 
     /// When this instance opened the store (the dashboard's instance list).
     let openedAt = GatewayClock.system.milliseconds()
 
-    private init(pool: DatabasePool, path: String, lockFD: Int32) {
+    private init(pool: DatabasePool, path: String, lockFD: Int32, logger: Logger) {
         self.pool = pool
         self.path = path
         self.lockFD = lockFD
+        self.logger = logger
     }
 
     /// Opens (creating if needed) the database at `path`, takes the single-instance lock and applies migrations.
@@ -151,7 +71,7 @@ public final class SQLiteGatewayStore: GatewayStore {
             configuration.maximumReaderCount = 4
             configuration.label = "gateway"
             let pool = try DatabasePool(path: path, configuration: configuration)
-            let store = SQLiteGatewayStore(pool: pool, path: path, lockFD: fd)
+            let store = SQLiteGatewayStore(pool: pool, path: path, lockFD: fd, logger: logger)
             try await store.setUp()
             return store
         } catch let error as GatewayStoreError {
@@ -340,15 +260,21 @@ public final class SQLiteGatewayStore: GatewayStore {
             tokenReassigned: row.at(13)?.integer == 1, lastReport: report)
     }
 
-    /// Cancels a device's queued deliveries (binds: reason, now, app, device id): a search of deliveries_device.
+    /// Cancels a device's queued deliveries that are not in flight, once `cancel_reason` is set on all of them
+    /// (binds: now, app, device id, now): a search of deliveries_device.
     static let cancelUnsentSQL = """
-        UPDATE deliveries SET state = 'cancelled', reason = ?, updated_at = ?, next_attempt_at = NULL, seq = seq + 1, payload = x''
-        WHERE app = ? AND device_id = ? AND state = 'queued' RETURNING \(deliveryColumns)
+        UPDATE deliveries SET state = 'cancelled', reason = cancel_reason, cancel_reason = NULL, updated_at = ?, next_attempt_at = NULL,
+            seq = seq + 1, payload = x''
+        WHERE app = ? AND device_id = ? AND state = 'queued' AND cancel_reason IS NOT NULL AND (lease_until IS NULL OR lease_until < ?)
+        RETURNING \(deliveryColumns)
         """
 
-    /// Cancels a device's unsent deliveries, with their events; how many.
+    /// Cancels a device's unsent deliveries, with their events; how many. One whose push is in flight (under a
+    /// lease) is sent: it keeps the cancellation for when its attempt is written (`DeliveryStateMachine`).
     func cancelUnsent(_ db: Database, app: String, deviceID: String, reason: String, now: Int64) throws -> Int {
-        let rows = try db.rows(Self.cancelUnsentSQL, [.text(reason), .integer(Int(now)), .text(app), .text(deviceID)])
+        _ = try db.rows("UPDATE deliveries SET cancel_reason = ? WHERE app = ? AND device_id = ? AND state = 'queued'",
+                        [.text(reason), .text(app), .text(deviceID)])
+        let rows = try db.rows(Self.cancelUnsentSQL, [.integer(Int(now)), .text(app), .text(deviceID), .integer(Int(now))])
         try insertDeliveryEvents(db, rows, now: now)
         return rows.count
     }
@@ -556,10 +482,14 @@ public final class SQLiteGatewayStore: GatewayStore {
             guard try !db.rows("SELECT 1 AS k FROM messages WHERE app = ? AND message_id = ?", [.text(app), .text(messageID)]).isEmpty else {
                 return nil
             }
+            // Gateway v1 §5: a push in flight (under a lease) is sent and ends as APNs answers; the others are cancelled now.
+            _ = try db.rows("UPDATE deliveries SET cancel_reason = 'message_deleted' WHERE message_id = ? AND state = 'queued'", [.text(messageID)])
             let rows = try db.rows("""
-                UPDATE deliveries SET state = 'cancelled', reason = 'message_deleted', updated_at = ?, next_attempt_at = NULL, seq = seq + 1, payload = x''
-                WHERE message_id = ? AND state = 'queued' RETURNING \(Self.deliveryColumns)
-                """, [.integer(Int(now)), .text(messageID)])
+                UPDATE deliveries SET state = 'cancelled', reason = cancel_reason, cancel_reason = NULL, updated_at = ?, next_attempt_at = NULL,
+                    seq = seq + 1, payload = x''
+                WHERE message_id = ? AND state = 'queued' AND cancel_reason IS NOT NULL AND (lease_until IS NULL OR lease_until < ?)
+                RETURNING \(Self.deliveryColumns)
+                """, [.integer(Int(now)), .text(messageID), .integer(Int(now))])
             try insertDeliveryEvents(db, rows, now: now)
             return rows.count
         }
@@ -576,87 +506,123 @@ public final class SQLiteGatewayStore: GatewayStore {
         """
 
     public func claimDue(app: String, now: Int64, leaseUntil: Int64, limit: Int) async throws -> [ClaimedDelivery] {
-        try await transaction { db in
-            try db.rows(Self.claimSQL + """
+        let (claims, unreadable) = try await transaction { [self] db in
+            var claims: [ClaimedDelivery] = []
+            var unreadable: [(id: String, column: String)] = []
+            for row in try db.rows(Self.claimSQL + """
                  RETURNING delivery_id, app, device_id, apns_token, environment, payload, priority, collapse_id, apns_expiration,
-                          expires_at, apns_id, attempts, generation
-                """, [.integer(Int(leaseUntil)), .text(app), .integer(Int(now)), .integer(Int(now)), .integer(limit)]).compactMap { row in
+                          expires_at, apns_id, attempts, generation, cancel_reason
+                """, [.integer(Int(leaseUntil)), .text(app), .integer(Int(now)), .integer(Int(now)), .integer(limit)]) {
                 // By position, in the order of the RETURNING list.
-                guard let id = row.at(0)?.string, let app = row.at(1)?.string, let device = row.at(2)?.string,
-                      let token = row.at(3)?.string,
-                      let env = row.at(4)?.string.flatMap(APNsEnvironmentName.init(rawValue:)),
-                      let payload = row.at(5)?.blob, let priority = row.at(6)?.integer,
-                      let collapse = row.at(7)?.string, let exp = row.at(8)?.integer,
-                      let expires = row.at(9)?.integer, let apnsID = row.at(10)?.string,
-                      let attempts = row.at(11)?.integer, let generation = row.at(12)?.integer
-                else { return nil }
-                return ClaimedDelivery(deliveryID: id, app: app, deviceID: device, apnsToken: token, environment: env,
-                                       payload: payload, priority: priority, collapseID: collapse,
-                                       apnsExpiration: Int64(exp), expiresAt: Int64(expires), apnsID: apnsID, attempts: attempts,
-                                       generation: Int64(generation))
+                if let id = row.at(0)?.string, let cancel = row.at(13)?.string {
+                    // Deleted while an attempt was in flight, whose instance ended before writing it: never sent again.
+                    try endClaimed(db, deliveryID: id, state: .cancelled, reason: cancel, now: now)
+                    continue
+                }
+                switch Self.claimed(row) {
+                case let .success(claim):
+                    claims.append(claim)
+                case let .failure(column):
+                    // Never leased and left unsent: it ends now, and the rest of the batch goes on.
+                    guard let id = row.at(0)?.string else { continue }
+                    try endClaimed(db, deliveryID: id, state: .rejected, reason: "undecodable_record", now: now)
+                    unreadable.append((id, column.name))
+                }
             }
+            return (claims, unreadable)
+        }
+        for (id, column) in unreadable {
+            logger.error("a claimed delivery's row cannot be read; it ends rejected (undecodable_record) and is not sent",
+                         metadata: ["app": "\(app)", "delivery_id": "\(id)", "column": "\(column)"])
+        }
+        return claims
+    }
+
+    /// A column of a claimed row that does not read as what it must be.
+    struct UndecodableColumn: Error {
+        /// Its name.
+        let name: String
+    }
+
+    /// The claim of a row of the claim's RETURNING list (read by position), or the first column that cannot be read.
+    static func claimed(_ row: Row) -> Result<ClaimedDelivery, UndecodableColumn> {
+        func need<T>(_ value: T?, _ name: String) throws(UndecodableColumn) -> T {
+            guard let value else { throw UndecodableColumn(name: name) }
+            return value
+        }
+        do throws(UndecodableColumn) {
+            return .success(ClaimedDelivery(
+                deliveryID: try need(row.at(0)?.string, "delivery_id"), app: try need(row.at(1)?.string, "app"),
+                deviceID: try need(row.at(2)?.string, "device_id"), apnsToken: try need(row.at(3)?.string, "apns_token"),
+                environment: try need(row.at(4)?.string.flatMap(APNsEnvironmentName.init(rawValue:)), "environment"),
+                payload: try need(row.at(5)?.blob, "payload"), priority: try need(row.at(6)?.integer, "priority"),
+                collapseID: try need(row.at(7)?.string, "collapse_id"), apnsExpiration: Int64(try need(row.at(8)?.integer, "apns_expiration")),
+                expiresAt: Int64(try need(row.at(9)?.integer, "expires_at")), apnsID: try need(row.at(10)?.string, "apns_id"),
+                attempts: try need(row.at(11)?.integer, "attempts"), generation: Int64(try need(row.at(12)?.integer, "generation"))))
+        } catch {
+            return .failure(error)
         }
     }
 
-    public func complete(_ claim: ClaimedDelivery, outcome: AttemptOutcome, unregisteredAt: Int64?, now: Int64) async throws -> Bool {
+    /// Ends a delivery the claim just leased without sending it (`state` final), with its event.
+    func endClaimed(_ db: Database, deliveryID: String, state: DeliveryState, reason: String, now: Int64) throws {
+        let rows = try db.rows("""
+            UPDATE deliveries SET state = ?, reason = ?, updated_at = ?, next_attempt_at = NULL, lease_until = NULL, cancel_reason = NULL,
+                seq = seq + 1, payload = x''
+            WHERE delivery_id = ? RETURNING \(Self.deliveryColumns)
+            """, [.text(state.rawValue), .text(reason), .integer(Int(now)), .text(deliveryID)])
+        try insertDeliveryEvents(db, rows, now: now)
+    }
+
+    public func completeAttempt(_ claim: ClaimedDelivery, outcome: AttemptOutcome, unregisteredAt: Int64?, now: Int64) async throws -> DeliveryState? {
         try await transaction { [self] db in
-            let n = Int(now)
-            let key: [SQLiteValue] = [.text(claim.deliveryID), .integer(Int(claim.generation))]
-            let rows: [Row]
-            var status: Int?
-            switch outcome {
-            case .handBack:
-                rows = try db.rows("UPDATE deliveries SET lease_until = NULL WHERE delivery_id = ? AND generation = ? RETURNING seq", key)
-            case let .accepted(s):
-                status = s
-                rows = try db.rows("""
-                    UPDATE deliveries SET state = 'accepted', attempts = attempts + 1, apns_status = ?, reason = NULL, accepted_at = ?,
-                        updated_at = ?, next_attempt_at = NULL, lease_until = NULL, seq = seq + 1, payload = x''
-                    WHERE delivery_id = ? AND generation = ? AND state = 'queued' RETURNING \(Self.deliveryColumns)
-                    """, [.integer(s), .integer(n), .integer(n)] + key)
-                try insertDeliveryEvents(db, rows, now: now)
-            case let .retry(at, s, reason):
-                status = s
-                rows = try db.rows("""
-                    UPDATE deliveries SET attempts = attempts + 1, apns_status = ?, reason = ?, updated_at = ?, next_attempt_at = ?,
-                        lease_until = NULL, seq = seq + 1
-                    WHERE delivery_id = ? AND generation = ? AND state = 'queued' RETURNING seq
-                    """, [s.map { .integer($0) } ?? .null, .text(reason), .integer(n), .integer(Int(at))] + key)
-            case let .final(state, s, reason, attempted):
-                status = s
-                rows = try db.rows("""
-                    UPDATE deliveries SET state = ?, attempts = attempts + ?, apns_status = ?, reason = ?, updated_at = ?, next_attempt_at = NULL,
-                        lease_until = NULL, seq = seq + 1, payload = x''
-                    WHERE delivery_id = ? AND generation = ? AND state = 'queued' RETURNING \(Self.deliveryColumns)
-                    """, [.text(state.rawValue), .integer(attempted ? 1 : 0), s.map { .integer($0) } ?? .null, .text(reason), .integer(n)] + key)
-                try insertDeliveryEvents(db, rows, now: now)
-                if state == .unregistered, !rows.isEmpty {
-                    let devices = try db.rows("""
-                        UPDATE devices SET state = 'unregistered', unregistered_at = ?, unregistered_reason = ?, updated_at = ?
-                        WHERE app = ? AND environment = ? AND apns_token = ? AND state = 'active' AND registered_at < ?
-                        RETURNING \(Self.deviceColumns)
-                        """, [.integer(n), .text(reason), .integer(n), .text(claim.app), .text(claim.environment.rawValue),
-                              .text(claim.apnsToken), .integer(Int(unregisteredAt ?? now + 1))])
-                    for device in devices.compactMap(Self.device) { try insertEvent(db, GatewayEvents.deviceUnregistered(device, now: now)) }
-                }
-            case let .paused(s, reason):
-                status = s
-                rows = try db.rows("""
-                    UPDATE deliveries SET apns_status = ?, reason = 'credentials_paused', updated_at = ?, lease_until = NULL, seq = seq + 1
-                    WHERE delivery_id = ? AND generation = ? AND state = 'queued' RETURNING seq
-                    """, [s.map { .integer($0) } ?? .null, .integer(n)] + key)
-                _ = reason
-                // The app's other queued deliveries wait for the same reason (gateway v1 §6).
-                _ = try db.rows("""
-                    UPDATE deliveries SET reason = 'credentials_paused' WHERE app = ? AND state = 'queued' AND (reason IS NULL OR reason <> 'credentials_paused')
-                    """, [.text(claim.app)])
-            }
-            if rows.isEmpty, let status {
-                // Delivered (its receipt came first) or cancelled meanwhile: the answer only sets apns_status.
-                _ = try db.rows("UPDATE deliveries SET apns_status = ?, lease_until = NULL WHERE delivery_id = ? AND generation = ?",
-                                               [.integer(status)] + key)
-            }
-            return !rows.isEmpty
+            // The single writer: nothing changes the row between this read and the write below.
+            let current = try db.rows("SELECT \(Self.deliveryColumns), generation, cancel_reason FROM deliveries WHERE delivery_id = ?",
+                                      [.text(claim.deliveryID)]).first.flatMap(Self.leasedDelivery)
+            let change = DeliveryStateMachine.complete(current, claim: claim, outcome: outcome, unregisteredAt: unregisteredAt, now: now)
+            try write(db, change)
+            return change.landedState
+        }
+    }
+
+    /// A delivery row of `deliveryColumns` followed by its lease generation and pending cancellation.
+    static func leasedDelivery(_ row: Row) -> LeasedDeliveryRow? {
+        guard let record = delivery(row), let generation = row.at(16)?.integer else { return nil }
+        return LeasedDeliveryRow(record: record, leaseGeneration: Int64(generation), pendingCancel: row.at(17)?.string)
+    }
+
+    /// Writes what the state machine decided (which checked the lease generation against the row read in this
+    /// transaction): the row (its lease released), the events, the device APNs unregistered, the app's pause.
+    func write(_ db: Database, _ change: DeliveryCompletion) throws {
+        guard let row = change.row else { return }
+        var binds: [SQLiteValue] = [.text(row.state.rawValue), .integer(row.attempts)]
+        binds.append(row.apnsStatus.map { .integer($0) } ?? .null)
+        binds.append(row.reason.map { .text($0) } ?? .null)
+        binds.append(.integer(Int(row.updatedAt)))
+        binds.append(row.nextAttemptAt.map { .integer(Int($0)) } ?? .null)
+        binds.append(row.acceptedAt.map { .integer(Int($0)) } ?? .null)
+        binds += [.integer(Int(row.seq)), .integer(change.dropsPayload ? 1 : 0), .text(row.deliveryID)]
+        let updated = try db.rows("""
+            UPDATE deliveries SET state = ?, attempts = ?, apns_status = ?, reason = ?, updated_at = ?, next_attempt_at = ?, accepted_at = ?,
+                seq = ?, lease_until = NULL, cancel_reason = NULL, payload = CASE WHEN ? = 1 THEN x'' ELSE payload END
+            WHERE delivery_id = ? RETURNING seq
+            """, binds)
+        guard !updated.isEmpty else { return }
+        for event in change.events { try insertEvent(db, event) }
+        if let gone = change.unregister {
+            let devices = try db.rows("""
+                UPDATE devices SET state = 'unregistered', unregistered_at = ?, unregistered_reason = ?, updated_at = ?
+                WHERE app = ? AND environment = ? AND apns_token = ? AND state = 'active' AND registered_at < ?
+                RETURNING \(Self.deviceColumns)
+                """, [.integer(Int(gone.at)), .text(gone.reason), .integer(Int(gone.at)), .text(gone.app), .text(gone.environment.rawValue),
+                      .text(gone.apnsToken), .integer(Int(gone.registeredBefore))])
+            for device in devices.compactMap(Self.device) { try insertEvent(db, GatewayEvents.deviceUnregistered(device, now: gone.at)) }
+        }
+        if change.pausesApp {
+            // The app's other queued deliveries wait for the same reason (gateway v1 §6).
+            _ = try db.rows("""
+                UPDATE deliveries SET reason = 'credentials_paused' WHERE app = ? AND state = 'queued' AND (reason IS NULL OR reason <> 'credentials_paused')
+                """, [.text(row.app)])
         }
     }
 
@@ -704,23 +670,27 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     // MARK: Receipts and reports
 
+    /// The delivery a receipt names (binds: message id, SHA-256 of its token): a search of deliveries_receipt, one row.
+    static let receiptSQL = "SELECT delivery_id, app, state FROM deliveries WHERE message_id = ? AND receipt_sha256 = ?"
+
     public func recordReceipt(messageID: String, tokenSHA256: [UInt8], revealed: Bool, now: Int64) async throws -> ReceiptResult {
         try await transaction { [self] db in
-            let rows = try db.rows("SELECT delivery_id, app, state, receipt_sha256 FROM deliveries WHERE message_id = ?", [.text(messageID)])
-            guard !rows.isEmpty else { return .unknownID }
-            var match: (id: String, app: String, state: DeliveryState)?
-            for row in rows {
-                guard let hash = row.column("receipt_sha256")?.blob, let id = row.column("delivery_id")?.string,
-                      let app = row.column("app")?.string, let state = row.column("state")?.string.flatMap(DeliveryState.init(rawValue:))
-                else { continue }
-                if constantTimeEquals(hash, tokenSHA256) { match = (id, app, state) }
+            // Looked up by the hash itself: only SHA-256 of a random 32-byte token is stored, so how long the lookup
+            // takes says nothing that helps forge a token (the rows are no longer compared one by one).
+            guard let row = try db.rows(Self.receiptSQL, [.text(messageID), .blob(tokenSHA256)]).first,
+                  let id = row.column("delivery_id")?.string, let app = row.column("app")?.string,
+                  let state = row.column("state")?.string.flatMap(DeliveryState.init(rawValue:))
+            else {
+                let known = try !db.rows("SELECT 1 AS k FROM deliveries WHERE message_id = ? LIMIT 1", [.text(messageID)]).isEmpty
+                return known ? .wrongToken : .unknownID
             }
-            guard let match else { return .wrongToken }
+            let match = (id: id, app: app, state: state)
             var changed = false
             switch match.state {
             case .queued, .accepted, .expired, .cancelled:
                 let rows = try db.rows("""
-                    UPDATE deliveries SET state = 'delivered', delivered_at = ?, updated_at = ?, next_attempt_at = NULL, seq = seq + 1, payload = x''
+                    UPDATE deliveries SET state = 'delivered', delivered_at = ?, updated_at = ?, next_attempt_at = NULL, seq = seq + 1, payload = x'',
+                        cancel_reason = NULL
                     WHERE delivery_id = ? RETURNING \(Self.deliveryColumns)
                     """, [.integer(Int(now)), .integer(Int(now)), .text(match.id)])
                 try insertDeliveryEvents(db, rows, now: now)

@@ -67,7 +67,9 @@ extension GatewaySuites {
                 // each row's `state` from the table (USING INDEX); later versions see the index's WHERE implies it
                 // (USING COVERING INDEX). Either visits the queued rows alone, once a second.
                 (SQLiteGatewayStore.queueDepthsSQL, [], "INDEX deliveries_queued"),
-                (SQLiteGatewayStore.cancelUnsentSQL, [.text("device_deleted"), .integer(5), .text("chat"), .text("d1")],
+                // A receipt reads the one delivery it names, not every delivery of its message.
+                (SQLiteGatewayStore.receiptSQL, [.text("m"), .blob([1, 2, 3])], "INDEX deliveries_receipt (message_id=? AND receipt_sha256=?)"),
+                (SQLiteGatewayStore.cancelUnsentSQL, [.integer(5), .text("chat"), .text("d1"), .integer(5)],
                  "SEARCH deliveries USING INDEX deliveries_device (app=? AND device_id=?)"),
             ]
             for (sql, binds, expected) in plans {
