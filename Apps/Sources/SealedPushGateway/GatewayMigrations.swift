@@ -7,6 +7,16 @@ enum SQLDialect: String, Sendable, CaseIterable {
     case postgres
 }
 
+/// Where the two dialects' schemas differ on purpose (`GatewayMigrations.differences`).
+struct SchemaDifferences: Sendable {
+    /// Tables only one dialect has.
+    let tables: [SQLDialect: [String]]
+    /// Columns (`table.column`) whose type differs, and each dialect's type (integer, text, bytes or boolean).
+    let columnTypes: [String: (sqlite: String, postgres: String)]
+    /// Indexes both dialects have under one name but define apart, and what each serves.
+    let indexDefinitions: [String: String]
+}
+
 /// One schema version: the statements that bring a database of each dialect to it, applied once, in order.
 struct GatewayMigration: Sendable {
     /// Its number, the same in both dialects (recorded in `schema_migrations` on SQLite, `schema_version` on PostgreSQL).
@@ -202,7 +212,46 @@ enum GatewayMigrations {
             "DROP INDEX deliveries_message",
             "CREATE INDEX deliveries_receipt ON deliveries(message_id, receipt_sha256)",
         ]),
+        // v9: the two schemas agree (a test reads both catalogs), save for `differences`. SQLite names its lease
+        // columns as PostgreSQL does, so one set of statements serves both (`DeliveryQueries`): `lease_generation`,
+        // and `leased_by` (NULL on SQLite, whose one instance holds every lease). PostgreSQL indexes a user's
+        // devices in the order they are listed, and the queued rows by creation time (the per-second queue depth),
+        // as SQLite has since v3.
+        GatewayMigration(version: 9, sqlite: [
+            "ALTER TABLE deliveries RENAME COLUMN generation TO lease_generation",
+            "ALTER TABLE deliveries ADD COLUMN leased_by TEXT",
+            "ALTER TABLE events RENAME COLUMN generation TO lease_generation",
+            "ALTER TABLE events ADD COLUMN leased_by TEXT",
+        ], postgres: [
+            "DROP INDEX devices_user",
+            "CREATE INDEX devices_user ON devices(app, user_id, updated_at, device_id)",
+            "CREATE INDEX deliveries_queued ON deliveries(app, created_at) WHERE state = 'queued'",
+        ]),
     ]
+
+    /// Where the two schemas differ on purpose once every version is applied: a test reads both catalogs and
+    /// allows these differences, and no other.
+    static let differences = SchemaDifferences(
+        tables: [
+            // Each store's record of the versions applied, named before the list was one (existing databases keep it).
+            .sqlite: ["schema_migrations"],
+            // The instances sharing the database (gateway v1 §9); SQLite serves one.
+            .postgres: ["schema_version", "instances"],
+        ],
+        columnTypes: [
+            // SQLite has no BOOLEAN: 0 or 1.
+            "devices.token_reassigned": (sqlite: "integer", postgres: "boolean"),
+        ],
+        indexDefinitions: [
+            // SQLite: (app, state, next_attempt_at, lease_until) over every row, so a claim finds its rows in the index
+            // alone (rowid is in every index). PostgreSQL: (app, next_attempt_at) over the queued rows only.
+            "deliveries_due": "the claim's search",
+            // SQLite: (app, device_id) over every row, so a state change never moves an entry (v6). PostgreSQL: the
+            // queued rows only (an UPDATE there writes a row version's index entries anew anyway).
+            "deliveries_device": "cancelling a device's deliveries",
+            // SQLite: (app, state, next_attempt_at). PostgreSQL: (app, next_attempt_at, position) over pending rows.
+            "events_due": "the webhook claim's search",
+        ])
 
     /// The versions as `dialect` applies them.
     static func list(for dialect: SQLDialect) -> [(version: Int, statements: [String])] {

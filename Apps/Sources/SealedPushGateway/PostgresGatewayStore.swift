@@ -336,28 +336,29 @@ public final class PostgresGatewayStore: GatewayStore {
 
     // MARK: Devices
 
-    static let deviceColumns = """
-        app, device_id, user_id, apns_token, environment, key_record, key_id, state, created_at, updated_at, registered_at,
-        unregistered_at, unregistered_reason, token_reassigned, report_reason, report_kid, report_count, report_at
-        """
+    /// The delivery queue's statements (`DeliveryQueries`), in PostgreSQL's dialect.
+    static let queries = DeliveryQueries(.postgres)
 
-    static func device(_ row: PostgresRow) throws -> DeviceRecord? {
-        let r = row.makeRandomAccess()
-        guard let env = APNsEnvironmentName(rawValue: try r["environment"].decode(String.self)),
-              let state = DeviceState(rawValue: try r["state"].decode(String.self))
-        else { return nil }
-        var report: FailureReportSummary?
-        if let reason = try r["report_reason"].decode(String?.self), let count = try r["report_count"].decode(Int?.self),
-           let at = try r["report_at"].decode(Int64?.self) {
-            report = FailureReportSummary(reason: reason, kid: try r["report_kid"].decode(String?.self), count: count, at: at)
+    /// A device row's columns (`GatewayRows`).
+    static let deviceColumns = GatewayRows.deviceColumns
+
+    /// A device from a row of `deviceColumns` (`GatewayRows`).
+    static func device(_ row: PostgresRow) -> DeviceRecord? { GatewayRows.device(row.makeRandomAccess()) }
+
+    /// Runs one of the shared statements (`DeliveryQueries`) with `binds`.
+    @discardableResult
+    func run(_ conn: PostgresConnection, _ sql: String, _ binds: [SQLValue]) async throws -> [PostgresRow] {
+        var bindings = PostgresBindings(capacity: binds.count)
+        for value in binds {
+            switch value {
+            case let .text(v): bindings.append(v)
+            case let .int(v): bindings.append(v)
+            case let .bytes(v): bindings.append(ByteBuffer(bytes: v))
+            case let .bool(v): bindings.append(v)
+            case .null: bindings.appendNull()
+            }
         }
-        return DeviceRecord(
-            app: try r["app"].decode(String.self), deviceID: try r["device_id"].decode(String.self), userID: try r["user_id"].decode(String.self),
-            apnsToken: try r["apns_token"].decode(String.self), environment: env, keyRecord: Array(try r["key_record"].decode(String.self).utf8),
-            keyID: try r["key_id"].decode(String.self), state: state, createdAt: try r["created_at"].decode(Int64.self),
-            updatedAt: try r["updated_at"].decode(Int64.self), registeredAt: try r["registered_at"].decode(Int64.self),
-            unregisteredAt: try r["unregistered_at"].decode(Int64?.self), unregisteredReason: try r["unregistered_reason"].decode(String?.self),
-            tokenReassigned: try r["token_reassigned"].decode(Bool.self), lastReport: report)
+        return try await conn.rows(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger)
     }
 
     func devices(_ conn: PostgresConnection, _ query: PostgresQuery) async throws -> [DeviceRecord] {
@@ -369,16 +370,8 @@ public final class PostgresGatewayStore: GatewayStore {
     func cancelUnsent(_ conn: PostgresConnection, app: String, deviceID: String, reason: String, now: Int64) async throws -> Int {
         // First every queued row is marked (and locked until the commit: an attempt being written, or a claim, waits or
         // is waited for), then those not in flight are cancelled.
-        try await conn.rows("""
-            UPDATE deliveries SET cancel_reason = \(reason) WHERE app = \(app) AND device_id = \(deviceID) AND state = 'queued'
-            """, logger: logger)
-        let rows = try await conn.rows("""
-            UPDATE deliveries SET state = 'cancelled', reason = cancel_reason, cancel_reason = NULL, updated_at = \(now), next_attempt_at = NULL,
-                seq = seq + 1, payload = '\\x'::bytea
-            WHERE app = \(app) AND device_id = \(deviceID) AND state = 'queued' AND cancel_reason IS NOT NULL
-                AND (lease_until IS NULL OR lease_until < \(now))
-            RETURNING \(unescaped: Self.deliveryColumns)
-            """, logger: logger)
+        try await run(conn, Self.queries.markDeviceCancelled, [.text(reason), .text(app), .text(deviceID)])
+        let rows = try await run(conn, Self.queries.cancelDevice, [.int(now), .text(app), .text(deviceID), .int(now)])
         try await insertDeliveryEvents(conn, rows, now: now)
         return rows.count
     }
@@ -576,24 +569,11 @@ public final class PostgresGatewayStore: GatewayStore {
         try await transaction { [self] conn in _ = try await upsertIdempotency(conn, app: app, key: key, answer: answer) }
     }
 
-    static let deliveryColumns = """
-        delivery_id, app, message_id, device_id, state, attempts, apns_id, apns_status, reason, created_at, updated_at,
-        next_attempt_at, accepted_at, delivered_at, revealed_at, seq
-        """
+    /// A delivery row's columns (`GatewayRows`).
+    static let deliveryColumns = GatewayRows.deliveryColumns
 
-    static func delivery(_ row: PostgresRow) throws -> DeliveryRecord? {
-        let r = row.makeRandomAccess()
-        guard let state = DeliveryState(rawValue: try r["state"].decode(String.self)) else { return nil }
-        return DeliveryRecord(
-            deliveryID: try r["delivery_id"].decode(String.self), app: try r["app"].decode(String.self),
-            messageID: try r["message_id"].decode(String.self), deviceID: try r["device_id"].decode(String.self), state: state,
-            attempts: try r["attempts"].decode(Int.self), apnsID: try r["apns_id"].decode(String.self),
-            apnsStatus: try r["apns_status"].decode(Int?.self), reason: try r["reason"].decode(String?.self),
-            createdAt: try r["created_at"].decode(Int64.self), updatedAt: try r["updated_at"].decode(Int64.self),
-            nextAttemptAt: try r["next_attempt_at"].decode(Int64?.self), acceptedAt: try r["accepted_at"].decode(Int64?.self),
-            deliveredAt: try r["delivered_at"].decode(Int64?.self), revealedAt: try r["revealed_at"].decode(Int64?.self),
-            seq: try r["seq"].decode(Int64.self))
-    }
+    /// A delivery from a row of `deliveryColumns` (`GatewayRows`).
+    static func delivery(_ row: PostgresRow) -> DeliveryRecord? { GatewayRows.delivery(row.makeRandomAccess()) }
 
     public func message(app: String, messageID: String) async throws -> (createdAt: Int64, expiresAt: Int64, deliveries: [DeliveryRecord])? {
         try await read { [self] conn in
@@ -615,15 +595,8 @@ public final class PostgresGatewayStore: GatewayStore {
             else { return nil }
             // Gateway v1 §5: a push in flight (under a lease) is sent and ends as APNs answers; the others are cancelled now.
             // First every queued row is marked (and locked until the commit), then those not in flight are cancelled.
-            try await conn.rows("""
-                UPDATE deliveries SET cancel_reason = 'message_deleted' WHERE message_id = \(messageID) AND state = 'queued'
-                """, logger: logger)
-            let rows = try await conn.rows("""
-                UPDATE deliveries SET state = 'cancelled', reason = cancel_reason, cancel_reason = NULL, updated_at = \(now), next_attempt_at = NULL,
-                    seq = seq + 1, payload = '\\x'::bytea
-                WHERE message_id = \(messageID) AND state = 'queued' AND cancel_reason IS NOT NULL AND (lease_until IS NULL OR lease_until < \(now))
-                RETURNING \(unescaped: Self.deliveryColumns)
-                """, logger: logger)
+            try await run(conn, Self.queries.markMessageCancelled, [.text(messageID)])
+            let rows = try await run(conn, Self.queries.cancelMessage, [.int(now), .text(messageID), .int(now)])
             try await insertDeliveryEvents(conn, rows, now: now)
             return rows.count
         }
@@ -635,29 +608,22 @@ public final class PostgresGatewayStore: GatewayStore {
         let (claims, unreadable) = try await transaction { [self] conn in
             var claims: [ClaimedDelivery] = []
             var unreadable: [(id: String, column: String)] = []
-            for row in try await conn.rows("""
-                UPDATE deliveries d SET lease_until = \(leaseUntil), lease_generation = d.lease_generation + 1, leased_by = \(instanceID)
-                FROM (SELECT delivery_id FROM deliveries
-                      WHERE app = \(app) AND state = 'queued' AND next_attempt_at <= \(now) AND (lease_until IS NULL OR lease_until < \(now))
-                      ORDER BY next_attempt_at LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED) due
-                WHERE d.delivery_id = due.delivery_id
-                RETURNING d.delivery_id, d.app, d.device_id, d.apns_token, d.environment, d.payload, d.priority, d.collapse_id,
-                          d.apns_expiration, d.expires_at, d.apns_id, d.attempts, d.lease_generation, d.cancel_reason
-                """, logger: logger) {
+            for row in try await run(conn, Self.queries.claim, [.int(leaseUntil), .text(instanceID), .text(app), .int(now), .int(now), .int(limit)]) {
                 let r = row.makeRandomAccess()
-                if let cancel = try r["cancel_reason"].decode(String?.self) {
+                if let id = r.text(0), let cancel = r.text(13) {
                     // Deleted while an attempt was in flight, whose instance ended before writing it: never sent again.
-                    try await endClaimed(conn, deliveryID: try r["delivery_id"].decode(String.self), state: .cancelled, reason: cancel, now: now)
+                    try await endClaimed(conn, deliveryID: id, state: .cancelled, reason: cancel, now: now)
                     continue
                 }
-                do {
-                    claims.append(try Self.claimed(r))
-                } catch {
+                switch GatewayRows.claimed(r) {
+                case let .success(claim):
+                    claims.append(claim)
+                case let .failure(column):
                     // Never leased and left unsent (nor the whole claim failed, every second): it ends now, and the
                     // rest of the batch goes on.
-                    let id = try r["delivery_id"].decode(String.self)
+                    guard let id = r.text(0) else { continue }
                     try await endClaimed(conn, deliveryID: id, state: .rejected, reason: "undecodable_record", now: now)
-                    unreadable.append((id, (error as? PostgresDecodingError)?.columnName ?? (error as? UndecodableColumn)?.name ?? "?"))
+                    unreadable.append((id, column.name))
                 }
             }
             return (claims, unreadable)
@@ -673,31 +639,9 @@ public final class PostgresGatewayStore: GatewayStore {
         return claims
     }
 
-    /// A column of a claimed row that reads as no value it may have.
-    struct UndecodableColumn: Error {
-        /// Its name.
-        let name: String
-    }
-
-    /// The claim of a row of the claim's RETURNING list; throws for a column that cannot be read.
-    static func claimed(_ r: PostgresRandomAccessRow) throws -> ClaimedDelivery {
-        guard let env = APNsEnvironmentName(rawValue: try r["environment"].decode(String.self)) else { throw UndecodableColumn(name: "environment") }
-        return ClaimedDelivery(
-            deliveryID: try r["delivery_id"].decode(String.self), app: try r["app"].decode(String.self),
-            deviceID: try r["device_id"].decode(String.self), apnsToken: try r["apns_token"].decode(String.self), environment: env,
-            payload: Array(try r["payload"].decode(ByteBuffer.self).readableBytesView), priority: try r["priority"].decode(Int.self),
-            collapseID: try r["collapse_id"].decode(String.self), apnsExpiration: try r["apns_expiration"].decode(Int64.self),
-            expiresAt: try r["expires_at"].decode(Int64.self), apnsID: try r["apns_id"].decode(String.self),
-            attempts: try r["attempts"].decode(Int.self), generation: try r["lease_generation"].decode(Int64.self))
-    }
-
     /// Ends a delivery the claim just leased without sending it (`state` final), with its event.
     func endClaimed(_ conn: PostgresConnection, deliveryID: String, state: DeliveryState, reason: String, now: Int64) async throws {
-        let rows = try await conn.rows("""
-            UPDATE deliveries SET state = \(state.rawValue), reason = \(reason), updated_at = \(now), next_attempt_at = NULL,
-                lease_until = NULL, leased_by = NULL, cancel_reason = NULL, seq = seq + 1, payload = '\\x'::bytea
-            WHERE delivery_id = \(deliveryID) RETURNING \(unescaped: Self.deliveryColumns)
-            """, logger: logger)
+        let rows = try await run(conn, Self.queries.endClaimed, [.text(state.rawValue), .text(reason), .int(now), .text(deliveryID)])
         try await insertDeliveryEvents(conn, rows, now: now)
     }
 
@@ -709,52 +653,29 @@ public final class PostgresGatewayStore: GatewayStore {
         }
         return try await transaction { [self] conn in
             // Locked until the commit: a receipt or a DELETE on another instance waits for this write, or this for theirs.
-            let current = try await conn.rows("""
-                SELECT \(unescaped: Self.deliveryColumns), lease_generation, cancel_reason FROM deliveries WHERE delivery_id = \(claim.deliveryID) FOR UPDATE
-                """, logger: logger).first.flatMap(Self.leasedDelivery)
+            let current = try await run(conn, Self.queries.completeRead, [.text(claim.deliveryID)]).first
+                .flatMap { GatewayRows.leasedDelivery($0.makeRandomAccess()) }
             let change = DeliveryStateMachine.complete(current, claim: claim, outcome: outcome, unregisteredAt: unregisteredAt, now: now)
             try await write(conn, change)
             return change.landedState
         }
     }
 
-    /// A delivery row of `deliveryColumns` and its lease generation.
-    static func leasedDelivery(_ row: PostgresRow) throws -> LeasedDeliveryRow? {
-        guard let record = try delivery(row) else { return nil }
-        let r = row.makeRandomAccess()
-        return LeasedDeliveryRow(record: record, leaseGeneration: try r["lease_generation"].decode(Int64.self),
-                                 pendingCancel: try r["cancel_reason"].decode(String?.self))
-    }
-
     /// Writes what the state machine decided (which checked the lease generation against the row read and locked
     /// in this transaction): the row (its lease released), the events, the device APNs unregistered, the app's pause.
     func write(_ conn: PostgresConnection, _ change: DeliveryCompletion) async throws {
         guard let row = change.row else { return }
-        let updated = try await conn.rows("""
-            UPDATE deliveries SET state = \(row.state.rawValue), attempts = \(Int32(row.attempts)), apns_status = \(row.apnsStatus.map(Int32.init)),
-                reason = \(row.reason), updated_at = \(row.updatedAt), next_attempt_at = \(row.nextAttemptAt), accepted_at = \(row.acceptedAt),
-                seq = \(row.seq), lease_until = NULL, leased_by = NULL, cancel_reason = NULL,
-                payload = CASE WHEN \(change.dropsPayload) THEN '\\x'::bytea ELSE payload END
-            WHERE delivery_id = \(row.deliveryID) RETURNING seq
-            """, logger: logger)
-        guard !updated.isEmpty else { return }
+        try await run(conn, Self.queries.completeWrite, DeliveryQueries.completeWriteBinds(row, dropsPayload: change.dropsPayload))
         for event in change.events { try await insertEvent(conn, event) }
         if let gone = change.unregister {
-            let devices = try await devices(conn, """
-                UPDATE devices SET state = 'unregistered', unregistered_at = \(gone.at), unregistered_reason = \(gone.reason), updated_at = \(gone.at)
-                WHERE app = \(gone.app) AND environment = \(gone.environment.rawValue) AND apns_token = \(gone.apnsToken)
-                    AND state = 'active' AND registered_at < \(gone.registeredBefore)
-                RETURNING \(unescaped: Self.deviceColumns)
-                """)
+            let devices = try await run(conn, Self.queries.unregisterDevices, [
+                .int(gone.at), .text(gone.reason), .int(gone.at), .text(gone.app), .text(gone.environment.rawValue),
+                .text(gone.apnsToken), .int(gone.registeredBefore),
+            ]).compactMap(Self.device)
             for device in devices { try await insertEvent(conn, GatewayEvents.deviceUnregistered(device, now: gone.at)) }
         }
-        if change.pausesApp {
-            // The app's other queued deliveries wait for the same reason (gateway v1 §6).
-            try await conn.rows("""
-                UPDATE deliveries SET reason = 'credentials_paused'
-                WHERE app = \(row.app) AND state = 'queued' AND reason IS DISTINCT FROM 'credentials_paused'
-                """, logger: logger)
-        }
+        // The app's other queued deliveries wait for the same reason (gateway v1 §6).
+        if change.pausesApp { try await run(conn, Self.queries.pauseApp, [.text(row.app)]) }
     }
 
     public func prune(messagesExpiredBefore: Int64, idempotencyBefore: Int64, eventsBefore: Int64, limit: Int) async throws -> Int {
@@ -802,40 +723,26 @@ public final class PostgresGatewayStore: GatewayStore {
             // One row, found through deliveries_receipt and locked alone: a receipt never waits for (nor blocks) the
             // other deliveries of its message. Looked up by the hash itself: only SHA-256 of a random 32-byte token is
             // stored, so how long the lookup takes says nothing that helps forge a token.
-            guard let row = try await conn.rows("""
-                SELECT delivery_id, app, state FROM deliveries
-                WHERE message_id = \(messageID) AND receipt_sha256 = \(ByteBuffer(bytes: tokenSHA256)) FOR UPDATE
-                """, logger: logger).first?.makeRandomAccess(),
-                  let state = DeliveryState(rawValue: try row["state"].decode(String.self))
+            guard let row = try await run(conn, Self.queries.receipt, [.text(messageID), .bytes(tokenSHA256)]).first?.makeRandomAccess(),
+                  let id = row.text(0), let app = row.text(1), let state = row.text(2).flatMap(DeliveryState.init(rawValue:))
             else {
-                let known = try await !conn.rows("SELECT 1 AS k FROM deliveries WHERE message_id = \(messageID) LIMIT 1", logger: logger).isEmpty
-                return known ? .wrongToken : .unknownID
+                return try await run(conn, Self.queries.anyDelivery, [.text(messageID)]).isEmpty ? .unknownID : .wrongToken
             }
-            let match = (id: try row["delivery_id"].decode(String.self), app: try row["app"].decode(String.self), state: state)
             var changed = false
-            switch match.state {
+            switch state {
             case .queued, .accepted, .expired, .cancelled:
-                let rows = try await conn.rows("""
-                    UPDATE deliveries SET state = 'delivered', delivered_at = \(now), updated_at = \(now), next_attempt_at = NULL,
-                        seq = seq + 1, payload = '\\x'::bytea, cancel_reason = NULL
-                    WHERE delivery_id = \(match.id) RETURNING \(unescaped: Self.deliveryColumns)
-                    """, logger: logger)
-                try await insertDeliveryEvents(conn, rows, now: now)
+                try await insertDeliveryEvents(conn, try await run(conn, Self.queries.deliver, [.int(now), .int(now), .text(id)]), now: now)
                 changed = true
             default:
                 break
             }
             if revealed {
                 // Reveal v1 §8: the first `revealed` receipt sets revealed_at (delivery.revealed); repeats change nothing.
-                let rows = try await conn.rows("""
-                    UPDATE deliveries SET revealed_at = \(now), updated_at = \(now), seq = seq + 1
-                    WHERE delivery_id = \(match.id) AND revealed_at IS NULL RETURNING \(unescaped: Self.deliveryColumns)
-                    """, logger: logger)
-                for row in rows {
-                    if let d = try Self.delivery(row) { try await insertEvent(conn, GatewayEvents.revealed(d, now: now)) }
+                for row in try await run(conn, Self.queries.reveal, [.int(now), .int(now), .text(id)]) {
+                    if let d = Self.delivery(row) { try await insertEvent(conn, GatewayEvents.revealed(d, now: now)) }
                 }
             }
-            return .matched(app: match.app, changed: changed)
+            return .matched(app: app, changed: changed)
         }
     }
 
@@ -951,6 +858,13 @@ struct PostgresURL {
         }
         return String(decoding: out, as: UTF8.self)
     }
+}
+
+extension PostgresRandomAccessRow: SQLRow {
+    func text(_ index: Int) -> String? { (try? self[index].decode(String?.self)) ?? nil }
+    func int(_ index: Int) -> Int64? { (try? self[index].decode(Int64?.self)) ?? nil }
+    func bytes(_ index: Int) -> [UInt8]? { ((try? self[index].decode(ByteBuffer?.self)) ?? nil).map { Array($0.readableBytesView) } }
+    func bool(_ index: Int) -> Bool? { (try? self[index].decode(Bool?.self)) ?? nil }
 }
 
 extension PostgresConnection {

@@ -233,48 +233,24 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     // MARK: Devices
 
-    /// A device row's columns; `device(_:)` reads them by position, in this order.
-    static let deviceColumns = """
-        app, device_id, user_id, apns_token, environment, key_record, key_id, state, created_at, updated_at, registered_at,
-        unregistered_at, unregistered_reason, token_reassigned, report_reason, report_kid, report_count, report_at
-        """
+    /// The delivery queue's statements (`DeliveryQueries`), in SQLite's dialect.
+    static let queries = DeliveryQueries(.sqlite)
 
-    /// A device from a row of `deviceColumns`, read by position (a lookup by name lowercases the name first).
-    static func device(_ row: Row) -> DeviceRecord? {
-        guard let app = row.at(0)?.string, let id = row.at(1)?.string, let user = row.at(2)?.string,
-              let token = row.at(3)?.string,
-              let env = row.at(4)?.string.flatMap(APNsEnvironmentName.init(rawValue:)),
-              let record = row.at(5)?.string, let kid = row.at(6)?.string,
-              let state = row.at(7)?.string.flatMap(DeviceState.init(rawValue:)),
-              let created = row.at(8)?.integer, let updated = row.at(9)?.integer,
-              let registered = row.at(10)?.integer
-        else { return nil }
-        var report: FailureReportSummary?
-        if let reason = row.at(14)?.string, let count = row.at(16)?.integer, let at = row.at(17)?.integer {
-            report = FailureReportSummary(reason: reason, kid: row.at(15)?.string, count: count, at: Int64(at))
-        }
-        return DeviceRecord(
-            app: app, deviceID: id, userID: user, apnsToken: token, environment: env, keyRecord: Array(record.utf8), keyID: kid, state: state,
-            createdAt: Int64(created), updatedAt: Int64(updated), registeredAt: Int64(registered),
-            unregisteredAt: row.at(11)?.integer.map(Int64.init), unregisteredReason: row.at(12)?.string,
-            tokenReassigned: row.at(13)?.integer == 1, lastReport: report)
-    }
+    /// A device row's columns (`GatewayRows`).
+    static let deviceColumns = GatewayRows.deviceColumns
+
+    /// A device from a row of `deviceColumns` (`GatewayRows`).
+    static func device(_ row: Row) -> DeviceRecord? { GatewayRows.device(row) }
 
     /// Cancels a device's queued deliveries that are not in flight, once `cancel_reason` is set on all of them
     /// (binds: now, app, device id, now): a search of deliveries_device.
-    static let cancelUnsentSQL = """
-        UPDATE deliveries SET state = 'cancelled', reason = cancel_reason, cancel_reason = NULL, updated_at = ?, next_attempt_at = NULL,
-            seq = seq + 1, payload = x''
-        WHERE app = ? AND device_id = ? AND state = 'queued' AND cancel_reason IS NOT NULL AND (lease_until IS NULL OR lease_until < ?)
-        RETURNING \(deliveryColumns)
-        """
+    static let cancelUnsentSQL = queries.cancelDevice
 
     /// Cancels a device's unsent deliveries, with their events; how many. One whose push is in flight (under a
     /// lease) is sent: it keeps the cancellation for when its attempt is written (`DeliveryStateMachine`).
     func cancelUnsent(_ db: Database, app: String, deviceID: String, reason: String, now: Int64) throws -> Int {
-        _ = try db.rows("UPDATE deliveries SET cancel_reason = ? WHERE app = ? AND device_id = ? AND state = 'queued'",
-                        [.text(reason), .text(app), .text(deviceID)])
-        let rows = try db.rows(Self.cancelUnsentSQL, [.integer(Int(now)), .text(app), .text(deviceID), .integer(Int(now))])
+        _ = try db.run(Self.queries.markDeviceCancelled, [.text(reason), .text(app), .text(deviceID)])
+        let rows = try db.run(Self.cancelUnsentSQL, [.int(now), .text(app), .text(deviceID), .int(now)])
         try insertDeliveryEvents(db, rows, now: now)
         return rows.count
     }
@@ -444,26 +420,11 @@ public final class SQLiteGatewayStore: GatewayStore {
         try await transaction { [self] db in try upsertIdempotency(db, app: app, key: key, answer: answer) }
     }
 
-    /// A delivery row's columns; `delivery(_:)` reads them by position, in this order.
-    static let deliveryColumns = """
-        delivery_id, app, message_id, device_id, state, attempts, apns_id, apns_status, reason, created_at, updated_at,
-        next_attempt_at, accepted_at, delivered_at, revealed_at, seq
-        """
+    /// A delivery row's columns (`GatewayRows`).
+    static let deliveryColumns = GatewayRows.deliveryColumns
 
-    /// A delivery from a row of `deliveryColumns`, read by position.
-    static func delivery(_ row: Row) -> DeliveryRecord? {
-        guard let id = row.at(0)?.string, let app = row.at(1)?.string, let message = row.at(2)?.string,
-              let device = row.at(3)?.string, let state = row.at(4)?.string.flatMap(DeliveryState.init(rawValue:)),
-              let attempts = row.at(5)?.integer, let apnsID = row.at(6)?.string,
-              let created = row.at(9)?.integer, let updated = row.at(10)?.integer, let seq = row.at(15)?.integer
-        else { return nil }
-        return DeliveryRecord(
-            deliveryID: id, app: app, messageID: message, deviceID: device, state: state, attempts: attempts, apnsID: apnsID,
-            apnsStatus: row.at(7)?.integer, reason: row.at(8)?.string, createdAt: Int64(created), updatedAt: Int64(updated),
-            nextAttemptAt: row.at(11)?.integer.map(Int64.init), acceptedAt: row.at(12)?.integer.map(Int64.init),
-            deliveredAt: row.at(13)?.integer.map(Int64.init), revealedAt: row.at(14)?.integer.map(Int64.init),
-            seq: Int64(seq))
-    }
+    /// A delivery from a row of `deliveryColumns` (`GatewayRows`).
+    static func delivery(_ row: Row) -> DeliveryRecord? { GatewayRows.delivery(row) }
 
     public func message(app: String, messageID: String) async throws -> (createdAt: Int64, expiresAt: Int64, deliveries: [DeliveryRecord])? {
         try await read { db in
@@ -483,13 +444,8 @@ public final class SQLiteGatewayStore: GatewayStore {
                 return nil
             }
             // Gateway v1 §5: a push in flight (under a lease) is sent and ends as APNs answers; the others are cancelled now.
-            _ = try db.rows("UPDATE deliveries SET cancel_reason = 'message_deleted' WHERE message_id = ? AND state = 'queued'", [.text(messageID)])
-            let rows = try db.rows("""
-                UPDATE deliveries SET state = 'cancelled', reason = cancel_reason, cancel_reason = NULL, updated_at = ?, next_attempt_at = NULL,
-                    seq = seq + 1, payload = x''
-                WHERE message_id = ? AND state = 'queued' AND cancel_reason IS NOT NULL AND (lease_until IS NULL OR lease_until < ?)
-                RETURNING \(Self.deliveryColumns)
-                """, [.integer(Int(now)), .text(messageID), .integer(Int(now))])
+            _ = try db.run(Self.queries.markMessageCancelled, [.text(messageID)])
+            let rows = try db.run(Self.queries.cancelMessage, [.int(now), .text(messageID), .int(now)])
             try insertDeliveryEvents(db, rows, now: now)
             return rows.count
         }
@@ -497,34 +453,27 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     // MARK: The queue
 
-    /// The claim's selection, without its RETURNING clause (binds: lease_until, app, now, now, limit); an
-    /// index-only search of deliveries_due, then a rowid lookup per claimed row.
-    static let claimSQL = """
-        UPDATE deliveries SET lease_until = ?, generation = generation + 1
-        WHERE rowid IN (SELECT rowid FROM deliveries WHERE app = ? AND state = 'queued' AND next_attempt_at <= ?
-                        AND (lease_until IS NULL OR lease_until < ?) ORDER BY next_attempt_at LIMIT ?)
-        """
+    /// The claim's selection of due rows (binds: app, now, now, limit): an index-only search of deliveries_due,
+    /// then a rowid lookup per claimed row.
+    static let claimSQL = queries.claimSelection
 
     public func claimDue(app: String, now: Int64, leaseUntil: Int64, limit: Int) async throws -> [ClaimedDelivery] {
         let (claims, unreadable) = try await transaction { [self] db in
             var claims: [ClaimedDelivery] = []
             var unreadable: [(id: String, column: String)] = []
-            for row in try db.rows(Self.claimSQL + """
-                 RETURNING delivery_id, app, device_id, apns_token, environment, payload, priority, collapse_id, apns_expiration,
-                          expires_at, apns_id, attempts, generation, cancel_reason
-                """, [.integer(Int(leaseUntil)), .text(app), .integer(Int(now)), .integer(Int(now)), .integer(limit)]) {
-                // By position, in the order of the RETURNING list.
-                if let id = row.at(0)?.string, let cancel = row.at(13)?.string {
-                    // Deleted while an attempt was in flight, whose instance ended before writing it: never sent again.
+            // leased_by stays NULL: SQLite serves one instance.
+            for row in try db.run(Self.queries.claim, [.int(leaseUntil), .null, .text(app), .int(now), .int(now), .int(limit)]) {
+                if let id = row.text(0), let cancel = row.text(13) {
+                    // Deleted while an attempt was in flight, whose process ended before writing it: never sent again.
                     try endClaimed(db, deliveryID: id, state: .cancelled, reason: cancel, now: now)
                     continue
                 }
-                switch Self.claimed(row) {
+                switch GatewayRows.claimed(row) {
                 case let .success(claim):
                     claims.append(claim)
                 case let .failure(column):
                     // Never leased and left unsent: it ends now, and the rest of the batch goes on.
-                    guard let id = row.at(0)?.string else { continue }
+                    guard let id = row.text(0) else { continue }
                     try endClaimed(db, deliveryID: id, state: .rejected, reason: "undecodable_record", now: now)
                     unreadable.append((id, column.name))
                 }
@@ -538,92 +487,37 @@ public final class SQLiteGatewayStore: GatewayStore {
         return claims
     }
 
-    /// A column of a claimed row that does not read as what it must be.
-    struct UndecodableColumn: Error {
-        /// Its name.
-        let name: String
-    }
-
-    /// The claim of a row of the claim's RETURNING list (read by position), or the first column that cannot be read.
-    static func claimed(_ row: Row) -> Result<ClaimedDelivery, UndecodableColumn> {
-        func need<T>(_ value: T?, _ name: String) throws(UndecodableColumn) -> T {
-            guard let value else { throw UndecodableColumn(name: name) }
-            return value
-        }
-        do throws(UndecodableColumn) {
-            return .success(ClaimedDelivery(
-                deliveryID: try need(row.at(0)?.string, "delivery_id"), app: try need(row.at(1)?.string, "app"),
-                deviceID: try need(row.at(2)?.string, "device_id"), apnsToken: try need(row.at(3)?.string, "apns_token"),
-                environment: try need(row.at(4)?.string.flatMap(APNsEnvironmentName.init(rawValue:)), "environment"),
-                payload: try need(row.at(5)?.blob, "payload"), priority: try need(row.at(6)?.integer, "priority"),
-                collapseID: try need(row.at(7)?.string, "collapse_id"), apnsExpiration: Int64(try need(row.at(8)?.integer, "apns_expiration")),
-                expiresAt: Int64(try need(row.at(9)?.integer, "expires_at")), apnsID: try need(row.at(10)?.string, "apns_id"),
-                attempts: try need(row.at(11)?.integer, "attempts"), generation: Int64(try need(row.at(12)?.integer, "generation"))))
-        } catch {
-            return .failure(error)
-        }
-    }
-
     /// Ends a delivery the claim just leased without sending it (`state` final), with its event.
     func endClaimed(_ db: Database, deliveryID: String, state: DeliveryState, reason: String, now: Int64) throws {
-        let rows = try db.rows("""
-            UPDATE deliveries SET state = ?, reason = ?, updated_at = ?, next_attempt_at = NULL, lease_until = NULL, cancel_reason = NULL,
-                seq = seq + 1, payload = x''
-            WHERE delivery_id = ? RETURNING \(Self.deliveryColumns)
-            """, [.text(state.rawValue), .text(reason), .integer(Int(now)), .text(deliveryID)])
+        let rows = try db.run(Self.queries.endClaimed, [.text(state.rawValue), .text(reason), .int(now), .text(deliveryID)])
         try insertDeliveryEvents(db, rows, now: now)
     }
 
     public func completeAttempt(_ claim: ClaimedDelivery, outcome: AttemptOutcome, unregisteredAt: Int64?, now: Int64) async throws -> DeliveryState? {
         try await transaction { [self] db in
             // The single writer: nothing changes the row between this read and the write below.
-            let current = try db.rows("SELECT \(Self.deliveryColumns), generation, cancel_reason FROM deliveries WHERE delivery_id = ?",
-                                      [.text(claim.deliveryID)]).first.flatMap(Self.leasedDelivery)
+            let current = try db.run(Self.queries.completeRead, [.text(claim.deliveryID)]).first.flatMap { GatewayRows.leasedDelivery($0) }
             let change = DeliveryStateMachine.complete(current, claim: claim, outcome: outcome, unregisteredAt: unregisteredAt, now: now)
             try write(db, change)
             return change.landedState
         }
     }
 
-    /// A delivery row of `deliveryColumns` followed by its lease generation and pending cancellation.
-    static func leasedDelivery(_ row: Row) -> LeasedDeliveryRow? {
-        guard let record = delivery(row), let generation = row.at(16)?.integer else { return nil }
-        return LeasedDeliveryRow(record: record, leaseGeneration: Int64(generation), pendingCancel: row.at(17)?.string)
-    }
-
     /// Writes what the state machine decided (which checked the lease generation against the row read in this
     /// transaction): the row (its lease released), the events, the device APNs unregistered, the app's pause.
     func write(_ db: Database, _ change: DeliveryCompletion) throws {
         guard let row = change.row else { return }
-        var binds: [SQLiteValue] = [.text(row.state.rawValue), .integer(row.attempts)]
-        binds.append(row.apnsStatus.map { .integer($0) } ?? .null)
-        binds.append(row.reason.map { .text($0) } ?? .null)
-        binds.append(.integer(Int(row.updatedAt)))
-        binds.append(row.nextAttemptAt.map { .integer(Int($0)) } ?? .null)
-        binds.append(row.acceptedAt.map { .integer(Int($0)) } ?? .null)
-        binds += [.integer(Int(row.seq)), .integer(change.dropsPayload ? 1 : 0), .text(row.deliveryID)]
-        let updated = try db.rows("""
-            UPDATE deliveries SET state = ?, attempts = ?, apns_status = ?, reason = ?, updated_at = ?, next_attempt_at = ?, accepted_at = ?,
-                seq = ?, lease_until = NULL, cancel_reason = NULL, payload = CASE WHEN ? = 1 THEN x'' ELSE payload END
-            WHERE delivery_id = ? RETURNING seq
-            """, binds)
-        guard !updated.isEmpty else { return }
+        _ = try db.run(Self.queries.completeWrite, DeliveryQueries.completeWriteBinds(row, dropsPayload: change.dropsPayload))
         for event in change.events { try insertEvent(db, event) }
         if let gone = change.unregister {
-            let devices = try db.rows("""
-                UPDATE devices SET state = 'unregistered', unregistered_at = ?, unregistered_reason = ?, updated_at = ?
-                WHERE app = ? AND environment = ? AND apns_token = ? AND state = 'active' AND registered_at < ?
-                RETURNING \(Self.deviceColumns)
-                """, [.integer(Int(gone.at)), .text(gone.reason), .integer(Int(gone.at)), .text(gone.app), .text(gone.environment.rawValue),
-                      .text(gone.apnsToken), .integer(Int(gone.registeredBefore))])
+            let devices = try db.run(Self.queries.unregisterDevices, [
+                .int(gone.at), .text(gone.reason), .int(gone.at), .text(gone.app), .text(gone.environment.rawValue),
+                .text(gone.apnsToken), .int(gone.registeredBefore),
+            ])
             for device in devices.compactMap(Self.device) { try insertEvent(db, GatewayEvents.deviceUnregistered(device, now: gone.at)) }
         }
-        if change.pausesApp {
-            // The app's other queued deliveries wait for the same reason (gateway v1 §6).
-            _ = try db.rows("""
-                UPDATE deliveries SET reason = 'credentials_paused' WHERE app = ? AND state = 'queued' AND (reason IS NULL OR reason <> 'credentials_paused')
-                """, [.text(row.app)])
-        }
+        // The app's other queued deliveries wait for the same reason (gateway v1 §6).
+        if change.pausesApp { _ = try db.run(Self.queries.pauseApp, [.text(row.app)]) }
     }
 
     public func prune(messagesExpiredBefore: Int64, idempotencyBefore: Int64, eventsBefore: Int64, limit: Int) async throws -> Int {
@@ -671,42 +565,32 @@ public final class SQLiteGatewayStore: GatewayStore {
     // MARK: Receipts and reports
 
     /// The delivery a receipt names (binds: message id, SHA-256 of its token): a search of deliveries_receipt, one row.
-    static let receiptSQL = "SELECT delivery_id, app, state FROM deliveries WHERE message_id = ? AND receipt_sha256 = ?"
+    static let receiptSQL = queries.receipt
 
     public func recordReceipt(messageID: String, tokenSHA256: [UInt8], revealed: Bool, now: Int64) async throws -> ReceiptResult {
         try await transaction { [self] db in
             // Looked up by the hash itself: only SHA-256 of a random 32-byte token is stored, so how long the lookup
             // takes says nothing that helps forge a token (the rows are no longer compared one by one).
-            guard let row = try db.rows(Self.receiptSQL, [.text(messageID), .blob(tokenSHA256)]).first,
-                  let id = row.column("delivery_id")?.string, let app = row.column("app")?.string,
-                  let state = row.column("state")?.string.flatMap(DeliveryState.init(rawValue:))
+            guard let row = try db.run(Self.receiptSQL, [.text(messageID), .bytes(tokenSHA256)]).first,
+                  let id = row.text(0), let app = row.text(1), let state = row.text(2).flatMap(DeliveryState.init(rawValue:))
             else {
-                let known = try !db.rows("SELECT 1 AS k FROM deliveries WHERE message_id = ? LIMIT 1", [.text(messageID)]).isEmpty
-                return known ? .wrongToken : .unknownID
+                return try db.run(Self.queries.anyDelivery, [.text(messageID)]).isEmpty ? .unknownID : .wrongToken
             }
-            let match = (id: id, app: app, state: state)
             var changed = false
-            switch match.state {
+            switch state {
             case .queued, .accepted, .expired, .cancelled:
-                let rows = try db.rows("""
-                    UPDATE deliveries SET state = 'delivered', delivered_at = ?, updated_at = ?, next_attempt_at = NULL, seq = seq + 1, payload = x'',
-                        cancel_reason = NULL
-                    WHERE delivery_id = ? RETURNING \(Self.deliveryColumns)
-                    """, [.integer(Int(now)), .integer(Int(now)), .text(match.id)])
-                try insertDeliveryEvents(db, rows, now: now)
+                try insertDeliveryEvents(db, try db.run(Self.queries.deliver, [.int(now), .int(now), .text(id)]), now: now)
                 changed = true
             default:
                 break
             }
             if revealed {
                 // Reveal v1 §8: the first `revealed` receipt sets revealed_at (delivery.revealed); repeats change nothing.
-                let rows = try db.rows("""
-                    UPDATE deliveries SET revealed_at = ?, updated_at = ?, seq = seq + 1
-                    WHERE delivery_id = ? AND revealed_at IS NULL RETURNING \(Self.deliveryColumns)
-                    """, [.integer(Int(now)), .integer(Int(now)), .text(match.id)])
-                for row in rows { if let d = Self.delivery(row) { try insertEvent(db, GatewayEvents.revealed(d, now: now)) } }
+                for row in try db.run(Self.queries.reveal, [.int(now), .int(now), .text(id)]) {
+                    if let d = Self.delivery(row) { try insertEvent(db, GatewayEvents.revealed(d, now: now)) }
+                }
             }
-            return .matched(app: match.app, changed: changed)
+            return .matched(app: app, changed: changed)
         }
     }
 
@@ -780,7 +664,32 @@ enum SQLiteValue: Sendable {
     }
 }
 
+extension SQLiteValue {
+    /// A shared statement's value as SQLite binds it (a boolean as 0 or 1).
+    init(_ value: SQLValue) {
+        switch value {
+        case let .text(s): self = .text(s)
+        case let .int(i): self = .integer(Int(i))
+        case let .bytes(b): self = .blob(b)
+        case let .bool(b): self = .integer(b ? 1 : 0)
+        case .null: self = .null
+        }
+    }
+}
+
+extension Row: SQLRow {
+    func text(_ index: Int) -> String? { at(index)?.string }
+    func int(_ index: Int) -> Int64? { at(index)?.integer.map(Int64.init) }
+    func bytes(_ index: Int) -> [UInt8]? { at(index)?.blob }
+    func bool(_ index: Int) -> Bool? { at(index)?.integer.map { $0 != 0 } }
+}
+
 extension Database {
+    /// Runs one of the shared statements (`DeliveryQueries`) with `binds`, prepared once per connection.
+    func run(_ sql: String, _ binds: [SQLValue]) throws -> [Row] {
+        try rows(sql, binds.map(SQLiteValue.init))
+    }
+
     /// Runs `sql` with `binds` and returns its rows. `cached`: the statement is prepared once per connection
     /// and reused (the hot statements; SQL built per call passes false, so the cache stays small).
     func rows(_ sql: String, _ binds: [SQLiteValue] = [], cached: Bool = true) throws -> [Row] {
