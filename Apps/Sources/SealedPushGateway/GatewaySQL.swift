@@ -276,3 +276,67 @@ struct DeliveryQueries: Sendable {
          .int(row.acceptedAt), .int(row.seq), .bool(dropsPayload), .text(row.deliveryID)]
     }
 }
+
+extension SQLDialect {
+    /// The smaller of two values: SQLite's two-argument `MIN`, PostgreSQL's `LEAST`.
+    var least: String {
+        switch self {
+        case .sqlite: "MIN"
+        case .postgres: "LEAST"
+        }
+    }
+}
+
+/// The store's other statements that read the same in both dialects (devices, messages, the queue's depth,
+/// failure reports), written once and rendered when a store opens.
+struct StoreQueries: Sendable {
+    /// One device (binds: app, device id): `deviceColumns`.
+    let device: String
+    /// A user's devices in (updated_at, device_id) order (binds: app, user id): `deviceColumns`; a search of devices_user.
+    let userDevices: String
+    /// Whether a user was ever registered (binds: app, user id).
+    let userIsKnown: String
+    /// Deletes a device (binds: app, device id), returning `device_id`.
+    let deleteDevice: String
+    /// Deletes a user's devices (binds: app, user id), returning `device_id`.
+    let deleteUserDevices: String
+    /// A message's times (binds: app, message id): `created_at, expires_at`.
+    let message: String
+    /// A message's deliveries in (device_id, delivery_id) order (binds: message id): `deliveryColumns`.
+    let messageDeliveries: String
+    /// Whether a message of the app exists (binds: app, message id).
+    let messageExists: String
+    /// The earliest next attempt of an app's queued deliveries (binds: app): `t`.
+    let nextDue: String
+    /// Every app's queue depth and oldest queued delivery: `app, n, oldest`; the queued rows' partial index only.
+    let queueDepths: String
+    /// Records a failure report on the devices of a key id (binds: reason, kid, count, now, kid), returning `app`.
+    let reportOnDevices: String
+    /// Counts a failure report per app, key id and reason (binds: app, kid, reason, count, now).
+    let countReport: String
+
+    /// The statements in `dialect`.
+    init(_ dialect: SQLDialect) {
+        let devices = GatewayRows.deviceColumns
+        device = dialect.render("SELECT \(devices) FROM devices WHERE app = ? AND device_id = ?")
+        userDevices = dialect.render("SELECT \(devices) FROM devices WHERE app = ? AND user_id = ? ORDER BY updated_at, device_id")
+        userIsKnown = dialect.render("SELECT 1 AS k FROM known_users WHERE app = ? AND user_id = ?")
+        deleteDevice = dialect.render("DELETE FROM devices WHERE app = ? AND device_id = ? RETURNING device_id")
+        deleteUserDevices = dialect.render("DELETE FROM devices WHERE app = ? AND user_id = ? RETURNING device_id")
+        message = dialect.render("SELECT created_at, expires_at FROM messages WHERE app = ? AND message_id = ?")
+        messageDeliveries = dialect.render("""
+            SELECT \(GatewayRows.deliveryColumns) FROM deliveries WHERE message_id = ? ORDER BY device_id, delivery_id
+            """)
+        messageExists = dialect.render("SELECT 1 AS k FROM messages WHERE app = ? AND message_id = ?")
+        nextDue = dialect.render("SELECT MIN(next_attempt_at) AS t FROM deliveries WHERE app = ? AND state = 'queued'")
+        queueDepths = "SELECT app, COUNT(*) AS n, MIN(created_at) AS oldest FROM deliveries WHERE state = 'queued' GROUP BY app"
+        reportOnDevices = dialect.render("""
+            UPDATE devices SET report_reason = ?, report_kid = ?, report_count = ?, report_at = ? WHERE key_id = ? RETURNING app
+            """)
+        countReport = dialect.render("""
+            INSERT INTO reports (app, kid, reason, count, last_at) VALUES (?, ?, ?, ?, ?)
+            ON CONFLICT (app, kid, reason) DO UPDATE SET count = \(dialect.least)(reports.count + excluded.count, 1000000000),
+                last_at = excluded.last_at
+            """)
+    }
+}

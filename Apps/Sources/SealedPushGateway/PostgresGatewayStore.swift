@@ -338,6 +338,8 @@ public final class PostgresGatewayStore: GatewayStore {
 
     /// The delivery queue's statements (`DeliveryQueries`), in PostgreSQL's dialect.
     static let queries = DeliveryQueries(.postgres)
+    /// The store's other shared statements (`StoreQueries`), in PostgreSQL's dialect.
+    static let store = StoreQueries(.postgres)
 
     /// A device row's columns (`GatewayRows`).
     static let deviceColumns = GatewayRows.deviceColumns
@@ -423,14 +425,13 @@ public final class PostgresGatewayStore: GatewayStore {
 
     public func device(app: String, deviceID: String) async throws -> DeviceRecord? {
         try await read { [self] conn in
-            try await devices(conn, "SELECT \(unescaped: Self.deviceColumns) FROM devices WHERE app = \(app) AND device_id = \(deviceID)").first
+            try await run(conn, Self.store.device, [.text(app), .text(deviceID)]).first.flatMap(Self.device)
         }
     }
 
     public func deleteDevice(app: String, deviceID: String, now: Int64) async throws -> Int? {
         try await transaction { [self] conn in
-            let rows = try await conn.rows("DELETE FROM devices WHERE app = \(app) AND device_id = \(deviceID) RETURNING device_id", logger: logger)
-                
+            let rows = try await run(conn, Self.store.deleteDevice, [.text(app), .text(deviceID)])
             guard !rows.isEmpty else { return nil }
             return try await cancelUnsent(conn, app: app, deviceID: deviceID, reason: "device_deleted", now: now)
         }
@@ -438,22 +439,19 @@ public final class PostgresGatewayStore: GatewayStore {
 
     public func userDevices(app: String, userID: String) async throws -> [DeviceRecord] {
         try await read { [self] conn in
-            try await devices(conn, """
-                SELECT \(unescaped: Self.deviceColumns) FROM devices WHERE app = \(app) AND user_id = \(userID) ORDER BY updated_at, device_id
-                """)
+            try await run(conn, Self.store.userDevices, [.text(app), .text(userID)]).compactMap(Self.device)
         }
     }
 
     public func userIsKnown(app: String, userID: String) async throws -> Bool {
         try await read { [self] conn in
-            try await !conn.rows("SELECT 1 AS k FROM known_users WHERE app = \(app) AND user_id = \(userID)", logger: logger).isEmpty
+            try await !run(conn, Self.store.userIsKnown, [.text(app), .text(userID)]).isEmpty
         }
     }
 
     public func deleteUserDevices(app: String, userID: String, now: Int64) async throws -> (devices: Int, cancelled: Int) {
         try await transaction { [self] conn in
-            let ids = try await conn.rows("DELETE FROM devices WHERE app = \(app) AND user_id = \(userID) RETURNING device_id", logger: logger)
-                .map { try $0.makeRandomAccess()["device_id"].decode(String.self) }
+            let ids = try await run(conn, Self.store.deleteUserDevices, [.text(app), .text(userID)]).compactMap { $0.makeRandomAccess().text(0) }
             var cancelled = 0
             for id in ids { cancelled += try await cancelUnsent(conn, app: app, deviceID: id, reason: "device_deleted", now: now) }
             return (ids.count, cancelled)
@@ -577,22 +575,16 @@ public final class PostgresGatewayStore: GatewayStore {
 
     public func message(app: String, messageID: String) async throws -> (createdAt: Int64, expiresAt: Int64, deliveries: [DeliveryRecord])? {
         try await read { [self] conn in
-            guard let row = try await conn.rows("""
-                SELECT created_at, expires_at FROM messages WHERE app = \(app) AND message_id = \(messageID)
-                """, logger: logger).first?.makeRandomAccess()
+            guard let row = try await run(conn, Self.store.message, [.text(app), .text(messageID)]).first?.makeRandomAccess(),
+                  let created = row.int(0), let expires = row.int(1)
             else { return nil }
-            let deliveries = try await conn.rows("""
-                SELECT \(unescaped: Self.deliveryColumns) FROM deliveries WHERE message_id = \(messageID) ORDER BY device_id, delivery_id
-                """, logger: logger).compactMap(Self.delivery)
-            return (try row["created_at"].decode(Int64.self), try row["expires_at"].decode(Int64.self), deliveries)
+            return (created, expires, try await run(conn, Self.store.messageDeliveries, [.text(messageID)]).compactMap(Self.delivery))
         }
     }
 
     public func cancelMessage(app: String, messageID: String, now: Int64) async throws -> Int? {
         try await transaction { [self] conn in
-            guard try await !conn.rows("SELECT 1 AS k FROM messages WHERE app = \(app) AND message_id = \(messageID)", logger: logger)
-                .isEmpty
-            else { return nil }
+            guard try await !run(conn, Self.store.messageExists, [.text(app), .text(messageID)]).isEmpty else { return nil }
             // Gateway v1 §5: a push in flight (under a lease) is sent and ends as APNs answers; the others are cancelled now.
             // First every queued row is marked (and locked until the commit), then those not in flight are cancelled.
             try await run(conn, Self.queries.markMessageCancelled, [.text(messageID)])
@@ -698,19 +690,17 @@ public final class PostgresGatewayStore: GatewayStore {
 
     public func nextDue(app: String) async throws -> Int64? {
         try await read { [self] conn in
-            try await conn.rows("SELECT MIN(next_attempt_at) AS t FROM deliveries WHERE app = \(app) AND state = 'queued'", logger: logger)
-                .first?.makeRandomAccess()["t"].decode(Int64?.self)
+            try await run(conn, Self.store.nextDue, [.text(app)]).first?.makeRandomAccess().int(0)
         }
     }
 
     public func queueDepths() async throws -> [String: QueueDepth] {
         try await read { [self] conn in
             var out: [String: QueueDepth] = [:]
-            for row in try await conn.rows("""
-                SELECT app, COUNT(*) AS n, MIN(created_at) AS oldest FROM deliveries WHERE state = 'queued' GROUP BY app
-                """, logger: logger) {
+            for row in try await run(conn, Self.store.queueDepths, []) {
                 let r = row.makeRandomAccess()
-                out[try r["app"].decode(String.self)] = QueueDepth(queued: try r["n"].decode(Int.self), oldestCreatedAt: try r["oldest"].decode(Int64?.self))
+                guard let app = r.text(0) else { continue }
+                out[app] = QueueDepth(queued: Int(r.int(1) ?? 0), oldestCreatedAt: r.int(2))
             }
             return out
         }
@@ -749,15 +739,10 @@ public final class PostgresGatewayStore: GatewayStore {
     public func recordReport(kid: String?, reason: String, count: Int, now: Int64) async throws -> [String] {
         guard let kid else { return [] }
         return try await transaction { [self] conn in
-            let apps = Set(try await conn.rows("""
-                UPDATE devices SET report_reason = \(reason), report_kid = \(kid), report_count = \(Int64(count)), report_at = \(now)
-                WHERE key_id = \(kid) RETURNING app
-                """, logger: logger).map { try $0.makeRandomAccess()["app"].decode(String.self) })
+            let rows = try await run(conn, Self.store.reportOnDevices, [.text(reason), .text(kid), .int(count), .int(now), .text(kid)])
+            let apps = Set(rows.compactMap { $0.makeRandomAccess().text(0) })
             for app in apps.sorted() {
-                try await conn.rows("""
-                    INSERT INTO reports (app, kid, reason, count, last_at) VALUES (\(app), \(kid), \(reason), \(Int64(count)), \(now))
-                    ON CONFLICT (app, kid, reason) DO UPDATE SET count = LEAST(reports.count + excluded.count, 1000000000), last_at = excluded.last_at
-                    """, logger: logger)
+                try await run(conn, Self.store.countReport, [.text(app), .text(kid), .text(reason), .int(count), .int(now)])
             }
             return apps.sorted()
         }

@@ -235,6 +235,8 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     /// The delivery queue's statements (`DeliveryQueries`), in SQLite's dialect.
     static let queries = DeliveryQueries(.sqlite)
+    /// The store's other shared statements (`StoreQueries`), in SQLite's dialect.
+    static let store = StoreQueries(.sqlite)
 
     /// A device row's columns (`GatewayRows`).
     static let deviceColumns = GatewayRows.deviceColumns
@@ -307,21 +309,20 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func device(app: String, deviceID: String) async throws -> DeviceRecord? {
         try readNow { db in
-            try db.rows("SELECT \(Self.deviceColumns) FROM devices WHERE app = ? AND device_id = ?", [.text(app), .text(deviceID)])
-                .first.flatMap(Self.device)
+            try db.run(Self.store.device, [.text(app), .text(deviceID)]).first.flatMap(Self.device)
         }
     }
 
     public func deleteDevice(app: String, deviceID: String, now: Int64) async throws -> Int? {
         try await transaction { [self] db in
-            let rows = try db.rows("DELETE FROM devices WHERE app = ? AND device_id = ? RETURNING device_id", [.text(app), .text(deviceID)])
+            let rows = try db.run(Self.store.deleteDevice, [.text(app), .text(deviceID)])
             guard !rows.isEmpty else { return nil }
             return try cancelUnsent(db, app: app, deviceID: deviceID, reason: "device_deleted", now: now)
         }
     }
 
     /// A user's devices (binds: app, user id): a search of devices_user, which also gives the order.
-    static let userDevicesSQL = "SELECT \(deviceColumns) FROM devices WHERE app = ? AND user_id = ? ORDER BY updated_at, device_id"
+    static let userDevicesSQL = store.userDevices
 
     public func userDevices(app: String, userID: String) async throws -> [DeviceRecord] {
         try readNow { db in
@@ -331,16 +332,16 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func userIsKnown(app: String, userID: String) async throws -> Bool {
         try readNow { db in
-            try !db.rows("SELECT 1 AS k FROM known_users WHERE app = ? AND user_id = ?", [.text(app), .text(userID)]).isEmpty
+            try !db.run(Self.store.userIsKnown, [.text(app), .text(userID)]).isEmpty
         }
     }
 
     public func deleteUserDevices(app: String, userID: String, now: Int64) async throws -> (devices: Int, cancelled: Int) {
         try await transaction { [self] db in
-            let rows = try db.rows("DELETE FROM devices WHERE app = ? AND user_id = ? RETURNING device_id", [.text(app), .text(userID)])
+            let rows = try db.run(Self.store.deleteUserDevices, [.text(app), .text(userID)])
             var cancelled = 0
             for row in rows {
-                if let id = row.column("device_id")?.string { cancelled += try cancelUnsent(db, app: app, deviceID: id, reason: "device_deleted", now: now) }
+                if let id = row.text(0) { cancelled += try cancelUnsent(db, app: app, deviceID: id, reason: "device_deleted", now: now) }
             }
             return (rows.count, cancelled)
         }
@@ -428,19 +429,15 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func message(app: String, messageID: String) async throws -> (createdAt: Int64, expiresAt: Int64, deliveries: [DeliveryRecord])? {
         try await read { db in
-            guard let row = try db.rows("SELECT created_at, expires_at FROM messages WHERE app = ? AND message_id = ?",
-                                                       [.text(app), .text(messageID)]).first,
-                  let created = row.column("created_at")?.integer, let expires = row.column("expires_at")?.integer
+            guard let row = try db.run(Self.store.message, [.text(app), .text(messageID)]).first, let created = row.int(0), let expires = row.int(1)
             else { return nil }
-            let deliveries = try db.rows("SELECT \(Self.deliveryColumns) FROM deliveries WHERE message_id = ? ORDER BY device_id, delivery_id",
-                                                        [.text(messageID)]).compactMap(Self.delivery)
-            return (Int64(created), Int64(expires), deliveries)
+            return (created, expires, try db.run(Self.store.messageDeliveries, [.text(messageID)]).compactMap(Self.delivery))
         }
     }
 
     public func cancelMessage(app: String, messageID: String, now: Int64) async throws -> Int? {
         try await transaction { [self] db in
-            guard try !db.rows("SELECT 1 AS k FROM messages WHERE app = ? AND message_id = ?", [.text(app), .text(messageID)]).isEmpty else {
+            guard try !db.run(Self.store.messageExists, [.text(app), .text(messageID)]).isEmpty else {
                 return nil
             }
             // Gateway v1 §5: a push in flight (under a lease) is sent and ends as APNs answers; the others are cancelled now.
@@ -536,13 +533,12 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func nextDue(app: String) async throws -> Int64? {
         try readNow { db in
-            try db.rows("SELECT MIN(next_attempt_at) AS t FROM deliveries WHERE app = ? AND state = 'queued'", [.text(app)])
-                .first?.column("t")?.integer.map(Int64.init)
+            try db.run(Self.store.nextDue, [.text(app)]).first?.int(0)
         }
     }
 
     /// Every app's queue depth and oldest queued delivery: a scan of the queued rows' partial index only.
-    static let queueDepthsSQL = "SELECT app, COUNT(*) AS n, MIN(created_at) AS oldest FROM deliveries WHERE state = 'queued' GROUP BY app"
+    static let queueDepthsSQL = store.queueDepths
 
     /// How SQLite runs `sql` (EXPLAIN QUERY PLAN's detail lines): for tests that keep the hot statements on indexes.
     func queryPlan(_ sql: String, _ binds: [SQLiteValue]) async throws -> [String] {
@@ -554,9 +550,9 @@ public final class SQLiteGatewayStore: GatewayStore {
     public func queueDepths() async throws -> [String: QueueDepth] {
         try await read { db in
             var out: [String: QueueDepth] = [:]
-            for row in try db.rows(Self.queueDepthsSQL) {
-                guard let app = row.column("app")?.string else { continue }
-                out[app] = QueueDepth(queued: row.column("n")?.integer ?? 0, oldestCreatedAt: row.column("oldest")?.integer.map(Int64.init))
+            for row in try db.run(Self.queueDepthsSQL, []) {
+                guard let app = row.text(0) else { continue }
+                out[app] = QueueDepth(queued: Int(row.int(1) ?? 0), oldestCreatedAt: row.int(2))
             }
             return out
         }
@@ -597,15 +593,10 @@ public final class SQLiteGatewayStore: GatewayStore {
     public func recordReport(kid: String?, reason: String, count: Int, now: Int64) async throws -> [String] {
         guard let kid else { return [] }
         return try await transaction { db in
-            let rows = try db.rows("""
-                UPDATE devices SET report_reason = ?, report_kid = ?, report_count = ?, report_at = ? WHERE key_id = ? RETURNING app
-                """, [.text(reason), .text(kid), .integer(count), .integer(Int(now)), .text(kid)])
-            let apps = Set(rows.compactMap { $0.column("app")?.string })
+            let rows = try db.run(Self.store.reportOnDevices, [.text(reason), .text(kid), .int(count), .int(now), .text(kid)])
+            let apps = Set(rows.compactMap { $0.text(0) })
             for app in apps {
-                _ = try db.rows("""
-                    INSERT INTO reports (app, kid, reason, count, last_at) VALUES (?, ?, ?, ?, ?)
-                    ON CONFLICT (app, kid, reason) DO UPDATE SET count = MIN(count + excluded.count, 1000000000), last_at = excluded.last_at
-                    """, [.text(app), .text(kid), .text(reason), .integer(count), .integer(Int(now))])
+                _ = try db.run(Self.store.countReport, [.text(app), .text(kid), .text(reason), .int(count), .int(now)])
             }
             return apps.sorted()
         }

@@ -45,6 +45,19 @@ extension GatewayPostgresSuites {
             }
         }
 
+        /// Failure reports add up per app, key id and reason (the shared upsert: `MIN` on SQLite, `LEAST` on PostgreSQL).
+        @Test(arguments: StoreBackend.allCases)
+        func failureReportsAddUpPerAppKeyAndReason(_ backend: StoreBackend) async throws {
+            try await withStore(backend) { store in
+                _ = try await store.putDevice(F.device("a", user: "u", token: 1, kid: "abcdefabcdefabcd"), maxDevicesPerUser: 10)
+                #expect(try await store.recordReport(kid: "abcdefabcdefabcd", reason: "decrypt_failed", count: 2, now: 1000) == ["chat"])
+                #expect(try await store.recordReport(kid: "abcdefabcdefabcd", reason: "decrypt_failed", count: 3, now: 2000) == ["chat"])
+                let reports = try await store.dashboard(now: 3000).apps["chat"]?.reports ?? []
+                #expect(reports.map(\.count) == [5] && reports.first?.lastAt == 2000)
+                #expect(try await store.device(app: "chat", deviceID: "a")?.lastReport?.count == 3)
+            }
+        }
+
         /// A receipt reads and locks the one delivery it names: another transaction holding a lock on another
         /// delivery of the same message does not hold it up. Before, it read every delivery of the message
         /// `FOR UPDATE` and waited for that lock until `lock_timeout` failed it.
