@@ -314,6 +314,21 @@ struct StoreQueries: Sendable {
     let reportOnDevices: String
     /// Counts a failure report per app, key id and reason (binds: app, kid, reason, count, now).
     let countReport: String
+    /// What a registration takes first, one at a time across instances: PostgreSQL's transaction-scoped advisory
+    /// locks on the user (the device limit) and then the token (its uniqueness), always in that order (binds:
+    /// `app \u{1} user id`, then `app \u{1} environment \u{1} token`); nothing on SQLite, whose one writer runs
+    /// one registration at a time.
+    let registrationLocks: [String]
+    /// A device about to be replaced, locked (binds: app, device id): `deviceColumns`.
+    let deviceForUpdate: String
+    /// How many devices a user holds (binds: app, user id): `n`.
+    let countUserDevices: String
+    /// Deletes the other device that holds a token (binds: app, environment, token, device id), returning `device_id`.
+    let takeToken: String
+    /// Writes a registered device, new or replaced (binds: `upsertDeviceBinds`).
+    let upsertDevice: String
+    /// Remembers that a user was registered (binds: app, user id).
+    let knowUser: String
 
     /// The statements in `dialect`.
     init(_ dialect: SQLDialect) {
@@ -333,10 +348,70 @@ struct StoreQueries: Sendable {
         reportOnDevices = dialect.render("""
             UPDATE devices SET report_reason = ?, report_kid = ?, report_count = ?, report_at = ? WHERE key_id = ? RETURNING app
             """)
+        switch dialect {
+        case .sqlite: registrationLocks = []
+        case .postgres: registrationLocks = ["SELECT pg_advisory_xact_lock(1, hashtext($1))", "SELECT pg_advisory_xact_lock(2, hashtext($1))"]
+        }
+        deviceForUpdate = dialect.render("SELECT \(devices) FROM devices WHERE app = ? AND device_id = ?\(dialect.lockRows)")
+        countUserDevices = dialect.render("SELECT COUNT(*) AS n FROM devices WHERE app = ? AND user_id = ?")
+        takeToken = dialect.render("""
+            DELETE FROM devices WHERE app = ? AND environment = ? AND apns_token = ? AND device_id <> ? RETURNING device_id
+            """)
+        upsertDevice = dialect.render("""
+            INSERT INTO devices (\(devices)) VALUES (?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, NULL, NULL, ?, ?, ?, ?, ?)
+            ON CONFLICT (app, device_id) DO UPDATE SET user_id = excluded.user_id, apns_token = excluded.apns_token,
+                environment = excluded.environment, key_record = excluded.key_record, key_id = excluded.key_id, state = 'active',
+                created_at = excluded.created_at, updated_at = excluded.updated_at, registered_at = excluded.registered_at,
+                unregistered_at = NULL, unregistered_reason = NULL, token_reassigned = excluded.token_reassigned,
+                report_reason = excluded.report_reason, report_kid = excluded.report_kid, report_count = excluded.report_count,
+                report_at = excluded.report_at
+            """)
+        knowUser = dialect.render("INSERT INTO known_users (app, user_id) VALUES (?, ?) ON CONFLICT DO NOTHING")
         countReport = dialect.render("""
             INSERT INTO reports (app, kid, reason, count, last_at) VALUES (?, ?, ?, ?, ?)
             ON CONFLICT (app, kid, reason) DO UPDATE SET count = \(dialect.least)(reports.count + excluded.count, 1000000000),
                 last_at = excluded.last_at
             """)
+    }
+}
+
+extension StoreQueries {
+    /// The binds of `upsertDevice` for `device` as it is stored.
+    static func upsertDeviceBinds(_ device: DeviceRecord) -> [SQLValue] {
+        let report = device.lastReport
+        return [.text(device.app), .text(device.deviceID), .text(device.userID), .text(device.apnsToken), .text(device.environment.rawValue),
+                .text(String(decoding: device.keyRecord, as: UTF8.self)), .text(device.keyID), .int(device.createdAt), .int(device.updatedAt),
+                .int(device.registeredAt), .bool(device.tokenReassigned), .text(report?.reason), .text(report?.kid), .int(report?.count),
+                .int(report?.at)]
+    }
+
+    /// A page of an app's devices in (updated_at, device_id) order, from `since` (inclusive) and after the cursor
+    /// position: the statement in `dialect` and its binds. The cursor's comparison is the dialect's own: a row
+    /// value on PostgreSQL (one index range), its expansion on SQLite.
+    static func listDevices(_ dialect: SQLDialect, app: String, state: DeviceState?, since: Int64?, after: (Int64, String)?,
+                            limit: Int) -> (sql: String, binds: [SQLValue]) {
+        var sql = "SELECT \(GatewayRows.deviceColumns) FROM devices WHERE app = ?"
+        var binds: [SQLValue] = [.text(app)]
+        if let state {
+            sql += " AND state = ?"
+            binds.append(.text(state.rawValue))
+        }
+        if let since {
+            sql += " AND updated_at >= ?"
+            binds.append(.int(since))
+        }
+        if let after {
+            switch dialect {
+            case .sqlite:
+                sql += " AND (updated_at > ? OR (updated_at = ? AND device_id > ?))"
+                binds += [.int(after.0), .int(after.0), .text(after.1)]
+            case .postgres:
+                sql += " AND (updated_at, device_id) > (?, ?)"
+                binds += [.int(after.0), .text(after.1)]
+            }
+        }
+        sql += " ORDER BY updated_at, device_id LIMIT ?"
+        binds.append(.int(limit))
+        return (dialect.render(sql), binds)
     }
 }

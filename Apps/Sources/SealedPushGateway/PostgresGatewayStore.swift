@@ -382,43 +382,24 @@ public final class PostgresGatewayStore: GatewayStore {
         try await transaction { [self] conn in
             // One registration at a time per user (the device limit) and per token (its uniqueness), across
             // instances; always user first, then token, so two registrations never wait on each other in a cycle.
-            try await conn.rows("SELECT pg_advisory_xact_lock(1, hashtext(\(device.app + "\u{1}" + device.userID)))", logger: logger)
-            try await conn.rows("""
-                SELECT pg_advisory_xact_lock(2, hashtext(\(device.app + "\u{1}" + device.environment.rawValue + "\u{1}" + device.apnsToken)))
-                """, logger: logger)
-            let existing = try await devices(conn, """
-                SELECT \(unescaped: Self.deviceColumns) FROM devices WHERE app = \(device.app) AND device_id = \(device.deviceID) FOR UPDATE
-                """).first
+            for (lock, key) in zip(Self.store.registrationLocks, [device.app + "\u{1}" + device.userID,
+                                                                 device.app + "\u{1}" + device.environment.rawValue + "\u{1}" + device.apnsToken]) {
+                try await run(conn, lock, [.text(key)])
+            }
+            let existing = try await run(conn, Self.store.deviceForUpdate, [.text(device.app), .text(device.deviceID)]).first.flatMap(Self.device)
             if existing?.userID != device.userID {
-                let count = try await conn.rows("SELECT COUNT(*) AS n FROM devices WHERE app = \(device.app) AND user_id = \(device.userID)",
-                                                 logger: logger).first?.makeRandomAccess()["n"].decode(Int.self) ?? 0
+                let count = try await run(conn, Self.store.countUserDevices, [.text(device.app), .text(device.userID)]).first?.makeRandomAccess().int(0) ?? 0
                 if count >= maxDevicesPerUser { throw DeviceRegistrationRefusal.tooManyDevices(limit: maxDevicesPerUser) }
             }
-            let holders = try await conn.rows("""
-                DELETE FROM devices WHERE app = \(device.app) AND environment = \(device.environment.rawValue)
-                    AND apns_token = \(device.apnsToken) AND device_id <> \(device.deviceID)
-                RETURNING device_id
-                """, logger: logger).map { try $0.makeRandomAccess()["device_id"].decode(String.self) }
+            let holders = try await run(conn, Self.store.takeToken, [.text(device.app), .text(device.environment.rawValue), .text(device.apnsToken),
+                                                                    .text(device.deviceID)]).compactMap { $0.makeRandomAccess().text(0) }
             var cancelled = 0
             for other in holders {
                 cancelled += try await cancelUnsent(conn, app: device.app, deviceID: other, reason: "token_reassigned", now: device.updatedAt)
             }
             let stored = device.registered(over: existing, tokenReassigned: !holders.isEmpty)
-            let report = stored.lastReport
-            try await conn.rows("""
-                INSERT INTO devices (\(unescaped: Self.deviceColumns)) VALUES (\(stored.app), \(stored.deviceID), \(stored.userID),
-                    \(stored.apnsToken), \(stored.environment.rawValue), \(String(decoding: stored.keyRecord, as: UTF8.self)), \(stored.keyID),
-                    'active', \(stored.createdAt), \(stored.updatedAt), \(stored.registeredAt), NULL, NULL, \(stored.tokenReassigned),
-                    \(report?.reason), \(report?.kid), \(report.map { Int64($0.count) }), \(report?.at))
-                ON CONFLICT (app, device_id) DO UPDATE SET user_id = excluded.user_id, apns_token = excluded.apns_token,
-                    environment = excluded.environment, key_record = excluded.key_record, key_id = excluded.key_id, state = 'active',
-                    created_at = excluded.created_at, updated_at = excluded.updated_at, registered_at = excluded.registered_at,
-                    unregistered_at = NULL, unregistered_reason = NULL, token_reassigned = excluded.token_reassigned,
-                    report_reason = excluded.report_reason, report_kid = excluded.report_kid, report_count = excluded.report_count,
-                    report_at = excluded.report_at
-                """, logger: logger)
-            try await conn.rows("INSERT INTO known_users (app, user_id) VALUES (\(device.app), \(device.userID)) ON CONFLICT DO NOTHING",
-                                 logger: logger)
+            try await run(conn, Self.store.upsertDevice, StoreQueries.upsertDeviceBinds(stored))
+            try await run(conn, Self.store.knowUser, [.text(device.app), .text(device.userID)])
             return (stored, existing == nil, cancelled)
         }
     }
@@ -459,26 +440,8 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     public func listDevices(app: String, state: DeviceState?, since: Int64?, after: (Int64, String)?, limit: Int) async throws -> [DeviceRecord] {
-        var sql = "SELECT \(Self.deviceColumns) FROM devices WHERE app = $1"
-        var binds = PostgresBindings()
-        binds.append(app)
-        if let state {
-            binds.append(state.rawValue)
-            sql += " AND state = $\(binds.count)"
-        }
-        if let since {
-            binds.append(since)
-            sql += " AND updated_at >= $\(binds.count)"
-        }
-        if let after {
-            binds.append(after.0)
-            binds.append(after.1)
-            sql += " AND (updated_at, device_id) > ($\(binds.count - 1), $\(binds.count))"
-        }
-        binds.append(Int64(limit))
-        sql += " ORDER BY updated_at, device_id LIMIT $\(binds.count)"
-        let query = PostgresQuery(unsafeSQL: sql, binds: binds)
-        return try await read { [self] conn in try await devices(conn, query) }
+        let (sql, binds) = StoreQueries.listDevices(.postgres, app: app, state: state, since: since, after: after, limit: limit)
+        return try await read { [self] conn in try await run(conn, sql, binds).compactMap(Self.device) }
     }
 
     public func devices(app: String, ids: [String]) async throws -> [DeviceRecord] {

@@ -277,32 +277,20 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func putDevice(_ device: DeviceRecord, maxDevicesPerUser: Int) async throws -> (device: DeviceRecord, created: Bool, cancelled: Int) {
         try await transaction { [self] db in
-            let existing = try db.rows("SELECT \(Self.deviceColumns) FROM devices WHERE app = ? AND device_id = ?",
-                                                      [.text(device.app), .text(device.deviceID)]).first.flatMap(Self.device)
+            let existing = try db.run(Self.store.deviceForUpdate, [.text(device.app), .text(device.deviceID)]).first.flatMap(Self.device)
             if existing?.userID != device.userID {
-                let count = try db.rows("SELECT COUNT(*) AS n FROM devices WHERE app = ? AND user_id = ?",
-                                                       [.text(device.app), .text(device.userID)]).first?.column("n")?.integer ?? 0
+                let count = try db.run(Self.store.countUserDevices, [.text(device.app), .text(device.userID)]).first?.int(0) ?? 0
                 if count >= maxDevicesPerUser { throw DeviceRegistrationRefusal.tooManyDevices(limit: maxDevicesPerUser) }
             }
-            let holders = try db.rows(
-                "SELECT device_id FROM devices WHERE app = ? AND environment = ? AND apns_token = ? AND device_id <> ?",
-                [.text(device.app), .text(device.environment.rawValue), .text(device.apnsToken), .text(device.deviceID)])
+            let holders = try db.run(Self.store.takeToken, [.text(device.app), .text(device.environment.rawValue), .text(device.apnsToken),
+                                                           .text(device.deviceID)]).compactMap { $0.text(0) }
             var cancelled = 0
-            for holder in holders {
-                guard let other = holder.column("device_id")?.string else { continue }
+            for other in holders {
                 cancelled += try cancelUnsent(db, app: device.app, deviceID: other, reason: "token_reassigned", now: device.updatedAt)
-                _ = try db.rows("DELETE FROM devices WHERE app = ? AND device_id = ?", [.text(device.app), .text(other)])
             }
             let stored = device.registered(over: existing, tokenReassigned: !holders.isEmpty)
-            let report = stored.lastReport
-            _ = try db.rows("""
-                INSERT OR REPLACE INTO devices (\(Self.deviceColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, NULL, NULL, ?, ?, ?, ?, ?)
-                """, [.text(stored.app), .text(stored.deviceID), .text(stored.userID), .text(stored.apnsToken), .text(stored.environment.rawValue),
-                      .text(String(decoding: stored.keyRecord, as: UTF8.self)), .text(stored.keyID), .integer(Int(stored.createdAt)),
-                      .integer(Int(stored.updatedAt)), .integer(Int(stored.registeredAt)), .integer(stored.tokenReassigned ? 1 : 0),
-                      report.map { .text($0.reason) } ?? .null, report?.kid.map { .text($0) } ?? .null,
-                      report.map { .integer($0.count) } ?? .null, report.map { .integer(Int($0.at)) } ?? .null])
-            _ = try db.rows("INSERT OR IGNORE INTO known_users (app, user_id) VALUES (?, ?)", [.text(device.app), .text(device.userID)])
+            _ = try db.run(Self.store.upsertDevice, StoreQueries.upsertDeviceBinds(stored))
+            _ = try db.run(Self.store.knowUser, [.text(device.app), .text(device.userID)])
             return (stored, existing == nil, cancelled)
         }
     }
@@ -348,18 +336,9 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     public func listDevices(app: String, state: DeviceState?, since: Int64?, after: (Int64, String)?, limit: Int) async throws -> [DeviceRecord] {
-        var sql = "SELECT \(Self.deviceColumns) FROM devices WHERE app = ?"
-        var binds: [SQLiteValue] = [.text(app)]
-        if let state { sql += " AND state = ?"; binds.append(.text(state.rawValue)) }
-        if let since { sql += " AND updated_at >= ?"; binds.append(.integer(Int(since))) }
-        if let after {
-            sql += " AND (updated_at > ? OR (updated_at = ? AND device_id > ?))"
-            binds += [.integer(Int(after.0)), .integer(Int(after.0)), .text(after.1)]
-        }
-        sql += " ORDER BY updated_at, device_id LIMIT ?"
-        binds.append(.integer(limit))
-        let query = sql, values = binds
-        return try await read { db in try db.rows(query, values, cached: false).compactMap(Self.device) }
+        let (sql, binds) = StoreQueries.listDevices(.sqlite, app: app, state: state, since: since, after: after, limit: limit)
+        let values = binds.map(SQLiteValue.init)
+        return try await read { db in try db.rows(sql, values, cached: false).compactMap(Self.device) }
     }
 
     public func devices(app: String, ids: [String]) async throws -> [DeviceRecord] {
