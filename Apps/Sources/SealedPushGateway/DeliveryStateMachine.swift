@@ -56,8 +56,8 @@ enum DeliveryStateMachine {
     /// The changes `outcome` makes to `current` (nil: the delivery is gone), claimed as `claim`.
     ///
     /// - A lease that is no longer the delivery's current one writes nothing (gateway v1 §9).
-    /// - A delivery that became final meanwhile (its receipt came first) keeps its state: a request that
-    ///   was made is counted and its status recorded, nothing else.
+    /// - A delivery that became final meanwhile (its receipt came first) keeps its state: an APNs answer
+    ///   only sets `apns_status`.
     /// - A queued delivery moves as the outcome says; a retry at or past `expires_at` (or of a `ttl: 0`
     ///   message) ends it `expired` now, not at a later claim; a cancellation asked for while the push was
     ///   in flight ends it `cancelled` unless APNs accepted it or refused it for good.
@@ -75,15 +75,10 @@ enum DeliveryStateMachine {
         case .handBack: (attempted, status) = (false, nil)
         }
         guard row.state == .queued else {
-            // Final meanwhile (delivered by its receipt): an APNs answer that comes after that only records itself.
-            guard attempted || status != nil else {
-                return DeliveryCompletion(row: row, landed: outcome == .handBack, dropsPayload: false, events: [], unregister: nil, pausesApp: false)
-            }
-            if attempted { row.attempts += 1 }
+            // Final meanwhile (delivered by its receipt): an APNs answer that comes after that only sets apns_status
+            // (gateway v1 §5); the lease is released.
             if let status { row.apnsStatus = status }
-            row.updatedAt = now
-            row.seq += 1
-            return DeliveryCompletion(row: row, landed: false, dropsPayload: false, events: [], unregister: nil, pausesApp: false)
+            return DeliveryCompletion(row: row, landed: outcome == .handBack, dropsPayload: false, events: [], unregister: nil, pausesApp: false)
         }
 
         var unregister: DeviceUnregistration?
