@@ -127,7 +127,7 @@ public struct DeliveryWorker: Service {
                 }
                 for claim in claims {
                     do { try await app.inFlight.acquire() } catch {
-                        _ = try? await gateway.store.complete(claim, outcome: .handBack, unregisteredAt: nil, now: gateway.now)
+                        await write(claim, app: app, .handBack)
                         continue
                     }
                     group.addTask {
@@ -198,13 +198,10 @@ public struct DeliveryWorker: Service {
 
     func write(_ claim: ClaimedDelivery, app: AppRuntime, _ outcome: AttemptOutcome, unregisteredAt: Int64? = nil) async {
         do {
-            let changed = try await gateway.store.complete(claim, outcome: outcome, unregisteredAt: unregisteredAt, now: gateway.now)
-            guard changed else { return }
-            switch outcome {
-            case .accepted: gateway.metrics.delivery(app: app.config.id, state: .accepted)
-            case let .final(state, _, _, _): gateway.metrics.delivery(app: app.config.id, state: state)
-            case .retry, .paused, .handBack: break
-            }
+            // The state machine decides the state (a retry past expires_at is expired, a delete that came while the
+            // push was in flight cancels it unless APNs accepted it): count what it wrote.
+            let state = try await gateway.store.completeAttempt(claim, outcome: outcome, unregisteredAt: unregisteredAt, now: gateway.now)
+            if let state, state != .queued { gateway.metrics.delivery(app: app.config.id, state: state) }
         } catch {
             // The lease lapses and the delivery is tried again: at least once.
             gateway.logger.error("cannot record an attempt's outcome; the delivery will be tried again when its lease lapses",
@@ -266,8 +263,8 @@ public struct DeliveryWorker: Service {
         }
     }
 
-    /// The next attempt after exponential backoff with equal jitter, or `expired` when that would be past
-    /// `expires_at` (or the message was `ttl: 0`).
+    /// The next attempt after exponential backoff with equal jitter. One that would be at or past `expires_at`
+    /// (or of a `ttl: 0` message) is written `expired` by `DeliveryStateMachine`, when this attempt is written.
     func retry(_ claim: ClaimedDelivery, status: Int?, reason: String) -> AttemptOutcome {
         let options = gateway.options
         let base = max(1, options.baseRetryDelay.milliseconds)
@@ -275,11 +272,7 @@ public struct DeliveryWorker: Service {
         let exponent = min(claim.attempts, 30)
         let full = min(cap, base << Int64(exponent))
         let delay = full / 2 + Int64.random(in: 0...(full - full / 2))
-        let at = gateway.now + delay
-        if claim.apnsExpiration == 0 || at >= claim.expiresAt {
-            return .final(.expired, status: status, reason: "ttl_expired", attempted: true)
-        }
-        return .retry(at: at, status: status, reason: reason)
+        return .retry(at: gateway.now + delay, status: status, reason: reason)
     }
 }
 

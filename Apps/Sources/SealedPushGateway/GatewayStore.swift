@@ -303,9 +303,10 @@ public protocol GatewayStore: Sendable {
 
     /// Claims up to `limit` due deliveries of `app` under a lease until `leaseUntil`.
     func claimDue(app: String, now: Int64, leaseUntil: Int64, limit: Int) async throws -> [ClaimedDelivery]
-    /// Writes an attempt's outcome if the lease is still the delivery's current one; false otherwise.
-    /// `unregisteredAt` is APNs's 410 timestamp (ms), for the device rule of §4.
-    func complete(_ claim: ClaimedDelivery, outcome: AttemptOutcome, unregisteredAt: Int64?, now: Int64) async throws -> Bool
+    /// Writes an attempt's outcome if the lease is still the delivery's current one, as `DeliveryStateMachine`
+    /// says: the state the outcome left the delivery in, or nil when it did not land (a newer lease holds the
+    /// delivery, or it became final meanwhile). `unregisteredAt` is APNs's 410 timestamp (ms), for the device rule of §4.
+    func completeAttempt(_ claim: ClaimedDelivery, outcome: AttemptOutcome, unregisteredAt: Int64?, now: Int64) async throws -> DeliveryState?
     /// Deletes up to `limit` messages (with their deliveries) that expired before `messagesExpiredBefore`, the
     /// idempotency answers first given before `idempotencyBefore`, and up to `limit` events written before
     /// `eventsBefore` (whatever their state); the number of messages and events deleted.
@@ -354,6 +355,11 @@ public protocol GatewayStore: Sendable {
 extension GatewayStore {
     /// One: a store only this instance uses.
     public var liveInstances: Int { 1 }
+
+    /// Writes an attempt's outcome (`completeAttempt`): whether it landed.
+    public func complete(_ claim: ClaimedDelivery, outcome: AttemptOutcome, unregisteredAt: Int64?, now: Int64) async throws -> Bool {
+        try await completeAttempt(claim, outcome: outcome, unregisteredAt: unregisteredAt, now: now) != nil
+    }
 }
 
 /// What the dashboard shows, per app, from the store: counts only — never a token, device id, user id or body.

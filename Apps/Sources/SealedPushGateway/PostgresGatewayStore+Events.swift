@@ -9,7 +9,7 @@ extension PostgresGatewayStore {
     /// Writes the events of deliveries an UPDATE just changed (its `RETURNING` rows), in the current transaction.
     func insertDeliveryEvents(_ conn: PostgresConnection, _ rows: [PostgresRow], now: Int64) async throws {
         for row in rows {
-            guard let delivery = try Self.delivery(row) else { continue }
+            guard let delivery = Self.delivery(row) else { continue }
             try await insertEvent(conn, GatewayEvents.delivery(delivery, now: now))
         }
     }

@@ -64,71 +64,9 @@ public final class PostgresGatewayStore: GatewayStore {
     /// The highest event position known settled: every event at or below it is committed or rolled back.
     let settledEvents = NIOLockedValueBox<Int64>(0)
 
-    /// The schema versions this build knows, in order: all that are missing are applied in one transaction,
-    /// under an advisory lock, so instances starting together apply each once.
-    static let migrations: [(version: Int, statements: [String])] = [
-        (1, [
-            "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)",
-            "CREATE TABLE settings (name TEXT PRIMARY KEY, value BYTEA NOT NULL)",
-            """
-            CREATE TABLE devices (
-                app TEXT NOT NULL, device_id TEXT NOT NULL, user_id TEXT NOT NULL, apns_token TEXT NOT NULL,
-                environment TEXT NOT NULL, key_record TEXT NOT NULL, key_id TEXT NOT NULL, state TEXT NOT NULL,
-                created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL, registered_at BIGINT NOT NULL,
-                unregistered_at BIGINT, unregistered_reason TEXT, token_reassigned BOOLEAN NOT NULL DEFAULT FALSE,
-                report_reason TEXT, report_kid TEXT, report_count BIGINT, report_at BIGINT,
-                PRIMARY KEY (app, device_id))
-            """,
-            "CREATE UNIQUE INDEX devices_token ON devices(app, environment, apns_token)",
-            "CREATE INDEX devices_user ON devices(app, user_id)",
-            "CREATE INDEX devices_updated ON devices(app, updated_at, device_id)",
-            "CREATE INDEX devices_key ON devices(key_id)",
-            "CREATE TABLE known_users (app TEXT NOT NULL, user_id TEXT NOT NULL, PRIMARY KEY (app, user_id))",
-            "CREATE TABLE messages (message_id TEXT PRIMARY KEY, app TEXT NOT NULL, created_at BIGINT NOT NULL, expires_at BIGINT NOT NULL)",
-            "CREATE INDEX messages_expires ON messages(expires_at, message_id)",
-            """
-            CREATE TABLE deliveries (
-                delivery_id TEXT PRIMARY KEY, app TEXT NOT NULL, message_id TEXT NOT NULL, device_id TEXT NOT NULL,
-                apns_token TEXT NOT NULL, environment TEXT NOT NULL, payload BYTEA NOT NULL, receipt_sha256 BYTEA,
-                priority INTEGER NOT NULL, collapse_id TEXT NOT NULL, apns_expiration BIGINT NOT NULL, expires_at BIGINT NOT NULL,
-                apns_id TEXT NOT NULL, state TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, apns_status INTEGER, reason TEXT,
-                created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL, next_attempt_at BIGINT, accepted_at BIGINT,
-                delivered_at BIGINT, seq BIGINT NOT NULL, lease_until BIGINT, lease_generation BIGINT NOT NULL DEFAULT 0, leased_by TEXT)
-            """,
-            "CREATE INDEX deliveries_due ON deliveries(app, next_attempt_at) WHERE state = 'queued'",
-            "CREATE INDEX deliveries_message ON deliveries(message_id)",
-            "CREATE INDEX deliveries_device ON deliveries(app, device_id) WHERE state = 'queued'",
-            """
-            CREATE TABLE idempotency (app TEXT NOT NULL, key TEXT NOT NULL, body_hmac BYTEA NOT NULL, status INTEGER NOT NULL,
-                response BYTEA NOT NULL, created_at BIGINT NOT NULL, PRIMARY KEY (app, key))
-            """,
-            "CREATE INDEX idempotency_created ON idempotency(created_at)",
-            """
-            CREATE TABLE reports (app TEXT NOT NULL, kid TEXT NOT NULL, reason TEXT NOT NULL, count BIGINT NOT NULL,
-                last_at BIGINT NOT NULL, PRIMARY KEY (app, kid, reason))
-            """,
-            "CREATE TABLE instances (instance_id TEXT PRIMARY KEY, started_at BIGINT NOT NULL, last_seen BIGINT NOT NULL)",
-        ]),
-        // v2: webhook events (gateway v1 §8), written in the transaction of the change that causes them; `position`
-        // (an identity) orders the listing, and claims lease them like deliveries (`lease_generation`, `leased_by`).
-        // What the dashboard's last-day counts look up; when a delivery's `revealed` receipt arrived (reveal v1 §8);
-        // a readable name per instance for the dashboard.
-        (2, [
-            """
-            CREATE TABLE events (
-                position BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, id TEXT NOT NULL UNIQUE, app TEXT NOT NULL,
-                type TEXT NOT NULL, created_at BIGINT NOT NULL, body TEXT NOT NULL, state TEXT NOT NULL DEFAULT 'pending',
-                attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at BIGINT NOT NULL, lease_until BIGINT,
-                lease_generation BIGINT NOT NULL DEFAULT 0, leased_by TEXT)
-            """,
-            "CREATE INDEX events_due ON events(app, next_attempt_at, position) WHERE state = 'pending'",
-            "CREATE INDEX events_app ON events(app, position)",
-            "CREATE INDEX events_created ON events(created_at)",
-            "CREATE INDEX deliveries_created ON deliveries(created_at)",
-            "ALTER TABLE deliveries ADD COLUMN revealed_at BIGINT",
-            "ALTER TABLE instances ADD COLUMN name TEXT",
-        ]),
-    ]
+    /// The schema versions this build knows, in order (`GatewayMigrations`): all that are missing are applied in
+    /// one transaction, under an advisory lock, so instances starting together apply each once.
+    static let migrations = GatewayMigrations.list(for: .postgres)
 
     /// The advisory lock key migrations run under ("SPGW").
     static let migrationLock: Int64 = 0x5350_4757
@@ -398,41 +336,44 @@ public final class PostgresGatewayStore: GatewayStore {
 
     // MARK: Devices
 
-    static let deviceColumns = """
-        app, device_id, user_id, apns_token, environment, key_record, key_id, state, created_at, updated_at, registered_at,
-        unregistered_at, unregistered_reason, token_reassigned, report_reason, report_kid, report_count, report_at
-        """
+    /// The delivery queue's statements (`DeliveryQueries`), in PostgreSQL's dialect.
+    static let queries = DeliveryQueries(.postgres)
+    /// The store's other shared statements (`StoreQueries`), in PostgreSQL's dialect.
+    static let store = StoreQueries(.postgres)
 
-    static func device(_ row: PostgresRow) throws -> DeviceRecord? {
-        let r = row.makeRandomAccess()
-        guard let env = APNsEnvironmentName(rawValue: try r["environment"].decode(String.self)),
-              let state = DeviceState(rawValue: try r["state"].decode(String.self))
-        else { return nil }
-        var report: FailureReportSummary?
-        if let reason = try r["report_reason"].decode(String?.self), let count = try r["report_count"].decode(Int?.self),
-           let at = try r["report_at"].decode(Int64?.self) {
-            report = FailureReportSummary(reason: reason, kid: try r["report_kid"].decode(String?.self), count: count, at: at)
+    /// A device row's columns (`GatewayRows`).
+    static let deviceColumns = GatewayRows.deviceColumns
+
+    /// A device from a row of `deviceColumns` (`GatewayRows`).
+    static func device(_ row: PostgresRow) -> DeviceRecord? { GatewayRows.device(row.makeRandomAccess()) }
+
+    /// Runs one of the shared statements (`DeliveryQueries`) with `binds`.
+    @discardableResult
+    func run(_ conn: PostgresConnection, _ sql: String, _ binds: [SQLValue]) async throws -> [PostgresRow] {
+        var bindings = PostgresBindings(capacity: binds.count)
+        for value in binds {
+            switch value {
+            case let .text(v): bindings.append(v)
+            case let .int(v): bindings.append(v)
+            case let .bytes(v): bindings.append(ByteBuffer(bytes: v))
+            case let .bool(v): bindings.append(v)
+            case .null: bindings.appendNull()
+            }
         }
-        return DeviceRecord(
-            app: try r["app"].decode(String.self), deviceID: try r["device_id"].decode(String.self), userID: try r["user_id"].decode(String.self),
-            apnsToken: try r["apns_token"].decode(String.self), environment: env, keyRecord: Array(try r["key_record"].decode(String.self).utf8),
-            keyID: try r["key_id"].decode(String.self), state: state, createdAt: try r["created_at"].decode(Int64.self),
-            updatedAt: try r["updated_at"].decode(Int64.self), registeredAt: try r["registered_at"].decode(Int64.self),
-            unregisteredAt: try r["unregistered_at"].decode(Int64?.self), unregisteredReason: try r["unregistered_reason"].decode(String?.self),
-            tokenReassigned: try r["token_reassigned"].decode(Bool.self), lastReport: report)
+        return try await conn.rows(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger)
     }
 
     func devices(_ conn: PostgresConnection, _ query: PostgresQuery) async throws -> [DeviceRecord] {
         try await conn.rows(query, logger: logger).compactMap(Self.device)
     }
 
-    /// Cancels a device's unsent deliveries, with their events; how many.
+    /// Cancels a device's unsent deliveries, with their events; how many. One whose push is in flight (under a
+    /// lease) is sent: it keeps the cancellation for when its attempt is written (`DeliveryStateMachine`).
     func cancelUnsent(_ conn: PostgresConnection, app: String, deviceID: String, reason: String, now: Int64) async throws -> Int {
-        let rows = try await conn.rows("""
-            UPDATE deliveries SET state = 'cancelled', reason = \(reason), updated_at = \(now), next_attempt_at = NULL, seq = seq + 1,
-                payload = '\\x'::bytea, lease_until = NULL, leased_by = NULL
-            WHERE app = \(app) AND device_id = \(deviceID) AND state = 'queued' RETURNING \(unescaped: Self.deliveryColumns)
-            """, logger: logger)
+        // First every queued row is marked (and locked until the commit: an attempt being written, or a claim, waits or
+        // is waited for), then those not in flight are cancelled.
+        try await run(conn, Self.queries.markDeviceCancelled, [.text(reason), .text(app), .text(deviceID)])
+        let rows = try await run(conn, Self.queries.cancelDevice, [.int(now), .text(app), .text(deviceID), .int(now)])
         try await insertDeliveryEvents(conn, rows, now: now)
         return rows.count
     }
@@ -441,57 +382,37 @@ public final class PostgresGatewayStore: GatewayStore {
         try await transaction { [self] conn in
             // One registration at a time per user (the device limit) and per token (its uniqueness), across
             // instances; always user first, then token, so two registrations never wait on each other in a cycle.
-            try await conn.rows("SELECT pg_advisory_xact_lock(1, hashtext(\(device.app + "\u{1}" + device.userID)))", logger: logger)
-            try await conn.rows("""
-                SELECT pg_advisory_xact_lock(2, hashtext(\(device.app + "\u{1}" + device.environment.rawValue + "\u{1}" + device.apnsToken)))
-                """, logger: logger)
-            let existing = try await devices(conn, """
-                SELECT \(unescaped: Self.deviceColumns) FROM devices WHERE app = \(device.app) AND device_id = \(device.deviceID) FOR UPDATE
-                """).first
+            for (lock, key) in zip(Self.store.registrationLocks, [device.app + "\u{1}" + device.userID,
+                                                                 device.app + "\u{1}" + device.environment.rawValue + "\u{1}" + device.apnsToken]) {
+                try await run(conn, lock, [.text(key)])
+            }
+            let existing = try await run(conn, Self.store.deviceForUpdate, [.text(device.app), .text(device.deviceID)]).first.flatMap(Self.device)
             if existing?.userID != device.userID {
-                let count = try await conn.rows("SELECT COUNT(*) AS n FROM devices WHERE app = \(device.app) AND user_id = \(device.userID)",
-                                                 logger: logger).first?.makeRandomAccess()["n"].decode(Int.self) ?? 0
+                let count = try await run(conn, Self.store.countUserDevices, [.text(device.app), .text(device.userID)]).first?.makeRandomAccess().int(0) ?? 0
                 if count >= maxDevicesPerUser { throw DeviceRegistrationRefusal.tooManyDevices(limit: maxDevicesPerUser) }
             }
-            let holders = try await conn.rows("""
-                DELETE FROM devices WHERE app = \(device.app) AND environment = \(device.environment.rawValue)
-                    AND apns_token = \(device.apnsToken) AND device_id <> \(device.deviceID)
-                RETURNING device_id
-                """, logger: logger).map { try $0.makeRandomAccess()["device_id"].decode(String.self) }
+            let holders = try await run(conn, Self.store.takeToken, [.text(device.app), .text(device.environment.rawValue), .text(device.apnsToken),
+                                                                    .text(device.deviceID)]).compactMap { $0.makeRandomAccess().text(0) }
             var cancelled = 0
             for other in holders {
                 cancelled += try await cancelUnsent(conn, app: device.app, deviceID: other, reason: "token_reassigned", now: device.updatedAt)
             }
             let stored = device.registered(over: existing, tokenReassigned: !holders.isEmpty)
-            let report = stored.lastReport
-            try await conn.rows("""
-                INSERT INTO devices (\(unescaped: Self.deviceColumns)) VALUES (\(stored.app), \(stored.deviceID), \(stored.userID),
-                    \(stored.apnsToken), \(stored.environment.rawValue), \(String(decoding: stored.keyRecord, as: UTF8.self)), \(stored.keyID),
-                    'active', \(stored.createdAt), \(stored.updatedAt), \(stored.registeredAt), NULL, NULL, \(stored.tokenReassigned),
-                    \(report?.reason), \(report?.kid), \(report.map { Int64($0.count) }), \(report?.at))
-                ON CONFLICT (app, device_id) DO UPDATE SET user_id = excluded.user_id, apns_token = excluded.apns_token,
-                    environment = excluded.environment, key_record = excluded.key_record, key_id = excluded.key_id, state = 'active',
-                    created_at = excluded.created_at, updated_at = excluded.updated_at, registered_at = excluded.registered_at,
-                    unregistered_at = NULL, unregistered_reason = NULL, token_reassigned = excluded.token_reassigned,
-                    report_reason = excluded.report_reason, report_kid = excluded.report_kid, report_count = excluded.report_count,
-                    report_at = excluded.report_at
-                """, logger: logger)
-            try await conn.rows("INSERT INTO known_users (app, user_id) VALUES (\(device.app), \(device.userID)) ON CONFLICT DO NOTHING",
-                                 logger: logger)
+            try await run(conn, Self.store.upsertDevice, StoreQueries.upsertDeviceBinds(stored))
+            try await run(conn, Self.store.knowUser, [.text(device.app), .text(device.userID)])
             return (stored, existing == nil, cancelled)
         }
     }
 
     public func device(app: String, deviceID: String) async throws -> DeviceRecord? {
         try await read { [self] conn in
-            try await devices(conn, "SELECT \(unescaped: Self.deviceColumns) FROM devices WHERE app = \(app) AND device_id = \(deviceID)").first
+            try await run(conn, Self.store.device, [.text(app), .text(deviceID)]).first.flatMap(Self.device)
         }
     }
 
     public func deleteDevice(app: String, deviceID: String, now: Int64) async throws -> Int? {
         try await transaction { [self] conn in
-            let rows = try await conn.rows("DELETE FROM devices WHERE app = \(app) AND device_id = \(deviceID) RETURNING device_id", logger: logger)
-                
+            let rows = try await run(conn, Self.store.deleteDevice, [.text(app), .text(deviceID)])
             guard !rows.isEmpty else { return nil }
             return try await cancelUnsent(conn, app: app, deviceID: deviceID, reason: "device_deleted", now: now)
         }
@@ -499,22 +420,19 @@ public final class PostgresGatewayStore: GatewayStore {
 
     public func userDevices(app: String, userID: String) async throws -> [DeviceRecord] {
         try await read { [self] conn in
-            try await devices(conn, """
-                SELECT \(unescaped: Self.deviceColumns) FROM devices WHERE app = \(app) AND user_id = \(userID) ORDER BY updated_at, device_id
-                """)
+            try await run(conn, Self.store.userDevices, [.text(app), .text(userID)]).compactMap(Self.device)
         }
     }
 
     public func userIsKnown(app: String, userID: String) async throws -> Bool {
         try await read { [self] conn in
-            try await !conn.rows("SELECT 1 AS k FROM known_users WHERE app = \(app) AND user_id = \(userID)", logger: logger).isEmpty
+            try await !run(conn, Self.store.userIsKnown, [.text(app), .text(userID)]).isEmpty
         }
     }
 
     public func deleteUserDevices(app: String, userID: String, now: Int64) async throws -> (devices: Int, cancelled: Int) {
         try await transaction { [self] conn in
-            let ids = try await conn.rows("DELETE FROM devices WHERE app = \(app) AND user_id = \(userID) RETURNING device_id", logger: logger)
-                .map { try $0.makeRandomAccess()["device_id"].decode(String.self) }
+            let ids = try await run(conn, Self.store.deleteUserDevices, [.text(app), .text(userID)]).compactMap { $0.makeRandomAccess().text(0) }
             var cancelled = 0
             for id in ids { cancelled += try await cancelUnsent(conn, app: app, deviceID: id, reason: "device_deleted", now: now) }
             return (ids.count, cancelled)
@@ -522,26 +440,8 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     public func listDevices(app: String, state: DeviceState?, since: Int64?, after: (Int64, String)?, limit: Int) async throws -> [DeviceRecord] {
-        var sql = "SELECT \(Self.deviceColumns) FROM devices WHERE app = $1"
-        var binds = PostgresBindings()
-        binds.append(app)
-        if let state {
-            binds.append(state.rawValue)
-            sql += " AND state = $\(binds.count)"
-        }
-        if let since {
-            binds.append(since)
-            sql += " AND updated_at >= $\(binds.count)"
-        }
-        if let after {
-            binds.append(after.0)
-            binds.append(after.1)
-            sql += " AND (updated_at, device_id) > ($\(binds.count - 1), $\(binds.count))"
-        }
-        binds.append(Int64(limit))
-        sql += " ORDER BY updated_at, device_id LIMIT $\(binds.count)"
-        let query = PostgresQuery(unsafeSQL: sql, binds: binds)
-        return try await read { [self] conn in try await devices(conn, query) }
+        let (sql, binds) = StoreQueries.listDevices(.postgres, app: app, state: state, since: since, after: after, limit: limit)
+        return try await read { [self] conn in try await run(conn, sql, binds).compactMap(Self.device) }
     }
 
     public func devices(app: String, ids: [String]) async throws -> [DeviceRecord] {
@@ -630,48 +530,28 @@ public final class PostgresGatewayStore: GatewayStore {
         try await transaction { [self] conn in _ = try await upsertIdempotency(conn, app: app, key: key, answer: answer) }
     }
 
-    static let deliveryColumns = """
-        delivery_id, app, message_id, device_id, state, attempts, apns_id, apns_status, reason, created_at, updated_at,
-        next_attempt_at, accepted_at, delivered_at, revealed_at, seq
-        """
+    /// A delivery row's columns (`GatewayRows`).
+    static let deliveryColumns = GatewayRows.deliveryColumns
 
-    static func delivery(_ row: PostgresRow) throws -> DeliveryRecord? {
-        let r = row.makeRandomAccess()
-        guard let state = DeliveryState(rawValue: try r["state"].decode(String.self)) else { return nil }
-        return DeliveryRecord(
-            deliveryID: try r["delivery_id"].decode(String.self), app: try r["app"].decode(String.self),
-            messageID: try r["message_id"].decode(String.self), deviceID: try r["device_id"].decode(String.self), state: state,
-            attempts: try r["attempts"].decode(Int.self), apnsID: try r["apns_id"].decode(String.self),
-            apnsStatus: try r["apns_status"].decode(Int?.self), reason: try r["reason"].decode(String?.self),
-            createdAt: try r["created_at"].decode(Int64.self), updatedAt: try r["updated_at"].decode(Int64.self),
-            nextAttemptAt: try r["next_attempt_at"].decode(Int64?.self), acceptedAt: try r["accepted_at"].decode(Int64?.self),
-            deliveredAt: try r["delivered_at"].decode(Int64?.self), revealedAt: try r["revealed_at"].decode(Int64?.self),
-            seq: try r["seq"].decode(Int64.self))
-    }
+    /// A delivery from a row of `deliveryColumns` (`GatewayRows`).
+    static func delivery(_ row: PostgresRow) -> DeliveryRecord? { GatewayRows.delivery(row.makeRandomAccess()) }
 
     public func message(app: String, messageID: String) async throws -> (createdAt: Int64, expiresAt: Int64, deliveries: [DeliveryRecord])? {
         try await read { [self] conn in
-            guard let row = try await conn.rows("""
-                SELECT created_at, expires_at FROM messages WHERE app = \(app) AND message_id = \(messageID)
-                """, logger: logger).first?.makeRandomAccess()
+            guard let row = try await run(conn, Self.store.message, [.text(app), .text(messageID)]).first?.makeRandomAccess(),
+                  let created = row.int(0), let expires = row.int(1)
             else { return nil }
-            let deliveries = try await conn.rows("""
-                SELECT \(unescaped: Self.deliveryColumns) FROM deliveries WHERE message_id = \(messageID) ORDER BY device_id, delivery_id
-                """, logger: logger).compactMap(Self.delivery)
-            return (try row["created_at"].decode(Int64.self), try row["expires_at"].decode(Int64.self), deliveries)
+            return (created, expires, try await run(conn, Self.store.messageDeliveries, [.text(messageID)]).compactMap(Self.delivery))
         }
     }
 
     public func cancelMessage(app: String, messageID: String, now: Int64) async throws -> Int? {
         try await transaction { [self] conn in
-            guard try await !conn.rows("SELECT 1 AS k FROM messages WHERE app = \(app) AND message_id = \(messageID)", logger: logger)
-                .isEmpty
-            else { return nil }
-            let rows = try await conn.rows("""
-                UPDATE deliveries SET state = 'cancelled', reason = 'message_deleted', updated_at = \(now), next_attempt_at = NULL,
-                    seq = seq + 1, payload = '\\x'::bytea, lease_until = NULL, leased_by = NULL
-                WHERE message_id = \(messageID) AND state = 'queued' RETURNING \(unescaped: Self.deliveryColumns)
-                """, logger: logger)
+            guard try await !run(conn, Self.store.messageExists, [.text(app), .text(messageID)]).isEmpty else { return nil }
+            // Gateway v1 §5: a push in flight (under a lease) is sent and ends as APNs answers; the others are cancelled now.
+            // First every queued row is marked (and locked until the commit), then those not in flight are cancelled.
+            try await run(conn, Self.queries.markMessageCancelled, [.text(messageID)])
+            let rows = try await run(conn, Self.queries.cancelMessage, [.int(now), .text(messageID), .int(now)])
             try await insertDeliveryEvents(conn, rows, now: now)
             return rows.count
         }
@@ -680,26 +560,32 @@ public final class PostgresGatewayStore: GatewayStore {
     // MARK: The queue
 
     public func claimDue(app: String, now: Int64, leaseUntil: Int64, limit: Int) async throws -> [ClaimedDelivery] {
-        let claims = try await transaction { [self] conn in
-            try await conn.rows("""
-                UPDATE deliveries d SET lease_until = \(leaseUntil), lease_generation = d.lease_generation + 1, leased_by = \(instanceID)
-                FROM (SELECT delivery_id FROM deliveries
-                      WHERE app = \(app) AND state = 'queued' AND next_attempt_at <= \(now) AND (lease_until IS NULL OR lease_until < \(now))
-                      ORDER BY next_attempt_at LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED) due
-                WHERE d.delivery_id = due.delivery_id
-                RETURNING d.delivery_id, d.app, d.device_id, d.apns_token, d.environment, d.payload, d.priority, d.collapse_id,
-                          d.apns_expiration, d.expires_at, d.apns_id, d.attempts, d.lease_generation
-                """, logger: logger).compactMap { row -> ClaimedDelivery? in
+        let (claims, unreadable) = try await transaction { [self] conn in
+            var claims: [ClaimedDelivery] = []
+            var unreadable: [(id: String, column: String)] = []
+            for row in try await run(conn, Self.queries.claim, [.int(leaseUntil), .text(instanceID), .text(app), .int(now), .int(now), .int(limit)]) {
                 let r = row.makeRandomAccess()
-                guard let env = APNsEnvironmentName(rawValue: try r["environment"].decode(String.self)) else { return nil }
-                return ClaimedDelivery(
-                    deliveryID: try r["delivery_id"].decode(String.self), app: try r["app"].decode(String.self),
-                    deviceID: try r["device_id"].decode(String.self), apnsToken: try r["apns_token"].decode(String.self), environment: env,
-                    payload: Array(try r["payload"].decode(ByteBuffer.self).readableBytesView), priority: try r["priority"].decode(Int.self),
-                    collapseID: try r["collapse_id"].decode(String.self), apnsExpiration: try r["apns_expiration"].decode(Int64.self),
-                    expiresAt: try r["expires_at"].decode(Int64.self), apnsID: try r["apns_id"].decode(String.self),
-                    attempts: try r["attempts"].decode(Int.self), generation: try r["lease_generation"].decode(Int64.self))
+                if let id = r.text(0), let cancel = r.text(13) {
+                    // Deleted while an attempt was in flight, whose instance ended before writing it: never sent again.
+                    try await endClaimed(conn, deliveryID: id, state: .cancelled, reason: cancel, now: now)
+                    continue
+                }
+                switch GatewayRows.claimed(r) {
+                case let .success(claim):
+                    claims.append(claim)
+                case let .failure(column):
+                    // Never leased and left unsent (nor the whole claim failed, every second): it ends now, and the
+                    // rest of the batch goes on.
+                    guard let id = r.text(0) else { continue }
+                    try await endClaimed(conn, deliveryID: id, state: .rejected, reason: "undecodable_record", now: now)
+                    unreadable.append((id, column.name))
+                }
             }
+            return (claims, unreadable)
+        }
+        for (id, column) in unreadable {
+            logger.error("a claimed delivery's row cannot be read; it ends rejected (undecodable_record) and is not sent",
+                         metadata: ["app": "\(app)", "delivery_id": "\(id)", "column": "\(column)"])
         }
         held.withLockedValue { h in
             for claim in claims { h.claims[claim.deliveryID] = claim.generation }
@@ -708,80 +594,43 @@ public final class PostgresGatewayStore: GatewayStore {
         return claims
     }
 
-    public func complete(_ claim: ClaimedDelivery, outcome: AttemptOutcome, unregisteredAt: Int64?, now: Int64) async throws -> Bool {
+    /// Ends a delivery the claim just leased without sending it (`state` final), with its event.
+    func endClaimed(_ conn: PostgresConnection, deliveryID: String, state: DeliveryState, reason: String, now: Int64) async throws {
+        let rows = try await run(conn, Self.queries.endClaimed, [.text(state.rawValue), .text(reason), .int(now), .text(deliveryID)])
+        try await insertDeliveryEvents(conn, rows, now: now)
+    }
+
+    public func completeAttempt(_ claim: ClaimedDelivery, outcome: AttemptOutcome, unregisteredAt: Int64?, now: Int64) async throws -> DeliveryState? {
         // Whatever happens below, this instance stops renewing the lease: if the write fails, the lease lapses
         // and the delivery is tried again (at least once).
         held.withLockedValue { h in
             if h.claims[claim.deliveryID] == claim.generation { h.claims[claim.deliveryID] = nil }
         }
-        let id = claim.deliveryID, generation = claim.generation
         return try await transaction { [self] conn in
-            var rows: [PostgresRow]
-            var status: Int?
-            switch outcome {
-            case .handBack:
-                rows = try await conn.rows("""
-                    UPDATE deliveries SET lease_until = NULL, leased_by = NULL WHERE delivery_id = \(id) AND lease_generation = \(generation)
-                    RETURNING seq
-                    """, logger: logger)
-            case let .accepted(s):
-                status = s
-                rows = try await conn.rows("""
-                    UPDATE deliveries SET state = 'accepted', attempts = attempts + 1, apns_status = \(Int32(s)), reason = NULL,
-                        accepted_at = \(now), updated_at = \(now), next_attempt_at = NULL, lease_until = NULL, leased_by = NULL,
-                        seq = seq + 1, payload = '\\x'::bytea
-                    WHERE delivery_id = \(id) AND lease_generation = \(generation) AND state = 'queued'
-                    RETURNING \(unescaped: Self.deliveryColumns)
-                    """, logger: logger)
-                try await insertDeliveryEvents(conn, rows, now: now)
-            case let .retry(at, s, reason):
-                status = s
-                rows = try await conn.rows("""
-                    UPDATE deliveries SET attempts = attempts + 1, apns_status = \(s.map(Int32.init)), reason = \(reason), updated_at = \(now),
-                        next_attempt_at = \(at), lease_until = NULL, leased_by = NULL, seq = seq + 1
-                    WHERE delivery_id = \(id) AND lease_generation = \(generation) AND state = 'queued' RETURNING seq
-                    """, logger: logger)
-            case let .final(state, s, reason, attempted):
-                status = s
-                rows = try await conn.rows("""
-                    UPDATE deliveries SET state = \(state.rawValue), attempts = attempts + \(Int32(attempted ? 1 : 0)),
-                        apns_status = \(s.map(Int32.init)), reason = \(reason), updated_at = \(now), next_attempt_at = NULL,
-                        lease_until = NULL, leased_by = NULL, seq = seq + 1, payload = '\\x'::bytea
-                    WHERE delivery_id = \(id) AND lease_generation = \(generation) AND state = 'queued'
-                    RETURNING \(unescaped: Self.deliveryColumns)
-                    """, logger: logger)
-                try await insertDeliveryEvents(conn, rows, now: now)
-                if state == .unregistered, !rows.isEmpty {
-                    let devices = try await devices(conn, """
-                        UPDATE devices SET state = 'unregistered', unregistered_at = \(now), unregistered_reason = \(reason), updated_at = \(now)
-                        WHERE app = \(claim.app) AND environment = \(claim.environment.rawValue) AND apns_token = \(claim.apnsToken)
-                            AND state = 'active' AND registered_at < \(unregisteredAt ?? now + 1)
-                        RETURNING \(unescaped: Self.deviceColumns)
-                        """)
-                    for device in devices { try await insertEvent(conn, GatewayEvents.deviceUnregistered(device, now: now)) }
-                }
-            case let .paused(s, _):
-                status = s
-                rows = try await conn.rows("""
-                    UPDATE deliveries SET apns_status = \(s.map(Int32.init)), reason = 'credentials_paused', updated_at = \(now),
-                        lease_until = NULL, leased_by = NULL, seq = seq + 1
-                    WHERE delivery_id = \(id) AND lease_generation = \(generation) AND state = 'queued' RETURNING seq
-                    """, logger: logger)
-                // The app's other queued deliveries wait for the same reason (gateway v1 §6).
-                try await conn.rows("""
-                    UPDATE deliveries SET reason = 'credentials_paused'
-                    WHERE app = \(claim.app) AND state = 'queued' AND reason IS DISTINCT FROM 'credentials_paused'
-                    """, logger: logger)
-            }
-            if rows.isEmpty, let status {
-                // Delivered (its receipt came first) or cancelled meanwhile: the answer only sets apns_status.
-                try await conn.rows("""
-                    UPDATE deliveries SET apns_status = \(Int32(status)), lease_until = NULL, leased_by = NULL
-                    WHERE delivery_id = \(id) AND lease_generation = \(generation)
-                    """, logger: logger)
-            }
-            return !rows.isEmpty
+            // Locked until the commit: a receipt or a DELETE on another instance waits for this write, or this for theirs.
+            let current = try await run(conn, Self.queries.completeRead, [.text(claim.deliveryID)]).first
+                .flatMap { GatewayRows.leasedDelivery($0.makeRandomAccess()) }
+            let change = DeliveryStateMachine.complete(current, claim: claim, outcome: outcome, unregisteredAt: unregisteredAt, now: now)
+            try await write(conn, change)
+            return change.landedState
         }
+    }
+
+    /// Writes what the state machine decided (which checked the lease generation against the row read and locked
+    /// in this transaction): the row (its lease released), the events, the device APNs unregistered, the app's pause.
+    func write(_ conn: PostgresConnection, _ change: DeliveryCompletion) async throws {
+        guard let row = change.row else { return }
+        try await run(conn, Self.queries.completeWrite, DeliveryQueries.completeWriteBinds(row, dropsPayload: change.dropsPayload))
+        for event in change.events { try await insertEvent(conn, event) }
+        if let gone = change.unregister {
+            let devices = try await run(conn, Self.queries.unregisterDevices, [
+                .int(gone.at), .text(gone.reason), .int(gone.at), .text(gone.app), .text(gone.environment.rawValue),
+                .text(gone.apnsToken), .int(gone.registeredBefore),
+            ]).compactMap(Self.device)
+            for device in devices { try await insertEvent(conn, GatewayEvents.deviceUnregistered(device, now: gone.at)) }
+        }
+        // The app's other queued deliveries wait for the same reason (gateway v1 §6).
+        if change.pausesApp { try await run(conn, Self.queries.pauseApp, [.text(row.app)]) }
     }
 
     public func prune(messagesExpiredBefore: Int64, idempotencyBefore: Int64, eventsBefore: Int64, limit: Int) async throws -> Int {
@@ -804,19 +653,17 @@ public final class PostgresGatewayStore: GatewayStore {
 
     public func nextDue(app: String) async throws -> Int64? {
         try await read { [self] conn in
-            try await conn.rows("SELECT MIN(next_attempt_at) AS t FROM deliveries WHERE app = \(app) AND state = 'queued'", logger: logger)
-                .first?.makeRandomAccess()["t"].decode(Int64?.self)
+            try await run(conn, Self.store.nextDue, [.text(app)]).first?.makeRandomAccess().int(0)
         }
     }
 
     public func queueDepths() async throws -> [String: QueueDepth] {
         try await read { [self] conn in
             var out: [String: QueueDepth] = [:]
-            for row in try await conn.rows("""
-                SELECT app, COUNT(*) AS n, MIN(created_at) AS oldest FROM deliveries WHERE state = 'queued' GROUP BY app
-                """, logger: logger) {
+            for row in try await run(conn, Self.store.queueDepths, []) {
                 let r = row.makeRandomAccess()
-                out[try r["app"].decode(String.self)] = QueueDepth(queued: try r["n"].decode(Int.self), oldestCreatedAt: try r["oldest"].decode(Int64?.self))
+                guard let app = r.text(0) else { continue }
+                out[app] = QueueDepth(queued: Int(r.int(1) ?? 0), oldestCreatedAt: r.int(2))
             }
             return out
         }
@@ -826,60 +673,39 @@ public final class PostgresGatewayStore: GatewayStore {
 
     public func recordReceipt(messageID: String, tokenSHA256: [UInt8], revealed: Bool, now: Int64) async throws -> ReceiptResult {
         try await transaction { [self] conn in
-            let rows = try await conn.rows("""
-                SELECT delivery_id, app, state, receipt_sha256 FROM deliveries WHERE message_id = \(messageID) FOR UPDATE
-                """, logger: logger)
-            guard !rows.isEmpty else { return .unknownID }
-            var match: (id: String, app: String, state: DeliveryState)?
-            for row in rows {
-                let r = row.makeRandomAccess()
-                guard let hash = try r["receipt_sha256"].decode(ByteBuffer?.self),
-                      let state = DeliveryState(rawValue: try r["state"].decode(String.self))
-                else { continue }
-                if constantTimeEquals(Array(hash.readableBytesView), tokenSHA256) {
-                    match = (try r["delivery_id"].decode(String.self), try r["app"].decode(String.self), state)
-                }
+            // One row, found through deliveries_receipt and locked alone: a receipt never waits for (nor blocks) the
+            // other deliveries of its message. Looked up by the hash itself: only SHA-256 of a random 32-byte token is
+            // stored, so how long the lookup takes says nothing that helps forge a token.
+            guard let row = try await run(conn, Self.queries.receipt, [.text(messageID), .bytes(tokenSHA256)]).first?.makeRandomAccess(),
+                  let id = row.text(0), let app = row.text(1), let state = row.text(2).flatMap(DeliveryState.init(rawValue:))
+            else {
+                return try await run(conn, Self.queries.anyDelivery, [.text(messageID)]).isEmpty ? .unknownID : .wrongToken
             }
-            guard let match else { return .wrongToken }
             var changed = false
-            switch match.state {
+            switch state {
             case .queued, .accepted, .expired, .cancelled:
-                let rows = try await conn.rows("""
-                    UPDATE deliveries SET state = 'delivered', delivered_at = \(now), updated_at = \(now), next_attempt_at = NULL,
-                        seq = seq + 1, payload = '\\x'::bytea
-                    WHERE delivery_id = \(match.id) RETURNING \(unescaped: Self.deliveryColumns)
-                    """, logger: logger)
-                try await insertDeliveryEvents(conn, rows, now: now)
+                try await insertDeliveryEvents(conn, try await run(conn, Self.queries.deliver, [.int(now), .int(now), .text(id)]), now: now)
                 changed = true
             default:
                 break
             }
             if revealed {
                 // Reveal v1 §8: the first `revealed` receipt sets revealed_at (delivery.revealed); repeats change nothing.
-                let rows = try await conn.rows("""
-                    UPDATE deliveries SET revealed_at = \(now), updated_at = \(now), seq = seq + 1
-                    WHERE delivery_id = \(match.id) AND revealed_at IS NULL RETURNING \(unescaped: Self.deliveryColumns)
-                    """, logger: logger)
-                for row in rows {
-                    if let d = try Self.delivery(row) { try await insertEvent(conn, GatewayEvents.revealed(d, now: now)) }
+                for row in try await run(conn, Self.queries.reveal, [.int(now), .int(now), .text(id)]) {
+                    if let d = Self.delivery(row) { try await insertEvent(conn, GatewayEvents.revealed(d, now: now)) }
                 }
             }
-            return .matched(app: match.app, changed: changed)
+            return .matched(app: app, changed: changed)
         }
     }
 
     public func recordReport(app: String, kid: String?, reason: String, count: Int, now: Int64) async throws -> [String] {
         guard let kid else { return [] }
         return try await transaction { [self] conn in
-            let apps = Set(try await conn.rows("""
-                UPDATE devices SET report_reason = \(reason), report_kid = \(kid), report_count = \(Int64(count)), report_at = \(now)
-                WHERE key_id = \(kid) AND app = \(app) RETURNING app
-                """, logger: logger).map { try $0.makeRandomAccess()["app"].decode(String.self) })
+            let rows = try await run(conn, Self.store.reportOnDevices, [.text(reason), .text(kid), .int(count), .int(now), .text(kid), .text(app)])
+            let apps = Set(rows.compactMap { $0.makeRandomAccess().text(0) })
             for app in apps.sorted() {
-                try await conn.rows("""
-                    INSERT INTO reports (app, kid, reason, count, last_at) VALUES (\(app), \(kid), \(reason), \(Int64(count)), \(now))
-                    ON CONFLICT (app, kid, reason) DO UPDATE SET count = LEAST(reports.count + excluded.count, 1000000000), last_at = excluded.last_at
-                    """, logger: logger)
+                try await run(conn, Self.store.countReport, [.text(app), .text(kid), .text(reason), .int(count), .int(now)])
             }
             return apps.sorted()
         }
@@ -980,6 +806,13 @@ struct PostgresURL {
         }
         return String(decoding: out, as: UTF8.self)
     }
+}
+
+extension PostgresRandomAccessRow: SQLRow {
+    func text(_ index: Int) -> String? { (try? self[index].decode(String?.self)) ?? nil }
+    func int(_ index: Int) -> Int64? { (try? self[index].decode(Int64?.self)) ?? nil }
+    func bytes(_ index: Int) -> [UInt8]? { ((try? self[index].decode(ByteBuffer?.self)) ?? nil).map { Array($0.readableBytesView) } }
+    func bool(_ index: Int) -> Bool? { (try? self[index].decode(Bool?.self)) ?? nil }
 }
 
 extension PostgresConnection {

@@ -9,14 +9,14 @@ extension SQLiteGatewayStore {
     public func claimEvents(app: String, now: Int64, leaseUntil: Int64, limit: Int) async throws -> [ClaimedEvent] {
         try await transaction { db in
             try db.rows("""
-                UPDATE events SET lease_until = ?, generation = generation + 1
+                UPDATE events SET lease_until = ?, lease_generation = lease_generation + 1
                 WHERE position IN (SELECT position FROM events WHERE app = ? AND state = 'pending' AND next_attempt_at <= ?
                                    AND (lease_until IS NULL OR lease_until < ?) ORDER BY position LIMIT ?)
-                RETURNING id, app, created_at, body, attempts, generation
+                RETURNING id, app, created_at, body, attempts, lease_generation
                 """, [.integer(Int(leaseUntil)), .text(app), .integer(Int(now)), .integer(Int(now)), .integer(limit)]).compactMap { row in
                 guard let id = row.column("id")?.string, let app = row.column("app")?.string, let created = row.column("created_at")?.integer,
                       let body = row.column("body")?.string, let attempts = row.column("attempts")?.integer,
-                      let generation = row.column("generation")?.integer
+                      let generation = row.column("lease_generation")?.integer
                 else { return nil }
                 return ClaimedEvent(id: id, app: app, createdAt: Int64(created), body: Array(body.utf8), attempts: attempts, generation: Int64(generation))
             }.sorted { $0.createdAt < $1.createdAt }
@@ -39,7 +39,7 @@ extension SQLiteGatewayStore {
             case .handBack:
                 sql = "UPDATE events SET lease_until = NULL"
             }
-            return try !db.rows(sql + " WHERE id = ? AND generation = ? AND state = 'pending' RETURNING 1 AS k", binds + key).isEmpty
+            return try !db.rows(sql + " WHERE id = ? AND lease_generation = ? AND state = 'pending' RETURNING 1 AS k", binds + key).isEmpty
         }
     }
 

@@ -35,100 +35,20 @@ public final class SQLiteGatewayStore: GatewayStore {
     let lockFD: Int32
     /// The database file.
     public let path: String
+    /// Where a row that cannot be read is reported (never with a token, key or payload).
+    let logger: Logger
 
-    /// The schema versions this build knows, in order: each is applied once, in its own transaction.
-    static let migrations: [(version: Int, statements: [String])] = [
-        (1, [
-            "CREATE TABLE settings (name TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL)",
-            """
-            CREATE TABLE devices (
-                app TEXT NOT NULL, device_id TEXT NOT NULL, user_id TEXT NOT NULL, apns_token TEXT NOT NULL,
-                environment TEXT NOT NULL, key_record TEXT NOT NULL, key_id TEXT NOT NULL, state TEXT NOT NULL,
-                created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, registered_at INTEGER NOT NULL,
-                unregistered_at INTEGER, unregistered_reason TEXT, token_reassigned INTEGER NOT NULL DEFAULT 0,
-                report_reason TEXT, report_kid TEXT, report_count INTEGER, report_at INTEGER,
-                PRIMARY KEY (app, device_id))
-            """,
-            "CREATE UNIQUE INDEX devices_token ON devices(app, environment, apns_token)",
-            "CREATE INDEX devices_user ON devices(app, user_id)",
-            "CREATE INDEX devices_updated ON devices(app, updated_at, device_id)",
-            "CREATE INDEX devices_key ON devices(key_id)",
-            "CREATE TABLE known_users (app TEXT NOT NULL, user_id TEXT NOT NULL, PRIMARY KEY (app, user_id)) WITHOUT ROWID",
-            """
-            CREATE TABLE messages (message_id TEXT PRIMARY KEY NOT NULL, app TEXT NOT NULL,
-                created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL)
-            """,
-            """
-            CREATE TABLE deliveries (
-                delivery_id TEXT PRIMARY KEY NOT NULL, app TEXT NOT NULL, message_id TEXT NOT NULL, device_id TEXT NOT NULL,
-                apns_token TEXT NOT NULL, environment TEXT NOT NULL, payload BLOB NOT NULL, receipt_sha256 BLOB,
-                priority INTEGER NOT NULL, collapse_id TEXT NOT NULL, apns_expiration INTEGER NOT NULL, expires_at INTEGER NOT NULL,
-                apns_id TEXT NOT NULL, state TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, apns_status INTEGER, reason TEXT,
-                created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, next_attempt_at INTEGER, accepted_at INTEGER,
-                delivered_at INTEGER, seq INTEGER NOT NULL, lease_until INTEGER, generation INTEGER NOT NULL DEFAULT 0)
-            """,
-            "CREATE INDEX deliveries_due ON deliveries(app, state, next_attempt_at)",
-            "CREATE INDEX deliveries_message ON deliveries(message_id)",
-            "CREATE INDEX deliveries_device ON deliveries(app, device_id, state)",
-            """
-            CREATE TABLE idempotency (app TEXT NOT NULL, key TEXT NOT NULL, body_hmac BLOB NOT NULL, status INTEGER NOT NULL,
-                response BLOB NOT NULL, created_at INTEGER NOT NULL, PRIMARY KEY (app, key))
-            """,
-            """
-            CREATE TABLE reports (app TEXT NOT NULL, kid TEXT NOT NULL, reason TEXT NOT NULL, count INTEGER NOT NULL,
-                last_at INTEGER NOT NULL, PRIMARY KEY (app, kid, reason))
-            """,
-        ]),
-        // v2: what pruning (records past expiry + 7 days, idempotency answers past 24 hours) looks up.
-        (2, [
-            "CREATE INDEX messages_expires ON messages(expires_at, message_id)",
-            "CREATE INDEX idempotency_created ON idempotency(created_at)",
-        ]),
-        // v3: the hot statements answered from indexes alone. Without statistics SQLite read a user's devices
-        // through devices_updated (every device of the app, to skip a sort): about 1000 rows per message in
-        // the benchmark. The due index carries lease_until, so a claim skips leased rows without reading
-        // them; queued deliveries have an index of their own for the per-second queue depth.
-        (3, [
-            "DROP INDEX devices_user",
-            "CREATE INDEX devices_user ON devices(app, user_id, updated_at, device_id)",
-            "DROP INDEX deliveries_due",
-            "CREATE INDEX deliveries_due ON deliveries(app, state, next_attempt_at, lease_until)",
-            "CREATE INDEX deliveries_queued ON deliveries(app, created_at) WHERE state = 'queued'",
-        ]),
-        // v4: webhook events (gateway v1 §8), written in the transaction of the change that causes them; `position`
-        // orders the listing. And what the dashboard's last-day counts look up.
-        (4, [
-            """
-            CREATE TABLE events (
-                position INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, app TEXT NOT NULL, type TEXT NOT NULL,
-                created_at INTEGER NOT NULL, body TEXT NOT NULL, state TEXT NOT NULL DEFAULT 'pending',
-                attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at INTEGER NOT NULL, lease_until INTEGER,
-                generation INTEGER NOT NULL DEFAULT 0)
-            """,
-            "CREATE INDEX events_due ON events(app, state, next_attempt_at)",
-            "CREATE INDEX events_app ON events(app, position)",
-            "CREATE INDEX events_created ON events(created_at)",
-            "CREATE INDEX deliveries_created ON deliveries(created_at)",
-        ]),
-        // v5: when a delivery's `revealed` receipt arrived (reveal v1 §8).
-        (5, ["ALTER TABLE deliveries ADD COLUMN revealed_at INTEGER"]),
-        // v6: a device's deliveries indexed without their state. With `state` in the key every state change moved
-        // the entry (a page at a random place in the index per delivery, written to the WAL and checkpointed);
-        // now only the insert touches it. The one statement that uses it (cancelling a device's unsent
-        // deliveries, on deletion or token reassignment) reads the device's rows and keeps the queued ones.
-        (6, [
-            "DROP INDEX deliveries_device",
-            "CREATE INDEX deliveries_device ON deliveries(app, device_id)",
-        ]),
-    ]
+    /// The schema versions this build knows, in order (`GatewayMigrations`): each is applied once, in its own transaction.
+    static let migrations = GatewayMigrations.list(for: .sqlite)
 
     /// When this instance opened the store (the dashboard's instance list).
     let openedAt = GatewayClock.system.milliseconds()
 
-    private init(pool: DatabasePool, path: String, lockFD: Int32) {
+    private init(pool: DatabasePool, path: String, lockFD: Int32, logger: Logger) {
         self.pool = pool
         self.path = path
         self.lockFD = lockFD
+        self.logger = logger
     }
 
     /// Opens (creating if needed) the database at `path`, takes the single-instance lock and applies migrations.
@@ -151,7 +71,7 @@ public final class SQLiteGatewayStore: GatewayStore {
             configuration.maximumReaderCount = 4
             configuration.label = "gateway"
             let pool = try DatabasePool(path: path, configuration: configuration)
-            let store = SQLiteGatewayStore(pool: pool, path: path, lockFD: fd)
+            let store = SQLiteGatewayStore(pool: pool, path: path, lockFD: fd, logger: logger)
             try await store.setUp()
             return store
         } catch let error as GatewayStoreError {
@@ -313,42 +233,26 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     // MARK: Devices
 
-    /// A device row's columns; `device(_:)` reads them by position, in this order.
-    static let deviceColumns = """
-        app, device_id, user_id, apns_token, environment, key_record, key_id, state, created_at, updated_at, registered_at,
-        unregistered_at, unregistered_reason, token_reassigned, report_reason, report_kid, report_count, report_at
-        """
+    /// The delivery queue's statements (`DeliveryQueries`), in SQLite's dialect.
+    static let queries = DeliveryQueries(.sqlite)
+    /// The store's other shared statements (`StoreQueries`), in SQLite's dialect.
+    static let store = StoreQueries(.sqlite)
 
-    /// A device from a row of `deviceColumns`, read by position (a lookup by name lowercases the name first).
-    static func device(_ row: Row) -> DeviceRecord? {
-        guard let app = row.at(0)?.string, let id = row.at(1)?.string, let user = row.at(2)?.string,
-              let token = row.at(3)?.string,
-              let env = row.at(4)?.string.flatMap(APNsEnvironmentName.init(rawValue:)),
-              let record = row.at(5)?.string, let kid = row.at(6)?.string,
-              let state = row.at(7)?.string.flatMap(DeviceState.init(rawValue:)),
-              let created = row.at(8)?.integer, let updated = row.at(9)?.integer,
-              let registered = row.at(10)?.integer
-        else { return nil }
-        var report: FailureReportSummary?
-        if let reason = row.at(14)?.string, let count = row.at(16)?.integer, let at = row.at(17)?.integer {
-            report = FailureReportSummary(reason: reason, kid: row.at(15)?.string, count: count, at: Int64(at))
-        }
-        return DeviceRecord(
-            app: app, deviceID: id, userID: user, apnsToken: token, environment: env, keyRecord: Array(record.utf8), keyID: kid, state: state,
-            createdAt: Int64(created), updatedAt: Int64(updated), registeredAt: Int64(registered),
-            unregisteredAt: row.at(11)?.integer.map(Int64.init), unregisteredReason: row.at(12)?.string,
-            tokenReassigned: row.at(13)?.integer == 1, lastReport: report)
-    }
+    /// A device row's columns (`GatewayRows`).
+    static let deviceColumns = GatewayRows.deviceColumns
 
-    /// Cancels a device's queued deliveries (binds: reason, now, app, device id): a search of deliveries_device.
-    static let cancelUnsentSQL = """
-        UPDATE deliveries SET state = 'cancelled', reason = ?, updated_at = ?, next_attempt_at = NULL, seq = seq + 1, payload = x''
-        WHERE app = ? AND device_id = ? AND state = 'queued' RETURNING \(deliveryColumns)
-        """
+    /// A device from a row of `deviceColumns` (`GatewayRows`).
+    static func device(_ row: Row) -> DeviceRecord? { GatewayRows.device(row) }
 
-    /// Cancels a device's unsent deliveries, with their events; how many.
+    /// Cancels a device's queued deliveries that are not in flight, once `cancel_reason` is set on all of them
+    /// (binds: now, app, device id, now): a search of deliveries_device.
+    static let cancelUnsentSQL = queries.cancelDevice
+
+    /// Cancels a device's unsent deliveries, with their events; how many. One whose push is in flight (under a
+    /// lease) is sent: it keeps the cancellation for when its attempt is written (`DeliveryStateMachine`).
     func cancelUnsent(_ db: Database, app: String, deviceID: String, reason: String, now: Int64) throws -> Int {
-        let rows = try db.rows(Self.cancelUnsentSQL, [.text(reason), .integer(Int(now)), .text(app), .text(deviceID)])
+        _ = try db.run(Self.queries.markDeviceCancelled, [.text(reason), .text(app), .text(deviceID)])
+        let rows = try db.run(Self.cancelUnsentSQL, [.int(now), .text(app), .text(deviceID), .int(now)])
         try insertDeliveryEvents(db, rows, now: now)
         return rows.count
     }
@@ -373,53 +277,40 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func putDevice(_ device: DeviceRecord, maxDevicesPerUser: Int) async throws -> (device: DeviceRecord, created: Bool, cancelled: Int) {
         try await transaction { [self] db in
-            let existing = try db.rows("SELECT \(Self.deviceColumns) FROM devices WHERE app = ? AND device_id = ?",
-                                                      [.text(device.app), .text(device.deviceID)]).first.flatMap(Self.device)
+            let existing = try db.run(Self.store.deviceForUpdate, [.text(device.app), .text(device.deviceID)]).first.flatMap(Self.device)
             if existing?.userID != device.userID {
-                let count = try db.rows("SELECT COUNT(*) AS n FROM devices WHERE app = ? AND user_id = ?",
-                                                       [.text(device.app), .text(device.userID)]).first?.column("n")?.integer ?? 0
+                let count = try db.run(Self.store.countUserDevices, [.text(device.app), .text(device.userID)]).first?.int(0) ?? 0
                 if count >= maxDevicesPerUser { throw DeviceRegistrationRefusal.tooManyDevices(limit: maxDevicesPerUser) }
             }
-            let holders = try db.rows(
-                "SELECT device_id FROM devices WHERE app = ? AND environment = ? AND apns_token = ? AND device_id <> ?",
-                [.text(device.app), .text(device.environment.rawValue), .text(device.apnsToken), .text(device.deviceID)])
+            let holders = try db.run(Self.store.takeToken, [.text(device.app), .text(device.environment.rawValue), .text(device.apnsToken),
+                                                           .text(device.deviceID)]).compactMap { $0.text(0) }
             var cancelled = 0
-            for holder in holders {
-                guard let other = holder.column("device_id")?.string else { continue }
+            for other in holders {
                 cancelled += try cancelUnsent(db, app: device.app, deviceID: other, reason: "token_reassigned", now: device.updatedAt)
-                _ = try db.rows("DELETE FROM devices WHERE app = ? AND device_id = ?", [.text(device.app), .text(other)])
             }
             let stored = device.registered(over: existing, tokenReassigned: !holders.isEmpty)
-            let report = stored.lastReport
-            _ = try db.rows("""
-                INSERT OR REPLACE INTO devices (\(Self.deviceColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, NULL, NULL, ?, ?, ?, ?, ?)
-                """, [.text(stored.app), .text(stored.deviceID), .text(stored.userID), .text(stored.apnsToken), .text(stored.environment.rawValue),
-                      .text(String(decoding: stored.keyRecord, as: UTF8.self)), .text(stored.keyID), .integer(Int(stored.createdAt)),
-                      .integer(Int(stored.updatedAt)), .integer(Int(stored.registeredAt)), .integer(stored.tokenReassigned ? 1 : 0),
-                      report.map { .text($0.reason) } ?? .null, report?.kid.map { .text($0) } ?? .null,
-                      report.map { .integer($0.count) } ?? .null, report.map { .integer(Int($0.at)) } ?? .null])
-            _ = try db.rows("INSERT OR IGNORE INTO known_users (app, user_id) VALUES (?, ?)", [.text(device.app), .text(device.userID)])
+            _ = try db.run(Self.store.upsertDevice, StoreQueries.upsertDeviceBinds(stored))
+            _ = try db.run(Self.store.knowUser, [.text(device.app), .text(device.userID)])
             return (stored, existing == nil, cancelled)
         }
     }
 
     public func device(app: String, deviceID: String) async throws -> DeviceRecord? {
         try readNow { db in
-            try db.rows("SELECT \(Self.deviceColumns) FROM devices WHERE app = ? AND device_id = ?", [.text(app), .text(deviceID)])
-                .first.flatMap(Self.device)
+            try db.run(Self.store.device, [.text(app), .text(deviceID)]).first.flatMap(Self.device)
         }
     }
 
     public func deleteDevice(app: String, deviceID: String, now: Int64) async throws -> Int? {
         try await transaction { [self] db in
-            let rows = try db.rows("DELETE FROM devices WHERE app = ? AND device_id = ? RETURNING device_id", [.text(app), .text(deviceID)])
+            let rows = try db.run(Self.store.deleteDevice, [.text(app), .text(deviceID)])
             guard !rows.isEmpty else { return nil }
             return try cancelUnsent(db, app: app, deviceID: deviceID, reason: "device_deleted", now: now)
         }
     }
 
     /// A user's devices (binds: app, user id): a search of devices_user, which also gives the order.
-    static let userDevicesSQL = "SELECT \(deviceColumns) FROM devices WHERE app = ? AND user_id = ? ORDER BY updated_at, device_id"
+    static let userDevicesSQL = store.userDevices
 
     public func userDevices(app: String, userID: String) async throws -> [DeviceRecord] {
         try readNow { db in
@@ -429,34 +320,25 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func userIsKnown(app: String, userID: String) async throws -> Bool {
         try readNow { db in
-            try !db.rows("SELECT 1 AS k FROM known_users WHERE app = ? AND user_id = ?", [.text(app), .text(userID)]).isEmpty
+            try !db.run(Self.store.userIsKnown, [.text(app), .text(userID)]).isEmpty
         }
     }
 
     public func deleteUserDevices(app: String, userID: String, now: Int64) async throws -> (devices: Int, cancelled: Int) {
         try await transaction { [self] db in
-            let rows = try db.rows("DELETE FROM devices WHERE app = ? AND user_id = ? RETURNING device_id", [.text(app), .text(userID)])
+            let rows = try db.run(Self.store.deleteUserDevices, [.text(app), .text(userID)])
             var cancelled = 0
             for row in rows {
-                if let id = row.column("device_id")?.string { cancelled += try cancelUnsent(db, app: app, deviceID: id, reason: "device_deleted", now: now) }
+                if let id = row.text(0) { cancelled += try cancelUnsent(db, app: app, deviceID: id, reason: "device_deleted", now: now) }
             }
             return (rows.count, cancelled)
         }
     }
 
     public func listDevices(app: String, state: DeviceState?, since: Int64?, after: (Int64, String)?, limit: Int) async throws -> [DeviceRecord] {
-        var sql = "SELECT \(Self.deviceColumns) FROM devices WHERE app = ?"
-        var binds: [SQLiteValue] = [.text(app)]
-        if let state { sql += " AND state = ?"; binds.append(.text(state.rawValue)) }
-        if let since { sql += " AND updated_at >= ?"; binds.append(.integer(Int(since))) }
-        if let after {
-            sql += " AND (updated_at > ? OR (updated_at = ? AND device_id > ?))"
-            binds += [.integer(Int(after.0)), .integer(Int(after.0)), .text(after.1)]
-        }
-        sql += " ORDER BY updated_at, device_id LIMIT ?"
-        binds.append(.integer(limit))
-        let query = sql, values = binds
-        return try await read { db in try db.rows(query, values, cached: false).compactMap(Self.device) }
+        let (sql, binds) = StoreQueries.listDevices(.sqlite, app: app, state: state, since: since, after: after, limit: limit)
+        let values = binds.map(SQLiteValue.init)
+        return try await read { db in try db.rows(sql, values, cached: false).compactMap(Self.device) }
     }
 
     public func devices(app: String, ids: [String]) async throws -> [DeviceRecord] {
@@ -518,48 +400,28 @@ public final class SQLiteGatewayStore: GatewayStore {
         try await transaction { [self] db in try upsertIdempotency(db, app: app, key: key, answer: answer) }
     }
 
-    /// A delivery row's columns; `delivery(_:)` reads them by position, in this order.
-    static let deliveryColumns = """
-        delivery_id, app, message_id, device_id, state, attempts, apns_id, apns_status, reason, created_at, updated_at,
-        next_attempt_at, accepted_at, delivered_at, revealed_at, seq
-        """
+    /// A delivery row's columns (`GatewayRows`).
+    static let deliveryColumns = GatewayRows.deliveryColumns
 
-    /// A delivery from a row of `deliveryColumns`, read by position.
-    static func delivery(_ row: Row) -> DeliveryRecord? {
-        guard let id = row.at(0)?.string, let app = row.at(1)?.string, let message = row.at(2)?.string,
-              let device = row.at(3)?.string, let state = row.at(4)?.string.flatMap(DeliveryState.init(rawValue:)),
-              let attempts = row.at(5)?.integer, let apnsID = row.at(6)?.string,
-              let created = row.at(9)?.integer, let updated = row.at(10)?.integer, let seq = row.at(15)?.integer
-        else { return nil }
-        return DeliveryRecord(
-            deliveryID: id, app: app, messageID: message, deviceID: device, state: state, attempts: attempts, apnsID: apnsID,
-            apnsStatus: row.at(7)?.integer, reason: row.at(8)?.string, createdAt: Int64(created), updatedAt: Int64(updated),
-            nextAttemptAt: row.at(11)?.integer.map(Int64.init), acceptedAt: row.at(12)?.integer.map(Int64.init),
-            deliveredAt: row.at(13)?.integer.map(Int64.init), revealedAt: row.at(14)?.integer.map(Int64.init),
-            seq: Int64(seq))
-    }
+    /// A delivery from a row of `deliveryColumns` (`GatewayRows`).
+    static func delivery(_ row: Row) -> DeliveryRecord? { GatewayRows.delivery(row) }
 
     public func message(app: String, messageID: String) async throws -> (createdAt: Int64, expiresAt: Int64, deliveries: [DeliveryRecord])? {
         try await read { db in
-            guard let row = try db.rows("SELECT created_at, expires_at FROM messages WHERE app = ? AND message_id = ?",
-                                                       [.text(app), .text(messageID)]).first,
-                  let created = row.column("created_at")?.integer, let expires = row.column("expires_at")?.integer
+            guard let row = try db.run(Self.store.message, [.text(app), .text(messageID)]).first, let created = row.int(0), let expires = row.int(1)
             else { return nil }
-            let deliveries = try db.rows("SELECT \(Self.deliveryColumns) FROM deliveries WHERE message_id = ? ORDER BY device_id, delivery_id",
-                                                        [.text(messageID)]).compactMap(Self.delivery)
-            return (Int64(created), Int64(expires), deliveries)
+            return (created, expires, try db.run(Self.store.messageDeliveries, [.text(messageID)]).compactMap(Self.delivery))
         }
     }
 
     public func cancelMessage(app: String, messageID: String, now: Int64) async throws -> Int? {
         try await transaction { [self] db in
-            guard try !db.rows("SELECT 1 AS k FROM messages WHERE app = ? AND message_id = ?", [.text(app), .text(messageID)]).isEmpty else {
+            guard try !db.run(Self.store.messageExists, [.text(app), .text(messageID)]).isEmpty else {
                 return nil
             }
-            let rows = try db.rows("""
-                UPDATE deliveries SET state = 'cancelled', reason = 'message_deleted', updated_at = ?, next_attempt_at = NULL, seq = seq + 1, payload = x''
-                WHERE message_id = ? AND state = 'queued' RETURNING \(Self.deliveryColumns)
-                """, [.integer(Int(now)), .text(messageID)])
+            // Gateway v1 §5: a push in flight (under a lease) is sent and ends as APNs answers; the others are cancelled now.
+            _ = try db.run(Self.queries.markMessageCancelled, [.text(messageID)])
+            let rows = try db.run(Self.queries.cancelMessage, [.int(now), .text(messageID), .int(now)])
             try insertDeliveryEvents(db, rows, now: now)
             return rows.count
         }
@@ -567,97 +429,71 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     // MARK: The queue
 
-    /// The claim's selection, without its RETURNING clause (binds: lease_until, app, now, now, limit); an
-    /// index-only search of deliveries_due, then a rowid lookup per claimed row.
-    static let claimSQL = """
-        UPDATE deliveries SET lease_until = ?, generation = generation + 1
-        WHERE rowid IN (SELECT rowid FROM deliveries WHERE app = ? AND state = 'queued' AND next_attempt_at <= ?
-                        AND (lease_until IS NULL OR lease_until < ?) ORDER BY next_attempt_at LIMIT ?)
-        """
+    /// The claim's selection of due rows (binds: app, now, now, limit): an index-only search of deliveries_due,
+    /// then a rowid lookup per claimed row.
+    static let claimSQL = queries.claimSelection
 
     public func claimDue(app: String, now: Int64, leaseUntil: Int64, limit: Int) async throws -> [ClaimedDelivery] {
-        try await transaction { db in
-            try db.rows(Self.claimSQL + """
-                 RETURNING delivery_id, app, device_id, apns_token, environment, payload, priority, collapse_id, apns_expiration,
-                          expires_at, apns_id, attempts, generation
-                """, [.integer(Int(leaseUntil)), .text(app), .integer(Int(now)), .integer(Int(now)), .integer(limit)]).compactMap { row in
-                // By position, in the order of the RETURNING list.
-                guard let id = row.at(0)?.string, let app = row.at(1)?.string, let device = row.at(2)?.string,
-                      let token = row.at(3)?.string,
-                      let env = row.at(4)?.string.flatMap(APNsEnvironmentName.init(rawValue:)),
-                      let payload = row.at(5)?.blob, let priority = row.at(6)?.integer,
-                      let collapse = row.at(7)?.string, let exp = row.at(8)?.integer,
-                      let expires = row.at(9)?.integer, let apnsID = row.at(10)?.string,
-                      let attempts = row.at(11)?.integer, let generation = row.at(12)?.integer
-                else { return nil }
-                return ClaimedDelivery(deliveryID: id, app: app, deviceID: device, apnsToken: token, environment: env,
-                                       payload: payload, priority: priority, collapseID: collapse,
-                                       apnsExpiration: Int64(exp), expiresAt: Int64(expires), apnsID: apnsID, attempts: attempts,
-                                       generation: Int64(generation))
+        let (claims, unreadable) = try await transaction { [self] db in
+            var claims: [ClaimedDelivery] = []
+            var unreadable: [(id: String, column: String)] = []
+            // leased_by stays NULL: SQLite serves one instance.
+            for row in try db.run(Self.queries.claim, [.int(leaseUntil), .null, .text(app), .int(now), .int(now), .int(limit)]) {
+                if let id = row.text(0), let cancel = row.text(13) {
+                    // Deleted while an attempt was in flight, whose process ended before writing it: never sent again.
+                    try endClaimed(db, deliveryID: id, state: .cancelled, reason: cancel, now: now)
+                    continue
+                }
+                switch GatewayRows.claimed(row) {
+                case let .success(claim):
+                    claims.append(claim)
+                case let .failure(column):
+                    // Never leased and left unsent: it ends now, and the rest of the batch goes on.
+                    guard let id = row.text(0) else { continue }
+                    try endClaimed(db, deliveryID: id, state: .rejected, reason: "undecodable_record", now: now)
+                    unreadable.append((id, column.name))
+                }
             }
+            return (claims, unreadable)
+        }
+        for (id, column) in unreadable {
+            logger.error("a claimed delivery's row cannot be read; it ends rejected (undecodable_record) and is not sent",
+                         metadata: ["app": "\(app)", "delivery_id": "\(id)", "column": "\(column)"])
+        }
+        return claims
+    }
+
+    /// Ends a delivery the claim just leased without sending it (`state` final), with its event.
+    func endClaimed(_ db: Database, deliveryID: String, state: DeliveryState, reason: String, now: Int64) throws {
+        let rows = try db.run(Self.queries.endClaimed, [.text(state.rawValue), .text(reason), .int(now), .text(deliveryID)])
+        try insertDeliveryEvents(db, rows, now: now)
+    }
+
+    public func completeAttempt(_ claim: ClaimedDelivery, outcome: AttemptOutcome, unregisteredAt: Int64?, now: Int64) async throws -> DeliveryState? {
+        try await transaction { [self] db in
+            // The single writer: nothing changes the row between this read and the write below.
+            let current = try db.run(Self.queries.completeRead, [.text(claim.deliveryID)]).first.flatMap { GatewayRows.leasedDelivery($0) }
+            let change = DeliveryStateMachine.complete(current, claim: claim, outcome: outcome, unregisteredAt: unregisteredAt, now: now)
+            try write(db, change)
+            return change.landedState
         }
     }
 
-    public func complete(_ claim: ClaimedDelivery, outcome: AttemptOutcome, unregisteredAt: Int64?, now: Int64) async throws -> Bool {
-        try await transaction { [self] db in
-            let n = Int(now)
-            let key: [SQLiteValue] = [.text(claim.deliveryID), .integer(Int(claim.generation))]
-            let rows: [Row]
-            var status: Int?
-            switch outcome {
-            case .handBack:
-                rows = try db.rows("UPDATE deliveries SET lease_until = NULL WHERE delivery_id = ? AND generation = ? RETURNING seq", key)
-            case let .accepted(s):
-                status = s
-                rows = try db.rows("""
-                    UPDATE deliveries SET state = 'accepted', attempts = attempts + 1, apns_status = ?, reason = NULL, accepted_at = ?,
-                        updated_at = ?, next_attempt_at = NULL, lease_until = NULL, seq = seq + 1, payload = x''
-                    WHERE delivery_id = ? AND generation = ? AND state = 'queued' RETURNING \(Self.deliveryColumns)
-                    """, [.integer(s), .integer(n), .integer(n)] + key)
-                try insertDeliveryEvents(db, rows, now: now)
-            case let .retry(at, s, reason):
-                status = s
-                rows = try db.rows("""
-                    UPDATE deliveries SET attempts = attempts + 1, apns_status = ?, reason = ?, updated_at = ?, next_attempt_at = ?,
-                        lease_until = NULL, seq = seq + 1
-                    WHERE delivery_id = ? AND generation = ? AND state = 'queued' RETURNING seq
-                    """, [s.map { .integer($0) } ?? .null, .text(reason), .integer(n), .integer(Int(at))] + key)
-            case let .final(state, s, reason, attempted):
-                status = s
-                rows = try db.rows("""
-                    UPDATE deliveries SET state = ?, attempts = attempts + ?, apns_status = ?, reason = ?, updated_at = ?, next_attempt_at = NULL,
-                        lease_until = NULL, seq = seq + 1, payload = x''
-                    WHERE delivery_id = ? AND generation = ? AND state = 'queued' RETURNING \(Self.deliveryColumns)
-                    """, [.text(state.rawValue), .integer(attempted ? 1 : 0), s.map { .integer($0) } ?? .null, .text(reason), .integer(n)] + key)
-                try insertDeliveryEvents(db, rows, now: now)
-                if state == .unregistered, !rows.isEmpty {
-                    let devices = try db.rows("""
-                        UPDATE devices SET state = 'unregistered', unregistered_at = ?, unregistered_reason = ?, updated_at = ?
-                        WHERE app = ? AND environment = ? AND apns_token = ? AND state = 'active' AND registered_at < ?
-                        RETURNING \(Self.deviceColumns)
-                        """, [.integer(n), .text(reason), .integer(n), .text(claim.app), .text(claim.environment.rawValue),
-                              .text(claim.apnsToken), .integer(Int(unregisteredAt ?? now + 1))])
-                    for device in devices.compactMap(Self.device) { try insertEvent(db, GatewayEvents.deviceUnregistered(device, now: now)) }
-                }
-            case let .paused(s, reason):
-                status = s
-                rows = try db.rows("""
-                    UPDATE deliveries SET apns_status = ?, reason = 'credentials_paused', updated_at = ?, lease_until = NULL, seq = seq + 1
-                    WHERE delivery_id = ? AND generation = ? AND state = 'queued' RETURNING seq
-                    """, [s.map { .integer($0) } ?? .null, .integer(n)] + key)
-                _ = reason
-                // The app's other queued deliveries wait for the same reason (gateway v1 §6).
-                _ = try db.rows("""
-                    UPDATE deliveries SET reason = 'credentials_paused' WHERE app = ? AND state = 'queued' AND (reason IS NULL OR reason <> 'credentials_paused')
-                    """, [.text(claim.app)])
-            }
-            if rows.isEmpty, let status {
-                // Delivered (its receipt came first) or cancelled meanwhile: the answer only sets apns_status.
-                _ = try db.rows("UPDATE deliveries SET apns_status = ?, lease_until = NULL WHERE delivery_id = ? AND generation = ?",
-                                               [.integer(status)] + key)
-            }
-            return !rows.isEmpty
+    /// Writes what the state machine decided (which checked the lease generation against the row read in this
+    /// transaction): the row (its lease released), the events, the device APNs unregistered, the app's pause.
+    func write(_ db: Database, _ change: DeliveryCompletion) throws {
+        guard let row = change.row else { return }
+        _ = try db.run(Self.queries.completeWrite, DeliveryQueries.completeWriteBinds(row, dropsPayload: change.dropsPayload))
+        for event in change.events { try insertEvent(db, event) }
+        if let gone = change.unregister {
+            let devices = try db.run(Self.queries.unregisterDevices, [
+                .int(gone.at), .text(gone.reason), .int(gone.at), .text(gone.app), .text(gone.environment.rawValue),
+                .text(gone.apnsToken), .int(gone.registeredBefore),
+            ])
+            for device in devices.compactMap(Self.device) { try insertEvent(db, GatewayEvents.deviceUnregistered(device, now: gone.at)) }
         }
+        // The app's other queued deliveries wait for the same reason (gateway v1 §6).
+        if change.pausesApp { _ = try db.run(Self.queries.pauseApp, [.text(row.app)]) }
     }
 
     public func prune(messagesExpiredBefore: Int64, idempotencyBefore: Int64, eventsBefore: Int64, limit: Int) async throws -> Int {
@@ -676,13 +512,12 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func nextDue(app: String) async throws -> Int64? {
         try readNow { db in
-            try db.rows("SELECT MIN(next_attempt_at) AS t FROM deliveries WHERE app = ? AND state = 'queued'", [.text(app)])
-                .first?.column("t")?.integer.map(Int64.init)
+            try db.run(Self.store.nextDue, [.text(app)]).first?.int(0)
         }
     }
 
     /// Every app's queue depth and oldest queued delivery: a scan of the queued rows' partial index only.
-    static let queueDepthsSQL = "SELECT app, COUNT(*) AS n, MIN(created_at) AS oldest FROM deliveries WHERE state = 'queued' GROUP BY app"
+    static let queueDepthsSQL = store.queueDepths
 
     /// How SQLite runs `sql` (EXPLAIN QUERY PLAN's detail lines): for tests that keep the hot statements on indexes.
     func queryPlan(_ sql: String, _ binds: [SQLiteValue]) async throws -> [String] {
@@ -694,9 +529,9 @@ public final class SQLiteGatewayStore: GatewayStore {
     public func queueDepths() async throws -> [String: QueueDepth] {
         try await read { db in
             var out: [String: QueueDepth] = [:]
-            for row in try db.rows(Self.queueDepthsSQL) {
-                guard let app = row.column("app")?.string else { continue }
-                out[app] = QueueDepth(queued: row.column("n")?.integer ?? 0, oldestCreatedAt: row.column("oldest")?.integer.map(Int64.init))
+            for row in try db.run(Self.queueDepthsSQL, []) {
+                guard let app = row.text(0) else { continue }
+                out[app] = QueueDepth(queued: Int(row.int(1) ?? 0), oldestCreatedAt: row.int(2))
             }
             return out
         }
@@ -704,54 +539,43 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     // MARK: Receipts and reports
 
+    /// The delivery a receipt names (binds: message id, SHA-256 of its token): a search of deliveries_receipt, one row.
+    static let receiptSQL = queries.receipt
+
     public func recordReceipt(messageID: String, tokenSHA256: [UInt8], revealed: Bool, now: Int64) async throws -> ReceiptResult {
         try await transaction { [self] db in
-            let rows = try db.rows("SELECT delivery_id, app, state, receipt_sha256 FROM deliveries WHERE message_id = ?", [.text(messageID)])
-            guard !rows.isEmpty else { return .unknownID }
-            var match: (id: String, app: String, state: DeliveryState)?
-            for row in rows {
-                guard let hash = row.column("receipt_sha256")?.blob, let id = row.column("delivery_id")?.string,
-                      let app = row.column("app")?.string, let state = row.column("state")?.string.flatMap(DeliveryState.init(rawValue:))
-                else { continue }
-                if constantTimeEquals(hash, tokenSHA256) { match = (id, app, state) }
+            // Looked up by the hash itself: only SHA-256 of a random 32-byte token is stored, so how long the lookup
+            // takes says nothing that helps forge a token (the rows are no longer compared one by one).
+            guard let row = try db.run(Self.receiptSQL, [.text(messageID), .bytes(tokenSHA256)]).first,
+                  let id = row.text(0), let app = row.text(1), let state = row.text(2).flatMap(DeliveryState.init(rawValue:))
+            else {
+                return try db.run(Self.queries.anyDelivery, [.text(messageID)]).isEmpty ? .unknownID : .wrongToken
             }
-            guard let match else { return .wrongToken }
             var changed = false
-            switch match.state {
+            switch state {
             case .queued, .accepted, .expired, .cancelled:
-                let rows = try db.rows("""
-                    UPDATE deliveries SET state = 'delivered', delivered_at = ?, updated_at = ?, next_attempt_at = NULL, seq = seq + 1, payload = x''
-                    WHERE delivery_id = ? RETURNING \(Self.deliveryColumns)
-                    """, [.integer(Int(now)), .integer(Int(now)), .text(match.id)])
-                try insertDeliveryEvents(db, rows, now: now)
+                try insertDeliveryEvents(db, try db.run(Self.queries.deliver, [.int(now), .int(now), .text(id)]), now: now)
                 changed = true
             default:
                 break
             }
             if revealed {
                 // Reveal v1 §8: the first `revealed` receipt sets revealed_at (delivery.revealed); repeats change nothing.
-                let rows = try db.rows("""
-                    UPDATE deliveries SET revealed_at = ?, updated_at = ?, seq = seq + 1
-                    WHERE delivery_id = ? AND revealed_at IS NULL RETURNING \(Self.deliveryColumns)
-                    """, [.integer(Int(now)), .integer(Int(now)), .text(match.id)])
-                for row in rows { if let d = Self.delivery(row) { try insertEvent(db, GatewayEvents.revealed(d, now: now)) } }
+                for row in try db.run(Self.queries.reveal, [.int(now), .int(now), .text(id)]) {
+                    if let d = Self.delivery(row) { try insertEvent(db, GatewayEvents.revealed(d, now: now)) }
+                }
             }
-            return .matched(app: match.app, changed: changed)
+            return .matched(app: app, changed: changed)
         }
     }
 
     public func recordReport(app: String, kid: String?, reason: String, count: Int, now: Int64) async throws -> [String] {
         guard let kid else { return [] }
         return try await transaction { db in
-            let rows = try db.rows("""
-                UPDATE devices SET report_reason = ?, report_kid = ?, report_count = ?, report_at = ? WHERE key_id = ? AND app = ? RETURNING app
-                """, [.text(reason), .text(kid), .integer(count), .integer(Int(now)), .text(kid), .text(app)])
-            let apps = Set(rows.compactMap { $0.column("app")?.string })
+            let rows = try db.run(Self.store.reportOnDevices, [.text(reason), .text(kid), .int(count), .int(now), .text(kid), .text(app)])
+            let apps = Set(rows.compactMap { $0.text(0) })
             for app in apps {
-                _ = try db.rows("""
-                    INSERT INTO reports (app, kid, reason, count, last_at) VALUES (?, ?, ?, ?, ?)
-                    ON CONFLICT (app, kid, reason) DO UPDATE SET count = MIN(count + excluded.count, 1000000000), last_at = excluded.last_at
-                    """, [.text(app), .text(kid), .text(reason), .integer(count), .integer(Int(now))])
+                _ = try db.run(Self.store.countReport, [.text(app), .text(kid), .text(reason), .int(count), .int(now)])
             }
             return apps.sorted()
         }
@@ -810,7 +634,32 @@ enum SQLiteValue: Sendable {
     }
 }
 
+extension SQLiteValue {
+    /// A shared statement's value as SQLite binds it (a boolean as 0 or 1).
+    init(_ value: SQLValue) {
+        switch value {
+        case let .text(s): self = .text(s)
+        case let .int(i): self = .integer(Int(i))
+        case let .bytes(b): self = .blob(b)
+        case let .bool(b): self = .integer(b ? 1 : 0)
+        case .null: self = .null
+        }
+    }
+}
+
+extension Row: SQLRow {
+    func text(_ index: Int) -> String? { at(index)?.string }
+    func int(_ index: Int) -> Int64? { at(index)?.integer.map(Int64.init) }
+    func bytes(_ index: Int) -> [UInt8]? { at(index)?.blob }
+    func bool(_ index: Int) -> Bool? { at(index)?.integer.map { $0 != 0 } }
+}
+
 extension Database {
+    /// Runs one of the shared statements (`DeliveryQueries`) with `binds`, prepared once per connection.
+    func run(_ sql: String, _ binds: [SQLValue]) throws -> [Row] {
+        try rows(sql, binds.map(SQLiteValue.init))
+    }
+
     /// Runs `sql` with `binds` and returns its rows. `cached`: the statement is prepared once per connection
     /// and reused (the hot statements; SQL built per call passes false, so the cache stays small).
     func rows(_ sql: String, _ binds: [SQLiteValue] = [], cached: Bool = true) throws -> [Row] {

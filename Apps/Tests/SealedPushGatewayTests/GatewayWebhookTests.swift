@@ -53,8 +53,10 @@ extension GatewaySuites {
                     let id = try #require(try await g.send(JSONObject([("user_id", .string(user))]), extra: extra).json["message_id"]?.stringValue)
                     try await g.waitForStates(id, [state])
                 }
-                // cancelled: deleted while its attempt is in flight (APNs slow), its later 200 only sets apns_status.
+                // cancelled: deleted while its attempt is in flight (APNs slow); the push ends as APNs answers (gateway v1 §5,
+                // revision 2), a 503 here, so the delete applies then (or at once, had the attempt not started yet).
                 apns.delay.withLockedValue { $0 = .seconds(2) }
+                apns.answer(phones[4].token, with: [rejection(503, .serviceUnavailable)])
                 let slow = try #require(try await g.send(JSONObject([("user_id", "u4")])).json["message_id"]?.stringValue)
                 #expect(try await g.api.call(.DELETE, "/v1/apps/chat/messages/\(slow)").status == 204)
                 try await g.waitForStates(slow, ["cancelled"])

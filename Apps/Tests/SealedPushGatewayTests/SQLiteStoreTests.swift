@@ -61,13 +61,15 @@ extension GatewaySuites {
             for n in 0..<200 { _ = try await store.putDevice(Self.device("d\(n)", user: "u\(n % 100)", token: n), maxDevicesPerUser: 10) }
             let plans: [(String, [SQLiteValue], String)] = [
                 (SQLiteGatewayStore.userDevicesSQL, [.text("chat"), .text("u1")], "SEARCH devices USING INDEX devices_user (app=? AND user_id=?)"),
-                (SQLiteGatewayStore.claimSQL, [.integer(9), .text("chat"), .integer(5), .integer(5), .integer(10)],
+                (SQLiteGatewayStore.claimSQL, [.text("chat"), .integer(5), .integer(5), .integer(10)],
                  "SEARCH deliveries USING COVERING INDEX deliveries_due (app=? AND state=? AND next_attempt_at<?)"),
                 // The queued rows' partial index only. SQLite 3.40 (Debian 12's, which the store links through GRDB) reads
                 // each row's `state` from the table (USING INDEX); later versions see the index's WHERE implies it
                 // (USING COVERING INDEX). Either visits the queued rows alone, once a second.
                 (SQLiteGatewayStore.queueDepthsSQL, [], "INDEX deliveries_queued"),
-                (SQLiteGatewayStore.cancelUnsentSQL, [.text("device_deleted"), .integer(5), .text("chat"), .text("d1")],
+                // A receipt reads the one delivery it names, not every delivery of its message.
+                (SQLiteGatewayStore.receiptSQL, [.text("m"), .blob([1, 2, 3])], "INDEX deliveries_receipt (message_id=? AND receipt_sha256=?)"),
+                (SQLiteGatewayStore.cancelUnsentSQL, [.integer(5), .text("chat"), .text("d1"), .integer(5)],
                  "SEARCH deliveries USING INDEX deliveries_device (app=? AND device_id=?)"),
             ]
             for (sql, binds, expected) in plans {
@@ -91,11 +93,11 @@ extension GatewaySuites {
             await store.close()
         }
 
-        /// A database file at schema version 3, and one at the latest, as the earlier build of the store wrote
-        /// them (over sqlite-nio: one plain connection, WAL, the same migrations, each recorded in
+        /// A database file at schema version 3, 5 and 6 (the last the SQLite store reached before the two stores'
+        /// migration lists became one), as the earlier builds of the store wrote them (over sqlite-nio: one plain connection, WAL, the same migrations, each recorded in
         /// `schema_migrations`): the store opens it, applies what is missing, and reads, claims and completes
         /// what it holds.
-        @Test(arguments: [3, 5]) func opensAFileWrittenAtAnEarlierSchemaVersion(version: Int) async throws {
+        @Test(arguments: [3, 5, 6]) func opensAFileWrittenAtAnEarlierSchemaVersion(version: Int) async throws {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-store-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(at: directory) }
