@@ -5,11 +5,12 @@ import SealedPushTestSupport
 import Testing
 
 extension GatewaySuites {
-    /// The registry, authentication and errors of gateway v1 §2–§4 over real sockets on loopback.
+    /// The registry, authentication, errors, rate limit and idempotency of gateway v1 §2–§5, in process over the
+    /// routers (HummingbirdTesting); only the idempotency test, which watches what reaches APNs, runs over loopback.
     @Suite("Gateway API: devices, keys and errors", .serialized, .timeLimit(.minutes(10)))
     struct GatewayAPITests {
         @Test func registerReplaceListAndDeleteDevices() async throws {
-            try await withGateway("devices") { g in
+            try await InProcessGateway.with("devices") { g in
                 let a = try Phone(in: g.directory, name: "a", token: hexToken(1))
                 let b = try Phone(in: g.directory, name: "b", token: hexToken(2))
                 let created = try await g.register(a, device: "phone-a", user: "u-42")
@@ -51,7 +52,7 @@ extension GatewaySuites {
 
         /// A token another device holds moves: the other device is deleted, its queued deliveries cancelled.
         @Test func aTokenBelongsToOneDevice() async throws {
-            try await withGateway("reassign") { g in
+            try await InProcessGateway.with("reassign") { g in
                 let phone = try Phone(in: g.directory, name: "p", token: hexToken(7))
                 try await g.register(phone, device: "old", user: "alice")
                 let moved = try await g.register(phone, device: "new", user: "bob")
@@ -62,7 +63,7 @@ extension GatewaySuites {
         }
 
         @Test func everyScopeAndKeyRule() async throws {
-            try await withGateway("auth") { g in
+            try await InProcessGateway.with("auth") { g in
                 let phone = try Phone(in: g.directory, name: "p", token: hexToken(3))
                 try await g.register(phone, device: "d1", user: "u1")
                 let missing = try await g.api.call(.GET, "/v1/apps/chat/devices/d1", key: nil)
@@ -95,7 +96,7 @@ extension GatewaySuites {
         @Test func everyErrorHasItsCode() async throws {
             var options = GatewayOptions()
             options.maxDevicesPerUser = 2
-            try await withGateway("errors", options: options, extraApp: JSONObject([("rate_limit", .int(1000))])) { g in
+            try await InProcessGateway.with("errors", options: options, extraApp: JSONObject([("rate_limit", .int(1000))])) { g in
                 let phone = try Phone(in: g.directory, name: "p", token: hexToken(4))
                 try await g.register(phone, device: "d1", user: "u1")
 
@@ -171,7 +172,7 @@ extension GatewaySuites {
         }
 
         @Test func theRateLimitAnswers429WithHeaders() async throws {
-            try await withGateway("rate", extraApp: JSONObject([("rate_limit", .int(3))])) { g in
+            try await InProcessGateway.with("rate", extraApp: JSONObject([("rate_limit", .int(3))])) { g in
                 // 40 at once, not one after another: under ThreadSanitizer on two cores each request can take
                 // longer than the bucket (3 a second) takes to refill, and 8 in a row all passed.
                 let answers = try await withThrowingTaskGroup(of: Answer.self) { group in
@@ -189,7 +190,7 @@ extension GatewaySuites {
         }
 
         @Test func theServedOpenAPIDocumentIsTheRepositorysFile() async throws {
-            try await withGateway("openapi") { g in
+            try await InProcessGateway.with("openapi") { g in
                 let served = try await g.api.call(.GET, "/openapi.json", key: nil)
                 let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
                     .appendingPathComponent("Sources/SealedPushGateway/openapi.json")

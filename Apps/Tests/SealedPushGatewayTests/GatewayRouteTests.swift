@@ -4,6 +4,7 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import NIOCore
+import NIOHTTP1
 import SealedPushAPNs
 @testable import SealedPushGateway
 import SealedPushAPNsServer
@@ -19,7 +20,8 @@ struct InProcessGateway {
     let gateway: Gateway
     let logger: Logger
 
-    static func make(_ name: String, extraApp: JSONObject = JSONObject([]), extraRoot: JSONObject = JSONObject([])) async throws -> InProcessGateway {
+    static func make(_ name: String, options: GatewayOptions = GatewayOptions(), extraApp: JSONObject = JSONObject([]),
+                     extraRoot: JSONObject = JSONObject([])) async throws -> InProcessGateway {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-routes-\(name)-\(UUID().uuidString)")
         let (_, pem) = try APNsSigningKey.generateForDevelopment(keyID: "KEY0000001", teamID: "TEAM000001")
         // Port 9 (discard): nothing is delivered in these tests; a CA file is still required by the configuration.
@@ -27,7 +29,7 @@ struct InProcessGateway {
                                                          extraApp: extraApp, extraRoot: extraRoot)
         var logger = Logger(label: "gateway-route-test")
         logger.logLevel = .critical
-        let gateway = try await Gateway.open(configuration: try GatewayConfiguration.load(path: path), logger: logger)
+        let gateway = try await Gateway.open(configuration: try GatewayConfiguration.load(path: path), options: options, logger: logger)
         return InProcessGateway(directory: directory, gateway: gateway, logger: logger)
     }
 
@@ -41,20 +43,61 @@ struct InProcessGateway {
         try await Application(router: GatewayHTTP.adminRouter(gateway, logger: logger)).test(.router, body)
     }
 
+    /// The API router as the loopback tests' `GatewayClient` reads it: one in-process request per call.
+    var api: RouterClient { RouterClient(router: { GatewayHTTP.apiRouter(gateway, logger: logger) }) }
+    /// The admin router, the same way.
+    var admin: RouterClient { RouterClient(router: { GatewayHTTP.adminRouter(gateway, logger: logger) }) }
+
+    /// Registers `phone` as `device` of `user` in app `chat`.
+    @discardableResult
+    func register(_ phone: Phone, device: String, user: String) async throws -> Answer {
+        try await api.call(.PUT, "/v1/apps/chat/devices/\(device)", json: registration(phone, user: user))
+    }
+
+    /// Sends `body` to `to` in app `chat`.
+    func send(_ to: JSONObject, body: String = "the secret", extra: JSONObject = JSONObject([]), headers: [(String, String)] = []) async throws -> Answer {
+        var o = JSONObject([("to", .object(to)), ("body", .string(body))])
+        for m in extra { o[m.key] = m.value }
+        return try await api.call(.POST, "/v1/apps/chat/messages", json: .object(o), headers: headers)
+    }
+
     func close() async {
         await gateway.close()
         try? FileManager.default.removeItem(at: directory)
     }
 
     /// Runs `body` with a fresh in-process gateway, closing it whatever happens.
-    static func with(_ name: String, extraApp: JSONObject = JSONObject([]), extraRoot: JSONObject = JSONObject([]),
-                     _ body: (InProcessGateway) async throws -> Void) async throws {
-        let g = try await make(name, extraApp: extraApp, extraRoot: extraRoot)
+    static func with(_ name: String, options: GatewayOptions = GatewayOptions(), extraApp: JSONObject = JSONObject([]),
+                     extraRoot: JSONObject = JSONObject([]), _ body: (InProcessGateway) async throws -> Void) async throws {
+        let g = try await make(name, options: options, extraApp: extraApp, extraRoot: extraRoot)
         do { try await body(g) } catch {
             await g.close()
             throw error
         }
         await g.close()
+    }
+}
+
+/// In-process requests to a router with the loopback client's signature (`GatewayClient.call`), answered as `Answer`s.
+struct RouterClient: Sendable {
+    let router: @Sendable () -> Router<GatewayRequestContext>
+
+    func call(_ method: NIOHTTP1.HTTPMethod, _ path: String, key: String? = Keys.all, json: JSONValue? = nil, raw: [UInt8]? = nil,
+              contentType: String? = "application/json", headers: [(String, String)] = []) async throws -> Answer {
+        var fields = HTTPFields()
+        if let key { fields[.authorization] = "Bearer \(key)" }
+        var body: ByteBuffer?
+        if let bytes = raw ?? json.map({ JSON.serialize($0) }) {
+            if let contentType { fields[.contentType] = contentType }
+            body = ByteBuffer(bytes: bytes)
+        }
+        for (name, value) in headers { fields.append(HTTPField(name: HTTPField.Name(name)!, value: value)) }
+        let (request, payload) = (fields, body)
+        return try await Application(router: router()).test(.router) { client in
+            let response = try await client.execute(uri: path, method: HTTPRequest.Method(rawValue: method.rawValue)!, headers: request, body: payload)
+            return Answer(status: Int(response.status.code), headers: response.headers.map { ($0.name.rawName, $0.value) },
+                          body: Array(response.body.readableBytesView))
+        }
     }
 }
 
