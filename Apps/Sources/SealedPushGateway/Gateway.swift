@@ -130,7 +130,9 @@ public final class Gateway: Sendable {
                 while let last = text.last, last.isWhitespace { text.removeLast() }
                 password = String(text)
             }
-            store = try await PostgresGatewayStore.open(url: url, password: password, logger: logger)
+            var storeOptions = PostgresGatewayStore.Options()
+            storeOptions.clock = options.clock
+            store = try await PostgresGatewayStore.open(url: url, password: password, options: storeOptions, logger: logger)
         }
         do { return try await Gateway(configuration: configuration, store: store, options: options, logger: logger) } catch {
             await store.close()

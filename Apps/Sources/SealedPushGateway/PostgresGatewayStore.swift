@@ -39,6 +39,9 @@ public final class PostgresGatewayStore: GatewayStore {
         /// How long the events listing waits for the transactions that were writing events when it began to
         /// end, before it answers with the events settled so far (see `events(app:after:since:limit:)`).
         public var eventsSettleWait: Duration = .seconds(2)
+        /// The wall clock the heartbeat writes `last_seen` and renewed leases with: the gateway's own
+        /// (`GatewayOptions.clock`), so that a lease is renewed on the clock it was claimed on.
+        public var clock: GatewayClock = .system
         /// The defaults.
         public init() {}
     }
@@ -154,7 +157,7 @@ public final class PostgresGatewayStore: GatewayStore {
 
     private func setUp() async throws {
         let known = Self.migrations.last?.version ?? 0
-        let now = GatewayClock.system.milliseconds()
+        let now = options.clock.milliseconds()
         try await transaction { [self] conn in
             try await conn.rows("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: logger)
             let exists = try await conn.rows("SELECT to_regclass('schema_version') IS NOT NULL AS e", logger: logger)
@@ -308,7 +311,7 @@ public final class PostgresGatewayStore: GatewayStore {
     /// Renews this instance's row and the leases of the attempts it has in flight, and counts the live instances.
     func beat() async throws {
         try checkOpen()
-        let now = GatewayClock.system.milliseconds()
+        let now = options.clock.milliseconds()
         let (claims, lease) = held.withLockedValue { ($0.claims, $0.lease) }
         try await client.rows("""
             INSERT INTO instances (instance_id, started_at, last_seen, name) VALUES (\(instanceID), \(now), \(now), \(instanceName))
