@@ -27,12 +27,13 @@ deps:
 
 # The Python peers, in a venv under .build/: PyNaCl (interoperability tests, the PyNaCl benchmark),
 # cryptography (an independent check of the APNs provider token's ES256 signature), h2 (a raw HTTP/2
-# client that checks the local APNs's frames) and schemathesis (the gateway against its OpenAPI document).
+# client that checks the local APNs's frames), schemathesis (the gateway against its OpenAPI document) and
+# openapi-python-client (a client generated from that document must keep its typed problems).
 pydeps:
-	@if ! [ -x $(PY) ] || ! $(PY) -c 'import nacl, cryptography, h2, schemathesis' 2>/dev/null; then \
-	  echo "setting up $(VENV) with PyNaCl, cryptography, h2 and schemathesis"; \
+	@if ! [ -x $(PY) ] || ! $(PY) -c 'import nacl, cryptography, h2, schemathesis, openapi_python_client' 2>/dev/null; then \
+	  echo "setting up $(VENV) with PyNaCl, cryptography, h2, schemathesis and openapi-python-client"; \
 	  $(PYTHON) -m venv $(VENV) && $(PY) -m pip install --quiet --disable-pip-version-check 'pynacl>=1.5' 'cryptography>=41' 'h2>=4' \
-	    'schemathesis==4.32.5'; \
+	    'schemathesis==4.32.5' 'openapi-python-client==0.29.1'; \
 	fi
 
 # The gateway serves its OpenAPI document from a Swift string generated from openapi.json (a test checks
