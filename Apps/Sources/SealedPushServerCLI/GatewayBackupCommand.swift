@@ -112,8 +112,8 @@ extension GatewayCommand {
                 _ = fsync(fd)
                 Glibc.close(fd)
             }
-            let directory = (destination as NSString).deletingLastPathComponent
-            let dirFD = Glibc.open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            let directory = URL(fileURLWithPath: destination).deletingLastPathComponent().path
+            let dirFD = Glibc.open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
             if dirFD >= 0 {
                 _ = fsync(dirFD)
                 Glibc.close(dirFD)
