@@ -82,7 +82,7 @@ extension GatewaySuites {
             #expect(missing.isEmpty, "messages answered 202 before the backup are missing from it: \(missing.prefix(5))")
             #expect(try await restoredClient.call(.GET, "/v1/apps/chat/devices/d0").status == 200)
             _ = try await offPool { second.terminate(grace: .seconds(30)) }
-            print("gateway backup: \(before.count) messages answered before it, \(during) more answered while it ran; \(summary)")
+            print("gateway backup: \(before.count) messages answered before it, \(during) more answered while it ran; \(String(decoding: JSON.serialize(.object(summary)), as: UTF8.self))")
         }
 
         @Test("backup refuses PostgreSQL (use pg_dump), a missing database, and a --to it cannot create")
