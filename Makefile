@@ -27,12 +27,13 @@ deps:
 
 # The Python peers, in a venv under .build/: PyNaCl (interoperability tests, the PyNaCl benchmark),
 # cryptography (an independent check of the APNs provider token's ES256 signature), h2 (a raw HTTP/2
-# client that checks the local APNs's frames) and schemathesis (the gateway against its OpenAPI document).
+# client that checks the local APNs's frames), schemathesis (the gateway against its OpenAPI document) and
+# openapi-python-client (a client generated from that document must keep its typed problems).
 pydeps:
-	@if ! [ -x $(PY) ] || ! $(PY) -c 'import nacl, cryptography, h2, schemathesis' 2>/dev/null; then \
-	  echo "setting up $(VENV) with PyNaCl, cryptography, h2 and schemathesis"; \
+	@if ! [ -x $(PY) ] || ! $(PY) -c 'import nacl, cryptography, h2, schemathesis, openapi_python_client' 2>/dev/null; then \
+	  echo "setting up $(VENV) with PyNaCl, cryptography, h2, schemathesis and openapi-python-client"; \
 	  $(PYTHON) -m venv $(VENV) && $(PY) -m pip install --quiet --disable-pip-version-check 'pynacl>=1.5' 'cryptography>=41' 'h2>=4' \
-	    'schemathesis==4.32.5'; \
+	    'schemathesis==4.32.5' 'openapi-python-client==0.29.1'; \
 	fi
 
 # The gateway serves its OpenAPI document from a Swift string generated from openapi.json (a test checks
@@ -66,10 +67,37 @@ release: deps
 demo: release
 	$(RELEASE_BIN)/sealedpush-server demo
 
-# `make install PREFIX=DIR`: DIR/bin/sealedpush and DIR/bin/sealedpush-server (PREFIX defaults to /usr/local).
+# `make install PREFIX=DIR`: DIR/bin/sealedpush and DIR/bin/sealedpush-server (PREFIX defaults to /usr/local),
+# stripped of their symbol tables and debug sections (`strip --strip-all`, binutils'; STRIP=llvm-strip works
+# too): the Swift runtime's metadata sections are allocated and stay, so the static binaries run as before, but
+# a crash's backtrace names addresses only (keep the unstripped $(RELEASE_BIN) binaries to symbolicate). The
+# sizes installed are printed. `make install-unstripped` installs them as built.
+STRIP ?= strip
 install: release
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 755 $(RELEASE_BIN)/sealedpush $(RELEASE_BIN)/sealedpush-server $(DESTDIR)$(PREFIX)/bin/
+	$(STRIP) --strip-all $(DESTDIR)$(PREFIX)/bin/sealedpush $(DESTDIR)$(PREFIX)/bin/sealedpush-server
+	@for b in sealedpush sealedpush-server; do \
+	  built=$$(stat -c %s $(RELEASE_BIN)/$$b); installed=$$(stat -c %s $(DESTDIR)$(PREFIX)/bin/$$b); \
+	  $(DESTDIR)$(PREFIX)/bin/$$b --version >/dev/null || { echo "$$b does not run once stripped" >&2; exit 1; }; \
+	  echo "installed $(DESTDIR)$(PREFIX)/bin/$$b: $$((installed / 1048576)) MiB stripped ($$((built / 1048576)) MiB as built)"; \
+	done
+
+.PHONY: install-unstripped
+install-unstripped: release
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(RELEASE_BIN)/sealedpush $(RELEASE_BIN)/sealedpush-server $(DESTDIR)$(PREFIX)/bin/
+
+# The gateway's deployment files (deploy/): the systemd unit, checked by `systemd-analyze verify` in the tests
+# (GatewayDeployTests), and the container image of the static release binary (docs/gateway.md, "A container").
+# `make image` builds it with podman, else docker (CONTAINER=docker).
+CONTAINER ?= $(shell command -v podman >/dev/null 2>&1 && echo podman || echo docker)
+.PHONY: image
+image: release
+	install -d $(APPS)/.build/image
+	install -m 755 $(RELEASE_BIN)/sealedpush-server $(APPS)/.build/image/sealedpush-server
+	$(STRIP) --strip-all $(APPS)/.build/image/sealedpush-server
+	$(CONTAINER) build -t sealedpush-gateway -f deploy/Containerfile --build-arg BINARY=$(APPS)/.build/image/sealedpush-server .
 
 # The libraries' suites (unit, vectors, keychain processes), then the apps' (the CLI binaries, the servers
 # over loopback). SWIFT_TEST_FLAGS is passed to both (e.g. --sanitize=address). Randomized tests print

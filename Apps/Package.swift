@@ -219,6 +219,8 @@ let package = Package(
             dependencies: [
                 "SealedPushCLI", "SealedPushAPNs", "SealedPushAPNsServer", "SealedPushMediaServer", "SealedPushReceiptCollector",
                 "SealedPushReceiptsDatabase", "SealedPushDeviceHTTP", "SealedPushGateway",
+                // `gateway backup`: VACUUM INTO on a connection of its own.
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -2,6 +2,7 @@ public import ServiceLifecycle
 import SealedPushAPNs
 import SealedPushAPNsCore
 import Logging
+import NIOConcurrencyHelpers
 
 /// The gateway's delivery worker (gateway v1 §6), a service: per app, claims due deliveries in batches under
 /// a lease, sends each through the app's APNs client (at most `max_in_flight` at once), and writes each
@@ -10,11 +11,13 @@ import Logging
 /// returns.
 public struct DeliveryWorker: Service {
     let gateway: Gateway
+    /// What the drain did, for its two log lines (the stop requested, the drain ended).
+    let drain = NIOLockedValueBox(DrainTally())
 
     /// A worker for `gateway`.
     public init(gateway: Gateway) { self.gateway = gateway }
 
-    /// Runs until graceful shutdown.
+    /// Runs until graceful shutdown; logs when the stop is requested and when the drain ends, with the counts.
     public func run() async throws {
         await withGracefulShutdownHandler {
             await withTaskGroup(of: Void.self) { group in
@@ -24,8 +27,25 @@ public struct DeliveryWorker: Service {
                 group.cancelAll()
             }
         } onGracefulShutdown: {
+            let inFlight = gateway.apps.values.reduce(0) { $0 + $1.inFlight.held }
+            drain.withLockedValue { $0 = DrainTally(started: .now, inFlight: inFlight, handedBack: 0) }
+            gateway.logger.notice("stop requested (SIGTERM or SIGINT): draining; new messages answer 503, attempts in flight get the drain timeout",
+                                  metadata: ["in_flight": "\(inFlight)", "drain_timeout_ms": "\(gateway.options.drainTimeout.milliseconds)"])
             gateway.beginDraining()
         }
+        let tally = drain.withLockedValue { $0 }
+        if let started = tally.started {
+            gateway.logger.notice("drain ended: attempts in flight finished or handed back (sent at the next start with the same apns-id)",
+                                  metadata: ["in_flight": "\(tally.inFlight)", "finished": "\(max(0, tally.inFlight - tally.handedBack))",
+                                             "handed_back": "\(tally.handedBack)", "ms": "\(started.duration(to: .now).milliseconds)"])
+        }
+    }
+
+    /// The drain's counts: the attempts in flight when the stop was requested, and those handed back at its deadline.
+    struct DrainTally {
+        var started: ContinuousClock.Instant?
+        var inFlight = 0
+        var handedBack = 0
     }
 
     var isDraining: Bool { gateway.draining.withLockedValue { $0 } }
@@ -147,6 +167,8 @@ public struct DeliveryWorker: Service {
                 if app.inFlight.held > 0 {
                     gateway.logger.warning("attempts still in flight at the drain deadline are handed back",
                                            metadata: ["app": "\(app.config.id)", "count": "\(app.inFlight.held)"])
+                    let held = app.inFlight.held
+                    drain.withLockedValue { $0.handedBack += held }
                     group.cancelAll()
                 }
             }

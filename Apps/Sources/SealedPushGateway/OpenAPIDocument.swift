@@ -617,12 +617,12 @@ enum OpenAPIDocument {
           "content": {
             "application/json": {
               "schema": {
-                "$ref": "#/components/schemas/DeviceMessage"
+                "$ref": "#/components/schemas/Receipt"
               },
               "example": {
                 "v": 1,
                 "type": "delivered",
-                "id": "m_example",
+                "id": "019abc0f1d2eAAAAAAAAAAAAAA",
                 "token": "AAAAAAAAAAAAAAAAAAAAAA",
                 "at": 1795000000
               }
@@ -696,7 +696,7 @@ enum OpenAPIDocument {
           "content": {
             "application/json": {
               "schema": {
-                "$ref": "#/components/schemas/DeviceMessage"
+                "$ref": "#/components/schemas/FailureReport"
               },
               "example": {
                 "v": 1,
@@ -1003,191 +1003,331 @@ enum OpenAPIDocument {
         "additionalProperties": false
       },
       "Problem400": {
-        "allOf": [
-          {
-            "$ref": "#/components/schemas/Problem"
+        "type": "object",
+        "title": "Problem400",
+        "description": "RFC 9457 problem details for 400: the request is malformed (invalid_json, invalid_field, unknown_member). A schema of its own, not an allOf over Problem, so that generated clients keep a model per status.",
+        "required": [
+          "type",
+          "title",
+          "status",
+          "detail"
+        ],
+        "properties": {
+          "type": {
+            "type": "string",
+            "enum": [
+              "urn:sealedpush:problem:invalid_json",
+              "urn:sealedpush:problem:invalid_field",
+              "urn:sealedpush:problem:unknown_member"
+            ]
           },
-          {
-            "type": "object",
-            "properties": {
-              "type": {
-                "enum": [
-                  "urn:sealedpush:problem:invalid_json",
-                  "urn:sealedpush:problem:invalid_field",
-                  "urn:sealedpush:problem:unknown_member"
-                ]
-              },
-              "status": {
-                "const": 400
-              }
-            }
+          "title": {
+            "type": "string"
+          },
+          "status": {
+            "type": "integer",
+            "const": 400
+          },
+          "detail": {
+            "type": "string"
+          },
+          "field": {
+            "type": "string",
+            "description": "A JSON pointer to the member at fault."
           }
-        ]
+        },
+        "additionalProperties": false
       },
       "Problem401": {
-        "allOf": [
-          {
-            "$ref": "#/components/schemas/Problem"
+        "type": "object",
+        "title": "Problem401",
+        "description": "RFC 9457 problem details for 401: no API key, or a key no app has (unauthorized). A schema of its own, not an allOf over Problem, so that generated clients keep a model per status.",
+        "required": [
+          "type",
+          "title",
+          "status",
+          "detail"
+        ],
+        "properties": {
+          "type": {
+            "type": "string",
+            "const": "urn:sealedpush:problem:unauthorized"
           },
-          {
-            "type": "object",
-            "properties": {
-              "type": {
-                "const": "urn:sealedpush:problem:unauthorized"
-              },
-              "status": {
-                "const": 401
-              }
-            }
+          "title": {
+            "type": "string"
+          },
+          "status": {
+            "type": "integer",
+            "const": 401
+          },
+          "detail": {
+            "type": "string"
+          },
+          "field": {
+            "type": "string",
+            "description": "A JSON pointer to the member at fault."
           }
-        ]
+        },
+        "additionalProperties": false
       },
       "Problem403": {
-        "allOf": [
-          {
-            "$ref": "#/components/schemas/Problem"
+        "type": "object",
+        "title": "Problem403",
+        "description": "RFC 9457 problem details for 403: another app's key, a missing scope, or a receipt's token that does not match (forbidden). A schema of its own, not an allOf over Problem, so that generated clients keep a model per status.",
+        "required": [
+          "type",
+          "title",
+          "status",
+          "detail"
+        ],
+        "properties": {
+          "type": {
+            "type": "string",
+            "const": "urn:sealedpush:problem:forbidden"
           },
-          {
-            "type": "object",
-            "properties": {
-              "type": {
-                "const": "urn:sealedpush:problem:forbidden"
-              },
-              "status": {
-                "const": 403
-              }
-            }
+          "title": {
+            "type": "string"
+          },
+          "status": {
+            "type": "integer",
+            "const": 403
+          },
+          "detail": {
+            "type": "string"
+          },
+          "field": {
+            "type": "string",
+            "description": "A JSON pointer to the member at fault."
           }
-        ]
+        },
+        "additionalProperties": false
       },
       "Problem404": {
-        "allOf": [
-          {
-            "$ref": "#/components/schemas/Problem"
+        "type": "object",
+        "title": "Problem404",
+        "description": "RFC 9457 problem details for 404: no such device, message, never-registered user, route or receipt id (not_found). A schema of its own, not an allOf over Problem, so that generated clients keep a model per status.",
+        "required": [
+          "type",
+          "title",
+          "status",
+          "detail"
+        ],
+        "properties": {
+          "type": {
+            "type": "string",
+            "const": "urn:sealedpush:problem:not_found"
           },
-          {
-            "type": "object",
-            "properties": {
-              "type": {
-                "const": "urn:sealedpush:problem:not_found"
-              },
-              "status": {
-                "const": 404
-              }
-            }
+          "title": {
+            "type": "string"
+          },
+          "status": {
+            "type": "integer",
+            "const": 404
+          },
+          "detail": {
+            "type": "string"
+          },
+          "field": {
+            "type": "string",
+            "description": "A JSON pointer to the member at fault."
           }
-        ]
+        },
+        "additionalProperties": false
       },
       "Problem409": {
-        "allOf": [
-          {
-            "$ref": "#/components/schemas/Problem"
+        "type": "object",
+        "title": "Problem409",
+        "description": "RFC 9457 problem details for 409: a user's device limit, or an Idempotency-Key still in flight (conflict). A schema of its own, not an allOf over Problem, so that generated clients keep a model per status.",
+        "required": [
+          "type",
+          "title",
+          "status",
+          "detail"
+        ],
+        "properties": {
+          "type": {
+            "type": "string",
+            "const": "urn:sealedpush:problem:conflict"
           },
-          {
-            "type": "object",
-            "properties": {
-              "type": {
-                "const": "urn:sealedpush:problem:conflict"
-              },
-              "status": {
-                "const": 409
-              }
-            }
+          "title": {
+            "type": "string"
+          },
+          "status": {
+            "type": "integer",
+            "const": 409
+          },
+          "detail": {
+            "type": "string"
+          },
+          "field": {
+            "type": "string",
+            "description": "A JSON pointer to the member at fault."
           }
-        ]
+        },
+        "additionalProperties": false
       },
       "Problem413": {
-        "allOf": [
-          {
-            "$ref": "#/components/schemas/Problem"
+        "type": "object",
+        "title": "Problem413",
+        "description": "RFC 9457 problem details for 413: the body or the sealed message is too large (too_large). A schema of its own, not an allOf over Problem, so that generated clients keep a model per status.",
+        "required": [
+          "type",
+          "title",
+          "status",
+          "detail"
+        ],
+        "properties": {
+          "type": {
+            "type": "string",
+            "const": "urn:sealedpush:problem:too_large"
           },
-          {
-            "type": "object",
-            "properties": {
-              "type": {
-                "const": "urn:sealedpush:problem:too_large"
-              },
-              "status": {
-                "const": 413
-              }
-            }
+          "title": {
+            "type": "string"
+          },
+          "status": {
+            "type": "integer",
+            "const": 413
+          },
+          "detail": {
+            "type": "string"
+          },
+          "field": {
+            "type": "string",
+            "description": "A JSON pointer to the member at fault."
           }
-        ]
+        },
+        "additionalProperties": false
       },
       "Problem415": {
-        "allOf": [
-          {
-            "$ref": "#/components/schemas/Problem"
+        "type": "object",
+        "title": "Problem415",
+        "description": "RFC 9457 problem details for 415: Content-Type is not application/json (unsupported_media_type). A schema of its own, not an allOf over Problem, so that generated clients keep a model per status.",
+        "required": [
+          "type",
+          "title",
+          "status",
+          "detail"
+        ],
+        "properties": {
+          "type": {
+            "type": "string",
+            "const": "urn:sealedpush:problem:unsupported_media_type"
           },
-          {
-            "type": "object",
-            "properties": {
-              "type": {
-                "const": "urn:sealedpush:problem:unsupported_media_type"
-              },
-              "status": {
-                "const": 415
-              }
-            }
+          "title": {
+            "type": "string"
+          },
+          "status": {
+            "type": "integer",
+            "const": 415
+          },
+          "detail": {
+            "type": "string"
+          },
+          "field": {
+            "type": "string",
+            "description": "A JSON pointer to the member at fault."
           }
-        ]
+        },
+        "additionalProperties": false
       },
       "Problem422": {
-        "allOf": [
-          {
-            "$ref": "#/components/schemas/Problem"
+        "type": "object",
+        "title": "Problem422",
+        "description": "RFC 9457 problem details for 422: an Idempotency-Key reused with another body, or a fan-out over max_fanout (idempotency_conflict, too_many_deliveries). A schema of its own, not an allOf over Problem, so that generated clients keep a model per status.",
+        "required": [
+          "type",
+          "title",
+          "status",
+          "detail"
+        ],
+        "properties": {
+          "type": {
+            "type": "string",
+            "enum": [
+              "urn:sealedpush:problem:idempotency_conflict",
+              "urn:sealedpush:problem:too_many_deliveries"
+            ]
           },
-          {
-            "type": "object",
-            "properties": {
-              "type": {
-                "enum": [
-                  "urn:sealedpush:problem:idempotency_conflict",
-                  "urn:sealedpush:problem:too_many_deliveries"
-                ]
-              },
-              "status": {
-                "const": 422
-              }
-            }
+          "title": {
+            "type": "string"
+          },
+          "status": {
+            "type": "integer",
+            "const": 422
+          },
+          "detail": {
+            "type": "string"
+          },
+          "field": {
+            "type": "string",
+            "description": "A JSON pointer to the member at fault."
           }
-        ]
+        },
+        "additionalProperties": false
       },
       "Problem429": {
-        "allOf": [
-          {
-            "$ref": "#/components/schemas/Problem"
+        "type": "object",
+        "title": "Problem429",
+        "description": "RFC 9457 problem details for 429: a rate limit; see Retry-After (rate_limited). A schema of its own, not an allOf over Problem, so that generated clients keep a model per status.",
+        "required": [
+          "type",
+          "title",
+          "status",
+          "detail"
+        ],
+        "properties": {
+          "type": {
+            "type": "string",
+            "const": "urn:sealedpush:problem:rate_limited"
           },
-          {
-            "type": "object",
-            "properties": {
-              "type": {
-                "const": "urn:sealedpush:problem:rate_limited"
-              },
-              "status": {
-                "const": 429
-              }
-            }
+          "title": {
+            "type": "string"
+          },
+          "status": {
+            "type": "integer",
+            "const": 429
+          },
+          "detail": {
+            "type": "string"
+          },
+          "field": {
+            "type": "string",
+            "description": "A JSON pointer to the member at fault."
           }
-        ]
+        },
+        "additionalProperties": false
       },
       "Problem503": {
-        "allOf": [
-          {
-            "$ref": "#/components/schemas/Problem"
+        "type": "object",
+        "title": "Problem503",
+        "description": "RFC 9457 problem details for 503: the queue is full, the gateway is stopping, or the database failed; see Retry-After (unavailable). A schema of its own, not an allOf over Problem, so that generated clients keep a model per status.",
+        "required": [
+          "type",
+          "title",
+          "status",
+          "detail"
+        ],
+        "properties": {
+          "type": {
+            "type": "string",
+            "const": "urn:sealedpush:problem:unavailable"
           },
-          {
-            "type": "object",
-            "properties": {
-              "type": {
-                "const": "urn:sealedpush:problem:unavailable"
-              },
-              "status": {
-                "const": 503
-              }
-            }
+          "title": {
+            "type": "string"
+          },
+          "status": {
+            "type": "integer",
+            "const": 503
+          },
+          "detail": {
+            "type": "string"
+          },
+          "field": {
+            "type": "string",
+            "description": "A JSON pointer to the member at fault."
           }
-        ]
+        },
+        "additionalProperties": false
       },
       "KeyRecord": {
         "type": "object",
@@ -1761,10 +1901,6 @@ enum OpenAPIDocument {
         },
         "additionalProperties": false
       },
-      "DeviceMessage": {
-        "type": "object",
-        "description": "A receipt (receipts v1 section 2) or a failure report (section 3), at most 4096 bytes; the server checks it itself and answers 400 for anything else."
-      },
       "DeliveryEventData": {
         "type": "object",
         "required": [
@@ -1846,22 +1982,177 @@ enum OpenAPIDocument {
         "additionalProperties": false
       },
       "Problem500": {
-        "allOf": [
-          {
-            "$ref": "#/components/schemas/Problem"
+        "type": "object",
+        "title": "Problem500",
+        "description": "RFC 9457 problem details for 500: a fault of the gateway itself; the detail names the Request-Id (internal). A schema of its own, not an allOf over Problem, so that generated clients keep a model per status.",
+        "required": [
+          "type",
+          "title",
+          "status",
+          "detail"
+        ],
+        "properties": {
+          "type": {
+            "type": "string",
+            "const": "urn:sealedpush:problem:internal"
           },
-          {
+          "title": {
+            "type": "string"
+          },
+          "status": {
+            "type": "integer",
+            "const": 500
+          },
+          "detail": {
+            "type": "string"
+          },
+          "field": {
+            "type": "string",
+            "description": "A JSON pointer to the member at fault."
+          }
+        },
+        "additionalProperties": false
+      },
+      "ReceiptAttachments": {
+        "type": "object",
+        "description": "What became of the message's attachments (present only when it had some): how many were attached, and how many failed by reason; at most 4 in all.",
+        "required": [
+          "attached",
+          "failed"
+        ],
+        "properties": {
+          "attached": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 4
+          },
+          "failed": {
             "type": "object",
-            "properties": {
-              "type": {
-                "const": "urn:sealedpush:problem:internal"
-              },
-              "status": {
-                "const": 500
-              }
+            "description": "Failed attachments by reason code (attachmentTooLarge, attachmentUnavailable, ...).",
+            "additionalProperties": {
+              "type": "integer",
+              "minimum": 1,
+              "maximum": 4
             }
           }
-        ]
+        },
+        "additionalProperties": false
+      },
+      "Receipt": {
+        "type": "object",
+        "description": "A receipt (receipts v1 section 2): `delivered` once the message opened on the device, `revealed` once a reveal message was pressed and held (reveal v1 section 6; it also makes the delivery delivered). At most 4096 bytes; no title, body, key or device identifier.",
+        "required": [
+          "v",
+          "type",
+          "id",
+          "token",
+          "at"
+        ],
+        "properties": {
+          "v": {
+            "type": "integer",
+            "const": 1
+          },
+          "type": {
+            "type": "string",
+            "enum": [
+              "delivered",
+              "revealed"
+            ]
+          },
+          "id": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 64,
+            "description": "The message id (1 to 64 bytes)."
+          },
+          "token": {
+            "type": "string",
+            "pattern": "^[A-Za-z0-9_-]{22,86}$",
+            "description": "The message's receipt token: base64url without padding of 16 to 64 bytes. The gateway keeps only its SHA-256."
+          },
+          "at": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "The device's clock when it was made, Unix seconds."
+          },
+          "attachments": {
+            "$ref": "#/components/schemas/ReceiptAttachments"
+          },
+          "dropped": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 2147483647,
+            "description": "How many entries the device's outbox dropped before this one (receipts v1 section 2); absent when none."
+          }
+        },
+        "additionalProperties": false
+      },
+      "FailureReport": {
+        "type": "object",
+        "description": "A failure report (receipts v1 section 3): a message sealed to `kid` could not be opened, `count` times since the last report for (reason, kid). Unauthenticated: a signal, never proof. At most 4096 bytes.",
+        "required": [
+          "v",
+          "type",
+          "reason",
+          "kid",
+          "at",
+          "count"
+        ],
+        "properties": {
+          "v": {
+            "type": "integer",
+            "const": 1
+          },
+          "type": {
+            "type": "string",
+            "const": "failed"
+          },
+          "reason": {
+            "type": "string",
+            "enum": [
+              "malformedPayload",
+              "unsupportedVersion",
+              "unknownKey",
+              "decryptionFailed",
+              "badPadding",
+              "malformedMessage",
+              "recipientMismatch",
+              "untrustedSender",
+              "badSignature",
+              "signatureRequired",
+              "expired",
+              "notYetValid",
+              "keychainLocked"
+            ],
+            "description": "The wire-format v1 section 5 reason code (replayed is never reported)."
+          },
+          "kid": {
+            "type": [
+              "string",
+              "null"
+            ],
+            "pattern": "^[0-9a-f]{16}$",
+            "description": "The envelope's key id, 16 hex digits, or null when the envelope named none."
+          },
+          "at": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "The device's clock when it was made, Unix seconds."
+          },
+          "count": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 2147483647
+          },
+          "dropped": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 2147483647,
+            "description": "How many entries the device's outbox dropped before this one (receipts v1 section 2); absent when none."
+          }
+        },
+        "additionalProperties": false
       }
     },
     "responses": {

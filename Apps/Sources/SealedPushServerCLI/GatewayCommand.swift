@@ -9,7 +9,7 @@ struct GatewayCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "gateway",
         abstract: "Run the push gateway: a device registry, a durable queue and delivery through APNs, over HTTP.",
-        subcommands: [Run.self, NewAPIKey.self],
+        subcommands: [Run.self, NewAPIKey.self, Backup.self],
         defaultSubcommand: Run.self)
 
     struct Run: AsyncParsableCommand {

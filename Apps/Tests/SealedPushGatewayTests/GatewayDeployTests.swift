@@ -1,0 +1,113 @@
+import Foundation
+import SealedPushTestSupport
+import Testing
+
+extension GatewaySuites {
+    /// deploy/: the systemd unit passes `systemd-analyze verify` without a warning and keeps its hardening;
+    /// the Containerfile keeps what an operator expects of an image (no container runtime runs here).
+    @Suite("Gateway deployment files (deploy/)", .timeLimit(.minutes(2)))
+    struct GatewayDeployTests {
+        static let analyze = URL(fileURLWithPath: "/usr/bin/systemd-analyze")
+        static var unit: URL { ProjectPaths.root.appendingPathComponent("deploy/sealedpush-gateway.service") }
+
+        /// The unit's `Key=value` lines (every value of a repeated key).
+        static func settings(_ text: String) -> [String: [String]] {
+            var out: [String: [String]] = [:]
+            for line in text.split(separator: "\n") where !line.hasPrefix("#") && !line.hasPrefix("[") {
+                guard let eq = line.firstIndex(of: "=") else { continue }
+                out[String(line[..<eq]), default: []].append(String(line[line.index(after: eq)...]))
+            }
+            return out
+        }
+
+        @Test("the unit keeps its hardening, a reload by SIGHUP and a stop timeout beyond the 10 s drain")
+        func unitHardening() throws {
+            let s = Self.settings(try String(contentsOf: Self.unit, encoding: .utf8))
+            let expected: [String: String] = [
+                "User": "sealedpush", "NoNewPrivileges": "yes", "ProtectSystem": "strict", "StateDirectory": "sealedpush",
+                "ReadWritePaths": "/var/lib/sealedpush", "ProtectHome": "yes", "PrivateTmp": "yes", "CapabilityBoundingSet": "",
+                "RestrictAddressFamilies": "AF_INET AF_INET6 AF_UNIX", "ExecReload": "/bin/kill -HUP $MAINPID", "KillSignal": "SIGTERM",
+                "UMask": "0077",
+            ]
+            for (key, value) in expected {
+                #expect(s[key]?.contains(value) == true, "\(key)=\(value) is missing from the unit (it has \(s[key] ?? []))")
+            }
+            #expect(s["SystemCallFilter"]?.contains("@system-service") == true)
+            let stop = try #require(s["TimeoutStopSec"]?.first.flatMap { Int($0) }, "TimeoutStopSec in whole seconds")
+            #expect(stop > 10, "TimeoutStopSec=\(stop) must outlast the 10 s drain")
+            let exec = try #require(s["ExecStart"]?.first)
+            #expect(exec.hasPrefix("/usr/local/bin/sealedpush-server gateway --config "), "\(exec)")
+        }
+
+        @Test("systemd-analyze verify accepts the unit without a warning; systemd-analyze security rates it OK")
+        func unitVerifies() throws {
+            guard FileManager.default.isExecutableFile(atPath: Self.analyze.path) else {
+                // Not a failure: a machine without systemd cannot check a unit. Say so where the run is read.
+                print("GatewayDeployTests: \(Self.analyze.path) is missing (no systemd here): the unit was not verified")
+                return
+            }
+            // verify checks that ExecStart's program exists: point it at the binary the tests built.
+            let directory = try makeScratchDirectory("unit")
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let text = try String(contentsOf: Self.unit, encoding: .utf8)
+                .replacingOccurrences(of: "/usr/local/bin/sealedpush-server", with: ProjectPaths.sealedpushServerBinary.path)
+            let copy = directory.appendingPathComponent("sealedpush-gateway.service")
+            try Data(text.utf8).write(to: copy)
+            let verify = try ChildProcess.run(Self.analyze, ["verify", copy.path], environment: ["SYSTEMD_LOG_COLOR": "0"], timeout: 60)
+            #expect(verify.status == 0, Comment(rawValue: "systemd-analyze verify: \(verify.stderr)\(verify.stdoutText)"))
+            // An unknown key or a misplaced one is only a warning, with status 0: none is allowed.
+            #expect(verify.stderr.isEmpty && verify.stdoutText.isEmpty, Comment(rawValue: "systemd-analyze verify warned:\n\(verify.stderr)\(verify.stdoutText)"))
+
+            let security = try ChildProcess.run(Self.analyze, ["security", "--offline=yes", "--no-pager", copy.path],
+                                                environment: ["SYSTEMD_LOG_COLOR": "0", "SYSTEMD_COLORS": "0"], timeout: 60)
+            let output = security.stdoutText + security.stderr
+            if let match = output.firstMatch(of: /Overall exposure level for [^:]+: ([0-9.]+)/), let score = Double(match.output.1) {
+                #expect(score <= 2.0, Comment(rawValue: "exposure \(score): the unit lost hardening\n\(output)"))
+            } else {
+                print("GatewayDeployTests: this systemd-analyze has no offline security score: \(output.prefix(200))")
+            }
+        }
+
+        @Test("the Containerfile: a static base, a non-root user, the state on a volume, the ports, SIGTERM")
+        func containerfile() throws {
+            let text = try String(contentsOf: ProjectPaths.root.appendingPathComponent("deploy/Containerfile"), encoding: .utf8)
+            let lines = text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.hasPrefix("#") }
+            let from = try #require(lines.last { $0.hasPrefix("FROM ") }, "no FROM")
+            #expect(from.contains("distroless/static") || from == "FROM scratch", "the final stage must be scratch or distroless static: \(from)")
+            let user = try #require(lines.last { $0.hasPrefix("USER ") }, "no USER")
+            #expect(!user.contains("root") && !user.hasPrefix("USER 0"), "\(user)")
+            #expect(lines.contains { $0.hasPrefix("VOLUME") && $0.contains("/var/lib/sealedpush") })
+            #expect(lines.contains { $0.hasPrefix("EXPOSE") && $0.contains("8080") && $0.contains("9090") })
+            #expect(lines.contains("STOPSIGNAL SIGTERM"))
+            #expect(lines.contains { $0.hasPrefix("ENTRYPOINT") && $0.contains("sealedpush-server") && $0.contains("gateway") })
+        }
+
+        @Test("make install strips the binaries, checks they run, prints their sizes; a stripped sealedpush-server still runs")
+        func installStrips() throws {
+            let makefile = try String(contentsOf: ProjectPaths.root.appendingPathComponent("Makefile"), encoding: .utf8)
+            let start = try #require(makefile.range(of: "\ninstall: release\n"))
+            let recipe = String(makefile[start.upperBound...].split(separator: "\n\n", maxSplits: 1).first ?? "")
+            #expect(recipe.contains("$(STRIP) --strip-all"), Comment(rawValue: recipe))
+            #expect(recipe.contains("--version") && recipe.contains("MiB"), Comment(rawValue: recipe))
+            // What the recipe relies on, on the binary the tests built: stripped, it still runs (the Swift
+            // runtime's metadata sections are allocated and survive `strip --strip-all`).
+            let strip = URL(fileURLWithPath: "/usr/bin/strip")
+            guard FileManager.default.isExecutableFile(atPath: strip.path) else {
+                print("GatewayDeployTests: no /usr/bin/strip (binutils): a stripped binary was not run")
+                return
+            }
+            let directory = try makeScratchDirectory("strip")
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let copy = directory.appendingPathComponent("sealedpush-server")
+            try FileManager.default.copyItem(at: ProjectPaths.sealedpushServerBinary, to: copy)
+            let stripped = try ChildProcess.run(strip, ["--strip-all", copy.path], timeout: 120)
+            #expect(stripped.status == 0, Comment(rawValue: stripped.stderr))
+            let before = try #require(try FileManager.default.attributesOfItem(atPath: ProjectPaths.sealedpushServerBinary.path)[.size] as? Int)
+            let after = try #require(try FileManager.default.attributesOfItem(atPath: copy.path)[.size] as? Int)
+            #expect(after < before)
+            let help = try ChildProcess.run(copy, ["gateway", "new-api-key", "--json"], timeout: 60)
+            #expect(help.status == 0 && help.stdoutText.contains(#""sha256""#), Comment(rawValue: help.stderr))
+            print("GatewayDeployTests: sealedpush-server (this build) \(before >> 20) MiB, stripped \(after >> 20) MiB")
+        }
+    }
+}
