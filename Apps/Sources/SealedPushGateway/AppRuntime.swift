@@ -30,7 +30,8 @@ final class AppRuntime: Sendable {
     let queued = NIOLockedValueBox(0)
     let wake = WakeSignal()
 
-    init(config: GatewayAppConfiguration, makeClient: APNsSenderFactory, logger: Logger) throws(GatewayConfigurationError) {
+    init(config: GatewayAppConfiguration, makeClient: APNsSenderFactory, limiterClock: @escaping @Sendable () -> ContinuousClock.Instant = { .now },
+         logger: Logger) throws(GatewayConfigurationError) {
         self.config = config
         var signer: SigningKeyPair?
         if let dir = config.senderKeychain {
@@ -53,7 +54,7 @@ final class AppRuntime: Sendable {
         }
         self.clients = clients
         inFlight = AsyncLimiter(limit: config.maxInFlight)
-        rate = TokenBucket(perSecond: config.rateLimit)
+        rate = TokenBucket(perSecond: config.rateLimit, now: limiterClock)
     }
 
     /// Shuts down the APNs clients that are `APNsClient`s.

@@ -85,6 +85,63 @@ extension Gateway {
         }
     }
 
+    /// The largest `POST …/messages/batch` body (gateway v1 §5.1).
+    static let maxBatchBytes = 4 << 20
+    /// The most messages in one batch.
+    static let maxBatchMessages = 500
+
+    /// `POST …/messages/batch` (gateway v1 §5.1): each message handled exactly as `POST …/messages` handles it
+    /// alone — its own checks, its own `idempotency_key` and replay rule, one token of the app's rate limit, its
+    /// own `202` body or problem — in request order; the `200` body `{"results": […]}`. A result is `202` only once
+    /// its deliveries are durable (each message is its own transaction). The whole request is refused only for a
+    /// body that is not 1 to 500 message objects (`400`) and while shutting down (`503`, nothing stored).
+    func postBatch(app: AppRuntime, body bytes: [UInt8], requestID: String) async throws -> [UInt8] {
+        guard !draining.withLockedValue({ $0 }) else {
+            throw GatewayError.unavailable("the gateway is shutting down; nothing of this batch was stored; retry against another instance or later")
+        }
+        let root = try JSONBody.object(bytes)
+        for member in root where member.key != "messages" { throw GatewayError.unknownMember("/" + member.key) }
+        guard case let .array(items)? = root["messages"], (1...Self.maxBatchMessages).contains(items.count),
+              items.allSatisfy({ if case .object = $0 { true } else { false } })
+        else {
+            throw GatewayError.invalidField("/messages", "messages must be an array of 1 to \(Self.maxBatchMessages) objects, each a POST …/messages body with an optional idempotency_key")
+        }
+        var results: [JSONValue] = []
+        results.reserveCapacity(items.count)
+        for item in items { results.append(await batchResult(app: app, item, requestID: requestID)) }
+        return JSON.serialize(.object(JSONObject([("results", .array(results))])))
+    }
+
+    /// One message of a batch as `POST …/messages` would answer it: `{"status": 202, "message": …}` (with
+    /// `"replayed": true` for an answer replayed by its idempotency key) or `{"status", "problem"}`.
+    func batchResult(app: AppRuntime, _ item: JSONValue, requestID: String) async -> JSONValue {
+        func problem(_ error: GatewayError) -> JSONValue {
+            let p = error.problem
+            return .object(JSONObject([("status", .int(Int64(p.status.code))), ("problem", (try? JSON.parse(p.json)) ?? .null)]))
+        }
+        guard case var .object(message) = item else { return problem(.invalidJSON("each message must be a JSON object, as POST …/messages takes")) }
+        var key: String?
+        if let value = message["idempotency_key"] {
+            guard case let .string(s) = value, (1...255).contains(s.utf8.count), s.utf8.allSatisfy({ (0x20...0x7e).contains($0) }) else {
+                return problem(.invalidField("/idempotency_key", "idempotency_key must be 1-255 printable ASCII characters"))
+            }
+            key = s
+            message["idempotency_key"] = nil
+        }
+        guard app.rate.take() != nil else { return problem(.rateLimited(retryAfter: 1)) }
+        do {
+            let answer = try await postMessage(app: app, body: JSON.serialize(.object(message)), idempotencyKey: key)
+            let body = (try? JSON.parse(answer.body)) ?? .null
+            var result = JSONObject([("status", .int(Int64(answer.status))), (answer.status == 202 ? "message" : "problem", body)])
+            if answer.replayed { result["replayed"] = .bool(true) }
+            return .object(result)
+        } catch {
+            let classified = GatewayError(classifying: error, requestID: requestID)
+            if case .internal = classified { logger.error("batch message failed", metadata: ["request_id": "\(requestID)", "error": "\(String(reflecting: type(of: error)))"]) }
+            return problem(classified)
+        }
+    }
+
     /// Cancels a message's deliveries not yet sent (`DELETE …/messages/{id}`).
     func cancelMessage(app: AppRuntime, messageID: String) async throws {
         guard let cancelled = try await store.cancelMessage(app: app.config.id, messageID: messageID, now: now) else {

@@ -29,8 +29,9 @@ public struct GatewayOptions: Sendable {
     /// Refusals a second per source address on the device endpoints, or nil for the configuration's
     /// `device_rate_limit` (gateway v1 §6).
     public var deviceRateLimit: Int?
-    /// The monotonic clock the device endpoints' per-source limit refills by (tests pass one that stands still).
-    public var deviceLimitClock: @Sendable () -> ContinuousClock.Instant = { .now }
+    /// The monotonic clock the rate limits refill by, each app's `rate_limit` and the device endpoints' per-source
+    /// limit (tests pass one that stands still).
+    public var limiterClock: @Sendable () -> ContinuousClock.Instant = { .now }
     /// Seals made at once across all requests (`sendMessage`'s bounded pool); defaults to the processor count.
     public var sealingWidth = max(1, ProcessInfo.processInfo.activeProcessorCount)
     /// Makes each app's APNs clients.
@@ -100,11 +101,11 @@ public final class Gateway: Sendable {
         self.logger = logger
         idempotencyKey = try await store.idempotencySecret()
         let perSecond = options.deviceRateLimit ?? configuration.deviceRateLimit
-        sourceLimiter = SourceRateLimiter(capacity: perSecond, refillPerSecond: Double(perSecond), now: options.deviceLimitClock)
+        sourceLimiter = SourceRateLimiter(capacity: perSecond, refillPerSecond: Double(perSecond), now: options.limiterClock)
         sealing = SealingPool(width: options.sealingWidth)
         var apps: [String: AppRuntime] = [:]
         for app in configuration.apps {
-            apps[app.id] = try AppRuntime(config: app, makeClient: options.makeAPNsClient, logger: logger)
+            apps[app.id] = try AppRuntime(config: app, makeClient: options.makeAPNsClient, limiterClock: options.limiterClock, logger: logger)
         }
         state = NIOLockedValueBox((configuration, apps))
         for app in apps.keys {
@@ -148,7 +149,7 @@ public final class Gateway: Sendable {
     public func reload(_ configuration: GatewayConfiguration) async throws {
         var apps: [String: AppRuntime] = [:]
         for app in configuration.apps {
-            apps[app.id] = try AppRuntime(config: app, makeClient: options.makeAPNsClient, logger: logger)
+            apps[app.id] = try AppRuntime(config: app, makeClient: options.makeAPNsClient, limiterClock: options.limiterClock, logger: logger)
         }
         let old = state.withLockedValue { s -> [String: AppRuntime] in
             let old = s.apps

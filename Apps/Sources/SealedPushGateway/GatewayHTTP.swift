@@ -113,10 +113,14 @@ struct MethodNotAllowedMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         do { return try await next(request, context) } catch let error as HTTPError where error.status == .notFound {
             let segments = request.uri.path.split(separator: "/")
-            let allowed = routes.filter { route in
+            let matches = routes.filter { route in
                 route.segments.count == segments.count
                     && zip(route.segments, segments).allSatisfy { pattern, segment in pattern.hasPrefix(":") || pattern == segment }
-            }.flatMap(\.methods)
+            }
+            // The most literal match is the one the router chose (`messages/batch` before `messages/:message_id`).
+            func parameters(_ route: (segments: [String], methods: [String])) -> Int { route.segments.filter { $0.hasPrefix(":") }.count }
+            let fewest = matches.map(parameters).min()
+            let allowed = matches.filter { parameters($0) == fewest }.flatMap(\.methods)
             guard !allowed.isEmpty else { throw error }
             throw GatewayError.methodNotAllowed(allowed: allowed)
         }
@@ -247,15 +251,16 @@ public enum GatewayHTTP {
         return peer
     }
 
-    /// The body of a `/v1/apps` request, checked for type and size, as raw bytes.
-    static func body(_ request: Request) async throws -> [UInt8] {
+    /// The body of a `/v1/apps` request, checked for type and size (`limit` bytes, 64 KiB but for a batch), as raw bytes.
+    static func body(_ request: Request, limit: Int = maxBodyBytes) async throws -> [UInt8] {
         let type = request.headers[.contentType]?.split(separator: ";").first?.trimmingASCIISpaces().lowercased()
         guard type == "application/json" else { throw GatewayError.unsupportedMediaType }
-        if let length = request.headers[.contentLength].flatMap(Int.init), length > maxBodyBytes {
-            throw GatewayError.tooLarge("the request body is over 64 KiB; send a smaller body")
+        let size = limit >= 1 << 20 ? "\(limit >> 20) MiB" : "\(limit >> 10) KiB"
+        if let length = request.headers[.contentLength].flatMap(Int.init), length > limit {
+            throw GatewayError.tooLarge("the request body is over \(size); send a smaller body")
         }
-        do { return Array(try await request.body.collect(upTo: maxBodyBytes).readableBytesView) } catch is NIOTooManyBytesError {
-            throw GatewayError.tooLarge("the request body is over 64 KiB; send a smaller body")
+        do { return Array(try await request.body.collect(upTo: limit).readableBytesView) } catch is NIOTooManyBytesError {
+            throw GatewayError.tooLarge("the request body is over \(size); send a smaller body")
         }
     }
 
@@ -276,21 +281,28 @@ enum JSONBody {
 struct AppAPI: Sendable {
     let gateway: Gateway
 
-    func call(_ request: Request, _ context: GatewayRequestContext, _ scopes: Set<Scope>,
+    /// Authenticates, takes one token of the app's rate limit (none with `perRequest` false: the batch route
+    /// takes one per message), runs `handler` and adds the `RateLimit-*` headers.
+    func call(_ request: Request, _ context: GatewayRequestContext, _ scopes: Set<Scope>, perRequest: Bool = true,
               _ handler: (AppRuntime) async throws -> Response) async throws -> Response {
         let app = try gateway.authorize(bearer: Self.bearer(request), appID: context.parameters.get("app") ?? "", anyOf: scopes)
         let limit = app.config.rateLimit
-        guard let remaining = app.rate.take() else {
-            var problem = GatewayError.rateLimited(retryAfter: 1).problem
-            problem.headers += Self.rateHeaders(limit: limit, remaining: 0)
-            throw problem
+        var remaining = app.rate.available ?? 0
+        if perRequest {
+            guard let left = app.rate.take() else {
+                var problem = GatewayError.rateLimited(retryAfter: 1).problem
+                problem.headers += Self.rateHeaders(limit: limit, remaining: 0)
+                throw problem
+            }
+            remaining = left
         }
         var response: Response
         do { response = try await handler(app) } catch let error as GatewayError {
             var problem = error.problem
-            problem.headers += Self.rateHeaders(limit: limit, remaining: remaining)
+            problem.headers += Self.rateHeaders(limit: limit, remaining: perRequest ? remaining : app.rate.available ?? 0)
             throw problem
         }
+        if !perRequest { remaining = app.rate.available ?? 0 }
         for (name, value) in Self.rateHeaders(limit: limit, remaining: remaining) { response.headers[name] = value }
         return response
     }

@@ -514,6 +514,92 @@ enum OpenAPIDocument {
         }
       }
     },
+    "/v1/apps/{app}/messages/batch": {
+      "parameters": [
+        {
+          "$ref": "#/components/parameters/App"
+        }
+      ],
+      "post": {
+        "operationId": "sendMessages",
+        "summary": "Seal and queue many messages in one request (gateway v1 section 5.1)",
+        "description": "Scope: send. 1 to 500 messages, a body of at most 4 MiB. Each message is handled exactly as POST .../messages handles it alone (its own checks, idempotency_key and replay, one token of the rate limit) and answered in results, in request order; a result is 202 only once its deliveries are durable. No Idempotency-Key header: keys belong to messages.",
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "$ref": "#/components/schemas/BatchRequest"
+              },
+              "example": {
+                "messages": [
+                  {
+                    "to": {
+                      "user_id": "u-42"
+                    },
+                    "body": "The eagle lands at noon.",
+                    "idempotency_key": "order-17"
+                  },
+                  {
+                    "to": {
+                      "user_id": "u-43"
+                    },
+                    "body": "Bring the map."
+                  }
+                ]
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "Each message's answer, in request order.",
+            "headers": {
+              "Request-Id": {
+                "$ref": "#/components/headers/Request-Id"
+              },
+              "RateLimit-Limit": {
+                "$ref": "#/components/headers/RateLimit-Limit"
+              },
+              "RateLimit-Remaining": {
+                "$ref": "#/components/headers/RateLimit-Remaining"
+              },
+              "RateLimit-Reset": {
+                "$ref": "#/components/headers/RateLimit-Reset"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/BatchResponse"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "413": {
+            "$ref": "#/components/responses/TooLarge"
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
+          },
+          "500": {
+            "$ref": "#/components/responses/Internal"
+          },
+          "503": {
+            "$ref": "#/components/responses/Unavailable"
+          }
+        }
+      }
+    },
     "/v1/apps/{app}/messages/{message_id}": {
       "parameters": [
         {
@@ -2153,6 +2239,186 @@ enum OpenAPIDocument {
           }
         },
         "additionalProperties": false
+      },
+      "BatchMessage": {
+        "type": "object",
+        "description": "One message of a batch: a POST .../messages body, with its own optional idempotency key. title, subtitle, body, thread_id, category, badge, sound and data travel only inside the sealed body. A message that cannot fit 4096 bytes once sealed is 413 (detail gives the largest body that fits).",
+        "required": [
+          "to",
+          "body"
+        ],
+        "properties": {
+          "to": {
+            "$ref": "#/components/schemas/Recipients"
+          },
+          "title": {
+            "type": "string",
+            "maxLength": 4096
+          },
+          "subtitle": {
+            "type": "string",
+            "maxLength": 4096
+          },
+          "body": {
+            "type": "string",
+            "maxLength": 4096
+          },
+          "thread_id": {
+            "type": "string",
+            "maxLength": 256,
+            "description": "At most 256 bytes (UTF-8)."
+          },
+          "category": {
+            "type": "string",
+            "maxLength": 256,
+            "description": "At most 256 bytes (UTF-8)."
+          },
+          "badge": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 2147483647
+          },
+          "sound": {
+            "type": "string",
+            "maxLength": 256,
+            "description": "At most 256 bytes (UTF-8)."
+          },
+          "data": {
+            "type": "object",
+            "not": {
+              "required": [
+                "aps"
+              ]
+            },
+            "description": "Opaque to the gateway; travels only inside the sealed body. May not hold aps."
+          },
+          "ttl": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 2592000,
+            "default": 604800,
+            "description": "Seconds APNs and the device keep the message; 0: deliver now or never."
+          },
+          "collapse_id": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 64,
+            "pattern": "^[^\\x00-\\x1f\\x7f]+$",
+            "description": "At most 64 bytes (UTF-8), no control characters."
+          },
+          "priority": {
+            "type": "integer",
+            "enum": [
+              10,
+              5
+            ],
+            "default": 10
+          },
+          "receipt": {
+            "type": "boolean",
+            "default": true
+          },
+          "reveal": {
+            "type": "boolean",
+            "default": false,
+            "description": "A reveal message (reveal v1 sections 2 and 8): iOS is shown only a placeholder (Press and hold to read) and the text is sealed again to each device's reveal key, opened when the user presses and holds on an unlocked phone. Devices whose record has no reveal key are listed in skipped with reason no_reveal_key. Less text fits: a message too large is 413 with how many bytes of title, subtitle and body do."
+          },
+          "idempotency_key": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 255,
+            "pattern": "^[\\x20-\\x7e]+$",
+            "description": "As the Idempotency-Key header of POST .../messages: per app, kept 24 hours."
+          }
+        },
+        "additionalProperties": false
+      },
+      "BatchRequest": {
+        "type": "object",
+        "required": [
+          "messages"
+        ],
+        "additionalProperties": false,
+        "properties": {
+          "messages": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 500,
+            "items": {
+              "$ref": "#/components/schemas/BatchMessage"
+            }
+          }
+        }
+      },
+      "BatchResult": {
+        "oneOf": [
+          {
+            "type": "object",
+            "required": [
+              "status",
+              "message"
+            ],
+            "additionalProperties": false,
+            "properties": {
+              "status": {
+                "const": 202
+              },
+              "message": {
+                "$ref": "#/components/schemas/MessageAccepted"
+              },
+              "replayed": {
+                "type": "boolean",
+                "description": "Present (true) when this is the first answer to the message's idempotency_key, replayed."
+              }
+            }
+          },
+          {
+            "type": "object",
+            "required": [
+              "status",
+              "problem"
+            ],
+            "additionalProperties": false,
+            "properties": {
+              "status": {
+                "type": "integer",
+                "enum": [
+                  400,
+                  404,
+                  409,
+                  413,
+                  422,
+                  429,
+                  500,
+                  503
+                ]
+              },
+              "problem": {
+                "$ref": "#/components/schemas/Problem"
+              },
+              "replayed": {
+                "type": "boolean"
+              }
+            }
+          }
+        ],
+        "description": "What POST .../messages would have answered for this message alone."
+      },
+      "BatchResponse": {
+        "type": "object",
+        "required": [
+          "results"
+        ],
+        "additionalProperties": false,
+        "properties": {
+          "results": {
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/BatchResult"
+            },
+            "description": "One result per message, in request order."
+          }
+        }
       }
     },
     "responses": {

@@ -27,6 +27,14 @@ package final class TokenBucket: Sendable {
         return min(capacity, tokens + max(0, seconds) * refillPerSecond)
     }
 
+    /// The whole tokens left now (nothing is taken); nil when none is.
+    package var available: Int? {
+        state.withLockedValue { s in
+            let tokens = refilled(s.tokens, since: s.last, at: now())
+            return tokens >= 1 ? Int(tokens) : nil
+        }
+    }
+
     /// Whether it has refilled completely (its source has been idle long enough).
     package var isFull: Bool {
         state.withLockedValue { s in refilled(s.tokens, since: s.last, at: now()) >= capacity }

@@ -132,7 +132,7 @@ extension GatewaySuites {
             var options = GatewayOptions()
             options.deviceRateLimit = 2
             let frozen = ContinuousClock.now
-            options.deviceLimitClock = { frozen }  // no refill during the test, however slow the machine
+            options.limiterClock = { frozen }  // no refill during the test, however slow the machine
             try await withGateway("device-limit", options: options) { g in
                 let phones = try (1...3).map { try Phone(in: g.directory, name: "p\($0)", token: hexToken($0)) }
                 for (n, phone) in phones.enumerated() { try await g.register(phone, device: "d\(n)", user: "u") }

@@ -315,5 +315,67 @@ extension GatewaySuites {
                 }
             }
         }
+
+        /// Gateway v1 §5.1: a batch answers `200` with one result per message in request order, each what `POST
+        /// …/messages` would answer alone (checks, idempotency key and replay); the whole request is refused only for
+        /// its shape, its size and an `Idempotency-Key` header; each message takes one token of the rate limit.
+        @Test func aBatchAnswersEachMessageAsAloneInOrder() async throws {
+            var options = GatewayOptions()
+            let frozen = ContinuousClock.now
+            options.limiterClock = { frozen }  // the rate limit does not refill during the test, however slow the machine
+            try await InProcessGateway.with("batch", options: options, extraApp: JSONObject([("rate_limit", .int(8))])) { g in
+                let phone = try Phone(in: g.directory, name: "p", token: hexToken(1))
+                try await g.register(phone, device: "d1", user: "u1")
+                func message(_ body: String, to user: String = "u1", key: String? = nil, extra: JSONObject = JSONObject([])) -> JSONValue {
+                    var o = JSONObject([("to", .object(JSONObject([("user_id", .string(user))]))), ("body", .string(body))])
+                    if let key { o["idempotency_key"] = .string(key) }
+                    for m in extra { o[m.key] = m.value }
+                    return .object(o)
+                }
+                let batch = JSONValue.object(JSONObject([("messages", .array([
+                    message("one", key: "k-1"),
+                    message("two", extra: JSONObject([("tittle", "typo")])),
+                    message("three", to: "nobody"),
+                    message("one", key: "k-1"),
+                    message("one again", key: "k-1"),
+                ]))]))
+                let answer = try await g.api.call(.POST, "/v1/apps/chat/messages/batch", json: batch)
+                #expect(answer.status == 200, "\(answer.text)")
+                let results = (answer.json["results"]?.arrayValue ?? []).compactMap { $0.objectValue }
+                try #require(results.count == 5, "\(answer.text)")
+                #expect(results.map { $0["status"] } == [.int(202), .int(400), .int(404), .int(202), .int(422)], "\(answer.text)")
+                let first = try #require(results[0]["message"]?.objectValue)
+                #expect(first["deliveries"]?.arrayValue?.count == 1)
+                #expect(results[1]["problem"]?.objectValue?["field"]?.stringValue == "/tittle")
+                #expect(results[3]["replayed"] == .bool(true) && results[3]["message"] == results[0]["message"], "the key's first answer, replayed")
+                #expect(results[4]["problem"]?.objectValue?["type"]?.stringValue == "urn:sealedpush:problem:idempotency_conflict")
+                #expect(try await g.gateway.store.queueDepths()["chat"]?.queued == 1, "only the first message was stored")
+
+                // The bucket (8: one token taken by the PUT, five by the batch above) runs out midway: two messages are
+                // sent, the other four get 429 results.
+                let six = JSONValue.object(JSONObject([("messages", .array((1...6).map { message("m\($0)") }))]))
+                let limited = try await g.api.call(.POST, "/v1/apps/chat/messages/batch", json: six)
+                #expect(limited.status == 200)
+                let statuses = (limited.json["results"]?.arrayValue ?? []).compactMap { $0.objectValue?["status"]?.intValue }
+                #expect(statuses == [202, 202, 429, 429, 429, 429], "\(statuses)")
+
+                // Refused as a whole: shape, header, size.
+                for bad in [JSONValue.object(JSONObject([("messages", .array([]))])),
+                            .object(JSONObject([("messages", .array((0..<501).map { _ in message("x") }))])),
+                            .object(JSONObject([("messages", .array(["not an object"]))])),
+                            .object(JSONObject([("messages", .array([message("x")])), ("extra", .int(1))]))] {
+                    let refused = try await g.api.call(.POST, "/v1/apps/chat/messages/batch", json: bad)
+                    #expect(refused.status == 400, "\(refused.text)")
+                }
+                let withHeader = try await g.api.call(.POST, "/v1/apps/chat/messages/batch", json: .object(JSONObject([("messages", .array([message("x")]))])),
+                                                      headers: [("Idempotency-Key", "batch-1")])
+                #expect(withHeader.status == 400 && withHeader.text.contains("idempotency_key"))
+                let huge = try await g.api.call(.POST, "/v1/apps/chat/messages/batch", raw: Array(repeating: 0x20, count: (4 << 20) + 1))
+                #expect(huge.status == 413 && huge.text.contains("4 MiB"))
+                // GET on the batch path is 405 naming POST only (the literal route, not messages/{message_id}).
+                let get = try await g.api.call(.GET, "/v1/apps/chat/messages/batch")
+                #expect(get.status == 405 && get.header("Allow") == "POST", "\(get.status) \(get.header("Allow") ?? "")")
+            }
+        }
     }
 }

@@ -24,6 +24,16 @@ struct MessagesController {
                 return response
             }
         }
+        routes.on("v1/apps/:app/messages/batch", .post) { request, context in
+            try await api.call(request, context, [.send], perRequest: false) { app in
+                guard request.headers[.idempotencyKey] == nil else {
+                    throw GatewayError.invalidField("", "a batch takes no Idempotency-Key header: give each message its own idempotency_key member")
+                }
+                let body = try await gateway.postBatch(app: app, body: try await GatewayHTTP.body(request, limit: Gateway.maxBatchBytes),
+                                                  requestID: context.requestID)
+                return Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+            }
+        }
         routes.on("v1/apps/:app/messages/:message_id", .get) { request, context in
             try await api.call(request, context, [.send, .read]) { app in
                 GatewayHTTP.json(.object(try await gateway.messageJSON(app: app, messageID: try GatewayHTTP.pathMessageID(context))))
