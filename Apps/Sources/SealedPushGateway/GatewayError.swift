@@ -57,6 +57,7 @@ public enum GatewayError: Error, Sendable, Equatable {
 
     /// Whether `error` says the database cannot be reached or written now (as opposed to a bug or a refused query).
     static func isDatabaseUnavailable(_ error: any Error) -> Bool {
+        if let error = error as? GatewayStoreError { return error.isUnavailable }
         if let error = error as? PSQLError {
             switch error.code {
             case .connectionError, .serverClosedConnection, .clientClosedConnection, .poolClosed,

@@ -234,7 +234,7 @@ public final class PostgresGatewayStore: GatewayStore {
                 try? await Task.sleep(for: limit)
                 guard !Task.isCancelled, let c = waiter.withLockedValue({ w in defer { w = nil }; return w }) else { return }
                 work.cancel()
-                c.resume(throwing: GatewayStoreError("the PostgreSQL database \(location) did not finish an operation within \(limit); it is retried or answered 503"))
+                c.resume(throwing: GatewayStoreError("the PostgreSQL database \(location) did not finish an operation within \(limit); it is retried or answered 503", unavailable: true))
             }
             timer.withLockedValue { $0 = sleeper }
         }
@@ -248,7 +248,7 @@ public final class PostgresGatewayStore: GatewayStore {
 
     func checkOpen() throws(GatewayStoreError) {
         guard !closed.withLockedValue({ $0 }) else {
-            throw GatewayStoreError("the PostgreSQL store of \(location) was closed; nothing more is written through it")
+            throw GatewayStoreError("the PostgreSQL store of \(location) was closed; nothing more is written through it", unavailable: true)
         }
     }
 

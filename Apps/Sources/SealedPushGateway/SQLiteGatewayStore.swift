@@ -12,8 +12,14 @@ import Glibc
 public struct GatewayStoreError: Error, CustomStringConvertible, Sendable {
     /// What happened and what to do.
     public let description: String
-    /// An error saying `description`.
-    public init(_ description: String) { self.description = description }
+    /// Whether the database did not answer in time (or the store is closing): a request meeting it is answered
+    /// `503` with `Retry-After`, not `500`.
+    public let isUnavailable: Bool
+    /// An error saying `description`; `unavailable` when waiting and retrying may help.
+    public init(_ description: String, unavailable: Bool = false) {
+        self.description = description
+        isUnavailable = unavailable
+    }
 }
 
 /// The gateway's SQLite store (WAL, `synchronous=FULL`: a `202` is on disk before it is answered), through

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
@@ -264,6 +265,10 @@ extension GatewaySuites {
             }
             #expect(GatewayError(classifying: Unexpected(), requestID: "r") == .internal(requestID: "r"))
             #expect(GatewayError(classifying: GatewayError.notFound("x"), requestID: "r") == .notFound("x"))
+            // A database that does not answer (in time) is 503, whatever layer says so.
+            #expect(GatewayError(classifying: GatewayStoreError("no answer within 15 s", unavailable: true), requestID: "r").status == .serviceUnavailable)
+            #expect(GatewayError(classifying: GatewayStoreError("schema too new"), requestID: "r") == .internal(requestID: "r"))
+            #expect(GatewayError(classifying: DatabaseError(resultCode: .SQLITE_BUSY), requestID: "r").status == .serviceUnavailable)
         }
 
         /// The admin listener answers only a `Host` that names it (DNS rebinding), and its dashboard forbids framing,
