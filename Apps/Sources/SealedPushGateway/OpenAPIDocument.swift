@@ -819,7 +819,18 @@ enum OpenAPIDocument {
           "503": {
             "$ref": "#/components/responses/PublicUnavailable"
           }
-        }
+        },
+        "parameters": [
+          {
+            "name": "app",
+            "in": "query",
+            "required": false,
+            "schema": {
+              "type": "string"
+            },
+            "description": "The app whose devices the report is about (a device's report URL names it). A report counts only in that app; without it, or for an unknown app, it is answered 202 and counted as app \"unknown\", and changes no device."
+          }
+        ]
       }
     },
     "/openapi.json": {
