@@ -16,22 +16,28 @@ import Foundation
 /// Makes the APNs client an app's deliveries go through, for one environment (tests pass a stand-in).
 public typealias APNsSenderFactory = @Sendable (GatewayAppConfiguration, APNsEnvironmentName, Logger) throws -> any APNsSending
 
-/// One app as the running gateway holds it: its configuration, sealer, APNs clients, in-flight bound, rate
-/// limiter and paused state. A reload (SIGHUP) replaces it.
+/// Makes the sender of an app's FCM or Web Push service (tests pass stand-ins); nil: the real one.
+typealias PlatformSenderFactory = @Sendable (GatewayAppConfiguration, PushPlatform, Logger) throws -> (any PlatformSender)?
+
+/// One app as the running gateway holds it: its configuration, sealer, a sender and an in-flight bound per push
+/// service it serves, rate limiter and paused state. A reload (SIGHUP) replaces it.
 final class AppRuntime: Sendable {
     let config: GatewayAppConfiguration
     let sender: NotificationSender
-    let clients: [APNsEnvironmentName: any APNsSending]
-    let inFlight: AsyncLimiter
+    /// One per platform the app serves.
+    let senders: [PushPlatform: any PlatformSender]
+    /// `max_in_flight` per platform (platforms v1 §4).
+    let inFlight: [PushPlatform: AsyncLimiter]
     let rate: TokenBucket
-    /// Why sending is paused (a credential answer), or nil while sending.
-    let pausedReason = NIOLockedValueBox<String?>(nil)
+    /// Why sending to each paused platform is paused (a credential answer); a platform absent sends.
+    let paused = NIOLockedValueBox<[PushPlatform: String]>([:])
     /// Queued deliveries, as last counted (max_queue).
     let queued = NIOLockedValueBox(0)
-    let wake = WakeSignal()
+    /// Wakes each platform's delivery loop.
+    let wakes: [PushPlatform: WakeSignal] = Dictionary(uniqueKeysWithValues: PushPlatform.allCases.map { ($0, WakeSignal()) })
 
-    init(config: GatewayAppConfiguration, makeClient: APNsSenderFactory, limiterClock: @escaping @Sendable () -> ContinuousClock.Instant = { .now },
-         logger: Logger) throws(GatewayConfigurationError) {
+    init(config: GatewayAppConfiguration, makeClient: APNsSenderFactory, makePlatformSender: PlatformSenderFactory? = nil,
+         limiterClock: @escaping @Sendable () -> ContinuousClock.Instant = { .now }, logger: Logger) throws(GatewayConfigurationError) {
         self.config = config
         var signer: SigningKeyPair?
         if let dir = config.senderKeychain {
@@ -46,35 +52,67 @@ final class AppRuntime: Sendable {
         do { sender = try NotificationSender(signer: signer) } catch {
             throw GatewayConfigurationError("/apps/\(config.id)", "cannot set up the sealer: \(error)")
         }
-        var clients: [APNsEnvironmentName: any APNsSending] = [:]
-        for environment in APNsEnvironmentName.allCases {
-            do { clients[environment] = try makeClient(config, environment, logger) } catch let error as GatewayConfigurationError { throw error } catch {
-                throw GatewayConfigurationError("/apps/\(config.id)/apns", "cannot set up the APNs client: \(error)")
+        var senders: [PushPlatform: any PlatformSender] = [:]
+        if let apns = config.apns {
+            var clients: [APNsEnvironmentName: any APNsSending] = [:]
+            for environment in APNsEnvironmentName.allCases {
+                do { clients[environment] = try makeClient(config, environment, logger) } catch let error as GatewayConfigurationError { throw error } catch {
+                    throw GatewayConfigurationError("/apps/\(config.id)/apns", "cannot set up the APNs client: \(error)")
+                }
+            }
+            senders[.apns] = APNsPlatformSender(clients: clients, topic: apns.topic)
+        }
+        for platform in config.platforms where platform != .apns {
+            do {
+                senders[platform] = try makePlatformSender?(config, platform, logger) ?? Self.makePlatformSender(config, platform, logger)
+            } catch let error as GatewayConfigurationError { throw error } catch {
+                throw GatewayConfigurationError("/apps/\(config.id)/\(platform.rawValue)", "cannot set up the \(platform.rawValue) sender: \(error)")
             }
         }
-        self.clients = clients
-        inFlight = AsyncLimiter(limit: config.maxInFlight)
+        self.senders = senders
+        inFlight = Dictionary(uniqueKeysWithValues: senders.keys.map { ($0, AsyncLimiter(limit: config.maxInFlight)) })
         rate = TokenBucket(perSecond: config.rateLimit, now: limiterClock)
     }
 
-    /// Shuts down the APNs clients that are `APNsClient`s.
+    /// Shuts down every push service's connections.
     func shutdown() async {
-        for client in clients.values { await (client as? APNsClient)?.shutdown() }
+        for sender in senders.values { await sender.shutdown() }
     }
+
+    /// Why sending to `platform` is paused, or nil while it sends.
+    func pausedReason(_ platform: PushPlatform) -> String? { paused.withLockedValue { $0[platform] } }
+
+    /// Why the app is paused, for the readiness and the dashboard: the reason of an app that serves one platform,
+    /// else each paused platform's (`fcm: PERMISSION_DENIED`); nil while every platform sends.
+    var pausedSummary: String? {
+        let reasons = paused.withLockedValue { $0 }
+        guard !reasons.isEmpty else { return nil }
+        if senders.count == 1, let only = reasons.first { return only.value }
+        return reasons.sorted { $0.key < $1.key }.map { "\($0.key.rawValue): \($0.value)" }.joined(separator: "; ")
+    }
+
+    /// Wakes every platform's delivery loop (a new message, a reload, the drain).
+    func wakeAll() {
+        for wake in wakes.values { wake.notify() }
+    }
+
+    /// Attempts in flight now, to every push service.
+    var attemptsInFlight: Int { inFlight.values.reduce(0) { $0 + $1.held } }
 
     /// The real APNs client for `environment`: token auth from the `.p8`, the configured URL and CA, no retries
     /// of its own (the gateway's queue retries, with backoff, durably), `max_in_flight` requests at once.
     static func makeAPNsClient(_ config: GatewayAppConfiguration, _ environment: APNsEnvironmentName, _ logger: Logger) throws -> any APNsSending {
+        guard let apns = config.apns else { throw GatewayConfigurationError("/apps/\(config.id)/apns", "is missing") }
         let key: APNsSigningKey
-        do { key = try APNsSigningKey(p8File: config.authKeyPath, keyID: config.keyID, teamID: config.teamID) } catch {
+        do { key = try APNsSigningKey(p8File: apns.authKeyPath, keyID: apns.keyID, teamID: apns.teamID) } catch {
             throw GatewayConfigurationError("/apps/\(config.id)/apns/auth_key", error.description)
         }
-        let url = environment == .production ? config.productionURL : config.sandboxURL
+        let url = environment == .production ? apns.productionURL : apns.sandboxURL
         var trusted: [[UInt8]] = []
-        if let ca = config.caCertPath, let data = FileManager.default.contents(atPath: ca) { trusted.append(Array(data)) }
+        if let ca = apns.caCertPath, let data = FileManager.default.contents(atPath: ca) { trusted.append(Array(data)) }
         let configuration = APNsClientConfiguration(
             environment: url.map { .custom($0) } ?? (environment == .production ? .production : .sandbox),
-            signingKey: key, topic: config.topic, trustedCertificatesPEM: trusted, timeout: .seconds(10),
+            signingKey: key, topic: apns.topic, trustedCertificatesPEM: trusted, timeout: .seconds(10),
             maxInFlight: config.maxInFlight, retry: .init(maxTries: 1))
         do { return try APNsClient(configuration: configuration, logger: logger) } catch {
             throw GatewayConfigurationError("/apps/\(config.id)/apns/ca_cert", error.description)
@@ -132,5 +170,12 @@ final class WakeSignal: Sendable {
             await group.waitForAll()
         }
         state.withLockedValue { $0.pending = false }
+    }
+}
+
+extension AppRuntime {
+    /// The real sender of `platform` (FCM or Web Push) from the app's section.
+    static func makePlatformSender(_ config: GatewayAppConfiguration, _ platform: PushPlatform, _ logger: Logger) throws -> any PlatformSender {
+        throw GatewayConfigurationError("/apps/\(config.id)/\(platform.rawValue)", "this build cannot send to \(platform.rawValue) yet")
     }
 }

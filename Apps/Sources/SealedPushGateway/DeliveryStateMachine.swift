@@ -14,10 +14,12 @@ struct LeasedDeliveryRow: Sendable, Equatable {
 struct DeviceUnregistration: Sendable, Equatable {
     /// The app.
     var app: String
-    /// The environment of the token.
+    /// The platform of the address.
+    var platform: PushPlatform
+    /// The environment of the token (`apns`).
     var environment: APNsEnvironmentName
     /// The token APNs said is gone.
-    var apnsToken: String
+    var address: String
     /// APNs's reason.
     var reason: String
     /// Only a device whose token was last registered before this instant is unregistered (the 410 timestamp rule).
@@ -68,7 +70,7 @@ enum DeliveryStateMachine {
         let attempted: Bool
         let status: Int?
         switch outcome {
-        case let .accepted(s): (attempted, status) = (true, s)
+        case let .accepted(s, _): (attempted, status) = (true, s)
         case let .retry(_, s, _): (attempted, status) = (true, s)
         case let .final(_, s, _, a): (attempted, status) = (a, s)
         case let .paused(s, _): (attempted, status) = (false, s)
@@ -92,8 +94,9 @@ enum DeliveryStateMachine {
             }
             row.state = .cancelled
             row.reason = cancel
-        case let .accepted(s):
+        case let .accepted(s, platformID):
             row.state = .accepted
+            row.platformID = platformID
             row.apnsStatus = s
             row.reason = nil
             row.acceptedAt = now
@@ -114,7 +117,7 @@ enum DeliveryStateMachine {
             row.apnsStatus = s
             row.reason = reason
             if state == .unregistered {
-                unregister = DeviceUnregistration(app: claim.app, environment: claim.environment, apnsToken: claim.apnsToken, reason: reason,
+                unregister = DeviceUnregistration(app: claim.app, platform: claim.platform, environment: claim.environment, address: claim.address, reason: reason,
                                                   registeredBefore: unregisteredAt ?? now + 1, at: now)
             }
         case let .paused(s, _):

@@ -1,6 +1,4 @@
 public import ServiceLifecycle
-import SealedPushAPNs
-import SealedPushAPNsCore
 import Logging
 import NIOConcurrencyHelpers
 
@@ -27,7 +25,7 @@ public struct DeliveryWorker: Service {
                 group.cancelAll()
             }
         } onGracefulShutdown: {
-            let inFlight = gateway.apps.values.reduce(0) { $0 + $1.inFlight.held }
+            let inFlight = gateway.apps.values.reduce(0) { $0 + $1.attemptsInFlight }
             drain.withLockedValue { $0 = DrainTally(started: .now, inFlight: inFlight, handedBack: 0) }
             gateway.logger.notice("stop requested (SIGTERM or SIGINT): draining; new messages answer 503, attempts in flight get the drain timeout",
                                   metadata: ["in_flight": "\(inFlight)", "drain_timeout_ms": "\(gateway.options.drainTimeout.milliseconds)"])
@@ -50,13 +48,15 @@ public struct DeliveryWorker: Service {
 
     var isDraining: Bool { gateway.draining.withLockedValue { $0 } }
 
-    /// Runs one loop per app; after a reload, the loops of the new apps.
+    /// Runs one loop per app and platform it serves; after a reload, the loops of the new apps.
     func deliverAll() async {
         while !isDraining, !Task.isCancelled {
             let generation = gateway.appsGeneration.withLockedValue { $0 }
             let apps = gateway.apps
             await withTaskGroup(of: Void.self) { group in
-                for app in apps.values { group.addTask { await self.deliver(app, generation: generation) } }
+                for app in apps.values {
+                    for platform in app.senders.keys.sorted() { group.addTask { await self.deliver(app, platform, generation: generation) } }
+                }
             }
             if apps.isEmpty { try? await Task.sleep(for: .milliseconds(200)) }
         }
@@ -101,73 +101,74 @@ public struct DeliveryWorker: Service {
         if deleted > 0 { gateway.logger.info("pruned messages and events past their keeping time", metadata: ["rows": "\(deleted)"]) }
     }
 
-    /// One app's loop: claim what is due and fits in the free slots, send each in a child task, wait for a
-    /// wake-up (a new message, a finished attempt) or the next due time.
-    func deliver(_ app: AppRuntime, generation: Int) async {
+    /// One app's loop for one platform: claim what is due and fits in the free slots, send each in a child task,
+    /// wait for a wake-up (a new message, a finished attempt) or the next due time.
+    func deliver(_ app: AppRuntime, _ platform: PushPlatform, generation: Int) async {
         let options = gateway.options
+        guard let sender = app.senders[platform], let inFlight = app.inFlight[platform], let wake = app.wakes[platform] else { return }
         await withDiscardingTaskGroup { group in
             var lastClaim = ContinuousClock.now
             while !isDraining, !Task.isCancelled, gateway.appsGeneration.withLockedValue({ $0 }) == generation {
-                if app.pausedReason.withLockedValue({ $0 }) != nil {
-                    await app.wake.wait(upTo: .seconds(1))
+                if app.pausedReason(platform) != nil {
+                    await wake.wait(upTo: .seconds(1))
                     continue
                 }
                 // Instances sharing a PostgreSQL database divide the app's bound among them (gateway v1 §9).
                 let share = max(1, app.config.maxInFlight / max(1, gateway.store.liveInstances))
-                let free = share - app.inFlight.held
+                let free = share - inFlight.held
                 // Under load, claim in batches: while attempts are in flight (the end of each wakes this loop once
                 // a batch's worth is free), wait for a quarter of the share rather than claiming one delivery (a
                 // transaction, a loop turn) per finished attempt — but no longer than `claimDelay`, so a slow
                 // APNs holding most slots does not hold new messages back.
                 let batch = Self.claimThreshold(share: share, claimBatch: options.claimBatch)
                 let waited = lastClaim.duration(to: .now)
-                guard Self.shouldClaim(free: free, held: app.inFlight.held, batch: batch, waited: waited, delay: options.claimDelay) else {
+                guard Self.shouldClaim(free: free, held: inFlight.held, batch: batch, waited: waited, delay: options.claimDelay) else {
                     // With every slot taken, look again every `claimDelay` (a finished attempt that frees less than a
                     // batch does not wake the loop); with some free, once the delay is up.
-                    await app.wake.wait(upTo: free == 0 ? options.claimDelay : max(.milliseconds(1), options.claimDelay - waited))
+                    await wake.wait(upTo: free == 0 ? options.claimDelay : max(.milliseconds(1), options.claimDelay - waited))
                     continue
                 }
                 lastClaim = .now
                 let now = gateway.now
                 let claims: [ClaimedDelivery]
                 do {
-                    claims = try await gateway.store.claimDue(app: app.config.id, now: now, leaseUntil: now + options.lease.milliseconds,
+                    claims = try await gateway.store.claimDue(app: app.config.id, platform: platform, now: now, leaseUntil: now + options.lease.milliseconds,
                                                              limit: min(free, options.claimBatch))
                 } catch {
                     gateway.logger.error("cannot claim deliveries; retrying in 1 s",
-                                         metadata: ["app": "\(app.config.id)", "error": "\(String(describing: type(of: error)))"])
-                    await app.wake.wait(upTo: .seconds(1))
+                                         metadata: ["app": "\(app.config.id)", "platform": "\(platform.rawValue)", "error": "\(String(describing: type(of: error)))"])
+                    await wake.wait(upTo: .seconds(1))
                     continue
                 }
                 if claims.isEmpty {
-                    let next = try? await gateway.store.nextDue(app: app.config.id)
+                    let next = try? await gateway.store.nextDue(app: app.config.id, platform: platform)
                     let wait = next.map { max(1, min(1000, $0 - gateway.now)) } ?? 1000
-                    await app.wake.wait(upTo: .milliseconds(wait))
+                    await wake.wait(upTo: .milliseconds(wait))
                     continue
                 }
                 for claim in claims {
-                    do { try await app.inFlight.acquire() } catch {
+                    do { try await inFlight.acquire() } catch {
                         await write(claim, app: app, .handBack)
                         continue
                     }
                     group.addTask {
-                        await self.attempt(claim, app: app)
-                        app.inFlight.release()
+                        await self.attempt(claim, app: app, sender: sender)
+                        inFlight.release()
                         // The release that makes a batch's worth free wakes the loop (later ones find it awake or
                         // notified); so does the last one, and draining wakes it too.
-                        let held = app.inFlight.held
-                        if held == 0 || share - held >= batch { app.wake.notify() }
+                        let held = inFlight.held
+                        if held == 0 || share - held >= batch { wake.notify() }
                     }
                 }
             }
             // Draining: attempts in flight get `drainTimeout` to finish, then are cancelled and handed back.
             if isDraining {
                 let deadline = ContinuousClock.now + options.drainTimeout
-                while app.inFlight.held > 0, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
-                if app.inFlight.held > 0 {
+                while inFlight.held > 0, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
+                if inFlight.held > 0 {
                     gateway.logger.warning("attempts still in flight at the drain deadline are handed back",
-                                           metadata: ["app": "\(app.config.id)", "count": "\(app.inFlight.held)"])
-                    let held = app.inFlight.held
+                                           metadata: ["app": "\(app.config.id)", "platform": "\(platform.rawValue)", "count": "\(inFlight.held)"])
+                    let held = inFlight.held
                     drain.withLockedValue { $0.handedBack += held }
                     group.cancelAll()
                 }
@@ -187,35 +188,46 @@ public struct DeliveryWorker: Service {
         max(1, min(claimBatch, share / 4))
     }
 
-    /// Sends one claimed delivery and writes what came of it.
-    func attempt(_ claim: ClaimedDelivery, app: AppRuntime) async {
+    /// Sends one claimed delivery through its platform's sender and writes what came of it.
+    func attempt(_ claim: ClaimedDelivery, app: AppRuntime, sender: any PlatformSender) async {
         let now = gateway.now
         let deliverOnce = claim.apnsExpiration == 0
         if (deliverOnce && claim.attempts > 0) || (!deliverOnce && now >= claim.expiresAt) {
             await write(claim, app: app, .final(.expired, status: nil, reason: "ttl_expired", attempted: false))
             return
         }
-        guard let client = app.clients[claim.environment] else {
-            await write(claim, app: app, .handBack)
-            return
-        }
-        let push = APNsPush(deviceToken: claim.apnsToken, payload: claim.payload, pushType: .alert, priority: claim.priority,
-                            topic: app.config.topic, expiration: claim.apnsExpiration, collapseID: claim.collapseID, apnsID: claim.apnsID)
         let start = ContinuousClock.now
-        let outcome: AttemptOutcome
-        var unregisteredAt: Int64?
-        do {
-            _ = try await client.send(push)
-            gateway.metrics.apnsRequest(app: app.config.id, status: "200", reason: "", duration: start.duration(to: .now))
-            outcome = .accepted(status: 200)
-        } catch {
-            let (status, reason) = Self.describe(error)
-            gateway.metrics.apnsRequest(app: app.config.id, status: status.map(String.init) ?? "none", reason: reason, duration: start.duration(to: .now))
-            if case let .rejected(rejection) = error, rejection.status == 410 { unregisteredAt = rejection.timestamp }
-            outcome = classify(error, claim: claim, cancelled: Task.isCancelled && isDraining)
-            if case let .paused(_, why) = outcome { pause(app, why) }
+        let answer = await sender.send(claim, now: now)
+        if answer.madeRequest {
+            let (status, reason) = answer.counted
+            gateway.metrics.pushRequest(app: app.config.id, platform: claim.platform, status: status, reason: reason, duration: start.duration(to: .now))
         }
+        var unregisteredAt: Int64?
+        if case let .unregistered(_, _, before) = answer { unregisteredAt = before }
+        let outcome = outcome(of: answer, claim: claim, cancelled: Task.isCancelled && isDraining)
+        if case let .paused(_, why) = outcome { pause(app, claim.platform, why) }
         await write(claim, app: app, outcome, unregisteredAt: unregisteredAt)
+    }
+
+    /// What a push service's answer means for the delivery (gateway v1 §6, platforms v1 §2–§3): the same rules
+    /// for every platform. A retry waits out its backoff, and at least the service's `Retry-After`; an attempt
+    /// that ended without an answer because the drain cancelled it goes back untouched.
+    func outcome(of answer: PushAnswer, claim: ClaimedDelivery, cancelled: Bool) -> AttemptOutcome {
+        switch answer {
+        case let .accepted(status, platformID):
+            return .accepted(status: status, platformID: platformID)
+        case let .unregistered(status, reason, _):
+            return .final(.unregistered, status: status, reason: reason, attempted: true)
+        case let .rejected(status, reason, attempted):
+            return .final(.rejected, status: status, reason: reason, attempted: attempted)
+        case let .retry(status, reason, retryAfter):
+            if cancelled && status == nil { return .handBack }
+            return retry(claim, status: status, reason: reason, notBefore: retryAfter)
+        case let .paused(status, reason):
+            return .paused(status: status, reason: reason)
+        case .handBack:
+            return .handBack
+        }
     }
 
     func write(_ claim: ClaimedDelivery, app: AppRuntime, _ outcome: AttemptOutcome, unregisteredAt: Int64? = nil) async {
@@ -231,69 +243,32 @@ public struct DeliveryWorker: Service {
         }
     }
 
-    func pause(_ app: AppRuntime, _ reason: String) {
-        let first = app.pausedReason.withLockedValue { r -> Bool in
-            defer { r = reason }
-            return r == nil
+    func pause(_ app: AppRuntime, _ platform: PushPlatform, _ reason: String) {
+        let first = app.paused.withLockedValue { r -> Bool in
+            defer { r[platform] = reason }
+            return r[platform] == nil
         }
         gateway.metrics.paused(app: app.config.id, true)
         if first {
-            gateway.logger.error("APNs refused this app's credentials; its deliveries stay queued until the key, topic or certificate is fixed and the configuration reloaded (SIGHUP)",
-                                 metadata: ["app": "\(app.config.id)", "reason": "\(reason)"])
-        }
-    }
-
-    /// The status and reason an error is counted under.
-    static func describe(_ error: APNsError) -> (Int?, String) {
-        switch error {
-        case let .rejected(r): (r.status, "\(r.reason)")
-        case .timedOut: (nil, "timeout")
-        case .connection: (nil, "connection")
-        case .untrustedServer: (nil, "untrusted_server")
-        case .authKey: (nil, "auth_key")
-        case .invalidRequest: (nil, "invalid_request")
-        case .shutDown: (nil, "shutdown")
-        }
-    }
-
-    /// What an APNs error means for the delivery (gateway v1 §6).
-    func classify(_ error: APNsError, claim: ClaimedDelivery, cancelled: Bool) -> AttemptOutcome {
-        let (status, reason) = Self.describe(error)
-        switch error {
-        case .shutDown:
-            return .handBack
-        case .timedOut, .connection:
-            return cancelled ? .handBack : retry(claim, status: nil, reason: reason)
-        case .untrustedServer, .authKey:
-            return .paused(status: nil, reason: reason)
-        case .invalidRequest:
-            return .final(.rejected, status: nil, reason: reason, attempted: false)
-        case let .rejected(r):
-            switch r.reason {
-            case .unregistered, .expiredToken, .badDeviceToken, .deviceTokenNotForTopic:
-                return .final(.unregistered, status: status, reason: reason, attempted: true)
-            case .invalidProviderToken, .badCertificate, .badCertificateEnvironment, .forbidden, .topicDisallowed,
-                 .missingProviderToken, .unrelatedKeyIDInToken, .badEnvironmentKeyIDInToken:
-                return .paused(status: status, reason: reason)
-            case .expiredProviderToken, .tooManyRequests, .tooManyProviderTokenUpdates, .internalServerError, .serviceUnavailable, .shutdown:
-                return retry(claim, status: status, reason: reason)
-            default:
-                if r.status == 410 { return .final(.unregistered, status: status, reason: reason, attempted: true) }
-                if [429, 500, 503].contains(r.status) { return retry(claim, status: status, reason: reason) }
-                return .final(.rejected, status: status, reason: reason, attempted: true)
+            let fix = switch platform {
+            case .apns: "APNs refused this app's credentials; its APNs deliveries stay queued until the key, topic or certificate is fixed"
+            case .fcm: "FCM refused this app's service account; its FCM deliveries stay queued until the service account (or its project's permissions) is fixed"
+            case .webpush: "A push service refused this app's VAPID key; its Web Push deliveries stay queued until the key or subject is fixed"
             }
+            gateway.logger.error("\(fix) and the configuration reloaded (SIGHUP)",
+                                 metadata: ["app": "\(app.config.id)", "platform": "\(platform.rawValue)", "reason": "\(reason)"])
         }
     }
 
     /// The next attempt after exponential backoff with equal jitter. One that would be at or past `expires_at`
     /// (or of a `ttl: 0` message) is written `expired` by `DeliveryStateMachine`, when this attempt is written.
-    func retry(_ claim: ClaimedDelivery, status: Int?, reason: String) -> AttemptOutcome {
+    func retry(_ claim: ClaimedDelivery, status: Int?, reason: String, notBefore: Duration? = nil) -> AttemptOutcome {
         let options = gateway.options
         let base = max(1, options.baseRetryDelay.milliseconds)
         let cap = max(base, options.maxRetryDelay.milliseconds)
         let exponent = min(claim.attempts, 30)
         let full = min(cap, base << Int64(exponent))
-        let delay = full / 2 + Int64.random(in: 0...(full - full / 2))
+        let delay = max(full / 2 + Int64.random(in: 0...(full - full / 2)), notBefore?.milliseconds ?? 0)
         return .retry(at: gateway.now + delay, status: status, reason: reason)
     }
 }

@@ -173,7 +173,7 @@ extension Gateway {
     /// The dashboard's HTML.
     func dashboardPage() async throws -> String {
         let snapshot = try await store.dashboard(now: now)
-        let paused = apps.compactMapValues { $0.pausedReason.withLockedValue { $0 } }
+        let paused = apps.compactMapValues { $0.pausedSummary }
         return try Dashboard.render(snapshot, apps: configuration.apps, paused: paused)
     }
 }

@@ -36,6 +36,8 @@ public struct GatewayOptions: Sendable {
     public var sealingWidth = max(1, ProcessInfo.processInfo.activeProcessorCount)
     /// Makes each app's APNs clients.
     public var makeAPNsClient: APNsSenderFactory = AppRuntime.makeAPNsClient
+    /// Makes each app's FCM and Web Push senders (tests pass stand-ins); nil: the real ones.
+    var makePlatformSender: PlatformSenderFactory?
     /// Deliveries claimed per query.
     public var claimBatch = 256
     /// The longest the delivery worker waits for a batch's worth of free slots (a quarter of its share) while
@@ -105,7 +107,8 @@ public final class Gateway: Sendable {
         sealing = SealingPool(width: options.sealingWidth)
         var apps: [String: AppRuntime] = [:]
         for app in configuration.apps {
-            apps[app.id] = try AppRuntime(config: app, makeClient: options.makeAPNsClient, limiterClock: options.limiterClock, logger: logger)
+            apps[app.id] = try AppRuntime(config: app, makeClient: options.makeAPNsClient, makePlatformSender: options.makePlatformSender,
+                                          limiterClock: options.limiterClock, logger: logger)
         }
         state = NIOLockedValueBox((configuration, apps))
         for app in apps.keys {
@@ -149,7 +152,8 @@ public final class Gateway: Sendable {
     public func reload(_ configuration: GatewayConfiguration) async throws {
         var apps: [String: AppRuntime] = [:]
         for app in configuration.apps {
-            apps[app.id] = try AppRuntime(config: app, makeClient: options.makeAPNsClient, limiterClock: options.limiterClock, logger: logger)
+            apps[app.id] = try AppRuntime(config: app, makeClient: options.makeAPNsClient, makePlatformSender: options.makePlatformSender,
+                                          limiterClock: options.limiterClock, logger: logger)
         }
         let old = state.withLockedValue { s -> [String: AppRuntime] in
             let old = s.apps
@@ -159,7 +163,7 @@ public final class Gateway: Sendable {
         appsGeneration.withLockedValue { $0 += 1 }
         for app in apps.keys { metrics.declare(app: app) }
         for app in apps.keys { metrics.paused(app: app, false) }  // new clients: sending again until APNs says otherwise
-        for app in old.values { app.wake.notify() }
+        for app in old.values { app.wakeAll() }
         logger.notice("configuration reloaded", metadata: ["apps": "\(apps.count)"])
         let since = ContinuousClock.now
         retired.withLockedValue { $0 += old.values.map { ($0, since) } }  // attempts in flight on them finish first
@@ -179,7 +183,7 @@ public final class Gateway: Sendable {
     /// Stops taking messages (`503`) and wakes the worker's loops so they drain.
     func beginDraining() {
         draining.withLockedValue { $0 = true }
-        for app in apps.values { app.wake.notify() }
+        for app in apps.values { app.wakeAll() }
     }
 
     /// Shuts down every app's APNs clients (those replaced by reloads too) and closes the store; once (later calls
@@ -204,7 +208,7 @@ public final class Gateway: Sendable {
         do { try await store.ping() } catch { database = "unreachable" }
         let isDraining = draining.withLockedValue { $0 }
         let states: [JSONValue] = apps.values.sorted { $0.config.id < $1.config.id }.map { app in
-            let paused = app.pausedReason.withLockedValue { $0 }
+            let paused = app.pausedSummary
             var o = JSONObject([("id", .string(app.config.id)), ("state", .string(paused == nil ? "sending" : "paused"))])
             if let paused { o["reason"] = .string(paused) }
             return .object(o)
@@ -239,6 +243,10 @@ public final class Gateway: Sendable {
 
     func registerDevice(app: AppRuntime, deviceID: String, body: JSONObject) async throws -> (JSONObject, created: Bool) {
         let registration = try DeviceRegistration(body)
+        guard app.config.serves(registration.platform) else { throw GatewayError.platformNotConfigured(registration.platform) }
+        if registration.platform == .webpush, let settings = app.config.webpush {
+            try await checkWebPushEndpoint(registration.token, settings: settings)
+        }
         // A key no sealed box can be made to (a low-order point, e.g. 32 zero bytes) would fail every message to
         // this device: refuse it now, naming the member (gateway v1 §4, revision 2).
         guard SealingPool.canSeal(to: registration.record.publicKey) else {
@@ -249,10 +257,11 @@ public final class Gateway: Sendable {
         }
         let t = now
         let record = DeviceRecord(
-            app: app.config.id, deviceID: deviceID, userID: registration.userID, apnsToken: registration.token,
+            app: app.config.id, deviceID: deviceID, userID: registration.userID, address: registration.token,
             environment: registration.environment, keyRecord: JSON.serialize(.object(registration.keyRecord)),
             keyID: registration.record.keyID.hex, state: .active, createdAt: t, updatedAt: t, registeredAt: t,
-            unregisteredAt: nil, unregisteredReason: nil, tokenReassigned: false, lastReport: nil)
+            unregisteredAt: nil, unregisteredReason: nil, tokenReassigned: false, lastReport: nil,
+            platform: registration.platform, webpushKeys: registration.webpushKeys)
         do {
             let (stored, created, cancelled) = try await store.putDevice(record, maxDevicesPerUser: options.maxDevicesPerUser)
             metrics.delivery(app: app.config.id, state: .cancelled, count: cancelled)
@@ -262,10 +271,20 @@ public final class Gateway: Sendable {
         }
     }
 
+    /// A device as the API shows it: its platform's members (platforms v1 §1) and never its whole address.
     static func json(_ d: DeviceRecord) -> JSONObject {
-        JSONObject([
-            ("device_id", .string(d.deviceID)), ("user_id", .string(d.userID)), ("environment", .string(d.environment.rawValue)),
-            ("key_id", .string(d.keyID)), ("state", .string(d.state.rawValue)), ("apns_token_suffix", .string(String(d.apnsToken.suffix(8)))),
+        var address: [(String, JSONValue)] = [("platform", .string(d.platform.rawValue))]
+        switch d.platform {
+        case .apns:
+            address += [("environment", .string(d.environment.rawValue)), ("apns_token_suffix", .string(String(d.address.suffix(8))))]
+        case .fcm:
+            address.append(("fcm_token_suffix", .string(String(d.address.suffix(8)))))
+        case .webpush:
+            // The endpoint is a capability URL: only its origin is shown.
+            address.append(("webpush_origin", WebOrigin.of(d.address).map { .string($0) } ?? .null))
+        }
+        return JSONObject([("device_id", .string(d.deviceID)), ("user_id", .string(d.userID))] + address + [
+            ("key_id", .string(d.keyID)), ("state", .string(d.state.rawValue)),
             ("created_at", GatewayTime.json(d.createdAt)), ("updated_at", GatewayTime.json(d.updatedAt)),
             ("unregistered_at", GatewayTime.json(d.unregisteredAt)), ("unregistered_reason", d.unregisteredReason.map { .string($0) } ?? .null),
             ("token_reassigned", .bool(d.tokenReassigned)),
@@ -280,8 +299,12 @@ public final class Gateway: Sendable {
     static func json(_ d: DeliveryRecord) -> JSONObject {
         JSONObject([
             ("delivery_id", .string(d.deliveryID)), ("device_id", .string(d.deviceID)), ("state", .string(d.state.rawValue)),
-            ("attempts", .int(Int64(d.attempts))), ("apns_id", d.sentOnce ? .string(d.apnsID) : .null),
-            ("apns_status", d.apnsStatus.map { .int(Int64($0)) } ?? .null), ("reason", d.reason.map { .string($0) } ?? .null),
+            ("attempts", .int(Int64(d.attempts))), ("platform", .string(d.platform.rawValue)),
+            ("platform_id", d.platform == .apns ? (d.sentOnce ? .string(d.apnsID) : .null) : d.platformID.map { .string($0) } ?? .null),
+            ("platform_status", d.apnsStatus.map { .int(Int64($0)) } ?? .null),
+            ("apns_id", d.platform == .apns && d.sentOnce ? .string(d.apnsID) : .null),
+            ("apns_status", d.platform == .apns ? d.apnsStatus.map { .int(Int64($0)) } ?? .null : .null),
+            ("reason", d.reason.map { .string($0) } ?? .null),
             ("updated_at", GatewayTime.json(d.updatedAt)), ("next_attempt_at", GatewayTime.json(d.state == .queued ? d.nextAttemptAt : nil)),
             ("accepted_at", GatewayTime.json(d.acceptedAt)), ("delivered_at", GatewayTime.json(d.deliveredAt)),
             ("revealed_at", GatewayTime.json(d.revealedAt)), ("seq", .int(d.seq)),
@@ -324,6 +347,11 @@ public final class Gateway: Sendable {
                 skipped.append((d.deviceID, "unregistered"))
                 continue
             }
+            // A device of a platform the app no longer serves (its section removed) is skipped (platforms v1 §4).
+            guard app.config.serves(d.platform) else {
+                skipped.append((d.deviceID, "platform_not_configured"))
+                continue
+            }
             // A record that no longer parses cannot be sealed to: that device is skipped, never the message (§5).
             guard let record = try? DeviceKeyRecord(jsonBytes: d.keyRecord) else {
                 skipped.append((d.deviceID, "bad_key_record"))
@@ -352,7 +380,7 @@ public final class Gateway: Sendable {
                                     category: request.category, badge: request.badge, sound: request.sound, data: request.data)
         message.messageID = messageID
         message.expiry = request.ttl == 0 ? .deliverOnce : .at(issuedAt + request.ttl)
-        message.topic = app.config.topic
+        message.topic = app.config.apns?.topic
         if request.receipt { message.receiptURL = configuration.publicURL + "/v1/receipts" }
         if request.reveal { message.reveal = .standard }
         let sealedResults = try await sealing.seal(message, to: targets.map(\.record), with: app.sender)
@@ -370,11 +398,12 @@ public final class Gateway: Sendable {
                 continue
             }
             let deliveryID = GatewayIDs.delivery(now: created)
+            let payload = try platformPayload(sealed, device: device, request: request)
             deliveries.append(NewDelivery(
-                deliveryID: deliveryID, deviceID: device.deviceID, apnsToken: device.apnsToken, environment: device.environment,
-                payload: sealed.payload, receiptTokenSHA256: sealed.receipt.map { Digests.sha256(Array($0.token.utf8)) },
+                deliveryID: deliveryID, deviceID: device.deviceID, address: device.address, environment: device.environment,
+                payload: payload, receiptTokenSHA256: sealed.receipt.map { Digests.sha256(Array($0.token.utf8)) },
                 priority: request.priority, collapseID: request.collapseID ?? deliveryID,
-                apnsExpiration: request.ttl == 0 ? 0 : expiresAt / 1000, apnsID: APNsID.random()))
+                apnsExpiration: request.ttl == 0 ? 0 : expiresAt / 1000, apnsID: APNsID.random(), platform: device.platform))
         }
         var answer = JSONObject([
             ("message_id", .string(messageID)), ("created_at", GatewayTime.json(created)), ("expires_at", GatewayTime.json(expiresAt)),
@@ -390,7 +419,7 @@ public final class Gateway: Sendable {
         app.queued.withLockedValue { $0 += deliveries.count }
         metrics.message(app: appID)
         metrics.delivery(app: appID, state: .queued, count: deliveries.count)
-        if !deliveries.isEmpty { app.wake.notify() }
+        if !deliveries.isEmpty { app.wakeAll() }
         return bytes
     }
 

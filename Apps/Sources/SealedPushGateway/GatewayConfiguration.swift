@@ -44,10 +44,8 @@ public enum Scope: String, Sendable, CaseIterable {
     case read
 }
 
-/// One app the gateway serves: its APNs credentials and topic, its sender keychain, its API keys and bounds.
-public struct GatewayAppConfiguration: Sendable {
-    /// `[a-z0-9][a-z0-9._-]{0,63}`: the `{app}` of every `/v1/apps/{app}/…` path.
-    public let id: String
+/// An app's APNs section: its credentials and topic (the app serves `apns` devices only with it).
+public struct APNsAppSettings: Sendable {
     /// The bundle id, sent as `apns-topic`.
     public let topic: String
     /// The `.p8` auth key (absolute path), its key id and team id.
@@ -62,11 +60,64 @@ public struct GatewayAppConfiguration: Sendable {
     public let sandboxURL: String?
     /// An extra trust anchor (PEM file, absolute path) for those URLs.
     public let caCertPath: String?
+}
+
+/// An app's FCM section (platforms v1 §2): the service account its access tokens are made from, and where FCM is.
+public struct FCMAppSettings: Sendable {
+    /// The Google service-account key file (absolute path).
+    public let serviceAccountPath: String
+    /// The Firebase project, or nil for the service account's.
+    public let projectID: String?
+    /// FCM's base URL, or nil for `https://fcm.googleapis.com`.
+    public let url: String?
+    /// The token endpoint, or nil for the service account's `token_uri`.
+    public let tokenURL: String?
+    /// An extra trust anchor (PEM file, absolute path) for those URLs (the local FCM of `fcm serve`).
+    public let caCertPath: String?
+}
+
+/// An app's Web Push section (platforms v1 §3): its VAPID key and subject, and the endpoint rules of §1.1.
+public struct WebPushAppSettings: Sendable {
+    /// The VAPID key, P-256 in PKCS#8 PEM (absolute path).
+    public let vapidKeyPath: String
+    /// `mailto:` or `https:` contact for push services (the JWT's `sub`).
+    public let subject: String
+    /// Whether endpoints may be private addresses, IP literals or any port (the local push service only).
+    public let allowPrivateEndpoints: Bool
+    /// Ports besides 443 an endpoint may name.
+    public let allowPorts: Set<Int>
+    /// An extra trust anchor (PEM file, absolute path) for endpoints (the local push service).
+    public let caCertPath: String?
+}
+
+/// One app the gateway serves: its push services' credentials (APNs, FCM, Web Push: at least one), its sender
+/// keychain, its API keys and bounds.
+public struct GatewayAppConfiguration: Sendable {
+    /// `[a-z0-9][a-z0-9._-]{0,63}`: the `{app}` of every `/v1/apps/{app}/…` path.
+    public let id: String
+    /// The APNs section, or nil: the app serves no `apns` device.
+    public let apns: APNsAppSettings?
+    /// The FCM section, or nil: the app serves no `fcm` device.
+    public let fcm: FCMAppSettings?
+    /// The Web Push section, or nil: the app serves no `webpush` device.
+    public let webpush: WebPushAppSettings?
+    /// The platforms the app serves, in order.
+    public var platforms: [PushPlatform] {
+        PushPlatform.allCases.filter(serves)
+    }
+    /// Whether the app has `platform`'s section.
+    public func serves(_ platform: PushPlatform) -> Bool {
+        switch platform {
+        case .apns: apns != nil
+        case .fcm: fcm != nil
+        case .webpush: webpush != nil
+        }
+    }
     /// A `sealedpush sender` store whose active key signs every message (absolute path), or `nil`.
     public let senderKeychain: String?
     /// The app's API keys.
     public let apiKeys: [APIKeyEntry]
-    /// The most APNs requests in flight for this app.
+    /// The most requests in flight for this app to each of its push services.
     public let maxInFlight: Int
     /// Queued deliveries beyond which sends answer 503.
     public let maxQueue: Int
@@ -357,36 +408,17 @@ struct ConfigReader {
 
     mutating func app(_ value: JSONValue, at pointer: String) throws(GatewayConfigurationError) -> GatewayAppConfiguration {
         guard case let .object(o) = value else { throw GatewayConfigurationError(pointer, "each app must be an object") }
-        try allowOnly(o, at: pointer, ["id", "topic", "apns", "sender_keychain", "api_keys", "max_in_flight", "max_queue", "max_fanout", "rate_limit", "webhook"])
+        try allowOnly(o, at: pointer, ["id", "topic", "apns", "fcm", "webpush", "sender_keychain", "api_keys", "max_in_flight", "max_queue",
+                                       "max_fanout", "rate_limit", "webhook"])
         let id = try string(o, "id", at: pointer)!
         guard GatewayConfiguration.isValidAppID(id) else {
             throw GatewayConfigurationError("\(pointer)/id", "must match [a-z0-9][a-z0-9._-]{0,63}")
         }
-        let topic = try string(o, "topic", at: pointer)!
-        guard !topic.isEmpty, topic.utf8.count <= 255, !topic.contains(where: { $0.isWhitespace }) else {
-            throw GatewayConfigurationError("\(pointer)/topic", "must be the app's bundle id, e.g. \"com.example.chat\"")
-        }
-        guard case let .object(apns)? = o["apns"] else { throw GatewayConfigurationError("\(pointer)/apns", "is missing: give auth_key, key_id and team_id") }
-        try allowOnly(apns, at: "\(pointer)/apns", ["auth_key", "key_id", "team_id", "production_url", "sandbox_url", "ca_cert"])
-        let keyPath = resolve(try string(apns, "auth_key", at: "\(pointer)/apns")!)
-        try checkSecretFile(keyPath, member: "\(pointer)/apns/auth_key")
-        let keyID = try string(apns, "key_id", at: "\(pointer)/apns")!
-        let teamID = try string(apns, "team_id", at: "\(pointer)/apns")!
-        guard APNsSigningKey.isValidID(keyID) else { throw GatewayConfigurationError("\(pointer)/apns/key_id", "must be the 10-character key id Apple shows for the .p8 key") }
-        guard APNsSigningKey.isValidID(teamID) else { throw GatewayConfigurationError("\(pointer)/apns/team_id", "must be the 10-character Apple team id") }
-        var urls: [String?] = []
-        for name in ["production_url", "sandbox_url"] {
-            let url = try string(apns, name, at: "\(pointer)/apns", required: false)
-            if let url {
-                guard let parsed = HTTPURL(url), parsed.scheme == "https" else {
-                    throw GatewayConfigurationError("\(pointer)/apns/\(name)", "must be an https URL (e.g. \"https://127.0.0.1:2197\") or null for Apple's")
-                }
-            }
-            urls.append(url)
-        }
-        let ca = try string(apns, "ca_cert", at: "\(pointer)/apns", required: false).map(resolve)
-        if let ca, FileManager.default.contents(atPath: ca) == nil {
-            throw GatewayConfigurationError("\(pointer)/apns/ca_cert", "cannot read \(ca); give a PEM CA certificate or null")
+        let apns = try apnsSection(o, at: pointer)
+        let fcm = try fcmSection(o, at: pointer)
+        let webpush = try webpushSection(o, at: pointer)
+        guard apns != nil || fcm != nil || webpush != nil else {
+            throw GatewayConfigurationError(pointer, "serves no platform: give at least one of apns, fcm and webpush (platforms v1 §4)")
         }
         let sender = try string(o, "sender_keychain", at: pointer, required: false).map(resolve)
         if let sender {
@@ -420,13 +452,117 @@ struct ConfigReader {
         }
         let webhook = try self.webhook(o, at: pointer)
         return GatewayAppConfiguration(
-            id: id, topic: topic, authKeyPath: keyPath, keyID: keyID, teamID: teamID, productionURL: urls[0], sandboxURL: urls[1],
-            caCertPath: ca, senderKeychain: sender, apiKeys: keys,
+            id: id, apns: apns, fcm: fcm, webpush: webpush, senderKeychain: sender, apiKeys: keys,
             maxInFlight: try integer(o, "max_in_flight", at: pointer, default: 100, range: 1...10_000),
             maxQueue: try integer(o, "max_queue", at: pointer, default: 1_000_000, range: 1...1_000_000_000),
             maxFanout: try integer(o, "max_fanout", at: pointer, default: 10_000, range: 1...1_000_000),
             rateLimit: try integer(o, "rate_limit", at: pointer, default: 1000, range: 1...1_000_000),
             webhook: webhook)
+    }
+
+    /// `"topic"` and `"apns": {"auth_key", "key_id", "team_id", "production_url"?, "sandbox_url"?, "ca_cert"?}`, or nil
+    /// when the app has no `apns` section (then `topic` is not read: it belongs to APNs alone).
+    mutating func apnsSection(_ o: JSONObject, at pointer: String) throws(GatewayConfigurationError) -> APNsAppSettings? {
+        guard let value = o["apns"], value != .null else {
+            if o["topic"] != nil, o["topic"] != .null {
+                throw GatewayConfigurationError("\(pointer)/topic", "is APNs's bundle id, and this app has no apns section: add one, or remove topic")
+            }
+            return nil
+        }
+        guard case let .object(apns) = value else { throw GatewayConfigurationError("\(pointer)/apns", "must be an object: give auth_key, key_id and team_id") }
+        guard let topic = try string(o, "topic", at: pointer, required: false) else {
+            throw GatewayConfigurationError("\(pointer)/topic", "is missing: an app with an apns section needs its bundle id, e.g. \"com.example.chat\"")
+        }
+        guard !topic.isEmpty, topic.utf8.count <= 255, !topic.contains(where: { $0.isWhitespace }) else {
+            throw GatewayConfigurationError("\(pointer)/topic", "must be the app's bundle id, e.g. \"com.example.chat\"")
+        }
+        try allowOnly(apns, at: "\(pointer)/apns", ["auth_key", "key_id", "team_id", "production_url", "sandbox_url", "ca_cert"])
+        let keyPath = resolve(try string(apns, "auth_key", at: "\(pointer)/apns")!)
+        try checkSecretFile(keyPath, member: "\(pointer)/apns/auth_key")
+        let keyID = try string(apns, "key_id", at: "\(pointer)/apns")!
+        let teamID = try string(apns, "team_id", at: "\(pointer)/apns")!
+        guard APNsSigningKey.isValidID(keyID) else { throw GatewayConfigurationError("\(pointer)/apns/key_id", "must be the 10-character key id Apple shows for the .p8 key") }
+        guard APNsSigningKey.isValidID(teamID) else { throw GatewayConfigurationError("\(pointer)/apns/team_id", "must be the 10-character Apple team id") }
+        var urls: [String?] = []
+        for name in ["production_url", "sandbox_url"] {
+            urls.append(try httpsURL(apns, name, at: "\(pointer)/apns", example: "https://127.0.0.1:2197", default: "Apple's"))
+        }
+        let ca = try caCert(apns, at: "\(pointer)/apns")
+        return APNsAppSettings(topic: topic, authKeyPath: keyPath, keyID: keyID, teamID: teamID, productionURL: urls[0], sandboxURL: urls[1],
+                               caCertPath: ca)
+    }
+
+    /// `"fcm": {"service_account", "project_id"?, "url"?, "token_url"?, "ca_cert"?}` (platforms v1 §2), or nil.
+    mutating func fcmSection(_ o: JSONObject, at pointer: String) throws(GatewayConfigurationError) -> FCMAppSettings? {
+        guard let value = o["fcm"], value != .null else { return nil }
+        let at = "\(pointer)/fcm"
+        guard case let .object(fcm) = value else { throw GatewayConfigurationError(at, "must be an object: give service_account") }
+        try allowOnly(fcm, at: at, ["service_account", "project_id", "url", "token_url", "ca_cert"])
+        let account = resolve(try string(fcm, "service_account", at: at)!)
+        try checkSecretFile(account, member: "\(at)/service_account", what: "the Google service-account key file (JSON) of the Firebase project")
+        let project = try string(fcm, "project_id", at: at, required: false)
+        if let project, project.isEmpty || project.utf8.count > 128 || !project.utf8.allSatisfy({ $0 == 0x2d || ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x7a) }) {
+            throw GatewayConfigurationError("\(at)/project_id", "must be the Firebase project id (lowercase letters, digits and -), or null for the service account's")
+        }
+        return FCMAppSettings(serviceAccountPath: account, projectID: project,
+                              url: try httpsURL(fcm, "url", at: at, example: "https://127.0.0.1:8443", default: "https://fcm.googleapis.com"),
+                              tokenURL: try httpsURL(fcm, "token_url", at: at, example: "https://127.0.0.1:8443/token", default: "the service account's token_uri"),
+                              caCertPath: try caCert(fcm, at: at))
+    }
+
+    /// `"webpush": {"vapid_key", "subject", "allow_private_endpoints"?, "allow_ports"?, "ca_cert"?}` (platforms v1 §3), or nil.
+    mutating func webpushSection(_ o: JSONObject, at pointer: String) throws(GatewayConfigurationError) -> WebPushAppSettings? {
+        guard let value = o["webpush"], value != .null else { return nil }
+        let at = "\(pointer)/webpush"
+        guard case let .object(w) = value else { throw GatewayConfigurationError(at, "must be an object: give vapid_key and subject") }
+        try allowOnly(w, at: at, ["vapid_key", "subject", "allow_private_endpoints", "allow_ports", "ca_cert"])
+        let key = resolve(try string(w, "vapid_key", at: at)!)
+        try checkSecretFile(key, member: "\(at)/vapid_key", what: "the VAPID key (P-256, PKCS#8 PEM; `sealedpush-server webpush generate-vapid --out FILE` makes one)")
+        let subject = try string(w, "subject", at: at)!
+        guard subject.hasPrefix("mailto:") && subject.count > 7 || (HTTPURL(subject)?.scheme == "https") else {
+            throw GatewayConfigurationError("\(at)/subject", "must be a mailto: or https: URL push services can reach you at, e.g. \"mailto:ops@example.com\"")
+        }
+        var allowPrivate = false
+        switch w["allow_private_endpoints"] {
+        case nil, .null?: break
+        case let .bool(b)?: allowPrivate = b
+        default: throw GatewayConfigurationError("\(at)/allow_private_endpoints", "must be true or false")
+        }
+        var ports = Set<Int>()
+        switch w["allow_ports"] {
+        case nil, .null?: break
+        case let .array(items)?:
+            for (n, item) in items.enumerated() {
+                guard case let .int(p) = item, (1...65535).contains(p) else {
+                    throw GatewayConfigurationError("\(at)/allow_ports/\(n)", "must be a port number from 1 to 65535")
+                }
+                ports.insert(Int(p))
+            }
+        default: throw GatewayConfigurationError("\(at)/allow_ports", "must be an array of port numbers")
+        }
+        if allowPrivate {
+            warnings.append("\(at)/allow_private_endpoints is true: Web Push endpoints may name private and loopback addresses, IP literals and any port — for the local push service only, never in production (platforms v1 §1.1)")
+        }
+        return WebPushAppSettings(vapidKeyPath: key, subject: subject, allowPrivateEndpoints: allowPrivate, allowPorts: ports,
+                                  caCertPath: try caCert(w, at: at))
+    }
+
+    /// An optional https URL member, or nil for the default.
+    func httpsURL(_ o: JSONObject, _ name: String, at pointer: String, example: String, default what: String) throws(GatewayConfigurationError) -> String? {
+        guard let url = try string(o, name, at: pointer, required: false) else { return nil }
+        guard let parsed = HTTPURL(url), parsed.scheme == "https" else {
+            throw GatewayConfigurationError("\(pointer)/\(name)", "must be an https URL (e.g. \"\(example)\") or null for \(what)")
+        }
+        return url
+    }
+
+    /// An optional `ca_cert` member: a readable PEM file (absolute path), or nil.
+    func caCert(_ o: JSONObject, at pointer: String) throws(GatewayConfigurationError) -> String? {
+        let ca = try string(o, "ca_cert", at: pointer, required: false).map(resolve)
+        if let ca, FileManager.default.contents(atPath: ca) == nil {
+            throw GatewayConfigurationError("\(pointer)/ca_cert", "cannot read \(ca); give a PEM CA certificate or null")
+        }
+        return ca
     }
 
     /// The shortest webhook secret accepted, in bytes.

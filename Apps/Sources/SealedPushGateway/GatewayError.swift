@@ -36,6 +36,8 @@ public enum GatewayError: Error, Sendable, Equatable {
     case idempotencyConflict
     /// 422 `too_many_deliveries`: the message would make more deliveries than the app's `max_fanout` (gateway v1 §5).
     case tooManyDeliveries(deliveries: Int, limit: Int)
+    /// 422 `platform_not_configured`: the device's platform has no section in the app's configuration (platforms v1 §1).
+    case platformNotConfigured(PushPlatform)
     /// 429 `rate_limited`.
     case rateLimited(retryAfter: Int)
     /// 503 `unavailable`: shutting down, queue full, database unreachable; retry after `retryAfter` seconds.
@@ -126,6 +128,10 @@ public enum GatewayError: Error, Sendable, Equatable {
             return Problem(.unprocessableContent, "too_many_deliveries", "Too many deliveries",
                            "this message would make \(deliveries) deliveries and this app allows \(limit) per message (max_fanout); "
                            + "send it in several messages with fewer recipients, or raise the app's max_fanout", field: "/to")
+        case let .platformNotConfigured(platform):
+            return Problem(.unprocessableContent, "platform_not_configured", "Platform not configured",
+                           "this app does not serve \(platform.rawValue) devices: its operator adds a \(platform.rawValue) section to the app in the gateway's configuration",
+                           field: "/platform")
         case let .rateLimited(retryAfter):
             var p = Problem(.tooManyRequests, "rate_limited", "Rate limited", "too many requests; retry after the number of seconds in Retry-After")
             p.headers = [(.retryAfter, String(retryAfter))]

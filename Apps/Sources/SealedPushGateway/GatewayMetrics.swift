@@ -69,6 +69,15 @@ public final class GatewayMetrics: Sendable {
         timer("sealedpush_apns_request_duration_seconds", [("app", app)]).record(duration: duration)
     }
 
+    /// `sealedpush_push_requests_total{app,platform,status,reason}` and `sealedpush_push_request_duration_seconds{app,platform}`
+    /// (platforms v1 §4), and for `apns` also the APNs families above (their names stay).
+    func pushRequest(app: String, platform: PushPlatform, status: String, reason: String, duration: Duration) {
+        counter("sealedpush_push_requests_total", [("app", app), ("platform", platform.rawValue), ("status", status), ("reason", reason)])
+            .increment()
+        timer("sealedpush_push_request_duration_seconds", [("app", app), ("platform", platform.rawValue)]).record(duration: duration)
+        if platform == .apns { apnsRequest(app: app, status: status, reason: reason, duration: duration) }
+    }
+
     /// `sealedpush_gateway_queue_depth{app}` and `sealedpush_gateway_queue_oldest_seconds{app}`.
     func queue(app: String, depth: Int, oldestSeconds: Double) {
         Gauge(label: "sealedpush_gateway_queue_depth", dimensions: [("app", app)], factory: factory).record(depth)

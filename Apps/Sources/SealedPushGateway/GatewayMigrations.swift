@@ -227,6 +227,27 @@ enum GatewayMigrations {
             "CREATE INDEX devices_user ON devices(app, user_id, updated_at, device_id)",
             "CREATE INDEX deliveries_queued ON deliveries(app, created_at) WHERE state = 'queued'",
         ]),
+        // v10 (platforms v1): devices and deliveries of three push services. A row's `apns_token` holds its address on
+        // every platform (APNs token, FCM registration token, Web Push endpoint) and `environment` names its service:
+        // `production`/`sandbox` for APNs, else `fcm` or `webpush` — so the unique index over (app, environment,
+        // apns_token) is the token rule of gateway v1 §4 per platform. A webpush device keeps its subscription's keys;
+        // a delivery its platform (each platform's worker claims its own: `max_in_flight` is per app and platform, and
+        // the due index leads with it) and the push service's id for it (FCM's `name`, a Web Push `Location`).
+        GatewayMigration(version: 10, sqlite: [
+            "ALTER TABLE devices ADD COLUMN webpush_p256dh TEXT",
+            "ALTER TABLE devices ADD COLUMN webpush_auth TEXT",
+            "ALTER TABLE deliveries ADD COLUMN platform TEXT NOT NULL DEFAULT 'apns'",
+            "ALTER TABLE deliveries ADD COLUMN platform_id TEXT",
+            "DROP INDEX deliveries_due",
+            "CREATE INDEX deliveries_due ON deliveries(app, platform, state, next_attempt_at, lease_until)",
+        ], postgres: [
+            "ALTER TABLE devices ADD COLUMN webpush_p256dh TEXT",
+            "ALTER TABLE devices ADD COLUMN webpush_auth TEXT",
+            "ALTER TABLE deliveries ADD COLUMN platform TEXT NOT NULL DEFAULT 'apns'",
+            "ALTER TABLE deliveries ADD COLUMN platform_id TEXT",
+            "DROP INDEX deliveries_due",
+            "CREATE INDEX deliveries_due ON deliveries(app, platform, next_attempt_at) WHERE state = 'queued'",
+        ]),
     ]
 
     /// Where the two schemas differ on purpose once every version is applied: a test reads both catalogs and
@@ -243,8 +264,8 @@ enum GatewayMigrations {
             "devices.token_reassigned": (sqlite: "integer", postgres: "boolean"),
         ],
         indexDefinitions: [
-            // SQLite: (app, state, next_attempt_at, lease_until) over every row, so a claim finds its rows in the index
-            // alone (rowid is in every index). PostgreSQL: (app, next_attempt_at) over the queued rows only.
+            // SQLite: (app, platform, state, next_attempt_at, lease_until) over every row, so a claim finds its rows in the
+            // index alone (rowid is in every index). PostgreSQL: (app, platform, next_attempt_at) over the queued rows only.
             "deliveries_due": "the claim's search",
             // SQLite: (app, device_id) over every row, so a state change never moves an entry (v6). PostgreSQL: the
             // queued rows only (an UPDATE there writes a row version's index entries anew anyway).

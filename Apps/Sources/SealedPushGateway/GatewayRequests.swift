@@ -1,3 +1,4 @@
+import SealedPushAPNs
 import SealedPushWire
 import SealedPushAPNsCore
 #if canImport(FoundationEssentials)
@@ -98,25 +99,77 @@ struct MemberReader {
     }
 }
 
-/// A checked `PUT /v1/apps/{app}/devices/{device_id}` body.
+/// A checked `PUT /v1/apps/{app}/devices/{device_id}` body (gateway v1 §4, platforms v1 §1): the members of its
+/// platform and no other's.
 struct DeviceRegistration {
     var userID: String
+    var platform: PushPlatform
+    /// The address: the APNs token (lowercase hex), the FCM registration token, or the Web Push endpoint.
     var token: String
+    /// APNs's environment (`production` for the other platforms).
     var environment: APNsEnvironmentName
+    /// A webpush subscription's keys.
+    var webpushKeys: WebPushSubscriptionKeys?
     var keyRecord: JSONObject
     var record: DeviceKeyRecord
 
+    /// The members each platform's registration has besides `user_id`, `platform` and `key_record`.
+    static let platformMembers: [PushPlatform: Set<String>] = [
+        .apns: ["apns_token", "environment"], .fcm: ["fcm_token"], .webpush: ["webpush"],
+    ]
+
     init(_ body: JSONObject) throws(GatewayError) {
-        let r = try MemberReader(body, allowed: ["user_id", "apns_token", "environment", "key_record"])
+        let r = try MemberReader(body, allowed: ["user_id", "platform", "apns_token", "environment", "fcm_token", "webpush", "key_record"])
         userID = try r.id("user_id", required: true)!
-        guard let token = IDSyntax.token(try r.string("apns_token", required: true)!) else {
-            throw GatewayError.invalidField("/apns_token", "apns_token must be the device token as 64 to 200 hex digits, an even number (whole bytes)")
+        guard let platform = PushPlatform(rawValue: try r.string("platform") ?? "apns") else {
+            throw GatewayError.invalidField("/platform", "platform must be \"apns\" (the default), \"fcm\" or \"webpush\"")
         }
-        self.token = token
-        guard let env = APNsEnvironmentName(rawValue: try r.string("environment", required: true)!) else {
-            throw GatewayError.invalidField("/environment", "environment must be \"production\" or \"sandbox\" (apps built for development use sandbox)")
+        self.platform = platform
+        let own = Self.platformMembers[platform] ?? []
+        for member in ["apns_token", "environment", "fcm_token", "webpush"] where !own.contains(member) && body[member] != nil {
+            throw GatewayError.invalidField("/" + member, "\(member) belongs to another platform than \(platform.rawValue); remove it, or set platform to the device's")
         }
-        environment = env
+        environment = .production
+        switch platform {
+        case .apns:
+            guard let token = IDSyntax.token(try r.string("apns_token", required: true)!) else {
+                throw GatewayError.invalidField("/apns_token", "apns_token must be the device token as 64 to 200 hex digits, an even number (whole bytes)")
+            }
+            self.token = token
+            guard let env = APNsEnvironmentName(rawValue: try r.string("environment", required: true)!) else {
+                throw GatewayError.invalidField("/environment", "environment must be \"production\" or \"sandbox\" (apps built for development use sandbox)")
+            }
+            environment = env
+        case .fcm:
+            let token = try r.string("fcm_token", required: true)!
+            guard Self.isFCMToken(token) else {
+                throw GatewayError.invalidField("/fcm_token", "fcm_token must be the FCM registration token the app got from FirebaseMessaging.getToken(): 1 to 4096 of A-Z a-z 0-9 _ : . -")
+            }
+            self.token = token
+        case .webpush:
+            guard case let .object(subscription)? = body["webpush"] else {
+                throw GatewayError.invalidField("/webpush", "webpush is required: give the browser's PushSubscription.toJSON() object {\"endpoint\", \"keys\": {\"p256dh\", \"auth\"}}")
+            }
+            let w = try MemberReader(subscription, at: "/webpush", allowed: ["endpoint", "keys", "expirationTime"])
+            let endpoint = try w.string("endpoint", required: true, maxBytes: 2048)!
+            guard let url = HTTPURL(endpoint), url.scheme == "https" else {
+                throw GatewayError.invalidField("/webpush/endpoint", "webpush.endpoint must be the https URL of the subscription's push service")
+            }
+            token = endpoint
+            guard case let .object(keys)? = subscription["keys"] else {
+                throw GatewayError.invalidField("/webpush/keys", "webpush.keys is required: {\"p256dh\", \"auth\"} as the browser gives them")
+            }
+            let k = try MemberReader(keys, at: "/webpush/keys", allowed: ["p256dh", "auth"])
+            let p256dh = try k.string("p256dh", required: true, maxBytes: 128)!
+            guard let point = Self.base64url(p256dh), point.count == 65, point[0] == 4, WebPushKeyCheck.isP256Point(point) else {
+                throw GatewayError.invalidField("/webpush/keys/p256dh", "webpush.keys.p256dh must be base64url of the subscription's 65-byte uncompressed P-256 public key")
+            }
+            let auth = try k.string("auth", required: true, maxBytes: 64)!
+            guard let secret = Self.base64url(auth), secret.count == 16 else {
+                throw GatewayError.invalidField("/webpush/keys/auth", "webpush.keys.auth must be base64url of the subscription's 16-byte authentication secret")
+            }
+            webpushKeys = WebPushSubscriptionKeys(p256dh: Base64URL.encode(point), auth: Base64URL.encode(secret))
+        }
         guard case let .object(record)? = body["key_record"] else {
             throw GatewayError.invalidField("/key_record", "key_record is required: give the device's exported sealedpush-device-key record (an object)")
         }
@@ -124,6 +177,21 @@ struct DeviceRegistration {
             throw Self.recordProblem(error)
         }
         keyRecord = record
+    }
+
+    /// Whether `token` has an FCM registration token's syntax (platforms v1 §1): 1–4096 of `[A-Za-z0-9_:.-]`.
+    static func isFCMToken(_ token: String) -> Bool {
+        let b = token.utf8
+        return (1...4096).contains(b.count) && b.allSatisfy { c in
+            (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a) || (c >= 0x30 && c <= 0x39) || c == 0x5f || c == 0x3a || c == 0x2e || c == 0x2d
+        }
+    }
+
+    /// The bytes of base64url text (padding allowed, as some browsers send it), or nil.
+    static func base64url(_ text: String) -> [UInt8]? {
+        var t = Substring(text)
+        while t.hasSuffix("=") { t = t.dropLast() }
+        return Base64URL.decode(t)
     }
 }
 

@@ -96,13 +96,14 @@ enum GatewayRows {
     /// A device row's columns; `device(_:)` reads them by position, in this order.
     static let deviceColumns = """
         app, device_id, user_id, apns_token, environment, key_record, key_id, state, created_at, updated_at, registered_at,
-        unregistered_at, unregistered_reason, token_reassigned, report_reason, report_kid, report_count, report_at
+        unregistered_at, unregistered_reason, token_reassigned, report_reason, report_kid, report_count, report_at,
+        webpush_p256dh, webpush_auth
         """
 
     /// A device from a row of `deviceColumns`.
     static func device(_ row: some SQLRow) -> DeviceRecord? {
         guard let app = row.text(0), let id = row.text(1), let user = row.text(2), let token = row.text(3),
-              let env = row.text(4).flatMap(APNsEnvironmentName.init(rawValue:)), let record = row.text(5), let kid = row.text(6),
+              let (platform, env) = row.text(4).flatMap(PushPlatform.fromEnvironmentColumn), let record = row.text(5), let kid = row.text(6),
               let state = row.text(7).flatMap(DeviceState.init(rawValue:)),
               let created = row.int(8), let updated = row.int(9), let registered = row.int(10)
         else { return nil }
@@ -111,39 +112,41 @@ enum GatewayRows {
             report = FailureReportSummary(reason: reason, kid: row.text(15), count: Int(count), at: at)
         }
         return DeviceRecord(
-            app: app, deviceID: id, userID: user, apnsToken: token, environment: env, keyRecord: Array(record.utf8), keyID: kid, state: state,
+            app: app, deviceID: id, userID: user, address: token, environment: env, keyRecord: Array(record.utf8), keyID: kid, state: state,
             createdAt: created, updatedAt: updated, registeredAt: registered, unregisteredAt: row.int(11), unregisteredReason: row.text(12),
-            tokenReassigned: row.bool(13) ?? false, lastReport: report)
+            tokenReassigned: row.bool(13) ?? false, lastReport: report, platform: platform,
+            webpushKeys: platform == .webpush ? row.text(18).flatMap { p in row.text(19).map { WebPushSubscriptionKeys(p256dh: p, auth: $0) } } : nil)
     }
 
     /// A delivery row's columns; `delivery(_:)` reads them by position, in this order.
     static let deliveryColumns = """
         delivery_id, app, message_id, device_id, state, attempts, apns_id, apns_status, reason, created_at, updated_at,
-        next_attempt_at, accepted_at, delivered_at, revealed_at, seq
+        next_attempt_at, accepted_at, delivered_at, revealed_at, seq, platform, platform_id
         """
 
     /// A delivery from a row of `deliveryColumns`.
     static func delivery(_ row: some SQLRow) -> DeliveryRecord? {
         guard let id = row.text(0), let app = row.text(1), let message = row.text(2), let device = row.text(3),
               let state = row.text(4).flatMap(DeliveryState.init(rawValue:)), let attempts = row.int(5), let apnsID = row.text(6),
-              let created = row.int(9), let updated = row.int(10), let seq = row.int(15)
+              let created = row.int(9), let updated = row.int(10), let seq = row.int(15),
+              let platform = row.text(16).flatMap(PushPlatform.init(rawValue:))
         else { return nil }
         return DeliveryRecord(
             deliveryID: id, app: app, messageID: message, deviceID: device, state: state, attempts: Int(attempts), apnsID: apnsID,
             apnsStatus: row.int(7).map(Int.init), reason: row.text(8), createdAt: created, updatedAt: updated, nextAttemptAt: row.int(11),
-            acceptedAt: row.int(12), deliveredAt: row.int(13), revealedAt: row.int(14), seq: seq)
+            acceptedAt: row.int(12), deliveredAt: row.int(13), revealedAt: row.int(14), seq: seq, platform: platform, platformID: row.text(17))
     }
 
     /// A delivery as an attempt's outcome reads it: `deliveryColumns`, then `lease_generation, cancel_reason`.
     static func leasedDelivery(_ row: some SQLRow) -> LeasedDeliveryRow? {
-        guard let record = delivery(row), let generation = row.int(16) else { return nil }
-        return LeasedDeliveryRow(record: record, leaseGeneration: generation, pendingCancel: row.text(17))
+        guard let record = delivery(row), let generation = row.int(18) else { return nil }
+        return LeasedDeliveryRow(record: record, leaseGeneration: generation, pendingCancel: row.text(19))
     }
 
     /// The columns a claim returns; `claimed(_:)` reads them by position, in this order.
     static let claimColumns = """
         delivery_id, app, device_id, apns_token, environment, payload, priority, collapse_id, apns_expiration,
-        expires_at, apns_id, attempts, lease_generation, cancel_reason
+        expires_at, apns_id, attempts, lease_generation, cancel_reason, platform
         """
 
     /// A column of a claimed row that does not read as what it must be.
@@ -161,12 +164,13 @@ enum GatewayRows {
         do throws(UndecodableColumn) {
             return .success(ClaimedDelivery(
                 deliveryID: try need(row.text(0), "delivery_id"), app: try need(row.text(1), "app"),
-                deviceID: try need(row.text(2), "device_id"), apnsToken: try need(row.text(3), "apns_token"),
-                environment: try need(row.text(4).flatMap(APNsEnvironmentName.init(rawValue:)), "environment"),
+                deviceID: try need(row.text(2), "device_id"), address: try need(row.text(3), "apns_token"),
+                environment: try need(row.text(4).flatMap(PushPlatform.fromEnvironmentColumn), "environment").1,
                 payload: try need(row.bytes(5), "payload"), priority: Int(try need(row.int(6), "priority")),
                 collapseID: try need(row.text(7), "collapse_id"), apnsExpiration: try need(row.int(8), "apns_expiration"),
                 expiresAt: try need(row.int(9), "expires_at"), apnsID: try need(row.text(10), "apns_id"),
-                attempts: Int(try need(row.int(11), "attempts")), generation: try need(row.int(12), "lease_generation")))
+                attempts: Int(try need(row.int(11), "attempts")), generation: try need(row.int(12), "lease_generation"),
+                platform: try need(row.text(14).flatMap(PushPlatform.init(rawValue:)), "platform")))
         } catch {
             return .failure(error)
         }
@@ -178,7 +182,8 @@ enum GatewayRows {
 struct DeliveryQueries: Sendable {
     /// The dialect they are rendered in.
     let dialect: SQLDialect
-    /// Leases up to `limit` due deliveries (binds: lease_until, leased_by, app, now, now, limit), returning `claimColumns`.
+    /// Leases up to `limit` due deliveries of one platform (binds: lease_until, leased_by, app, platform, now, now, limit),
+    /// returning `claimColumns`.
     let claim: String
     /// The selection of `claim`, alone (the same binds but the first two): for query plans.
     let claimSelection: String
@@ -215,7 +220,7 @@ struct DeliveryQueries: Sendable {
         self.dialect = dialect
         let d = GatewayRows.deliveryColumns, empty = dialect.emptyBytes
         let due = """
-            SELECT \(dialect.claimKey) FROM deliveries WHERE app = ? AND state = 'queued' AND next_attempt_at <= ?
+            SELECT \(dialect.claimKey) FROM deliveries WHERE app = ? AND platform = ? AND state = 'queued' AND next_attempt_at <= ?
                 AND (lease_until IS NULL OR lease_until < ?) ORDER BY next_attempt_at LIMIT ?\(dialect.skipLocked)
             """
         claimSelection = dialect.render(due)
@@ -232,7 +237,7 @@ struct DeliveryQueries: Sendable {
         completeRead = dialect.render("SELECT \(d), lease_generation, cancel_reason FROM deliveries WHERE delivery_id = ?\(dialect.lockRows)")
         completeWrite = dialect.render("""
             UPDATE deliveries SET state = ?, attempts = ?, apns_status = ?, reason = ?, updated_at = ?, next_attempt_at = ?, accepted_at = ?,
-                seq = ?, lease_until = NULL, leased_by = NULL, cancel_reason = NULL, payload = CASE WHEN ? THEN \(empty) ELSE payload END
+                seq = ?, platform_id = ?, lease_until = NULL, leased_by = NULL, cancel_reason = NULL, payload = CASE WHEN ? THEN \(empty) ELSE payload END
             WHERE delivery_id = ?
             """)
         unregisterDevices = dialect.render("""
@@ -273,7 +278,7 @@ struct DeliveryQueries: Sendable {
     /// The binds of `completeWrite` for the row `change` writes.
     static func completeWriteBinds(_ row: DeliveryRecord, dropsPayload: Bool) -> [SQLValue] {
         [.text(row.state.rawValue), .int(row.attempts), .int(row.apnsStatus), .text(row.reason), .int(row.updatedAt), .int(row.nextAttemptAt),
-         .int(row.acceptedAt), .int(row.seq), .bool(dropsPayload), .text(row.deliveryID)]
+         .int(row.acceptedAt), .int(row.seq), .text(row.platformID), .bool(dropsPayload), .text(row.deliveryID)]
     }
 }
 
@@ -306,7 +311,7 @@ struct StoreQueries: Sendable {
     let messageDeliveries: String
     /// Whether a message of the app exists (binds: app, message id).
     let messageExists: String
-    /// The earliest next attempt of an app's queued deliveries (binds: app): `t`.
+    /// The earliest next attempt of an app's queued deliveries of one platform (binds: app, platform): `t`.
     let nextDue: String
     /// Every app's queue depth and oldest queued delivery: `app, n, oldest`; the queued rows' partial index only.
     let queueDepths: String
@@ -343,7 +348,7 @@ struct StoreQueries: Sendable {
             SELECT \(GatewayRows.deliveryColumns) FROM deliveries WHERE message_id = ? ORDER BY device_id, delivery_id
             """)
         messageExists = dialect.render("SELECT 1 AS k FROM messages WHERE app = ? AND message_id = ?")
-        nextDue = dialect.render("SELECT MIN(next_attempt_at) AS t FROM deliveries WHERE app = ? AND state = 'queued'")
+        nextDue = dialect.render("SELECT MIN(next_attempt_at) AS t FROM deliveries WHERE app = ? AND platform = ? AND state = 'queued'")
         queueDepths = "SELECT app, COUNT(*) AS n, MIN(created_at) AS oldest FROM deliveries WHERE state = 'queued' GROUP BY app"
         reportOnDevices = dialect.render("""
             UPDATE devices SET report_reason = ?, report_kid = ?, report_count = ?, report_at = ? WHERE key_id = ? AND app = ? RETURNING app
@@ -358,13 +363,13 @@ struct StoreQueries: Sendable {
             DELETE FROM devices WHERE app = ? AND environment = ? AND apns_token = ? AND device_id <> ? RETURNING device_id
             """)
         upsertDevice = dialect.render("""
-            INSERT INTO devices (\(devices)) VALUES (?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, NULL, NULL, ?, ?, ?, ?, ?)
+            INSERT INTO devices (\(devices)) VALUES (?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, NULL, NULL, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT (app, device_id) DO UPDATE SET user_id = excluded.user_id, apns_token = excluded.apns_token,
                 environment = excluded.environment, key_record = excluded.key_record, key_id = excluded.key_id, state = 'active',
                 created_at = excluded.created_at, updated_at = excluded.updated_at, registered_at = excluded.registered_at,
                 unregistered_at = NULL, unregistered_reason = NULL, token_reassigned = excluded.token_reassigned,
                 report_reason = excluded.report_reason, report_kid = excluded.report_kid, report_count = excluded.report_count,
-                report_at = excluded.report_at
+                report_at = excluded.report_at, webpush_p256dh = excluded.webpush_p256dh, webpush_auth = excluded.webpush_auth
             """)
         knowUser = dialect.render("INSERT INTO known_users (app, user_id) VALUES (?, ?) ON CONFLICT DO NOTHING")
         countReport = dialect.render("""
@@ -379,10 +384,11 @@ extension StoreQueries {
     /// The binds of `upsertDevice` for `device` as it is stored.
     static func upsertDeviceBinds(_ device: DeviceRecord) -> [SQLValue] {
         let report = device.lastReport
-        return [.text(device.app), .text(device.deviceID), .text(device.userID), .text(device.apnsToken), .text(device.environment.rawValue),
+        return [.text(device.app), .text(device.deviceID), .text(device.userID), .text(device.address),
+                .text(device.platform.environmentColumn(device.environment)),
                 .text(String(decoding: device.keyRecord, as: UTF8.self)), .text(device.keyID), .int(device.createdAt), .int(device.updatedAt),
                 .int(device.registeredAt), .bool(device.tokenReassigned), .text(report?.reason), .text(report?.kid), .int(report?.count),
-                .int(report?.at)]
+                .int(report?.at), .text(device.webpushKeys?.p256dh), .text(device.webpushKeys?.auth)]
     }
 
     /// A page of an app's devices in (updated_at, device_id) order, from `since` (inclusive) and after the cursor

@@ -6,9 +6,10 @@ public struct DeviceRecord: Sendable, Equatable {
     public var deviceID: String
     /// The user the device belongs to.
     public var userID: String
-    /// The APNs device token (lowercase hex).
-    public var apnsToken: String
-    /// `production` or `sandbox`.
+    /// Where its push service reaches it: the APNs device token (lowercase hex), the FCM registration token, or
+    /// the Web Push endpoint (a capability URL: never logged, listed or returned whole).
+    public var address: String
+    /// `production` or `sandbox` for `apns`; `production` for the other platforms, which have none.
     public var environment: APNsEnvironmentName
     /// The device's key record as registered (compact JSON).
     public var keyRecord: [UInt8]
@@ -30,15 +31,22 @@ public struct DeviceRecord: Sendable, Equatable {
     public var tokenReassigned: Bool
     /// The latest failure report for its key.
     public var lastReport: FailureReportSummary?
+    /// Its push service (platforms v1 §1).
+    public var platform: PushPlatform
+    /// For `webpush`, the subscription's keys the message is encrypted to.
+    public var webpushKeys: WebPushSubscriptionKeys?
 
     /// A device record from its parts.
-    public init(app: String, deviceID: String, userID: String, apnsToken: String, environment: APNsEnvironmentName, keyRecord: [UInt8],
+    public init(app: String, deviceID: String, userID: String, address: String, environment: APNsEnvironmentName, keyRecord: [UInt8],
                 keyID: String, state: DeviceState, createdAt: Int64, updatedAt: Int64, registeredAt: Int64, unregisteredAt: Int64?,
-                unregisteredReason: String?, tokenReassigned: Bool, lastReport: FailureReportSummary?) {
+                unregisteredReason: String?, tokenReassigned: Bool, lastReport: FailureReportSummary?,
+                platform: PushPlatform = .apns, webpushKeys: WebPushSubscriptionKeys? = nil) {
+        self.platform = platform
+        self.webpushKeys = webpushKeys
         self.app = app
         self.deviceID = deviceID
         self.userID = userID
-        self.apnsToken = apnsToken
+        self.address = address
         self.environment = environment
         self.keyRecord = keyRecord
         self.keyID = keyID
@@ -65,7 +73,7 @@ public enum APNsEnvironmentName: String, Sendable, Equatable, CaseIterable {
 public enum DeviceState: String, Sendable, Equatable {
     /// Messages are delivered to it.
     case active
-    /// APNs said its token is gone; sends skip it until it registers again.
+    /// Its push service said its address is gone; sends skip it until it registers again.
     case unregistered
 }
 
@@ -141,6 +149,11 @@ public struct DeliveryRecord: Sendable, Equatable {
     public var revealedAt: Int64? = nil
     /// Grows with each change.
     public var seq: Int64
+    /// The push service it goes through (platforms v1 §4).
+    public var platform: PushPlatform = .apns
+    /// The push service's id for it once accepted: FCM's message `name`, a Web Push `Location` (nil for `apns`,
+    /// whose `apns_id` is drawn before sending).
+    public var platformID: String? = nil
     /// Whether a request to APNs has been sent for it (its apns-id is then public).
     public var sentOnce: Bool { attempts > 0 }
 }
@@ -154,7 +167,7 @@ public struct ClaimedDelivery: Sendable {
     /// The device it goes to.
     public var deviceID: String
     /// The token and environment it was sealed for.
-    public var apnsToken: String
+    public var address: String
     /// `production` or `sandbox`.
     public var environment: APNsEnvironmentName
     /// The whole APNs payload (sealed; no plaintext).
@@ -173,12 +186,15 @@ public struct ClaimedDelivery: Sendable {
     public var attempts: Int
     /// The lease this claim holds: an outcome is written only under it.
     public var generation: Int64
+    /// The push service it goes through: `payload` is the APNs payload for `apns`, the envelope (standard
+    /// base64) for `fcm`, and the RFC 8291 body for `webpush`.
+    public var platform: PushPlatform = .apns
 }
 
 /// What one attempt came to, as the worker writes it.
 public enum AttemptOutcome: Sendable, Equatable {
-    /// APNs answered 200.
-    case accepted(status: Int)
+    /// The push service took it (APNs 200, FCM 200, Web Push 201); `platformID` is its id for the message, if it gave one.
+    case accepted(status: Int, platformID: String? = nil)
     /// Try again at `at` (Unix milliseconds); `status` and `reason` are the last answer's, if any.
     case retry(at: Int64, status: Int?, reason: String)
     /// Nothing more to do: `state` is final (`rejected`, `unregistered`, `expired`); `attempted` says whether a
@@ -211,7 +227,7 @@ public struct NewDelivery: Sendable {
     /// Its device, the token and environment it goes to.
     public var deviceID: String
     /// The device's token.
-    public var apnsToken: String
+    public var address: String
     /// The device's environment.
     public var environment: APNsEnvironmentName
     /// The sealed APNs payload.
@@ -226,6 +242,8 @@ public struct NewDelivery: Sendable {
     public var apnsExpiration: Int64
     /// `apns-id`.
     public var apnsID: String
+    /// The push service it goes through (the payload is that platform's: see `ClaimedDelivery.platform`).
+    public var platform: PushPlatform = .apns
 }
 
 /// An idempotency key's stored answer (gateway v1 §5).
@@ -301,8 +319,8 @@ public protocol GatewayStore: Sendable {
     /// Cancels a message's unsent deliveries (`message_deleted`): how many, or nil when the message is unknown.
     func cancelMessage(app: String, messageID: String, now: Int64) async throws -> Int?
 
-    /// Claims up to `limit` due deliveries of `app` under a lease until `leaseUntil`.
-    func claimDue(app: String, now: Int64, leaseUntil: Int64, limit: Int) async throws -> [ClaimedDelivery]
+    /// Claims up to `limit` due deliveries of `app` to `platform` under a lease until `leaseUntil`.
+    func claimDue(app: String, platform: PushPlatform, now: Int64, leaseUntil: Int64, limit: Int) async throws -> [ClaimedDelivery]
     /// Writes an attempt's outcome if the lease is still the delivery's current one, as `DeliveryStateMachine`
     /// says: the state the outcome left the delivery in, or nil when it did not land (a newer lease holds the
     /// delivery, or it became final meanwhile). `unregisteredAt` is APNs's 410 timestamp (ms), for the device rule of §4.
@@ -311,8 +329,8 @@ public protocol GatewayStore: Sendable {
     /// idempotency answers first given before `idempotencyBefore`, and up to `limit` events written before
     /// `eventsBefore` (whatever their state); the number of messages and events deleted.
     func prune(messagesExpiredBefore: Int64, idempotencyBefore: Int64, eventsBefore: Int64, limit: Int) async throws -> Int
-    /// The earliest `next_attempt_at` of a queued delivery of `app`, if any.
-    func nextDue(app: String) async throws -> Int64?
+    /// The earliest `next_attempt_at` of a queued delivery of `app` to `platform`, if any.
+    func nextDue(app: String, platform: PushPlatform) async throws -> Int64?
     /// Per-app queue depth.
     func queueDepths() async throws -> [String: QueueDepth]
 

@@ -386,7 +386,7 @@ public final class PostgresGatewayStore: GatewayStore {
             // One registration at a time per user (the device limit) and per token (its uniqueness), across
             // instances; always user first, then token, so two registrations never wait on each other in a cycle.
             for (lock, key) in zip(Self.store.registrationLocks, [device.app + "\u{1}" + device.userID,
-                                                                 device.app + "\u{1}" + device.environment.rawValue + "\u{1}" + device.apnsToken]) {
+                                                                 device.app + "\u{1}" + device.platform.environmentColumn(device.environment) + "\u{1}" + device.address]) {
                 try await run(conn, lock, [.text(key)])
             }
             let existing = try await run(conn, Self.store.deviceForUpdate, [.text(device.app), .text(device.deviceID)]).first.flatMap(Self.device)
@@ -394,7 +394,7 @@ public final class PostgresGatewayStore: GatewayStore {
                 let count = try await run(conn, Self.store.countUserDevices, [.text(device.app), .text(device.userID)]).first?.makeRandomAccess().int(0) ?? 0
                 if count >= maxDevicesPerUser { throw DeviceRegistrationRefusal.tooManyDevices(limit: maxDevicesPerUser) }
             }
-            let holders = try await run(conn, Self.store.takeToken, [.text(device.app), .text(device.environment.rawValue), .text(device.apnsToken),
+            let holders = try await run(conn, Self.store.takeToken, [.text(device.app), .text(device.platform.environmentColumn(device.environment)), .text(device.address),
                                                                     .text(device.deviceID)]).compactMap { $0.makeRandomAccess().text(0) }
             var cancelled = 0
             for other in holders {
@@ -465,7 +465,7 @@ public final class PostgresGatewayStore: GatewayStore {
             var start = 0
             while start < message.deliveries.count {
                 let chunk = message.deliveries[start..<min(message.deliveries.count, start + 200)]
-                var binds = PostgresBindings(capacity: chunk.count * 13 + 4)
+                var binds = PostgresBindings(capacity: chunk.count * 14 + 4)
                 binds.append(message.app)
                 binds.append(message.messageID)
                 binds.append(message.expiresAt)
@@ -475,20 +475,21 @@ public final class PostgresGatewayStore: GatewayStore {
                     let first = binds.count + 1
                     binds.append(d.deliveryID)
                     binds.append(d.deviceID)
-                    binds.append(d.apnsToken)
-                    binds.append(d.environment.rawValue)
+                    binds.append(d.address)
+                    binds.append(d.platform.environmentColumn(d.environment))
                     binds.append(ByteBuffer(bytes: d.payload))
                     binds.append(d.receiptTokenSHA256.map { ByteBuffer(bytes: $0) })
                     binds.append(Int32(d.priority))
                     binds.append(d.collapseID)
                     binds.append(d.apnsExpiration)
                     binds.append(d.apnsID)
-                    let p = (first..<first + 10).map { "$\($0)" }
-                    rows.append("(\(p[0]), $1, $2, \(p[1]), \(p[2]), \(p[3]), \(p[4]), \(p[5]), \(p[6]), \(p[7]), \(p[8]), $3, \(p[9]), 'queued', 0, $4, $4, $4, 1)")
+                    binds.append(d.platform.rawValue)
+                    let p = (first..<first + 11).map { "$\($0)" }
+                    rows.append("(\(p[0]), $1, $2, \(p[1]), \(p[2]), \(p[3]), \(p[4]), \(p[5]), \(p[6]), \(p[7]), \(p[8]), $3, \(p[9]), 'queued', 0, $4, $4, $4, 1, \(p[10]))")
                 }
                 try await conn.rows(PostgresQuery(unsafeSQL: """
                     INSERT INTO deliveries (delivery_id, app, message_id, device_id, apns_token, environment, payload, receipt_sha256, priority,
-                        collapse_id, apns_expiration, expires_at, apns_id, state, attempts, created_at, updated_at, next_attempt_at, seq)
+                        collapse_id, apns_expiration, expires_at, apns_id, state, attempts, created_at, updated_at, next_attempt_at, seq, platform)
                     VALUES \(rows.joined(separator: ", "))
                     """, binds: binds), logger: logger)
                 start += 200
@@ -562,11 +563,11 @@ public final class PostgresGatewayStore: GatewayStore {
 
     // MARK: The queue
 
-    public func claimDue(app: String, now: Int64, leaseUntil: Int64, limit: Int) async throws -> [ClaimedDelivery] {
+    public func claimDue(app: String, platform: PushPlatform, now: Int64, leaseUntil: Int64, limit: Int) async throws -> [ClaimedDelivery] {
         let (claims, unreadable) = try await transaction { [self] conn in
             var claims: [ClaimedDelivery] = []
             var unreadable: [(id: String, column: String)] = []
-            for row in try await run(conn, Self.queries.claim, [.int(leaseUntil), .text(instanceID), .text(app), .int(now), .int(now), .int(limit)]) {
+            for row in try await run(conn, Self.queries.claim, [.int(leaseUntil), .text(instanceID), .text(app), .text(platform.rawValue), .int(now), .int(now), .int(limit)]) {
                 let r = row.makeRandomAccess()
                 if let id = r.text(0), let cancel = r.text(13) {
                     // Deleted while an attempt was in flight, whose instance ended before writing it: never sent again.
@@ -627,8 +628,8 @@ public final class PostgresGatewayStore: GatewayStore {
         for event in change.events { try await insertEvent(conn, event) }
         if let gone = change.unregister {
             let devices = try await run(conn, Self.queries.unregisterDevices, [
-                .int(gone.at), .text(gone.reason), .int(gone.at), .text(gone.app), .text(gone.environment.rawValue),
-                .text(gone.apnsToken), .int(gone.registeredBefore),
+                .int(gone.at), .text(gone.reason), .int(gone.at), .text(gone.app), .text(gone.platform.environmentColumn(gone.environment)),
+                .text(gone.address), .int(gone.registeredBefore),
             ]).compactMap(Self.device)
             for device in devices { try await insertEvent(conn, GatewayEvents.deviceUnregistered(device, now: gone.at)) }
         }
@@ -654,9 +655,9 @@ public final class PostgresGatewayStore: GatewayStore {
         }
     }
 
-    public func nextDue(app: String) async throws -> Int64? {
+    public func nextDue(app: String, platform: PushPlatform) async throws -> Int64? {
         try await read { [self] conn in
-            try await run(conn, Self.store.nextDue, [.text(app)]).first?.makeRandomAccess().int(0)
+            try await run(conn, Self.store.nextDue, [.text(app), .text(platform.rawValue)]).first?.makeRandomAccess().int(0)
         }
     }
 

@@ -288,7 +288,7 @@ public final class SQLiteGatewayStore: GatewayStore {
                 let count = try db.run(Self.store.countUserDevices, [.text(device.app), .text(device.userID)]).first?.int(0) ?? 0
                 if count >= maxDevicesPerUser { throw DeviceRegistrationRefusal.tooManyDevices(limit: maxDevicesPerUser) }
             }
-            let holders = try db.run(Self.store.takeToken, [.text(device.app), .text(device.environment.rawValue), .text(device.apnsToken),
+            let holders = try db.run(Self.store.takeToken, [.text(device.app), .text(device.platform.environmentColumn(device.environment)), .text(device.address),
                                                            .text(device.deviceID)]).compactMap { $0.text(0) }
             var cancelled = 0
             for other in holders {
@@ -372,13 +372,14 @@ public final class SQLiteGatewayStore: GatewayStore {
             for d in message.deliveries {
                 _ = try db.rows("""
                     INSERT INTO deliveries (delivery_id, app, message_id, device_id, apns_token, environment, payload, receipt_sha256, priority,
-                        collapse_id, apns_expiration, expires_at, apns_id, state, attempts, created_at, updated_at, next_attempt_at, seq)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?, ?, ?, 1)
-                    """, [.text(d.deliveryID), .text(message.app), .text(message.messageID), .text(d.deviceID), .text(d.apnsToken),
-                          .text(d.environment.rawValue), .blob(d.payload),
+                        collapse_id, apns_expiration, expires_at, apns_id, state, attempts, created_at, updated_at, next_attempt_at, seq, platform)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?, ?, ?, 1, ?)
+                    """, [.text(d.deliveryID), .text(message.app), .text(message.messageID), .text(d.deviceID), .text(d.address),
+                          .text(d.platform.environmentColumn(d.environment)), .blob(d.payload),
                           d.receiptTokenSHA256.map { .blob($0) } ?? .null, .integer(d.priority), .text(d.collapseID),
                           .integer(Int(d.apnsExpiration)), .integer(Int(message.expiresAt)), .text(d.apnsID),
-                          .integer(Int(message.createdAt)), .integer(Int(message.createdAt)), .integer(Int(message.createdAt))])
+                          .integer(Int(message.createdAt)), .integer(Int(message.createdAt)), .integer(Int(message.createdAt)),
+                          .text(d.platform.rawValue)])
             }
             if let idempotency { try upsertIdempotency(db, app: message.app, key: idempotency.key, answer: idempotency.answer) }
         }
@@ -439,12 +440,12 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// then a rowid lookup per claimed row.
     static let claimSQL = queries.claimSelection
 
-    public func claimDue(app: String, now: Int64, leaseUntil: Int64, limit: Int) async throws -> [ClaimedDelivery] {
+    public func claimDue(app: String, platform: PushPlatform, now: Int64, leaseUntil: Int64, limit: Int) async throws -> [ClaimedDelivery] {
         let (claims, unreadable) = try await transaction { [self] db in
             var claims: [ClaimedDelivery] = []
             var unreadable: [(id: String, column: String)] = []
             // leased_by stays NULL: SQLite serves one instance.
-            for row in try db.run(Self.queries.claim, [.int(leaseUntil), .null, .text(app), .int(now), .int(now), .int(limit)]) {
+            for row in try db.run(Self.queries.claim, [.int(leaseUntil), .null, .text(app), .text(platform.rawValue), .int(now), .int(now), .int(limit)]) {
                 if let id = row.text(0), let cancel = row.text(13) {
                     // Deleted while an attempt was in flight, whose process ended before writing it: never sent again.
                     try endClaimed(db, deliveryID: id, state: .cancelled, reason: cancel, now: now)
@@ -493,8 +494,8 @@ public final class SQLiteGatewayStore: GatewayStore {
         for event in change.events { try insertEvent(db, event) }
         if let gone = change.unregister {
             let devices = try db.run(Self.queries.unregisterDevices, [
-                .int(gone.at), .text(gone.reason), .int(gone.at), .text(gone.app), .text(gone.environment.rawValue),
-                .text(gone.apnsToken), .int(gone.registeredBefore),
+                .int(gone.at), .text(gone.reason), .int(gone.at), .text(gone.app), .text(gone.platform.environmentColumn(gone.environment)),
+                .text(gone.address), .int(gone.registeredBefore),
             ])
             for device in devices.compactMap(Self.device) { try insertEvent(db, GatewayEvents.deviceUnregistered(device, now: gone.at)) }
         }
@@ -516,9 +517,9 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
-    public func nextDue(app: String) async throws -> Int64? {
+    public func nextDue(app: String, platform: PushPlatform) async throws -> Int64? {
         try readNow { db in
-            try db.run(Self.store.nextDue, [.text(app)]).first?.int(0)
+            try db.run(Self.store.nextDue, [.text(app), .text(platform.rawValue)]).first?.int(0)
         }
     }
 

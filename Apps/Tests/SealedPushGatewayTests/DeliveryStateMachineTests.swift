@@ -8,7 +8,7 @@ struct DeliveryStateMachineTests {
     static let now: Int64 = 50_000
 
     static func claim(generation: Int64 = 3, attempts: Int = 0, expiresAt: Int64 = 100_000, apnsExpiration: Int64 = 100) -> ClaimedDelivery {
-        ClaimedDelivery(deliveryID: "dl-1", app: "chat", deviceID: "dev-1", apnsToken: "ab", environment: .production, payload: [1],
+        ClaimedDelivery(deliveryID: "dl-1", app: "chat", deviceID: "dev-1", address: "ab", environment: .production, payload: [1],
                         priority: 10, collapseID: "c", apnsExpiration: apnsExpiration, expiresAt: expiresAt, apnsID: "A-1",
                         attempts: attempts, generation: generation)
     }
@@ -78,7 +78,7 @@ struct DeliveryStateMachineTests {
     @Test func unregisteredMarksTheDeviceUnderTheTimestampRule() throws {
         let gone = Self.complete(Self.row(), .final(.unregistered, status: 410, reason: "Unregistered", attempted: true), unregisteredAt: 42_000)
         #expect(gone.landedState == .unregistered && gone.events.map(\.type) == [.deliveryUnregistered])
-        #expect(gone.unregister == DeviceUnregistration(app: "chat", environment: .production, apnsToken: "ab", reason: "Unregistered",
+        #expect(gone.unregister == DeviceUnregistration(app: "chat", platform: .apns, environment: .production, address: "ab", reason: "Unregistered",
                                                         registeredBefore: 42_000, at: Self.now))
         let bad = Self.complete(Self.row(), .final(.unregistered, status: 400, reason: "BadDeviceToken", attempted: true))
         #expect(bad.unregister?.registeredBefore == Self.now + 1)

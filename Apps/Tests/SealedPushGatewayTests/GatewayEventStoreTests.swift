@@ -15,7 +15,7 @@ extension GatewayPostgresSuites {
     struct GatewayEventStoreTests {
         static func message(_ id: String, devices: [String], at t: Int64) -> NewMessage {
             NewMessage(app: "chat", messageID: id, createdAt: t, expiresAt: t + 3_600_000, deliveries: devices.enumerated().map { n, device in
-                NewDelivery(deliveryID: "d_\(id)_\(n)", deviceID: device, apnsToken: String(format: "%064x", n + 1), environment: .production,
+                NewDelivery(deliveryID: "d_\(id)_\(n)", deviceID: device, address: String(format: "%064x", n + 1), environment: .production,
                             payload: [1, 2, 3], receiptTokenSHA256: nil, priority: 10, collapseID: "c", apnsExpiration: 0, apnsID: "a-\(id)-\(n)")
             })
         }
@@ -33,7 +33,7 @@ extension GatewayPostgresSuites {
             let t: Int64 = 1_800_000_000_000
             for (n, id) in ["d1", "d2"].enumerated() {
                 _ = try await store.putDevice(DeviceRecord(
-                    app: "chat", deviceID: id, userID: "u", apnsToken: String(format: "%064x", n + 1), environment: .production,
+                    app: "chat", deviceID: id, userID: "u", address: String(format: "%064x", n + 1), environment: .production,
                     keyRecord: Array("{}".utf8), keyID: "00000000000000a\(n)", state: .active, createdAt: t - 10, updatedAt: t - 10,
                     registeredAt: t - 10, unregisteredAt: nil, unregisteredReason: nil, tokenReassigned: false, lastReport: nil), maxDevicesPerUser: 10)
             }
@@ -41,7 +41,7 @@ extension GatewayPostgresSuites {
             #expect(try await store.events(app: "chat", after: nil, since: 0, limit: 100)?.isEmpty == true, "queued makes no event")
 
             // accepted (d1) and unregistered (d2, which also unregisters the device): three events, one transaction each.
-            let claims = try await store.claimDue(app: "chat", now: t, leaseUntil: t + 60_000, limit: 10).sorted { $0.deviceID < $1.deviceID }
+            let claims = try await store.claimDue(app: "chat", platform: .apns, now: t, leaseUntil: t + 60_000, limit: 10).sorted { $0.deviceID < $1.deviceID }
             #expect(claims.count == 2)
             #expect(try await store.complete(claims[0], outcome: .accepted(status: 200), unregisteredAt: nil, now: t + 1))
             #expect(try await store.complete(claims[1], outcome: .final(.unregistered, status: 410, reason: "Unregistered", attempted: true),

@@ -39,7 +39,7 @@ extension GatewayPostgresSuites {
                     for store in [a, b, a, b] {
                         group.addTask {
                             while true {
-                                let claims = try await store.claimDue(app: "chat", now: 2000, leaseUntil: 60_000, limit: 7)
+                                let claims = try await store.claimDue(app: "chat", platform: .apns, now: 2000, leaseUntil: 60_000, limit: 7)
                                 if claims.isEmpty { return }
                                 claimed.withLockedValue { $0 += claims.map(\.deliveryID) }
                             }

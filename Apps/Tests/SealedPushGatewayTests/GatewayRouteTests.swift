@@ -210,7 +210,7 @@ extension GatewaySuites {
                 }
                 #expect(registered.status == .created)
                 var stored = try #require(try await g.gateway.store.device(app: "chat", deviceID: "good"))
-                stored = DeviceRecord(app: "chat", deviceID: "bad", userID: "u", apnsToken: other.token, environment: .sandbox,
+                stored = DeviceRecord(app: "chat", deviceID: "bad", userID: "u", address: other.token, environment: .sandbox,
                                       keyRecord: JSON.serialize(.object(lowOrder)), keyID: stored.keyID, state: .active,
                                       createdAt: stored.createdAt, updatedAt: stored.updatedAt, registeredAt: stored.registeredAt,
                                       unregisteredAt: nil, unregisteredReason: nil, tokenReassigned: false, lastReport: nil)

@@ -28,7 +28,7 @@ extension GatewayPostgresSuites {
                 try await store.insertMessage(F.message("m1", devices: Array(devices[0...1]), at: 1000), idempotency: nil)
                 try await store.insertMessage(F.message("m2", devices: [devices[2], devices[3]], at: 1000), idempotency: nil)
                 try await store.insertMessage(F.message("m3", devices: [devices[4]], at: 1000), idempotency: nil)
-                let claims = try await store.claimDue(app: "chat", now: 1000, leaseUntil: 5000, limit: 10)
+                let claims = try await store.claimDue(app: "chat", platform: .apns, now: 1000, leaseUntil: 5000, limit: 10)
                 let byDevice = Dictionary(uniqueKeysWithValues: claims.map { ($0.deviceID, $0) })
                 #expect(byDevice.count == 5)
 
@@ -63,7 +63,7 @@ extension GatewayPostgresSuites {
                 // e: deleted in flight, and its instance ends without writing the attempt: once the lease lapses the
                 // next claim cancels it instead of sending it again.
                 #expect(try await store.cancelMessage(app: "chat", messageID: "m3", now: 1500) == 0)
-                #expect(try await store.claimDue(app: "chat", now: 5001, leaseUntil: 9000, limit: 10).isEmpty)
+                #expect(try await store.claimDue(app: "chat", platform: .apns, now: 5001, leaseUntil: 9000, limit: 10).isEmpty)
                 let e = try await Self.delivery(store, "m3", device: "e")
                 #expect(e.state == .cancelled && e.reason == "message_deleted")
                 // Its late write lands nowhere.
@@ -98,8 +98,8 @@ extension GatewayPostgresSuites {
                     let device = F.device("old-\(n)", user: "u\(n)", token: 100 + n)
                     _ = try await store.putDevice(device, maxDevicesPerUser: 10)
                     try await store.insertMessage(F.message("m\(n)", devices: [device], at: t), idempotency: nil)
-                    let old = try #require(try await store.claimDue(app: "chat", now: t, leaseUntil: t + 10, limit: 10).first)
-                    let newer = try #require(try await store.claimDue(app: "chat", now: t + 11, leaseUntil: t + 5000, limit: 10).first)
+                    let old = try #require(try await store.claimDue(app: "chat", platform: .apns, now: t, leaseUntil: t + 10, limit: 10).first)
+                    let newer = try #require(try await store.claimDue(app: "chat", platform: .apns, now: t + 11, leaseUntil: t + 5000, limit: 10).first)
                     #expect(newer.deliveryID == old.deliveryID && newer.generation > old.generation)
                     let before = try await Self.delivery(store, "m\(n)", device: device.deviceID)
                     let eventsBefore = try await store.events(app: "chat", after: nil, since: 0, limit: 1000)?.count
@@ -108,7 +108,7 @@ extension GatewayPostgresSuites {
                     #expect(try await Self.delivery(store, "m\(n)", device: device.deviceID) == before, "\(outcome)")
                     #expect(try await store.events(app: "chat", after: nil, since: 0, limit: 1000)?.count == eventsBefore, "\(outcome)")
                     #expect(try await store.device(app: "chat", deviceID: device.deviceID)?.state == .active, "\(outcome)")
-                    #expect(try await store.claimDue(app: "chat", now: t + 13, leaseUntil: t + 5000, limit: 10).isEmpty, "the newer lease holds: \(outcome)")
+                    #expect(try await store.claimDue(app: "chat", platform: .apns, now: t + 13, leaseUntil: t + 5000, limit: 10).isEmpty, "the newer lease holds: \(outcome)")
                     // The newer claim's outcome lands.
                     #expect(try await store.completeAttempt(newer, outcome: .accepted(status: 200), unregisteredAt: nil, now: t + 14) == .accepted)
                 }

@@ -33,7 +33,7 @@ extension GatewayPostgresSuites {
                 for d in devices { _ = try await store.putDevice(d, maxDevicesPerUser: 10) }
                 try await store.insertMessage(F.message("m", devices: devices, at: 1000), idempotency: nil)
                 try await executeBehindTheStore(store, "UPDATE deliveries SET environment = 'bogus' WHERE delivery_id = 'd-m-b'")
-                let claims = try await store.claimDue(app: "chat", now: 1000, leaseUntil: 5000, limit: 10)
+                let claims = try await store.claimDue(app: "chat", platform: .apns, now: 1000, leaseUntil: 5000, limit: 10)
                 #expect(claims.map(\.deviceID).sorted() == ["a", "c"])
                 let b = try #require(try await store.message(app: "chat", messageID: "m")?.deliveries.first { $0.deviceID == "b" })
                 #expect(b.state == .rejected && b.reason == "undecodable_record" && b.attempts == 0 && b.nextAttemptAt == nil)
@@ -41,7 +41,7 @@ extension GatewayPostgresSuites {
                 #expect(events.map(\.type) == [.deliveryRejected])
                 for claim in claims { #expect(try await store.complete(claim, outcome: .accepted(status: 200), unregisteredAt: nil, now: 1100)) }
                 // Long after every lease would have lapsed, nothing is due.
-                #expect(try await store.claimDue(app: "chat", now: 100_000, leaseUntil: 200_000, limit: 10).isEmpty)
+                #expect(try await store.claimDue(app: "chat", platform: .apns, now: 100_000, leaseUntil: 200_000, limit: 10).isEmpty)
             }
         }
 

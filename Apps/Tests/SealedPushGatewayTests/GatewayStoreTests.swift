@@ -42,7 +42,7 @@ func withStore(_ backend: StoreBackend, _ body: (any GatewayStore) async throws 
 
 enum StoreFixtures {
     static func device(_ id: String, user: String, token: Int, app: String = "chat", at t: Int64 = 1, kid: String = "0000000000000000") -> DeviceRecord {
-        DeviceRecord(app: app, deviceID: id, userID: user, apnsToken: hexToken(token), environment: .production,
+        DeviceRecord(app: app, deviceID: id, userID: user, address: hexToken(token), environment: .production,
                      keyRecord: Array(#"{"k":1}"#.utf8), keyID: kid, state: .active, createdAt: t, updatedAt: t, registeredAt: t,
                      unregisteredAt: nil, unregisteredReason: nil, tokenReassigned: false, lastReport: nil)
     }
@@ -51,7 +51,7 @@ enum StoreFixtures {
     static func message(_ id: String, devices: [DeviceRecord], at t: Int64 = 1000, app: String = "chat") -> NewMessage {
         NewMessage(app: app, messageID: id, createdAt: t, expiresAt: t + 3_600_000, deliveries: devices.map { d in
             let deliveryID = "d-\(id)-\(d.deviceID)"
-            return NewDelivery(deliveryID: deliveryID, deviceID: d.deviceID, apnsToken: d.apnsToken, environment: d.environment,
+            return NewDelivery(deliveryID: deliveryID, deviceID: d.deviceID, address: d.address, environment: d.environment,
                                payload: Array("sealed-\(deliveryID)".utf8), receiptTokenSHA256: SHA256Hasher.hash(Array("r-\(deliveryID)".utf8)),
                                priority: 10, collapseID: deliveryID, apnsExpiration: (t + 3_600_000) / 1000, apnsID: UUID().uuidString.lowercased())
         })
@@ -74,7 +74,7 @@ extension GatewayPostgresSuites {
                 again.keyID = "1111111111111111"
                 let replaced = try await store.putDevice(again, maxDevicesPerUser: 2)
                 #expect(!replaced.created && replaced.device.createdAt == 10 && replaced.device.updatedAt == 20)
-                #expect(try await store.device(app: "chat", deviceID: "a")?.apnsToken == hexToken(2))
+                #expect(try await store.device(app: "chat", deviceID: "a")?.address == hexToken(2))
                 _ = try await store.putDevice(F.device("b", user: "u1", token: 3, at: 30), maxDevicesPerUser: 2)
                 // A third device for u1 is refused.
                 await #expect(throws: DeviceRegistrationRefusal.tooManyDevices(limit: 2)) {
@@ -124,8 +124,8 @@ extension GatewayPostgresSuites {
                 #expect(try await store.message(app: "other", messageID: "m1") == nil)
                 let depths = try await store.queueDepths()
                 #expect(depths.count == 1 && depths["chat"]?.queued == 4 && depths["chat"]?.oldestCreatedAt == 1000)
-                #expect(try await store.nextDue(app: "chat") == 1000)
-                #expect(try await store.nextDue(app: "other") == nil)
+                #expect(try await store.nextDue(app: "chat", platform: .apns) == 1000)
+                #expect(try await store.nextDue(app: "other", platform: .apns) == nil)
                 // Cancelling a message cancels its unsent deliveries only.
                 #expect(try await store.cancelMessage(app: "chat", messageID: "nope", now: 3000) == nil)
                 #expect(try await store.cancelMessage(app: "chat", messageID: "m2", now: 3000) == 1)
@@ -150,18 +150,18 @@ extension GatewayPostgresSuites {
                 let devices = (0..<3).map { F.device("p\($0)", user: "u\($0)", token: 10 + $0) }
                 for d in devices { _ = try await store.putDevice(d, maxDevicesPerUser: 10) }
                 try await store.insertMessage(F.message("m", devices: devices, at: 1000), idempotency: nil)
-                #expect(try await store.claimDue(app: "chat", now: 999, leaseUntil: 2000, limit: 10).isEmpty, "not due yet")
-                let claims = try await store.claimDue(app: "chat", now: 1000, leaseUntil: 2000, limit: 10)
+                #expect(try await store.claimDue(app: "chat", platform: .apns, now: 999, leaseUntil: 2000, limit: 10).isEmpty, "not due yet")
+                let claims = try await store.claimDue(app: "chat", platform: .apns, now: 1000, leaseUntil: 2000, limit: 10)
                 #expect(claims.count == 3)
                 #expect(claims.allSatisfy { $0.attempts == 0 && $0.generation >= 1 && $0.payload == Array("sealed-\($0.deliveryID)".utf8) })
                 // Leased: nobody else claims them until the lease lapses.
-                #expect(try await store.claimDue(app: "chat", now: 1500, leaseUntil: 2500, limit: 10).isEmpty)
+                #expect(try await store.claimDue(app: "chat", platform: .apns, now: 1500, leaseUntil: 2500, limit: 10).isEmpty)
                 let byDevice = Dictionary(uniqueKeysWithValues: claims.map { ($0.deviceID, $0) })
                 let p0 = try #require(byDevice["p0"]), p1 = try #require(byDevice["p1"]), p2 = try #require(byDevice["p2"])
                 // p0 accepted under its lease.
                 #expect(try await store.complete(p0, outcome: .accepted(status: 200), unregisteredAt: nil, now: 1100))
                 // p1's lease lapses; another claim takes it with a newer generation; the stale claim writes nothing.
-                let retaken = try await store.claimDue(app: "chat", now: 2001, leaseUntil: 3000, limit: 10)
+                let retaken = try await store.claimDue(app: "chat", platform: .apns, now: 2001, leaseUntil: 3000, limit: 10)
                 #expect(Set(retaken.map(\.deviceID)) == ["p1", "p2"])
                 let p1b = try #require(retaken.first { $0.deviceID == "p1" })
                 #expect(p1b.generation > p1.generation && p1b.apnsID == p1.apnsID)
@@ -172,7 +172,7 @@ extension GatewayPostgresSuites {
                 let p2b = try #require(retaken.first { $0.deviceID == "p2" })
                 #expect(try await !store.complete(p2, outcome: .handBack, unregisteredAt: nil, now: 2004), "the old generation hands back nothing")
                 #expect(try await store.complete(p2b, outcome: .handBack, unregisteredAt: nil, now: 2004))
-                let p2c = try #require(try await store.claimDue(app: "chat", now: 2005, leaseUntil: 3000, limit: 10).first)
+                let p2c = try #require(try await store.claimDue(app: "chat", platform: .apns, now: 2005, leaseUntil: 3000, limit: 10).first)
                 #expect(p2c.deviceID == "p2" && p2c.attempts == 0)
                 #expect(try await store.complete(p2c, outcome: .final(.unregistered, status: 410, reason: "Unregistered", attempted: true),
                                                  unregisteredAt: 1500, now: 2006))
@@ -184,9 +184,9 @@ extension GatewayPostgresSuites {
                         && states["p1"]?.reason == "ServiceUnavailable" && states["p1"]?.apnsStatus == 503)
                 #expect(states["p2"]?.state == .unregistered && states["p2"]?.attempts == 1)
                 // The retry is due at 5000, not before.
-                #expect(try await store.nextDue(app: "chat") == 5000)
-                #expect(try await store.claimDue(app: "chat", now: 4999, leaseUntil: 9000, limit: 10).isEmpty)
-                let p1c = try #require(try await store.claimDue(app: "chat", now: 5000, leaseUntil: 9000, limit: 10).first)
+                #expect(try await store.nextDue(app: "chat", platform: .apns) == 5000)
+                #expect(try await store.claimDue(app: "chat", platform: .apns, now: 4999, leaseUntil: 9000, limit: 10).isEmpty)
+                let p1c = try #require(try await store.claimDue(app: "chat", platform: .apns, now: 5000, leaseUntil: 9000, limit: 10).first)
                 #expect(p1c.attempts == 1)
                 // Credentials refused: paused, and the app's queued deliveries say why.
                 #expect(try await store.complete(p1c, outcome: .paused(status: 403, reason: "InvalidProviderToken"), unregisteredAt: nil, now: 5001))
@@ -224,7 +224,7 @@ extension GatewayPostgresSuites {
                 let a = try #require(try await store.message(app: "chat", messageID: "m")?.deliveries.first { $0.deviceID == "a" })
                 #expect(a.state == .delivered && a.deliveredAt == 2000)
                 // A delivered delivery is not claimed, and a late APNs answer only sets apns_status.
-                let claims = try await store.claimDue(app: "chat", now: 3000, leaseUntil: 4000, limit: 10)
+                let claims = try await store.claimDue(app: "chat", platform: .apns, now: 3000, leaseUntil: 4000, limit: 10)
                 #expect(claims.map(\.deviceID) == ["b"])
                 _ = try await store.recordReceipt(messageID: "m", tokenSHA256: SHA256Hasher.hash(Array("r-d-m-b".utf8)), revealed: false, now: 3001)
                 #expect(try await !store.complete(claims[0], outcome: .accepted(status: 200), unregisteredAt: nil, now: 3002))

@@ -10,7 +10,7 @@ extension GatewaySuites {
     @Suite("Gateway SQLite store", .serialized, .timeLimit(.minutes(5)))
     struct SQLiteStoreTests {
         static func device(_ id: String, user: String, token: Int) -> DeviceRecord {
-            DeviceRecord(app: "chat", deviceID: id, userID: user, apnsToken: String(format: "%064x", token), environment: .production,
+            DeviceRecord(app: "chat", deviceID: id, userID: user, address: String(format: "%064x", token), environment: .production,
                          keyRecord: Array("{}".utf8), keyID: "0000000000000000", state: .active, createdAt: 1, updatedAt: 1, registeredAt: 1,
                          unregisteredAt: nil, unregisteredReason: nil, tokenReassigned: false, lastReport: nil)
         }
@@ -61,8 +61,8 @@ extension GatewaySuites {
             for n in 0..<200 { _ = try await store.putDevice(Self.device("d\(n)", user: "u\(n % 100)", token: n), maxDevicesPerUser: 10) }
             let plans: [(String, [SQLiteValue], String)] = [
                 (SQLiteGatewayStore.userDevicesSQL, [.text("chat"), .text("u1")], "SEARCH devices USING INDEX devices_user (app=? AND user_id=?)"),
-                (SQLiteGatewayStore.claimSQL, [.text("chat"), .integer(5), .integer(5), .integer(10)],
-                 "SEARCH deliveries USING COVERING INDEX deliveries_due (app=? AND state=? AND next_attempt_at<?)"),
+                (SQLiteGatewayStore.claimSQL, [.text("chat"), .text("apns"), .integer(5), .integer(5), .integer(10)],
+                 "SEARCH deliveries USING COVERING INDEX deliveries_due (app=? AND platform=? AND state=? AND next_attempt_at<?)"),
                 // The queued rows' partial index only. SQLite 3.40 (Debian 12's, which the store links through GRDB) reads
                 // each row's `state` from the table (USING INDEX); later versions see the index's WHERE implies it
                 // (USING COVERING INDEX). Either visits the queued rows alone, once a second.
@@ -116,7 +116,9 @@ extension GatewaySuites {
                 }
                 try db.execute(sql: "INSERT INTO settings (name, value) VALUES ('idempotency_secret', ?)", arguments: [Data(repeating: 7, count: 32)])
                 try db.execute(sql: """
-                    INSERT INTO devices (\(SQLiteGatewayStore.deviceColumns)) VALUES ('chat', 'd1', 'u1', ?, 'production', '{}', '0000000000000000', 'active',
+                    INSERT INTO devices (app, device_id, user_id, apns_token, environment, key_record, key_id, state, created_at, updated_at,
+                        registered_at, unregistered_at, unregistered_reason, token_reassigned, report_reason, report_kid, report_count,
+                        report_at) VALUES ('chat', 'd1', 'u1', ?, 'production', '{}', '0000000000000000', 'active',
                         1, 1, 1, NULL, NULL, 0, NULL, NULL, NULL, NULL)
                     """, arguments: [String(repeating: "a", count: 64)])
                 try db.execute(sql: "INSERT INTO known_users (app, user_id) VALUES ('chat', 'u1')")
@@ -133,7 +135,7 @@ extension GatewaySuites {
             #expect(try await store.idempotencySecret() == [UInt8](repeating: 7, count: 32))
             #expect(try await store.userDevices(app: "chat", userID: "u1").map(\.deviceID) == ["d1"])
             #expect(try await store.userIsKnown(app: "chat", userID: "u1"))
-            let claimed = try await store.claimDue(app: "chat", now: 10, leaseUntil: 1000, limit: 10)
+            let claimed = try await store.claimDue(app: "chat", platform: .apns, now: 10, leaseUntil: 1000, limit: 10)
             #expect(claimed.map(\.deliveryID) == ["x1"])
             #expect(claimed.first?.payload == [1, 2, 3])
             let claim = try #require(claimed.first)
