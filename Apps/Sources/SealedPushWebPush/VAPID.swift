@@ -115,6 +115,13 @@ public struct VAPIDClaims: Sendable, Equatable {
     public let expiresAt: Int64
     /// `sub`: the app's contact.
     public let subject: String
+
+    /// Claims from their parts.
+    public init(audience: String, expiresAt: Int64, subject: String) {
+        self.audience = audience
+        self.expiresAt = expiresAt
+        self.subject = subject
+    }
 }
 
 /// VAPID tokens (RFC 8292 §2–§3): ES256 JWTs `{"typ":"JWT","alg":"ES256"}` . `{"aud","exp","sub"}` with a raw
