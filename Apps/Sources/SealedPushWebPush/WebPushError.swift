@@ -28,6 +28,10 @@ public enum WebPushError: Error, Sendable, Equatable, CustomStringConvertible {
 
     /// What is wrong with a subscription member.
     public enum SubscriptionProblem: Sendable, Equatable {
+        /// The member is absent, or not of its type (a string; an object for `webpush` and `webpush/keys`).
+        case missing
+        /// The member is not one a `PushSubscription.toJSON()` has.
+        case unknownMember
         /// Not base64url.
         case notBase64URL
         /// The decoded value is `length` bytes, not `expected`.
@@ -147,6 +151,8 @@ public enum WebPushError: Error, Sendable, Equatable, CustomStringConvertible {
         switch self {
         case let .subscription(member, problem):
             switch problem {
+            case .missing: return "\(member) is missing or of the wrong type: send the browser's PushSubscription.toJSON()"
+            case .unknownMember: return "\(member) is not a member of a PushSubscription: remove it"
             case .notBase64URL: return "\(member) is not base64url: send the browser's PushSubscription.toJSON() keys unchanged"
             case let .wrongLength(length, expected):
                 return "\(member) is \(length) bytes, not \(expected): send the browser's PushSubscription.toJSON() keys unchanged"

@@ -159,3 +159,37 @@ public enum WebPushBase64URL {
         return decode(body)
     }
 }
+
+/// A subscription as a device registers it (platforms v1 §1): the browser's `PushSubscription.toJSON()`,
+/// `{"endpoint", "expirationTime", "keys": {"p256dh", "auth"}}`, checked.
+public struct WebPushSubscription: Sendable, Equatable {
+    /// The endpoint, checked by the endpoint rules. A capability URL: never log it.
+    public let endpoint: WebPushEndpoint
+    /// The keys.
+    public let keys: WebPushSubscriptionKeys
+
+    /// A subscription from its parts.
+    public init(endpoint: WebPushEndpoint, keys: WebPushSubscriptionKeys) {
+        self.endpoint = endpoint
+        self.keys = keys
+    }
+
+    /// Reads the `webpush` member of a registration: `endpoint` checked by `policy`, `keys` as
+    /// `WebPushSubscriptionKeys`, `expirationTime` accepted and ignored, any other member refused (so that typos
+    /// surface). Errors name the member (`webpush/endpoint`, `webpush/keys/auth`, …).
+    public init(json: JSONValue, policy: WebPushEndpointPolicy) throws(WebPushError) {
+        guard case let .object(object) = json else { throw .subscription(member: "webpush", problem: .missing) }
+        for (name, _) in object where !["endpoint", "expirationTime", "keys"].contains(name) {
+            throw .subscription(member: "webpush/\(name.prefix(64))", problem: .unknownMember)
+        }
+        guard let endpoint = object["endpoint"]?.stringValue else { throw .subscription(member: "webpush/endpoint", problem: .missing) }
+        guard case let .object(keys)? = object["keys"] else { throw .subscription(member: "webpush/keys", problem: .missing) }
+        for (name, _) in keys where name != "p256dh" && name != "auth" {
+            throw .subscription(member: "webpush/keys/\(name.prefix(64))", problem: .unknownMember)
+        }
+        guard let p256dh = keys["p256dh"]?.stringValue else { throw .subscription(member: WebPushSubscriptionKeys.p256dhMember, problem: .missing) }
+        guard let auth = keys["auth"]?.stringValue else { throw .subscription(member: WebPushSubscriptionKeys.authMember, problem: .missing) }
+        self.endpoint = try policy.check(endpoint)
+        self.keys = try WebPushSubscriptionKeys(p256dh: p256dh, auth: auth)
+    }
+}

@@ -247,4 +247,35 @@ struct EncryptionTests {
         let parsed = try WebPushSubscriptionKeys(p256dh: keys["p256dh"]?.stringValue ?? "", auth: keys["auth"]?.stringValue ?? "")
         #expect(parsed == ua.subscriptionKeys)
     }
+
+    // MARK: Registration
+
+    @Test func aRegistrationsWebpushMemberIsRead() throws {
+        let endpoint = "https://fcm.googleapis.com/fcm/send/SECRET-capability"
+        func json(_ text: String) throws -> JSONValue { try JSON.parse(Array(text.utf8)) }
+        let good = try json(#"{"endpoint":"\#(endpoint)","expirationTime":null,"keys":{"p256dh":"\#(RFC8291.uaPublic)","auth":"\#(RFC8291.authSecret)"}}"#)
+        let subscription = try WebPushSubscription(json: good, policy: WebPushEndpointPolicy())
+        #expect(subscription.endpoint.origin == "https://fcm.googleapis.com")
+        #expect(subscription.keys.p256dh == RFC8291.uaPublic)
+        let rows: [(String, WebPushError)] = [
+            (#"[]"#, .subscription(member: "webpush", problem: .missing)),
+            (#"{"keys":{"p256dh":"x","auth":"y"}}"#, .subscription(member: "webpush/endpoint", problem: .missing)),
+            (#"{"endpoint":1,"keys":{}}"#, .subscription(member: "webpush/endpoint", problem: .missing)),
+            (#"{"endpoint":"\#(endpoint)"}"#, .subscription(member: "webpush/keys", problem: .missing)),
+            (#"{"endpoint":"\#(endpoint)","keys":{"auth":"\#(RFC8291.authSecret)"}}"#, .subscription(member: "webpush/keys/p256dh", problem: .missing)),
+            (#"{"endpoint":"\#(endpoint)","keys":{"p256dh":"\#(RFC8291.uaPublic)"}}"#, .subscription(member: "webpush/keys/auth", problem: .missing)),
+            (#"{"endpoint":"\#(endpoint)","endpont":"x","keys":{}}"#, .subscription(member: "webpush/endpont", problem: .unknownMember)),
+            (#"{"endpoint":"\#(endpoint)","keys":{"p256dh":"\#(RFC8291.uaPublic)","auth":"\#(RFC8291.authSecret)","x":1}}"#,
+             .subscription(member: "webpush/keys/x", problem: .unknownMember)),
+            (#"{"endpoint":"http://push.example.net/SECRET","keys":{"p256dh":"\#(RFC8291.uaPublic)","auth":"\#(RFC8291.authSecret)"}}"#,
+             .endpoint(.notHTTPS)),
+            (#"{"endpoint":"\#(endpoint)","keys":{"p256dh":"\#(RFC8291.uaPublic)","auth":"AAAA"}}"#,
+             .subscription(member: "webpush/keys/auth", problem: .wrongLength(length: 3, expected: 16))),
+        ]
+        for (text, expected) in rows {
+            let error = #expect(throws: WebPushError.self, "\(text)") { try WebPushSubscription(json: json(text), policy: WebPushEndpointPolicy()) }
+            #expect(error == expected, "\(text)")
+            #expect(error?.description.contains("SECRET") == false)
+        }
+    }
 }
