@@ -120,7 +120,7 @@ public struct WebPushEndpointPolicy: Sendable, Equatable {
     /// The endpoint's parts; only syntax is checked here.
     static func parse(_ text: String) throws(WebPushError) -> WebPushEndpoint {
         let length = text.utf8.count
-        guard length > 0, length <= maximumLength else { throw .endpoint(.badLength(length: text.count, limit: maximumLength)) }
+        guard length > 0, length <= maximumLength else { throw .endpoint(.badLength(length: length, limit: maximumLength)) }
         // Printable ASCII only: no spaces, controls or non-ASCII (an internationalized host is given in punycode); no
         // backslash (WHATWG reads it as `/`) and no fragment.
         guard text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != 0x5C && $0 != 0x23 }) else { throw .endpoint(.malformed) }

@@ -123,7 +123,7 @@ public enum WebPushError: Error, Sendable, Equatable, CustomStringConvertible {
 
     /// Why an endpoint is refused (platforms v1 §1.1). Cases carry the origin when it is known, never the path.
     public enum EndpointProblem: Sendable, Equatable {
-        /// Empty, or longer than `limit` characters (`length`).
+        /// Empty, or longer than `limit` bytes (`length`).
         case badLength(length: Int, limit: Int)
         /// Not an absolute URL this parser reads (spaces, control or non-ASCII bytes, no `//`, a bad port,
         /// a fragment, a backslash).
@@ -197,7 +197,7 @@ extension WebPushError.EndpointProblem {
         switch self {
         case let .badLength(length, limit):
             return length == 0 ? "is empty: give the browser's PushSubscription endpoint"
-                : "is \(length) characters, over \(limit): give the browser's PushSubscription endpoint"
+                : "is \(length) bytes, over \(limit): give the browser's PushSubscription endpoint"
         case .malformed: return "is not an absolute https URL: give the browser's PushSubscription endpoint unchanged"
         case .notHTTPS: return "is not https: push services are reached over https only"
         case .userinfo: return "carries user information (user@host): remove it"
