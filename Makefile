@@ -30,9 +30,9 @@ deps:
 # client that checks the local APNs's frames), schemathesis (the gateway against its OpenAPI document) and
 # openapi-python-client (a client generated from that document must keep its typed problems).
 pydeps:
-	@if ! [ -x $(PY) ] || ! $(PY) -c 'import nacl, cryptography, h2, schemathesis, openapi_python_client' 2>/dev/null; then \
-	  echo "setting up $(VENV) with PyNaCl, cryptography, h2, schemathesis and openapi-python-client"; \
-	  $(PYTHON) -m venv $(VENV) && $(PY) -m pip install --quiet --disable-pip-version-check 'pynacl>=1.5' 'cryptography>=41' 'h2>=4' \
+	@if ! [ -x $(PY) ] || ! $(PY) -c 'import nacl, cryptography, h2, http_ece, schemathesis, openapi_python_client' 2>/dev/null; then \
+	  echo "setting up $(VENV) with PyNaCl, cryptography, h2, http-ece, schemathesis and openapi-python-client"; \
+	  $(PYTHON) -m venv $(VENV) && $(PY) -m pip install --quiet --disable-pip-version-check 'pynacl>=1.5' 'cryptography>=41' 'h2>=4' 'http-ece>=1.2' \
 	    'schemathesis==4.32.5' 'openapi-python-client==0.29.1'; \
 	fi
 

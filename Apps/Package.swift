@@ -36,6 +36,8 @@ let package = Package(
         .library(name: "SealedPushMediaServer", targets: ["SealedPushMediaServer"]),
         /// The push gateway (gateway v1): registry, durable queue, delivery, receipts, its HTTP API.
         .library(name: "SealedPushGateway", targets: ["SealedPushGateway"]),
+        /// Web Push (platforms v1 §1.1, §3): RFC 8291 encryption, VAPID, the endpoint rules. No networking.
+        .library(name: "SealedPushWebPush", targets: ["SealedPushWebPush"]),
         /// The commands of both executables, as libraries (tests and the benchmarks call them in-process).
         .library(name: "SealedPushCLI", targets: ["SealedPushCLI"]),
     ],
@@ -79,6 +81,28 @@ let package = Package(
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // Web Push: RFC 8291/8188 aes128gcm both ways, subscription and user-agent keys, VAPID (key, JWT, token cache,
+        // verifier), TTL/Urgency/Topic, the endpoint rules and address classes. swift-crypto and root libraries only.
+        .target(
+            name: "SealedPushWebPush",
+            dependencies: [
+                .product(name: "SealedPushCrypto", package: "SealedPush"),
+                .product(name: "SealedPushWire", package: "SealedPush"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "SealedPushWebPushTests",
+            dependencies: [
+                "SealedPushWebPush",
+                .product(name: "SealedPushCrypto", package: "SealedPush"),
+                .product(name: "SealedPushWire", package: "SealedPush"),
+                .product(name: "SealedPushTestSupport", package: "SealedPush"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strict
         ),

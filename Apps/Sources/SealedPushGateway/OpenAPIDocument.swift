@@ -37,16 +37,57 @@ enum OpenAPIDocument {
               "schema": {
                 "$ref": "#/components/schemas/DeviceRegistration"
               },
-              "example": {
-                "user_id": "u-42",
-                "apns_token": "5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f",
-                "environment": "sandbox",
-                "key_record": {
-                  "type": "sealedpush-device-key",
-                  "version": 1,
-                  "key_id": "15b689321abfea25",
-                  "public_key": "hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo=",
-                  "created_at": "2026-11-21T12:00:00Z"
+              "examples": {
+                "apns": {
+                  "summary": "An iPhone",
+                  "value": {
+                    "user_id": "u-42",
+                    "apns_token": "5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f5f",
+                    "environment": "sandbox",
+                    "key_record": {
+                      "type": "sealedpush-device-key",
+                      "version": 1,
+                      "key_id": "15b689321abfea25",
+                      "public_key": "hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo=",
+                      "created_at": "2026-11-21T12:00:00Z"
+                    }
+                  }
+                },
+                "fcm": {
+                  "summary": "An Android phone",
+                  "value": {
+                    "user_id": "u-42",
+                    "platform": "fcm",
+                    "fcm_token": "dQw4w9WgXcQ:APA91bH_example-registration-token",
+                    "key_record": {
+                      "type": "sealedpush-device-key",
+                      "version": 1,
+                      "key_id": "15b689321abfea25",
+                      "public_key": "hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo=",
+                      "created_at": "2026-11-21T12:00:00Z"
+                    }
+                  }
+                },
+                "webpush": {
+                  "summary": "A browser",
+                  "value": {
+                    "user_id": "u-42",
+                    "platform": "webpush",
+                    "webpush": {
+                      "endpoint": "https://push.example.net/wpush/v2/gAAAAABexample",
+                      "keys": {
+                        "p256dh": "BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw4",
+                        "auth": "BTBZMqHH6r4Tts7J_aSIgg"
+                      }
+                    },
+                    "key_record": {
+                      "type": "sealedpush-device-key",
+                      "version": 1,
+                      "key_id": "15b689321abfea25",
+                      "public_key": "hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo=",
+                      "created_at": "2026-11-21T12:00:00Z"
+                    }
+                  }
                 }
               }
             }
@@ -118,6 +159,9 @@ enum OpenAPIDocument {
           },
           "415": {
             "$ref": "#/components/responses/UnsupportedMediaType"
+          },
+          "422": {
+            "$ref": "#/components/responses/PlatformNotConfigured"
           },
           "429": {
             "$ref": "#/components/responses/RateLimited"
@@ -1330,7 +1374,7 @@ enum OpenAPIDocument {
       "Problem422": {
         "type": "object",
         "title": "Problem422",
-        "description": "RFC 9457 problem details for 422: an Idempotency-Key reused with another body, or a fan-out over max_fanout (idempotency_conflict, too_many_deliveries). A schema of its own, not an allOf over Problem, so that generated clients keep a model per status.",
+        "description": "RFC 9457 problem details for 422: an Idempotency-Key reused with another body, a fan-out over max_fanout, or a device of a platform the app does not serve (idempotency_conflict, too_many_deliveries, platform_not_configured). A schema of its own, not an allOf over Problem, so that generated clients keep a model per status.",
         "required": [
           "type",
           "title",
@@ -1342,7 +1386,8 @@ enum OpenAPIDocument {
             "type": "string",
             "enum": [
               "urn:sealedpush:problem:idempotency_conflict",
-              "urn:sealedpush:problem:too_many_deliveries"
+              "urn:sealedpush:problem:too_many_deliveries",
+              "urn:sealedpush:problem:platform_not_configured"
             ]
           },
           "title": {
@@ -1478,34 +1523,18 @@ enum OpenAPIDocument {
         "additionalProperties": true
       },
       "DeviceRegistration": {
-        "type": "object",
-        "required": [
-          "user_id",
-          "apns_token",
-          "environment",
-          "key_record"
-        ],
-        "properties": {
-          "user_id": {
-            "$ref": "#/components/schemas/Id"
+        "description": "A device of one platform (platforms v1 section 1): apns (the default), fcm or webpush, each with its own members and no other's. The app must serve the platform (its configuration has that section), else 422 platform_not_configured.",
+        "oneOf": [
+          {
+            "$ref": "#/components/schemas/APNsDeviceRegistration"
           },
-          "apns_token": {
-            "type": "string",
-            "pattern": "^([0-9A-Fa-f]{2}){32,100}$",
-            "description": "The APNs device token as 64 to 200 hex digits, an even number (whole bytes)."
+          {
+            "$ref": "#/components/schemas/FCMDeviceRegistration"
           },
-          "environment": {
-            "type": "string",
-            "enum": [
-              "production",
-              "sandbox"
-            ]
-          },
-          "key_record": {
-            "$ref": "#/components/schemas/KeyRecord"
+          {
+            "$ref": "#/components/schemas/WebPushDeviceRegistration"
           }
-        },
-        "additionalProperties": false
+        ]
       },
       "LastReport": {
         "type": "object",
@@ -1557,10 +1586,9 @@ enum OpenAPIDocument {
         "required": [
           "device_id",
           "user_id",
-          "environment",
+          "platform",
           "key_id",
           "state",
-          "apns_token_suffix",
           "created_at",
           "updated_at",
           "unregistered_at",
@@ -1576,12 +1604,21 @@ enum OpenAPIDocument {
           "user_id": {
             "$ref": "#/components/schemas/Id"
           },
+          "platform": {
+            "type": "string",
+            "enum": [
+              "apns",
+              "fcm",
+              "webpush"
+            ]
+          },
           "environment": {
             "type": "string",
             "enum": [
               "production",
               "sandbox"
-            ]
+            ],
+            "description": "apns only."
           },
           "key_id": {
             "type": "string",
@@ -1596,7 +1633,19 @@ enum OpenAPIDocument {
           },
           "apns_token_suffix": {
             "type": "string",
-            "pattern": "^[0-9a-f]{8}$"
+            "pattern": "^[0-9a-f]{8}$",
+            "description": "apns only: the last 8 hex digits of the token."
+          },
+          "fcm_token_suffix": {
+            "type": "string",
+            "description": "fcm only: the last 8 characters of the registration token."
+          },
+          "webpush_origin": {
+            "type": [
+              "string",
+              "null"
+            ],
+            "description": "webpush only: the endpoint's origin (the endpoint itself is never returned)."
           },
           "created_at": {
             "$ref": "#/components/schemas/Time"
@@ -1874,7 +1923,9 @@ enum OpenAPIDocument {
                   "enum": [
                     "unknown_device",
                     "unregistered",
-                    "no_reveal_key"
+                    "no_reveal_key",
+                    "bad_key_record",
+                    "platform_not_configured"
                   ]
                 }
               },
@@ -1891,6 +1942,9 @@ enum OpenAPIDocument {
           "device_id",
           "state",
           "attempts",
+          "platform",
+          "platform_id",
+          "platform_status",
           "apns_id",
           "apns_status",
           "reason",
@@ -1925,18 +1979,42 @@ enum OpenAPIDocument {
             "type": "integer",
             "minimum": 0
           },
+          "platform": {
+            "type": "string",
+            "enum": [
+              "apns",
+              "fcm",
+              "webpush"
+            ]
+          },
+          "platform_id": {
+            "type": [
+              "string",
+              "null"
+            ],
+            "description": "The push service's id for the delivery: the apns-id once sent (apns), FCM's message name or the Web Push Location once accepted."
+          },
+          "platform_status": {
+            "type": [
+              "integer",
+              "null"
+            ],
+            "description": "The push service's last HTTP status (equal to apns_status for apns)."
+          },
           "apns_id": {
             "type": [
               "string",
               "null"
             ],
-            "format": "uuid"
+            "format": "uuid",
+            "description": "apns only (null for the other platforms)."
           },
           "apns_status": {
             "type": [
               "integer",
               "null"
-            ]
+            ],
+            "description": "apns only (null for the other platforms)."
           },
           "reason": {
             "type": [
@@ -1959,7 +2037,7 @@ enum OpenAPIDocument {
           },
           "revealed_at": {
             "$ref": "#/components/schemas/NullableTime",
-            "description": "When the device's revealed receipt arrived (reveal v1 \u00a78); null until then."
+            "description": "When the device's revealed receipt arrived (reveal v1 section 8); null until then."
           },
           "seq": {
             "type": "integer",
@@ -2430,6 +2508,144 @@ enum OpenAPIDocument {
             "description": "One result per message, in request order."
           }
         }
+      },
+      "APNsDeviceRegistration": {
+        "type": "object",
+        "required": [
+          "user_id",
+          "apns_token",
+          "environment",
+          "key_record"
+        ],
+        "properties": {
+          "user_id": {
+            "$ref": "#/components/schemas/Id"
+          },
+          "platform": {
+            "type": "string",
+            "const": "apns",
+            "description": "apns (the default when absent)."
+          },
+          "apns_token": {
+            "type": "string",
+            "pattern": "^([0-9A-Fa-f]{2}){32,100}$",
+            "description": "The APNs device token as 64 to 200 hex digits, an even number (whole bytes)."
+          },
+          "environment": {
+            "type": "string",
+            "enum": [
+              "production",
+              "sandbox"
+            ]
+          },
+          "key_record": {
+            "$ref": "#/components/schemas/KeyRecord"
+          }
+        },
+        "additionalProperties": false,
+        "title": "APNsDeviceRegistration",
+        "description": "An iPhone or iPad (platform apns, the default): its APNs token and environment."
+      },
+      "FCMDeviceRegistration": {
+        "title": "FCMDeviceRegistration",
+        "description": "An Android device (platforms v1 section 1): its FCM registration token.",
+        "type": "object",
+        "required": [
+          "user_id",
+          "platform",
+          "fcm_token",
+          "key_record"
+        ],
+        "properties": {
+          "user_id": {
+            "$ref": "#/components/schemas/Id"
+          },
+          "platform": {
+            "type": "string",
+            "const": "fcm"
+          },
+          "fcm_token": {
+            "type": "string",
+            "pattern": "^[A-Za-z0-9_:.-]{1,4096}$",
+            "description": "The FCM registration token (FirebaseMessaging.getToken())."
+          },
+          "key_record": {
+            "$ref": "#/components/schemas/KeyRecord"
+          }
+        },
+        "additionalProperties": false
+      },
+      "WebPushSubscription": {
+        "title": "WebPushSubscription",
+        "description": "The browser's PushSubscription.toJSON(). The endpoint is a capability URL: it must be https with a host name on port 443 (unless the app allows other ports), and resolve to public addresses only (platforms v1 section 1.1); it is never returned.",
+        "type": "object",
+        "required": [
+          "endpoint",
+          "keys"
+        ],
+        "properties": {
+          "endpoint": {
+            "type": "string",
+            "format": "uri",
+            "pattern": "^https://",
+            "maxLength": 2048
+          },
+          "keys": {
+            "type": "object",
+            "required": [
+              "p256dh",
+              "auth"
+            ],
+            "properties": {
+              "p256dh": {
+                "type": "string",
+                "pattern": "^[A-Za-z0-9_-]{87}=?$",
+                "description": "base64url of the subscription's 65-byte uncompressed P-256 public key."
+              },
+              "auth": {
+                "type": "string",
+                "pattern": "^[A-Za-z0-9_-]{22}(==)?$",
+                "description": "base64url of the 16-byte authentication secret."
+              }
+            },
+            "additionalProperties": false
+          },
+          "expirationTime": {
+            "type": [
+              "number",
+              "null"
+            ],
+            "description": "Accepted and ignored."
+          }
+        },
+        "additionalProperties": false
+      },
+      "WebPushDeviceRegistration": {
+        "title": "WebPushDeviceRegistration",
+        "description": "A browser or other Web Push client (platforms v1 section 1): its push subscription.",
+        "type": "object",
+        "required": [
+          "user_id",
+          "platform",
+          "webpush",
+          "key_record"
+        ],
+        "properties": {
+          "user_id": {
+            "$ref": "#/components/schemas/Id"
+          },
+          "platform": {
+            "type": "string",
+            "const": "webpush"
+          },
+          "webpush": {
+            "$ref": "#/components/schemas/WebPushSubscription"
+          },
+          "key_record": {
+            "$ref": "#/components/schemas/KeyRecord"
+          }
+        },
+        "additionalProperties": false
       }
     },
     "responses": {
@@ -2875,6 +3091,21 @@ enum OpenAPIDocument {
           "application/problem+json": {
             "schema": {
               "$ref": "#/components/schemas/Problem500"
+            }
+          }
+        }
+      },
+      "PlatformNotConfigured": {
+        "description": "The app does not serve this device's platform (platform_not_configured).",
+        "headers": {
+          "Request-Id": {
+            "$ref": "#/components/headers/Request-Id"
+          }
+        },
+        "content": {
+          "application/problem+json": {
+            "schema": {
+              "$ref": "#/components/schemas/Problem422"
             }
           }
         }
