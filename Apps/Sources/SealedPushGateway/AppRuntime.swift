@@ -6,6 +6,7 @@ import SealedPushWire
 import SealedPushCrypto
 import NIOConcurrencyHelpers
 import SealedPushRateLimit
+import SealedPushWebPush
 public import Logging
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -36,9 +37,14 @@ final class AppRuntime: Sendable {
     /// Wakes each platform's delivery loop.
     let wakes: [PushPlatform: WakeSignal] = Dictionary(uniqueKeysWithValues: PushPlatform.allCases.map { ($0, WakeSignal()) })
 
+    /// The endpoint rules of the app's Web Push section (the defaults when it has none).
+    let webpushPolicy: WebPushEndpointPolicy
+
     init(config: GatewayAppConfiguration, makeClient: APNsSenderFactory, makePlatformSender: PlatformSenderFactory? = nil,
-         limiterClock: @escaping @Sendable () -> ContinuousClock.Instant = { .now }, logger: Logger) throws(GatewayConfigurationError) {
+         context: PlatformContext = PlatformContext(), limiterClock: @escaping @Sendable () -> ContinuousClock.Instant = { .now },
+         logger: Logger) throws(GatewayConfigurationError) {
         self.config = config
+        webpushPolicy = WebPushEndpointPolicy(allowPorts: config.webpush?.allowPorts ?? [], allowPrivateEndpoints: config.webpush?.allowPrivateEndpoints ?? false)
         var signer: SigningKeyPair?
         if let dir = config.senderKeychain {
             do {
@@ -64,7 +70,7 @@ final class AppRuntime: Sendable {
         }
         for platform in config.platforms where platform != .apns {
             do {
-                senders[platform] = try makePlatformSender?(config, platform, logger) ?? Self.makePlatformSender(config, platform, logger)
+                senders[platform] = try makePlatformSender?(config, platform, logger) ?? Self.makePlatformSender(config, platform, context: context, logger)
             } catch let error as GatewayConfigurationError { throw error } catch {
                 throw GatewayConfigurationError("/apps/\(config.id)/\(platform.rawValue)", "cannot set up the \(platform.rawValue) sender: \(error)")
             }
@@ -174,8 +180,42 @@ final class WakeSignal: Sendable {
 }
 
 extension AppRuntime {
-    /// The real sender of `platform` (FCM or Web Push) from the app's section.
-    static func makePlatformSender(_ config: GatewayAppConfiguration, _ platform: PushPlatform, _ logger: Logger) throws -> any PlatformSender {
-        throw GatewayConfigurationError("/apps/\(config.id)/\(platform.rawValue)", "this build cannot send to \(platform.rawValue) yet")
+    /// The real sender of `platform` (FCM or Web Push) from the app's section, its keys read and checked now.
+    static func makePlatformSender(_ config: GatewayAppConfiguration, _ platform: PushPlatform, context: PlatformContext,
+                                   _ logger: Logger) throws -> any PlatformSender {
+        switch platform {
+        case .apns:
+            throw GatewayConfigurationError("/apps/\(config.id)/apns", "is made by the APNs client factory")
+        case .webpush:
+            guard let settings = config.webpush else { throw GatewayConfigurationError("/apps/\(config.id)/webpush", "is missing") }
+            let member = "/apps/\(config.id)/webpush"
+            let key: VAPIDKey
+            do { key = try VAPIDKey(pemFile: settings.vapidKeyPath) } catch { throw GatewayConfigurationError(member + "/vapid_key", error.description) }
+            let subject: VAPIDSubject
+            do { subject = try VAPIDSubject(settings.subject) } catch { throw GatewayConfigurationError(member + "/subject", error.description) }
+            var roots: [UInt8]?
+            if let ca = settings.caCertPath {
+                guard let data = FileManager.default.contents(atPath: ca) else { throw GatewayConfigurationError(member + "/ca_cert", "cannot read \(ca)") }
+                roots = Array(data)
+            }
+            let client: PinnedHTTPSClient
+            do { client = try PinnedHTTPSClient(additionalRootsPEM: roots) } catch {
+                throw GatewayConfigurationError(member + "/ca_cert", "is not a PEM certificate; give the CA that `sealedpush-server webpush serve --ca-out` wrote")
+            }
+            let clock = context.clock
+            return WebPushPlatformSender(policy: WebPushEndpointPolicy(allowPorts: settings.allowPorts, allowPrivateEndpoints: settings.allowPrivateEndpoints),
+                                         vapid: VAPIDTokenCache(key: key, subject: subject, clock: { clock.milliseconds() / 1000 }),
+                                         resolver: context.resolver, client: client)
+        case .fcm:
+            throw GatewayConfigurationError("/apps/\(config.id)/fcm", "this build cannot send to FCM yet")
+        }
     }
+}
+
+/// What the real platform senders read besides an app's configuration: the gateway's clock and resolver.
+struct PlatformContext: Sendable {
+    /// The wall clock (VAPID and access-token lifetimes).
+    var clock: GatewayClock = .system
+    /// Resolves Web Push endpoints' hosts.
+    var resolver: any GatewayAddressResolver = SystemAddressResolver()
 }

@@ -1,5 +1,6 @@
 import SealedPushSender
 import SealedPushWire
+import SealedPushWebPush
 
 extension Gateway {
     /// What a delivery to `device` stores as its payload (platforms v1): the APNs payload for `apns`; the wire v1
@@ -29,7 +30,35 @@ extension Gateway {
 struct SealingFault: Error {}
 
 extension Gateway {
-    // TEMPORARY until the Web Push library is merged.
-    func webPushBody(envelope: String, device: DeviceRecord) throws -> [UInt8] { throw SealingFault() }
-    func checkWebPushEndpoint(_ endpoint: String, settings: WebPushAppSettings) async throws {}
+    /// The RFC 8291 body of a delivery to a `webpush` device: the plaintext of platforms v1 §3 encrypted to its
+    /// subscription's keys, with a fresh key pair and salt. A message too large for the 4096-byte body is the
+    /// message's fault (`413`, whoever it goes to).
+    func webPushBody(envelope: String, device: DeviceRecord) throws -> [UInt8] {
+        guard let stored = device.webpushKeys else { throw UnusableDeviceKeys() }
+        do {
+            let keys = try WebPushSubscriptionKeys(p256dh: stored.p256dh, auth: stored.auth)
+            return try WebPushEncryptor(subscription: keys).encrypt(WebPushBody.plaintext(encryptedData: envelope))
+        } catch {
+            if case let .bodyTooLarge(size, limit) = error {
+                throw GatewayError.tooLarge("the message does not fit Web Push's \(limit) bytes once sealed and encrypted (\(size) bytes) for a webpush device; shorten body, title, subtitle or data", field: "/body")
+            }
+            throw UnusableDeviceKeys()
+        }
+    }
+
+    /// The endpoint rules of platforms v1 §1.1 at registration: every address the endpoint's host resolves to must
+    /// be public (unless the app allows private endpoints); `400` naming `/webpush/endpoint` otherwise.
+    func checkWebPushEndpoint(_ endpoint: String, app: AppRuntime) async throws {
+        guard let parsed = try? app.webpushPolicy.check(endpoint) else { return }  // checked when the body was read
+        let addresses: [[UInt8]]
+        do { addresses = try await options.addressResolver.addresses(of: WebPushPlatformSender.unbracketed(parsed.host)) } catch {
+            throw GatewayError.invalidField("/webpush/endpoint", "webpush/endpoint \(parsed.origin) could not be resolved; check the subscription, or retry")
+        }
+        do { try app.webpushPolicy.checkAddresses(addresses, origin: parsed.origin) } catch {
+            throw DeviceRegistration.webPushProblem(error)
+        }
+    }
 }
+
+/// A device's stored keys cannot be encrypted or sealed to: that device is skipped (`bad_key_record`).
+struct UnusableDeviceKeys: Error {}

@@ -1,5 +1,6 @@
 public import Logging
 import SealedPushAPNs
+import SealedPushWebPush
 import SealedPushAPNsCore
 import SealedPushSender
 import SealedPushWire
@@ -38,6 +39,8 @@ public struct GatewayOptions: Sendable {
     public var makeAPNsClient: APNsSenderFactory = AppRuntime.makeAPNsClient
     /// Makes each app's FCM and Web Push senders (tests pass stand-ins); nil: the real ones.
     var makePlatformSender: PlatformSenderFactory?
+    /// Resolves Web Push endpoints' hosts, at registration and at each connection (tests pass their own).
+    public var addressResolver: any GatewayAddressResolver = SystemAddressResolver()
     /// Deliveries claimed per query.
     public var claimBatch = 256
     /// The longest the delivery worker waits for a batch's worth of free slots (a quarter of its share) while
@@ -108,7 +111,7 @@ public final class Gateway: Sendable {
         var apps: [String: AppRuntime] = [:]
         for app in configuration.apps {
             apps[app.id] = try AppRuntime(config: app, makeClient: options.makeAPNsClient, makePlatformSender: options.makePlatformSender,
-                                          limiterClock: options.limiterClock, logger: logger)
+                                          context: PlatformContext(clock: options.clock, resolver: options.addressResolver), limiterClock: options.limiterClock, logger: logger)
         }
         state = NIOLockedValueBox((configuration, apps))
         for app in apps.keys {
@@ -153,7 +156,7 @@ public final class Gateway: Sendable {
         var apps: [String: AppRuntime] = [:]
         for app in configuration.apps {
             apps[app.id] = try AppRuntime(config: app, makeClient: options.makeAPNsClient, makePlatformSender: options.makePlatformSender,
-                                          limiterClock: options.limiterClock, logger: logger)
+                                          context: PlatformContext(clock: options.clock, resolver: options.addressResolver), limiterClock: options.limiterClock, logger: logger)
         }
         let old = state.withLockedValue { s -> [String: AppRuntime] in
             let old = s.apps
@@ -242,11 +245,9 @@ public final class Gateway: Sendable {
     // MARK: Devices (gateway v1 §4)
 
     func registerDevice(app: AppRuntime, deviceID: String, body: JSONObject) async throws -> (JSONObject, created: Bool) {
-        let registration = try DeviceRegistration(body)
+        let registration = try DeviceRegistration(body, webpushPolicy: app.webpushPolicy)
         guard app.config.serves(registration.platform) else { throw GatewayError.platformNotConfigured(registration.platform) }
-        if registration.platform == .webpush, let settings = app.config.webpush {
-            try await checkWebPushEndpoint(registration.token, settings: settings)
-        }
+        if registration.platform == .webpush { try await checkWebPushEndpoint(registration.token, app: app) }
         // A key no sealed box can be made to (a low-order point, e.g. 32 zero bytes) would fail every message to
         // this device: refuse it now, naming the member (gateway v1 §4, revision 2).
         guard SealingPool.canSeal(to: registration.record.publicKey) else {
@@ -281,7 +282,7 @@ public final class Gateway: Sendable {
             address.append(("fcm_token_suffix", .string(String(d.address.suffix(8)))))
         case .webpush:
             // The endpoint is a capability URL: only its origin is shown.
-            address.append(("webpush_origin", WebOrigin.of(d.address).map { .string($0) } ?? .null))
+            address.append(("webpush_origin", WebPushEndpointPolicy.origin(of: d.address).map { .string($0) } ?? .null))
         }
         return JSONObject([("device_id", .string(d.deviceID)), ("user_id", .string(d.userID))] + address + [
             ("key_id", .string(d.keyID)), ("state", .string(d.state.rawValue)),
@@ -398,7 +399,11 @@ public final class Gateway: Sendable {
                 continue
             }
             let deliveryID = GatewayIDs.delivery(now: created)
-            let payload = try platformPayload(sealed, device: device, request: request)
+            let payload: [UInt8]
+            do { payload = try platformPayload(sealed, device: device, request: request) } catch is UnusableDeviceKeys {
+                skipped.append((device.deviceID, "bad_key_record"))
+                continue
+            }
             deliveries.append(NewDelivery(
                 deliveryID: deliveryID, deviceID: device.deviceID, address: device.address, environment: device.environment,
                 payload: payload, receiptTokenSHA256: sealed.receipt.map { Digests.sha256(Array($0.token.utf8)) },

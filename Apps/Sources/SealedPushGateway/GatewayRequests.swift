@@ -1,4 +1,4 @@
-import SealedPushAPNs
+import SealedPushWebPush
 import SealedPushWire
 import SealedPushAPNsCore
 #if canImport(FoundationEssentials)
@@ -109,7 +109,7 @@ struct DeviceRegistration {
     /// APNs's environment (`production` for the other platforms).
     var environment: APNsEnvironmentName
     /// A webpush subscription's keys.
-    var webpushKeys: WebPushSubscriptionKeys?
+    var webpushKeys: StoredWebPushKeys?
     var keyRecord: JSONObject
     var record: DeviceKeyRecord
 
@@ -118,7 +118,9 @@ struct DeviceRegistration {
         .apns: ["apns_token", "environment"], .fcm: ["fcm_token"], .webpush: ["webpush"],
     ]
 
-    init(_ body: JSONObject) throws(GatewayError) {
+    /// Reads a registration; a `webpush` endpoint is checked by `webpushPolicy` (its syntax, host and port: the
+    /// addresses it resolves to are checked by the caller).
+    init(_ body: JSONObject, webpushPolicy: WebPushEndpointPolicy = WebPushEndpointPolicy()) throws(GatewayError) {
         let r = try MemberReader(body, allowed: ["user_id", "platform", "apns_token", "environment", "fcm_token", "webpush", "key_record"])
         userID = try r.id("user_id", required: true)!
         guard let platform = PushPlatform(rawValue: try r.string("platform") ?? "apns") else {
@@ -147,28 +149,13 @@ struct DeviceRegistration {
             }
             self.token = token
         case .webpush:
-            guard case let .object(subscription)? = body["webpush"] else {
-                throw GatewayError.invalidField("/webpush", "webpush is required: give the browser's PushSubscription.toJSON() object {\"endpoint\", \"keys\": {\"p256dh\", \"auth\"}}")
+            // The browser's PushSubscription.toJSON(), its endpoint through the app's endpoint rules (platforms v1 §1.1).
+            let subscription: WebPushSubscription
+            do { subscription = try WebPushSubscription(json: body["webpush"] ?? .null, policy: webpushPolicy) } catch {
+                throw Self.webPushProblem(error)
             }
-            let w = try MemberReader(subscription, at: "/webpush", allowed: ["endpoint", "keys", "expirationTime"])
-            let endpoint = try w.string("endpoint", required: true, maxBytes: 2048)!
-            guard let url = HTTPURL(endpoint), url.scheme == "https" else {
-                throw GatewayError.invalidField("/webpush/endpoint", "webpush.endpoint must be the https URL of the subscription's push service")
-            }
-            token = endpoint
-            guard case let .object(keys)? = subscription["keys"] else {
-                throw GatewayError.invalidField("/webpush/keys", "webpush.keys is required: {\"p256dh\", \"auth\"} as the browser gives them")
-            }
-            let k = try MemberReader(keys, at: "/webpush/keys", allowed: ["p256dh", "auth"])
-            let p256dh = try k.string("p256dh", required: true, maxBytes: 128)!
-            guard let point = Self.base64url(p256dh), point.count == 65, point[0] == 4, WebPushKeyCheck.isP256Point(point) else {
-                throw GatewayError.invalidField("/webpush/keys/p256dh", "webpush.keys.p256dh must be base64url of the subscription's 65-byte uncompressed P-256 public key")
-            }
-            let auth = try k.string("auth", required: true, maxBytes: 64)!
-            guard let secret = Self.base64url(auth), secret.count == 16 else {
-                throw GatewayError.invalidField("/webpush/keys/auth", "webpush.keys.auth must be base64url of the subscription's 16-byte authentication secret")
-            }
-            webpushKeys = WebPushSubscriptionKeys(p256dh: Base64URL.encode(point), auth: Base64URL.encode(secret))
+            token = subscription.endpoint.url
+            webpushKeys = StoredWebPushKeys(p256dh: subscription.keys.p256dh, auth: subscription.keys.authBase64URL)
         }
         guard case let .object(record)? = body["key_record"] else {
             throw GatewayError.invalidField("/key_record", "key_record is required: give the device's exported sealedpush-device-key record (an object)")
@@ -187,11 +174,14 @@ struct DeviceRegistration {
         }
     }
 
-    /// The bytes of base64url text (padding allowed, as some browsers send it), or nil.
-    static func base64url(_ text: String) -> [UInt8]? {
-        var t = Substring(text)
-        while t.hasSuffix("=") { t = t.dropLast() }
-        return Base64URL.decode(t)
+    /// A Web Push refusal as the problem it answers: `400 invalid_field` at the member it names (never quoting the
+    /// endpoint's path or a key).
+    static func webPushProblem(_ error: WebPushError) -> GatewayError {
+        switch error {
+        case let .subscription(member, _): GatewayError.invalidField("/" + member, error.description)
+        case .endpoint: GatewayError.invalidField("/webpush/endpoint", error.description)
+        default: GatewayError.invalidField("/webpush", error.description)
+        }
     }
 }
 

@@ -115,7 +115,7 @@ enum GatewayRows {
             app: app, deviceID: id, userID: user, address: token, environment: env, keyRecord: Array(record.utf8), keyID: kid, state: state,
             createdAt: created, updatedAt: updated, registeredAt: registered, unregisteredAt: row.int(11), unregisteredReason: row.text(12),
             tokenReassigned: row.bool(13) ?? false, lastReport: report, platform: platform,
-            webpushKeys: platform == .webpush ? row.text(18).flatMap { p in row.text(19).map { WebPushSubscriptionKeys(p256dh: p, auth: $0) } } : nil)
+            webpushKeys: platform == .webpush ? row.text(18).flatMap { p in row.text(19).map { StoredWebPushKeys(p256dh: p, auth: $0) } } : nil)
     }
 
     /// A delivery row's columns; `delivery(_:)` reads them by position, in this order.

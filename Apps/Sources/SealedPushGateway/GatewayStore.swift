@@ -34,13 +34,13 @@ public struct DeviceRecord: Sendable, Equatable {
     /// Its push service (platforms v1 §1).
     public var platform: PushPlatform
     /// For `webpush`, the subscription's keys the message is encrypted to.
-    public var webpushKeys: WebPushSubscriptionKeys?
+    public var webpushKeys: StoredWebPushKeys?
 
     /// A device record from its parts.
     public init(app: String, deviceID: String, userID: String, address: String, environment: APNsEnvironmentName, keyRecord: [UInt8],
                 keyID: String, state: DeviceState, createdAt: Int64, updatedAt: Int64, registeredAt: Int64, unregisteredAt: Int64?,
                 unregisteredReason: String?, tokenReassigned: Bool, lastReport: FailureReportSummary?,
-                platform: PushPlatform = .apns, webpushKeys: WebPushSubscriptionKeys? = nil) {
+                platform: PushPlatform = .apns, webpushKeys: StoredWebPushKeys? = nil) {
         self.platform = platform
         self.webpushKeys = webpushKeys
         self.app = app

@@ -1,5 +1,3 @@
-import Crypto
-import SealedPushWire
 
 /// The push service a device is reached through (platforms v1): Apple's, Firebase Cloud Messaging, or any
 /// RFC 8030 Web Push service. Every platform gets the same sealed wire v1 envelope.
@@ -34,7 +32,7 @@ public enum PushPlatform: String, Sendable, Equatable, Hashable, CaseIterable, C
 
 /// A Web Push subscription's keys (RFC 8291 §2 `p256dh`, `auth`), as the browser's `PushSubscription.toJSON()`
 /// gives them (base64url): the message is encrypted to them. Kept like the key record; never logged.
-public struct WebPushSubscriptionKeys: Sendable, Equatable {
+public struct StoredWebPushKeys: Sendable, Equatable {
     /// The browser's P-256 public key, base64url of the 65-byte uncompressed point.
     public var p256dh: String
     /// The 16-byte authentication secret, base64url.
@@ -44,24 +42,5 @@ public struct WebPushSubscriptionKeys: Sendable, Equatable {
     public init(p256dh: String, auth: String) {
         self.p256dh = p256dh
         self.auth = auth
-    }
-}
-
-/// Checks of a Web Push subscription's keys.
-enum WebPushKeyCheck {
-    /// Whether `bytes` is an uncompressed point on P-256 (`0x04 || X || Y`).
-    static func isP256Point(_ bytes: [UInt8]) -> Bool {
-        (try? P256.KeyAgreement.PublicKey(x963Representation: bytes)) != nil
-    }
-}
-
-/// A URL's web origin (RFC 6454): `https://host`, with the port only when it is not the scheme's default —
-/// what the device object shows of a Web Push endpoint and what VAPID's `aud` names.
-enum WebOrigin {
-    /// The origin of `url`, or nil when it is not an absolute http(s) URL.
-    static func of(_ url: String) -> String? {
-        guard let u = HTTPURL(url) else { return nil }
-        let defaultPort = u.scheme == "https" ? 443 : 80
-        return "\(u.scheme)://\(u.host)" + (u.port.map { $0 == defaultPort ? "" : ":\($0)" } ?? "")
     }
 }
