@@ -3,7 +3,7 @@ import SealedPushWire
 
 /// The dashboard on `admin_listen` at `/` (issue #21 item 4): one server-rendered HTML page (swift-mustache),
 /// refreshing itself every 10 s, with per app the deliveries by state over the last hour and day (and an inline
-/// SVG chart of the last 24 hours), APNs's last answers, receipts against accepted pushes, failure reports, the
+/// SVG chart of the last 24 hours), each push service's last answers by platform, receipts against accepted pushes, failure reports, the
 /// queue, devices, webhook events, and the live instances with their leases. No script, no external resource.
 ///
 /// Only counts, states, reasons, key ids and app ids appear: never a token, device id, user id or message body
@@ -52,6 +52,7 @@ enum Dashboard {
     }
 
     struct AnswerRow {
+        let platform: String
         let status: Int
         let reason: String
         let count: Int
@@ -98,8 +99,8 @@ enum Dashboard {
             hourTotal = a.lastHour.values.reduce(0, +)
             dayTotal = a.lastDay.values.reduce(0, +)
             chart = Dashboard.chart(a.hourly, app: config.id)
-            answers = a.apnsAnswers.sorted { ($0.count, $1.status) > ($1.count, $0.status) }
-                .map { AnswerRow(status: $0.status, reason: $0.reason.isEmpty ? "—" : $0.reason, count: $0.count) }
+            answers = a.answers.sorted { ($0.platform, -$0.count, $0.status) < ($1.platform, -$1.count, $1.status) }
+                .map { AnswerRow(platform: $0.platform.rawValue, status: $0.status, reason: $0.reason.isEmpty ? "—" : $0.reason, count: $0.count) }
             hasAnswers = !answers.isEmpty
             accepted = a.acceptedLastDay
             delivered = a.deliveredLastDay
@@ -271,12 +272,12 @@ enum Dashboard {
     </div>
     <div class="card table-scroll">
     <table>
-    <caption>APNs answers (last answer per delivery, last 24 h)</caption>
-    <thead><tr><th scope="col">Status</th><th scope="col">Reason</th><th scope="col" class="n">Deliveries</th></tr></thead>
+    <caption>Push service answers, by platform (last answer per delivery, last 24 h)</caption>
+    <thead><tr><th scope="col">Platform</th><th scope="col">Status</th><th scope="col">Reason</th><th scope="col" class="n">Deliveries</th></tr></thead>
     <tbody>
-    {{#answers}}<tr><td>{{status}}</td><td>{{reason}}</td><td class="n" data-metric="{{id}}.apns.{{status}}.{{reason}}">{{count}}</td></tr>
+    {{#answers}}<tr><td>{{platform}}</td><td>{{status}}</td><td>{{reason}}</td><td class="n" data-metric="{{id}}.{{platform}}.{{status}}.{{reason}}">{{count}}</td></tr>
     {{/answers}}
-    {{^hasAnswers}}<tr><td colspan="3">No APNs answers yet.</td></tr>{{/hasAnswers}}
+    {{^hasAnswers}}<tr><td colspan="4">No answers from a push service yet.</td></tr>{{/hasAnswers}}
     </tbody>
     </table>
     </div>

@@ -392,8 +392,8 @@ public struct DashboardSnapshot: Sendable, Equatable {
         public var lastDay: [String: Int] = [:]
         /// Deliveries created in each of the last 24 hours (index 0: the hour before `now`), by current state.
         public var hourly: [[String: Int]] = Array(repeating: [:], count: 24)
-        /// Deliveries of the last 24 hours with an APNs answer, by that last answer (status and reason).
-        public var apnsAnswers: [APNsAnswerCount] = []
+        /// Deliveries of the last 24 hours with a push service's answer, by that last answer (platform, status and reason).
+        public var answers: [AnswerCount] = []
         /// Deliveries of the last 24 hours APNs accepted (`accepted_at` set).
         public var acceptedLastDay = 0
         /// Deliveries of the last 24 hours whose receipt arrived.
@@ -419,11 +419,13 @@ public struct DashboardSnapshot: Sendable, Equatable {
         public init(app: String) { self.app = app }
     }
 
-    /// How many deliveries last got one APNs answer.
-    public struct APNsAnswerCount: Sendable, Equatable {
-        /// The HTTP status APNs answered.
+    /// How many deliveries last got one answer from their push service.
+    public struct AnswerCount: Sendable, Equatable {
+        /// The push service.
+        public var platform: PushPlatform
+        /// The HTTP status it answered.
         public var status: Int
-        /// APNs's reason (empty for 200), or the gateway's (`ttl_expired`, `credentials_paused`).
+        /// Its reason (empty for a success), or the gateway's (`ttl_expired`, `credentials_paused`).
         public var reason: String
         /// How many deliveries.
         public var count: Int
@@ -485,12 +487,12 @@ extension DeviceRecord {
 }
 
 extension DashboardSnapshot.App {
-    /// Counts `count` deliveries whose last APNs answer was `status` (`reason` empty for 200).
-    mutating func addAPNsAnswer(status: Int, reason: String, count: Int) {
-        if let i = apnsAnswers.firstIndex(where: { $0.status == status && $0.reason == reason }) {
-            apnsAnswers[i].count += count
+    /// Counts `count` deliveries whose last answer from `platform` was `status` (`reason` empty for a success).
+    mutating func addAnswer(platform: PushPlatform, status: Int, reason: String, count: Int) {
+        if let i = answers.firstIndex(where: { $0.platform == platform && $0.status == status && $0.reason == reason }) {
+            answers[i].count += count
         } else {
-            apnsAnswers.append(.init(status: status, reason: reason, count: count))
+            answers.append(.init(platform: platform, status: status, reason: reason, count: count))
         }
     }
 }

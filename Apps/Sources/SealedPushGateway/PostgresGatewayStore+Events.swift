@@ -129,13 +129,14 @@ extension PostgresGatewayStore {
                 }
             }
             for row in try await conn.rows("""
-                SELECT app, apns_status, COALESCE(reason, '') AS reason, COUNT(*) AS n FROM deliveries
-                WHERE created_at > \(dayAgo) AND apns_status IS NOT NULL GROUP BY app, apns_status, COALESCE(reason, '') ORDER BY n DESC
+                SELECT app, platform, apns_status, COALESCE(reason, '') AS reason, COUNT(*) AS n FROM deliveries
+                WHERE created_at > \(dayAgo) AND apns_status IS NOT NULL GROUP BY app, platform, apns_status, COALESCE(reason, '') ORDER BY n DESC
                 """, logger: logger) {
                 let r = row.makeRandomAccess()
                 let app = try r["app"].decode(String.self), status = try r["apns_status"].decode(Int.self), n = try r["n"].decode(Int.self)
-                let reason = try status == 200 ? "" : r["reason"].decode(String.self)
-                update(app) { $0.addAPNsAnswer(status: status, reason: reason, count: n) }
+                let platform = try PushPlatform(rawValue: r["platform"].decode(String.self)) ?? .apns
+                let reason = try (200...202).contains(status) ? "" : r["reason"].decode(String.self)
+                update(app) { $0.addAnswer(platform: platform, status: status, reason: reason, count: n) }
             }
             for row in try await conn.rows("""
                 SELECT app, COUNT(*) FILTER (WHERE accepted_at IS NOT NULL) AS accepted, COUNT(*) FILTER (WHERE state = 'delivered') AS delivered

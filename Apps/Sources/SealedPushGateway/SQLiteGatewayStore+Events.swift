@@ -88,12 +88,13 @@ extension SQLiteGatewayStore {
                 }
             }
             for row in try db.rows("""
-                SELECT app, apns_status, COALESCE(reason, '') AS reason, COUNT(*) AS n FROM deliveries
-                WHERE created_at > ? AND apns_status IS NOT NULL GROUP BY app, apns_status, reason ORDER BY n DESC
+                SELECT app, platform, apns_status, COALESCE(reason, '') AS reason, COUNT(*) AS n FROM deliveries
+                WHERE created_at > ? AND apns_status IS NOT NULL GROUP BY app, platform, apns_status, reason ORDER BY n DESC
                 """, [.integer(dayAgo)]) {
                 guard let app = row.column("app")?.string, let status = row.column("apns_status")?.integer, let n = row.column("n")?.integer else { continue }
-                let reason = status == 200 ? "" : row.column("reason")?.string ?? ""
-                update(app) { $0.addAPNsAnswer(status: status, reason: reason, count: n) }
+                let platform = row.column("platform")?.string.flatMap(PushPlatform.init(rawValue:)) ?? .apns
+                let reason = (200...202).contains(status) ? "" : row.column("reason")?.string ?? ""
+                update(app) { $0.addAnswer(platform: platform, status: status, reason: reason, count: n) }
             }
             for row in try db.rows("""
                 SELECT app, SUM(accepted_at IS NOT NULL) AS accepted, SUM(state = 'delivered') AS delivered FROM deliveries

@@ -92,7 +92,7 @@ extension GatewayPostgresSuites {
             #expect(app.lastHour == ["accepted": 1, "unregistered": 1, "cancelled": 1] && app.lastDay == app.lastHour)
             #expect(app.hourly[0] == app.lastHour && app.hourly[1...].allSatisfy(\.isEmpty))
             #expect(app.acceptedLastDay == 1 && app.deliveredLastDay == 0)
-            #expect(app.apnsAnswers.sorted { $0.status < $1.status } == [.init(status: 200, reason: "", count: 1), .init(status: 410, reason: "Unregistered", count: 1)])
+            #expect(app.answers.sorted { $0.status < $1.status } == [.init(platform: .apns, status: 200, reason: "", count: 1), .init(platform: .apns, status: 410, reason: "Unregistered", count: 1)])
             #expect(app.devicesActive == 1 && app.devicesUnregistered == 1 && app.queued == 0)
             #expect(app.eventsPending == 3 && app.eventsDropped == 0, "one acknowledged of four")
             #expect(snapshot.instances.count == 1 && snapshot.instances[0].leasedEvents == 3, "three still leased until t + 9000")
