@@ -37,7 +37,7 @@ public actor FCMAccessTokenProvider {
     public static let maximumAnswerBytes = 64 * 1024
 
     let account: FCMServiceAccount
-    /// Where assertions are exchanged (`fcm.token_url`, default the file's `token_uri`); also their `aud`.
+    /// Where assertions are exchanged (`fcm.token_url`, default the file's `token_uri`).
     public nonisolated let tokenURL: String
     let transport: any FCMTransport
     let timeout: Duration
@@ -51,7 +51,7 @@ public actor FCMAccessTokenProvider {
     /// A provider for `account`.
     ///
     /// - Parameters:
-    ///   - tokenURL: the token endpoint (default the account's `token_uri`); the assertion's `aud` is this URL.
+    ///   - tokenURL: the token endpoint (default the account's `token_uri`, which stays the assertion's `aud`).
     ///   - transport: how to reach it.
     ///   - timeout: the longest one exchange may take.
     ///   - now: the wall clock, Unix seconds (tests inject one).
@@ -96,7 +96,7 @@ public actor FCMAccessTokenProvider {
                          now: @Sendable () -> Int64) async -> Result<FCMAccessToken, FCMAccessTokenError> {
         let issuedAt = now()
         let assertion: String
-        do { assertion = try FCMAssertion.make(account: account, issuedAt: issuedAt, audience: tokenURL) } catch {
+        do { assertion = try FCMAssertion.make(account: account, issuedAt: issuedAt) } catch {
             return .failure(error)
         }
         let form = "grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer&assertion=" + assertion

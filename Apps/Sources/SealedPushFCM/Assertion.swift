@@ -17,16 +17,16 @@ public enum FCMAssertion {
     /// How far in the future the verifier lets `iat` be (clock skew between the signer and the verifier), in seconds.
     public static let allowedClockSkew: Int64 = 300
 
-    /// An assertion signed by `account`, issued at `issuedAt` (Unix seconds), for `audience` (the token URL;
-    /// by default the account's `token_uri`).
-    public static func make(account: FCMServiceAccount, issuedAt: Int64, audience: String? = nil) throws(FCMAccessTokenError) -> String {
+    /// An assertion signed by `account`, issued at `issuedAt` (Unix seconds). Its `aud` is the account's `token_uri`
+    /// (§2), also when the configuration sends it to another `token_url` (a local FCM checks it against the file's).
+    public static func make(account: FCMServiceAccount, issuedAt: Int64) throws(FCMAccessTokenError) -> String {
         let header = JSON.serialize(.object(JSONObject([
             ("alg", .string("RS256")), ("typ", .string("JWT")), ("kid", .string(account.privateKeyID)),
         ])))
         let claims = JSON.serialize(.object(JSONObject([
             ("iss", .string(account.clientEmail)),
             ("scope", .string(scope)),
-            ("aud", .string(audience ?? account.tokenURI)),
+            ("aud", .string(account.tokenURI)),
             ("iat", .int(issuedAt)),
             ("exp", .int(issuedAt + lifetime)),
         ])))

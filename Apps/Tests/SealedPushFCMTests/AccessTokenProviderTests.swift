@@ -88,12 +88,12 @@ struct AccessTokenProviderTests {
         #expect(token.expiresAt == clock.now + 3599)
         #expect(!"\(token)".contains("tok-ok"))
         #expect(await provider.exchanges == 7)
-        // The assertion went to the configured token URL, with it as the audience.
+        // The assertion went to the configured token URL; its audience is still the file's token_uri (§2).
         let request = try #require(transport.requests.last)
         #expect(request.url == "https://127.0.0.1:8443/token")
         let assertion = String(String(decoding: request.body, as: UTF8.self).split(separator: "=").last ?? "")
-        #expect(FCMAssertion.verify(assertion, publicKey: account.publicKey, issuer: account.clientEmail, audience: "https://127.0.0.1:8443/token",
-                                    now: clock.now).map { $0.audience } == .success("https://127.0.0.1:8443/token"))
+        #expect(FCMAssertion.verify(assertion, publicKey: account.publicKey, issuer: account.clientEmail, audience: account.tokenURI,
+                                    now: clock.now).map { $0.audience } == .success(Fixtures.tokenURI))
         #expect(FCMAccessTokenError.refused(status: 400, error: "invalid_grant", errorDescription: nil).isTransient == false)
         #expect(FCMAccessTokenError.refused(status: 503, error: nil, errorDescription: nil).isTransient)
     }

@@ -149,4 +149,27 @@ struct ServiceAccountTests {
             == "2048 service_account sealedpush-dev@demo-project.iam.gserviceaccount.com \(Fixtures.tokenURI) 40")
         #expect(throws: FCMServiceAccountError.self) { try FCMServiceAccount.generate(project: "bad/project", tokenURI: Fixtures.tokenURI) }
     }
+
+    @Test("JSON escapes in the key, other value types and an oversized file")
+    func jsonDetails() throws {
+        // "\/" and "\u002D" are valid JSON for "/" and "-"; numbers, objects and arrays elsewhere are skipped.
+        let pem = try Fixtures.account().privateKey.pkcs8PEMRepresentation
+        var text = String(decoding: try keyFile(["extra": .object(JSONObject([("n", .double(-1.5e3)), ("a", .array([.bool(true), .null]))]))]), as: UTF8.self)
+        let escaped = String(decoding: JSON.serialize(.string(pem)), as: UTF8.self)
+        let exotic = escaped.replacingOccurrences(of: "/", with: "\\/").replacingOccurrences(of: "-----BEGIN", with: "\\u002D----BEGIN")
+        text = text.replacingOccurrences(of: escaped, with: exotic)
+        #expect(text.contains("\\u002D----BEGIN"))
+        let loaded = try FCMServiceAccount(json: SecureBytes(Array(text.utf8)), source: "sa.json")
+        #expect(loaded.publicKey.pkcs1DERRepresentation == (try Fixtures.account().publicKey.pkcs1DERRepresentation))
+        // A lone surrogate, a raw control character, deep nesting.
+        guard case .notJSON? = loadError(Array(#"{"type":"\ud800"}"#.utf8)) else { Issue.record("a lone surrogate accepted"); return }
+        guard case .notJSON? = loadError(Array("{\"type\":\"a\u{01}b\"}".utf8)) else { Issue.record("a control character accepted"); return }
+        guard case .notJSON? = loadError(Array(("{\"x\":" + String(repeating: "[", count: 40) + String(repeating: "]", count: 40) + "}").utf8)) else {
+            Issue.record("nesting 40 deep accepted"); return
+        }
+        let directory = try Fixtures.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let big = try write([UInt8](repeating: 0x20, count: FCMServiceAccount.maximumFileSize + 1), in: directory)
+        #expect(throws: FCMServiceAccountError.tooLarge(path: big, limit: FCMServiceAccount.maximumFileSize)) { try FCMServiceAccount(file: big) }
+    }
 }

@@ -97,7 +97,7 @@ struct FakeTokenEndpoint: Sendable {
             return FCMHTTPResponse(status: 400, body: Array(#"{"error":"unsupported_grant_type"}"#.utf8))
         }
         let assertion = String(form.dropFirst(prefix.count))
-        switch FCMAssertion.verify(assertion, publicKey: account.publicKey, issuer: account.clientEmail, audience: request.url, now: clock.now) {
+        switch FCMAssertion.verify(assertion, publicKey: account.publicKey, issuer: account.clientEmail, audience: account.tokenURI, now: clock.now) {
         case .success:
             let n = counter.next()
             return FCMHTTPResponse(status: 200, body: Array(#"{"access_token":"tok-\#(n)","expires_in":3600,"token_type":"Bearer"}"#.utf8))
