@@ -36,6 +36,8 @@ let package = Package(
         .library(name: "SealedPushMediaServer", targets: ["SealedPushMediaServer"]),
         /// The push gateway (gateway v1): registry, durable queue, delivery, receipts, its HTTP API.
         .library(name: "SealedPushGateway", targets: ["SealedPushGateway"]),
+        /// The FCM HTTP v1 client: service-account keys, access tokens, the data-only message, its answers (platforms v1 §2).
+        .library(name: "SealedPushFCM", targets: ["SealedPushFCM"]),
         /// Web Push (platforms v1 §1.1, §3): RFC 8291 encryption, VAPID, the endpoint rules. No networking.
         .library(name: "SealedPushWebPush", targets: ["SealedPushWebPush"]),
         /// The commands of both executables, as libraries (tests and the benchmarks call them in-process).
@@ -81,6 +83,38 @@ let package = Package(
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // The FCM HTTP v1 client (platforms v1 §2): service-account key files, RS256 assertions and their verifier,
+        // OAuth access tokens (one exchange at a time), the message body, answer classification, over AsyncHTTPClient.
+        .target(
+            name: "SealedPushFCM",
+            dependencies: [
+                .product(name: "SealedPushCrypto", package: "SealedPush"),
+                .product(name: "SealedPushWire", package: "SealedPush"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "SealedPushFCMTests",
+            dependencies: [
+                "SealedPushFCM",
+                .product(name: "SealedPushCrypto", package: "SealedPush"),
+                .product(name: "SealedPushWire", package: "SealedPush"),
+                .product(name: "SealedPushTestSupport", package: "SealedPush"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             swiftSettings: strict
         ),
@@ -216,6 +250,7 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 "SealedPushWebPush",
+                "SealedPushFCM",
                 .product(name: "SealedPushReceiver", package: "SealedPush"),
                 .product(name: "Logging", package: "swift-log"),
             ],
