@@ -103,6 +103,10 @@ public struct DeviceSimulator: Sendable {
         public var extensionCrash: Bool
         /// The app has the filtering entitlement (content without alert text is not shown at all).
         public var filtering: Bool
+        /// The largest payload delivered (APNs: 4096 bytes). A receiver that checked its own platform's budget
+        /// before handing the core an APNs-shaped payload around the message (an Android device: FCM's 4096 data
+        /// bytes, keys and values counted) raises it, so the wrapping does not count against the message.
+        public var maximumPayloadBytes: Int = WireFormat.maxPayloadBytes
 
         /// Options; by default 30 s, a 1 s grace after expiry, no crash, no filtering.
         public init(timeLimit: Duration = .seconds(30), expiryGrace: Duration = .seconds(1), extensionCrash: Bool = false,
@@ -152,8 +156,8 @@ public struct DeviceSimulator: Sendable {
         guard case let .object(payload)? = try? JSON.parse(bytes), case .object? = payload["aps"] else {
             return DeliveryResult(outcome: .rejected, reason: .invalidPayload, notification: nil)
         }
-        // 2. At most 4096 bytes.
-        guard bytes.count <= WireFormat.maxPayloadBytes else {
+        // 2. At most 4096 bytes (or the larger limit of a receiver that checked its platform's own budget).
+        guard bytes.count <= options.maximumPayloadBytes else {
             return DeliveryResult(outcome: .rejected, reason: .payloadTooLarge, notification: nil)
         }
         let request = NotificationRequest(identifier: identifier, payload: payload)
