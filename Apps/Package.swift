@@ -28,6 +28,8 @@ let package = Package(
         .library(name: "SealedPushAPNs", targets: ["SealedPushAPNs"]),
         /// The local APNs (development and tests).
         .library(name: "SealedPushAPNsServer", targets: ["SealedPushAPNsServer"]),
+        /// The local FCM (development and tests): token endpoint and messages:send (platforms v1 §5).
+        .library(name: "SealedPushFCMServer", targets: ["SealedPushFCMServer"]),
         /// The simulated device's HTTP transports (attachments, receipts).
         .library(name: "SealedPushDeviceHTTP", targets: ["SealedPushDeviceHTTP"]),
         /// The receipt collector and its database.
@@ -213,6 +215,26 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // `sealedpush-server fcm serve`: FCM HTTP v1's token endpoint and messages:send with their checks and answers
+        // (LocalFCMRules), HTTPS (Hummingbird over TLS, the local APNs's certificate authority), a Service.
+        .target(
+            name: "SealedPushFCMServer",
+            dependencies: [
+                "SealedPushFCM", "SealedPushAPNsServer",
+                .product(name: "SealedPushWire", package: "SealedPush"),
+                .product(name: "SealedPushCrypto", package: "SealedPush"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
