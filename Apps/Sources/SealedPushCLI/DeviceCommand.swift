@@ -59,8 +59,24 @@ struct DeviceCommand: AsyncParsableCommand {
                 --json nothing is logged unless --log-level asks. The output of `seal --headers` (or a \
                 `seal --batch` output line) wraps the payload: it is refused with the member to pass instead.
 
+                --platform fcm: PAYLOAD_FILE is an FCM HTTP v1 message as the gateway sends it (platforms v1 §2): \
+                {"message": {"token", "data": {"ENCRYPTED_DATA", "sealedpush": "1"}, "android": {…}}}. The Android \
+                device reads `data` and opens ENCRYPTED_DATA as an iPhone does, posting the placeholder \
+                (`Secret Message!` / `(Encrypted)`) for a message it cannot open. Android has no service extension, so \
+                notMutable, noAlert, extensionCrashed and timeout do not occur, and --time-limit, --extension-delay, \
+                --extension-crash, --expiry-grace and --filtering are refused; everything else (decrypted, fallback with \
+                its reasons, replays, receipts, attachments) is the same. The request identifier is --request-id, else \
+                android.collapse_key, else a new one. Data over 4096 bytes (keys and values) is rejected \
+                (payloadTooLarge); a file that is not such a message, has a notification block or a non-string data \
+                value is rejected (invalidPayload): exit status 1, and why on stderr.
+
                 Example: sealedpush seal --to device.json --title Hi --body Secret | sealedpush device push -
+                         sealedpush device push --platform fcm --keychain ./android --json message.json
                 """)
+
+        @Option(help: ArgumentHelp("What the device is and what PAYLOAD_FILE holds: apns (an APNs payload, the default) or fcm (an FCM message).",
+                                   valueName: "apns|fcm"))
+        var platform: DevicePlatform = .apns
 
         @OptionGroup var store: KeychainOptions
         @OptionGroup var output: JSONOutputOptions
@@ -94,10 +110,12 @@ struct DeviceCommand: AsyncParsableCommand {
             if let requestID, requestID.isEmpty || requestID.utf8.count > 256 {
                 throw ValidationError("--request-id must be 1 to 256 bytes (an apns-collapse-id is at most 64, an apns-id 36)")
             }
+            try validatePlatform()
         }
 
         func run() async throws {
             logging.apply(default: output.json ? .error : .notice)
+            if platform == .fcm { return try await runFCM() }
             let bytes = try readInput(payload, limit: 16 << 20, what: "the payload")
             if let wrapper = DeviceRun.sealOutputWrapper(bytes) { throw CLIError(wrapper) }
             let storeValue = try openStore(store, create: false, clock: clock?.wallClock ?? .system)
