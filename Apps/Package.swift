@@ -2,11 +2,11 @@
 import PackageDescription
 
 // SealedPush's executables and everything networked: the provider client, the simulated device's HTTP
-// transports, the local APNs, the media server and the receipt collector, and the two command-line
+// transports, the local APNs and FCM, the media server and the receipt collector, and the two command-line
 // programs (docs/architecture.md):
 //
 // - `sealedpush`, the light CLI (keys, sender, trust, seal, send, device): no HTTP server is linked.
-// - `sealedpush-server`: `apns serve`, `media serve`, `receipts serve|stats` and the demo, each server
+// - `sealedpush-server`: `apns serve`, `fcm serve`, `media serve`, `receipts serve|stats` and the demo, each server
 //   a swift-service-lifecycle service that shuts down gracefully on SIGTERM/SIGINT.
 //
 // The libraries come from the root package, by path; an iOS app that adds the root resolves none of
@@ -305,6 +305,8 @@ let package = Package(
             dependencies: [
                 "SealedPushCLI", "SealedPushAPNs", "SealedPushAPNsServer", "SealedPushMediaServer", "SealedPushReceiptCollector",
                 "SealedPushReceiptsDatabase", "SealedPushDeviceHTTP", "SealedPushGateway",
+                // `fcm serve` and `fcm generate-service-account`.
+                "SealedPushFCM", "SealedPushFCMServer",
                 // `gateway backup`: VACUUM INTO on a connection of its own.
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

@@ -14,7 +14,7 @@ package struct SealedPushServerCommand: AsyncParsableCommand {
             and exits 0. The light CLI, `sealedpush`, seals, sends and plays the device.
             """,
         version: "0.1.0",
-        subcommands: [APNsCommand.self, MediaCommand.self, ReceiptsCommand.self, GatewayCommand.self, DemoCommand.self]
+        subcommands: [APNsCommand.self, FCMCommand.self, MediaCommand.self, ReceiptsCommand.self, GatewayCommand.self, DemoCommand.self]
     )
 
     package init() {}

@@ -16,6 +16,7 @@ struct HelpTextCLITests {
     static let serverCommands: [[String]] = [
         [], ["apns"], ["apns", "serve"], ["apns", "generate-key"], ["media"], ["media", "serve"], ["receipts"], ["receipts", "serve"],
         ["receipts", "stats"], ["gateway"], ["gateway", "run"], ["gateway", "new-api-key"], ["demo"],
+        ["fcm"], ["fcm", "serve"], ["fcm", "generate-service-account"],
     ]
 
     /// Line pairs of `help` where the second line's first word would have fitted on the first at `width`:
