@@ -241,6 +241,21 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        .testTarget(
+            name: "SealedPushFCMServerTests",
+            dependencies: [
+                "sealedpush", "sealedpush-server", "SealedPushFCMServer", "SealedPushFCM", "SealedPushCLI", "SealedPushAPNsServer",
+                .product(name: "SealedPushWire", package: "SealedPush"),
+                .product(name: "SealedPushCrypto", package: "SealedPush"),
+                .product(name: "SealedPushKeychain", package: "SealedPush"),
+                .product(name: "SealedPushDevice", package: "SealedPush"),
+                .product(name: "SealedPushTestSupport", package: "SealedPush"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         // `sealedpush-server gateway`: the push gateway (gateway v1): the store (SQLite through GRDB, the system
         // libsqlite3; or PostgreSQL through postgres-nio),
         // the HTTP API (Hummingbird), the delivery worker over the provider client, metrics (swift-metrics
