@@ -1,4 +1,5 @@
 import Hummingbird
+import HummingbirdCore
 import HTTPTypes
 import HummingbirdTLS
 public import Logging
@@ -100,12 +101,21 @@ public final class LocalFCMServer: Service, Sendable {
         let port = self.port, onListening = self.onListening
         let application = Application(
             responder: responder,
-            server: try .tls(.http1(), tlsConfiguration: tls),
+            server: try .tls(.http1(configuration: LocalFCMServer.http1), tlsConfiguration: tls),
             configuration: ApplicationConfiguration(address: .hostname(host, port: port), serverName: nil),
             onServerRunning: { channel in await onListening(channel.localAddress?.port ?? port) },
             logger: quiet)
         try await application.run()
     }
+
+    /// HTTP/1.1 limits: a connection idle for `idleTimeout` is closed (a client that connects and stalls holds nothing
+    /// for long), and headers are bounded (an FCM request's are a few hundred bytes).
+    static let http1 = HTTP1Channel.Configuration(
+        idleTimeout: TimeAmount(idleTimeout),
+        httpDecoderConfiguration: .init(maxHeaderFieldSize: 16 * 1024, maxHeaderListSize: 32 * 1024, maxHeaderFieldCount: 100))
+
+    /// How long a connection may stay idle before it is closed.
+    public static let idleTimeout: Duration = .seconds(60)
 
     /// One line per request: what it was, the token's last 8 characters when it was a message, status, reason.
     static func log(_ answer: LocalFCMAnswer, path: String, logger: Logger) {

@@ -64,7 +64,8 @@ struct FCMCommand: AsyncParsableCommand {
                 given), --latency.
 
                 It is a development server and says so in every response (`server: sealedpush-local-fcm`). It listens \
-                on loopback unless --allow-remote. It needs the service account only to verify: the gateway holds the \
+                on loopback unless --allow-remote, closes a connection idle for 60 s, and reads at most 64 KiB of a \
+                request body. It needs the service account only to verify: the gateway holds the \
                 same file to sign. Its token_uri is every assertion's aud, whatever address the server has: a service \
                 account made by `fcm generate-service-account` without --token-uri names https://127.0.0.1:8443/token, \
                 this command's default address; with another --listen, point the gateway's fcm.token_url at it.

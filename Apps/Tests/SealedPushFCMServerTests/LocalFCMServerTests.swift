@@ -202,6 +202,13 @@ struct LocalFCMServerTests {
         let uninstalled = try await fcm.send(message(), bearer: bearer)
         #expect(uninstalled.status == 404)
 
+        // Bodies past 64 KiB are refused without being read further.
+        let huge = Array(repeating: UInt8(ascii: "x"), count: 70_000)
+        let hugeSend = try await fcm.send(huge, bearer: bearer)
+        #expect(hugeSend.status == 400 && fcmError(hugeSend)?.status == "INVALID_ARGUMENT")
+        let hugeToken = try await fcm.post("/token", headers: ["content-type": "application/x-www-form-urlencoded"], body: huge)
+        #expect(hugeToken.status == 400 && String(decoding: hugeToken.body, as: UTF8.self).contains("invalid_request"))
+
         // The token expires after an hour: 401 again.
         clock.advance(3601)
         let expired = try await fcm.send(message(token: goneToken), bearer: bearer)
