@@ -186,8 +186,8 @@ public struct ClaimedDelivery: Sendable {
     public var attempts: Int
     /// The lease this claim holds: an outcome is written only under it.
     public var generation: Int64
-    /// The push service it goes through: `payload` is the APNs payload for `apns`, the envelope (standard
-    /// base64) for `fcm`, and the RFC 8291 body for `webpush`.
+    /// The push service it goes through: `payload` is the APNs payload for `apns`, the envelope's bytes for
+    /// `fcm`, and the RFC 8291 body for `webpush`.
     public var platform: PushPlatform = .apns
 }
 
