@@ -57,11 +57,13 @@ struct GatewayFCMTests {
         .object(JSONObject([("user_id", "u-android"), ("platform", "fcm"), ("fcm_token", .string(token)), ("key_record", .object(phone.record))]))
     }
 
-    @Test func anAndroidPhoneGetsTheDataOnlyMessageOfSection2() async throws {
+    /// On SQLite and on PostgreSQL (the same migration, the same statements).
+    @Test(arguments: ["sqlite", "postgres"]) func anAndroidPhoneGetsTheDataOnlyMessageOfSection2(store: String) async throws {
         let (section, account, directory) = try Self.fcmApp()
         defer { try? FileManager.default.removeItem(at: directory) }
         let fcm = ScriptedFCM()
-        try await withGateway("fcm-delivery", options: Self.options(fcm, account: account), extraApp: section) { g in
+        let database = store == "postgres" ? try await PostgresCluster.shared().makeDatabase() : "sqlite:gateway.db"
+        try await withGateway("fcm-delivery", options: Self.options(fcm, account: account), extraApp: section, database: database) { g in
             let phone = try Phone(in: g.directory, name: "android", token: "")
             let token = "dQw4w9WgXcQ:APA91bH-" + String(repeating: "x", count: 140) + "tail1234"
             let created = try await g.api.call(.PUT, "/v1/apps/chat/devices/pixel", json: Self.registration(phone, token: token))

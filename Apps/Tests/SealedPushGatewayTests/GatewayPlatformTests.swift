@@ -121,11 +121,12 @@ struct GatewayPlatformTests {
     /// One message to a user with an iPhone and a browser: the browser's delivery carries an RFC 8291 body that its
     /// own keys open into `{"ENCRYPTED_DATA", "sealedpush": 1}`, whose envelope the device key opens — the same
     /// sealed message the iPhone gets. The push service's answer lands through the same state machine.
-    @Test func aBrowserGetsTheSameSealedMessageInAWebPushBody() async throws {
+    @Test(arguments: ["sqlite", "postgres"]) func aBrowserGetsTheSameSealedMessageInAWebPushBody(store: String) async throws {
         let (section, vapidDirectory) = try Self.webpushApp()
         defer { try? FileManager.default.removeItem(at: vapidDirectory) }
         let sender = CapturingSender()
-        try await withGateway("platform-delivery", options: Self.options(sender: sender), extraApp: section) { g in
+        let database = store == "postgres" ? try await PostgresCluster.shared().makeDatabase() : "sqlite:gateway.db"
+        try await withGateway("platform-delivery", options: Self.options(sender: sender), extraApp: section, database: database) { g in
             let phone = try Phone(in: g.directory, name: "iphone", token: hexToken(7))
             let browser = try Phone(in: g.directory, name: "browser", token: "")
             let keys = WebPushUserAgentKeys.generate()
