@@ -310,6 +310,10 @@ public protocol GatewayStore: Sendable {
 
     /// Writes a message and its deliveries, and the idempotency answer if any, in one transaction.
     func insertMessage(_ message: NewMessage, idempotency: (key: String, answer: IdempotentAnswer)?) async throws
+    /// Writes messages (a batch, gateway v1 §5.1) in one transaction, each with its deliveries and idempotency answer:
+    /// for each, whether it was kept (false: another instance answered its idempotency key meanwhile, and nothing of
+    /// it was written). Nothing is kept when it throws.
+    func insertMessages(_ batch: [(message: NewMessage, idempotency: (key: String, answer: IdempotentAnswer)?)]) async throws -> [Bool]
     /// An idempotency key's answer, if one is kept.
     func idempotentAnswer(app: String, key: String) async throws -> IdempotentAnswer?
     /// Keeps a 4xx answer for replay.
