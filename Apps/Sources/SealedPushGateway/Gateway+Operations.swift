@@ -116,6 +116,7 @@ extension Gateway {
         if !batch.pending.isEmpty {
             do {
                 let kept = try await store.insertMessages(batch.pending.map { ($0.prepared.message, $0.prepared.idempotency) })
+                options.afterBatchCommit?()
                 for (entry, wasKept) in zip(batch.pending, kept) {
                     if wasKept {
                         stored(entry.prepared, app: app)

@@ -63,6 +63,9 @@ public struct GatewayOptions: Sendable {
     public var webhookPollInterval: Duration = .milliseconds(500)
     /// Events claimed, and POSTed at once, per app.
     public var webhookConcurrency = 16
+    /// Runs after a batch's transaction committed and before the batch is answered: the crash tests end the process
+    /// there (`sealedpush-server gateway` sets it when `SEALEDPUSH_GATEWAY_FAULT=exit-after-batch-commit`). Nil in use.
+    public var afterBatchCommit: (@Sendable () -> Void)?
 
     /// The defaults.
     public init() {}
