@@ -154,7 +154,7 @@ bench: deps pydeps release
 # The gateway under wrk (from Debian, installed here when missing and we are root) against send --batch, its
 # memory over 100 000 messages, and a kill -9 mid-run (Benchmarks/Scripts/bench_gateway.py).
 bench-gateway: deps release
-	@command -v wrk >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get install -y wrk >/dev/null; } || { echo "wrk is missing: sudo apt-get install -y wrk" >&2; exit 1; }
+	@command -v wrk >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && { apt-get install -y wrk >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; }; }; } || { echo "wrk is missing: sudo apt-get install -y wrk" >&2; exit 1; }
 	$(PYTHON) $(BENCH)/Scripts/bench_gateway.py --bin $(RELEASE_BIN)/sealedpush --server-bin $(RELEASE_BIN)/sealedpush-server
 
 # The gateway on PostgreSQL (issue #21), on a throwaway cluster the script starts as the `postgres` user and
@@ -162,7 +162,7 @@ bench-gateway: deps release
 # SQLite, a kill -9 of one of two instances (takeover time, pushes sent twice), webhook events per second and
 # their delay (Benchmarks/Scripts/bench_gateway_pg.py).
 bench-gateway-pg: deps release
-	@command -v wrk >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get install -y wrk >/dev/null; } || { echo "wrk is missing: sudo apt-get install -y wrk" >&2; exit 1; }
+	@command -v wrk >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && { apt-get install -y wrk >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; }; }; } || { echo "wrk is missing: sudo apt-get install -y wrk" >&2; exit 1; }
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql >/dev/null; } || { echo "PostgreSQL is missing: sudo apt-get install -y postgresql" >&2; exit 1; }
 	$(PYTHON) $(BENCH)/Scripts/bench_gateway_pg.py --bin $(RELEASE_BIN)/sealedpush --server-bin $(RELEASE_BIN)/sealedpush-server
 
