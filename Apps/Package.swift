@@ -28,6 +28,8 @@ let package = Package(
         .library(name: "SealedPushAPNs", targets: ["SealedPushAPNs"]),
         /// The local APNs (development and tests).
         .library(name: "SealedPushAPNsServer", targets: ["SealedPushAPNsServer"]),
+        /// The local Web Push service (development and tests, platforms v1 §5).
+        .library(name: "SealedPushWebPushServer", targets: ["SealedPushWebPushServer"]),
         /// The simulated device's HTTP transports (attachments, receipts).
         .library(name: "SealedPushDeviceHTTP", targets: ["SealedPushDeviceHTTP"]),
         /// The receipt collector and its database.
@@ -181,6 +183,22 @@ let package = Package(
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // `sealedpush-server webpush serve`: an RFC 8030 push service over HTTPS (Hummingbird, TLS with the local CA):
+        // VAPID, Content-Encoding, TTL, Urgency, Topic and body checks (LocalWebPushRules), faults, a Service.
+        .target(
+            name: "SealedPushWebPushServer",
+            dependencies: [
+                "SealedPushWebPush", "SealedPushAPNsServer",
+                .product(name: "SealedPushWire", package: "SealedPush"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
