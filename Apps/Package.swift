@@ -242,6 +242,8 @@ let package = Package(
             dependencies: [
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 "SealedPushAPNs", "SealedPushDeviceHTTP", "SealedPushReceiptsDatabase",
+                // Web Push's keys and RFC 8291 (`device subscribe`, `device push --platform webpush`): swift-crypto only.
+                "SealedPushWebPush",
                 .product(name: "SealedPushCrypto", package: "SealedPush"),
                 .product(name: "SealedPushWire", package: "SealedPush"),
                 .product(name: "SealedPushSender", package: "SealedPush"),
