@@ -6,7 +6,7 @@ import PackageDescription
 // programs (docs/architecture.md):
 //
 // - `sealedpush`, the light CLI (keys, sender, trust, seal, send, device): no HTTP server is linked.
-// - `sealedpush-server`: `apns serve`, `media serve`, `receipts serve|stats` and the demo, each server
+// - `sealedpush-server`: `apns serve`, `webpush serve`, `media serve`, `receipts serve|stats` and the demo, each server
 //   a swift-service-lifecycle service that shuts down gracefully on SIGTERM/SIGINT.
 //
 // The libraries come from the root package, by path; an iOS app that adds the root resolves none of
@@ -262,7 +262,7 @@ let package = Package(
             name: "SealedPushServerCLI",
             dependencies: [
                 "SealedPushCLI", "SealedPushAPNs", "SealedPushAPNsServer", "SealedPushMediaServer", "SealedPushReceiptCollector",
-                "SealedPushReceiptsDatabase", "SealedPushDeviceHTTP", "SealedPushGateway",
+                "SealedPushReceiptsDatabase", "SealedPushDeviceHTTP", "SealedPushGateway", "SealedPushWebPush", "SealedPushWebPushServer",
                 // `gateway backup`: VACUUM INTO on a connection of its own.
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
