@@ -374,6 +374,24 @@ let package = Package(
             exclude: ["run_schemathesis.py"],
             swiftSettings: strict
         ),
+        // The local Web Push service and the simulated browser: `device subscribe`, `device push --platform webpush`,
+        // `webpush generate-vapid` and `webpush serve` as the built binaries over loopback, and a Python peer (http_ece,
+        // cryptography) as an independent sender.
+        .testTarget(
+            name: "SealedPushWebPushServerTests",
+            dependencies: [
+                "sealedpush", "sealedpush-server", "SealedPushWebPush", "SealedPushWebPushServer",
+                .product(name: "SealedPushCrypto", package: "SealedPush"),
+                .product(name: "SealedPushWire", package: "SealedPush"),
+                .product(name: "SealedPushTestSupport", package: "SealedPush"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: strict
+        ),
         // The provider against the local APNs over loopback, the CLI's send and apns serve end to end.
         .testTarget(
             name: "SealedPushAPNsTests",
