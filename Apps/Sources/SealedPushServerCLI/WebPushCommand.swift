@@ -29,33 +29,33 @@ struct WebPushCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Run a local RFC 8030 push service (HTTPS) that hands accepted messages to simulated browsers.",
             discussion: """
-                Listens with HTTP/1.1 over TLS. Its certificate is made at start and signed by a CA it also makes; \\
-                the CA is written to --ca-out for clients to trust (the gateway's `"webpush": {"ca_cert": FILE, \\
+                Listens with HTTP/1.1 over TLS. Its certificate is made at start and signed by a CA it also makes; \
+                the CA is written to --ca-out for clients to trust (the gateway's `"webpush": {"ca_cert": FILE, \
                 "allow_private_endpoints": true}`). A subscription's endpoint is https://HOST:PORT/push/ID.
 
-                POST /push/ID is checked as a push service checks it (platforms v1 section 3), in this order: the \\
-                subscription (410 for --gone ID, 404 for an id no --subscription names); VAPID (`Authorization: \\
-                vapid t=JWT, k=KEY`: ES256 verifying under k, aud this service's origin https://HOST:PORT, exp in the \\
-                future and at most 24 hours ahead, sub mailto: or https:; 401, or 403 when \\
-                --application-server-key is given and k is another key); Content-Encoding: aes128gcm, TTL (required, \\
-                an integer), Urgency (very-low, low, normal, high) and Topic (at most 32 base64url characters), each 400; \\
-                the body, at most 4096 bytes (413) with an RFC 8188 header (400). Accepted messages are answered \\
+                POST /push/ID is checked as a push service checks it (platforms v1 section 3), in this order: the \
+                subscription (410 for --gone ID, 404 for an id no --subscription names); VAPID (`Authorization: \
+                vapid t=JWT, k=KEY`: ES256 verifying under k, aud this service's origin https://HOST:PORT, exp in the \
+                future and at most 24 hours ahead, sub mailto: or https:; 401, or 403 when \
+                --application-server-key is given and k is another key); Content-Encoding: aes128gcm, TTL (required, \
+                an integer), Urgency (very-low, low, normal, high) and Topic (at most 32 base64url characters), each 400; \
+                the body, at most 4096 bytes (413) with an RFC 8188 header (400). Accepted messages are answered \
                 201 Created with `Location: https://HOST:PORT/message/UUID`; refusals carry {"reason", "message"}.
 
-                --subscription ID=KEYCHAIN_DIR registers a simulated browser: its keychain holds the Web Push keys \\
-                `sealedpush device subscribe --keychain KEYCHAIN_DIR --endpoint https://HOST:PORT/push/ID` made. Each \\
-                message accepted for ID is decrypted with those keys (RFC 8291) and the envelope inside opened as an \\
-                iPhone opens it (`sealedpush device push --platform webpush`), under the request identifier Topic (so \\
-                a retried delivery replaces its own notification), else the message id; the outcome is printed on \\
+                --subscription ID=KEYCHAIN_DIR registers a simulated browser: its keychain holds the Web Push keys \
+                `sealedpush device subscribe --keychain KEYCHAIN_DIR --endpoint https://HOST:PORT/push/ID` made. Each \
+                message accepted for ID is decrypted with those keys (RFC 8291) and the envelope inside opened as an \
+                iPhone opens it (`sealedpush device push --platform webpush`), under the request identifier Topic (so \
+                a retried delivery replaces its own notification), else the message id; the outcome is printed on \
                 stdout as one JSON line {"subscription", "message_id", "request_id", "outcome", "reason"}.
 
                 Faults for testing clients: --fail-rate (500/503), --latency, --gone ID (410).
 
-                It is a development server and says so in every response (`server: sealedpush-local-webpush`). \\
-                It listens on loopback unless --allow-remote and keeps at most 1000 messages waiting per browser \\
-                (older ones are dropped). Prints `listening on https://HOST:PORT` once bound (port 0 picks a free \\
-                one); requests are logged on stderr (the first four characters of the subscription id, status, \\
-                reason; never bodies, tokens or keys). Runs until SIGTERM or SIGINT, then shuts down gracefully: \\
+                It is a development server and says so in every response (`server: sealedpush-local-webpush`). \
+                It listens on loopback unless --allow-remote and keeps at most 1000 messages waiting per browser \
+                (older ones are dropped). Prints `listening on https://HOST:PORT` once bound (port 0 picks a free \
+                one); requests are logged on stderr (the first four characters of the subscription id, status, \
+                reason; never bodies, tokens or keys). Runs until SIGTERM or SIGINT, then shuts down gracefully: \
                 stops accepting, lets requests in flight finish, hands the browsers what was accepted, and exits 0.
 
                 Example:
@@ -180,9 +180,9 @@ struct WebPushCommand: AsyncParsableCommand {
             commandName: "generate-vapid",
             abstract: "Make a VAPID key (P-256, PKCS#8 PEM, mode 0600) and print its public key, the browser's applicationServerKey.",
             discussion: """
-                Writes the private key to --out (created, never overwritten; mode 0600) for the gateway's \\
-                `"webpush": {"vapid_key": FILE}`, and prints the public key on stdout, base64url without padding \\
-                (RFC 8292 section 3.2), as `pushManager.subscribe({applicationServerKey})` takes it and \\
+                Writes the private key to --out (created, never overwritten; mode 0600) for the gateway's \
+                `"webpush": {"vapid_key": FILE}`, and prints the public key on stdout, base64url without padding \
+                (RFC 8292 section 3.2), as `pushManager.subscribe({applicationServerKey})` takes it and \
                 `webpush serve --application-server-key` checks it.
 
                 Example: sealedpush-server webpush generate-vapid --out vapid.p8 > vapid-public.txt
