@@ -140,11 +140,10 @@ struct WebPushCommand: AsyncParsableCommand {
                 }
                 browsers[binding.id] = BrowserLine(id: binding.id, store: store)
             }
-            var configuration = LocalWebPushConfiguration(
+            let configuration = LocalWebPushConfiguration(
                 host: listen.host, port: listen.port, subscriptions: Set(browsers.keys), gone: Set(gone),
                 applicationServerKey: applicationServerKey.flatMap(WebPushBase64URL.decodeLenient), failRate: failRate,
                 latency: latency.duration)
-            configuration.idleTimeout = .seconds(120)
             let authority: LocalCertificateAuthority
             do { authority = try LocalCertificateAuthority.make(caName: "SealedPush local Web Push CA") } catch {
                 throw CLIError("cannot make the local CA and certificate: \(error)")

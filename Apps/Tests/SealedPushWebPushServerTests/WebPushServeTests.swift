@@ -108,6 +108,23 @@ struct WebPushServeTests {
         #expect(serve.stop().status == 0)
     }
 
+    @Test("SIGTERM: the service stops accepting, the browser still opens every message already accepted, and it exits 0")
+    func gracefulShutdownDeliversAccepted() async throws {
+        let b = try Browser()
+        let serve = try ServeProcess(["--subscription", "\(b.id)=\(b.keychain)"])
+        let client = try PushClient(caPath: serve.caPath)
+        let vapid = VAPIDKey.generate().key
+        for index in 0..<3 {
+            let body = try b.body(envelope: try b.envelope(body: "message \(index)"))
+            #expect(try await client.post(serve.endpoint(b.id), headers: try pushHeaders(key: vapid, audience: serve.origin), body: body).status == 201)
+        }
+        try await client.shutdown()
+        let result = serve.stop()
+        #expect(result.exitedNormally && result.status == 0, "\(result.stderr)")
+        let outcomes = result.stdoutText.split(separator: "\n").filter { $0.contains("\"outcome\":\"decrypted\"") }
+        #expect(outcomes.count == 3, "\(result.stdoutText)")
+    }
+
     @Test("--application-server-key restricts subscriptions: a valid token from another key is 403, from that key 201")
     func restrictedSubscription() async throws {
         let b = try Browser()
