@@ -207,11 +207,14 @@ fuzz-smoke: deps
 SANITIZERS ?= address thread
 ASAN_PACKAGES ?= root
 TSAN_PACKAGES ?= root apps
-# Under ThreadSanitizer the Apps/ suites skip the CLI module (SealedPushCLITests): it runs the built binaries as
-# child processes (argument handling, files, exit codes), each a sanitized 200 MB process to start, while the
-# concurrency those binaries contain (the provider client, the servers, the gateway) is tested in process by
-# the other modules. `make sanitize TSAN_APPS_SKIP=` runs them all.
-TSAN_APPS_SKIP ?= SealedPushCLITests
+# Under ThreadSanitizer the Apps/ suites skip the modules whose tests run the built binaries as child processes
+# (argument handling, files, exit codes), each a sanitized 200 MB process to start — the CLI
+# (SealedPushCLITests), the local Web Push service (SealedPushWebPushServerTests) and the local FCM
+# (SealedPushFCMServerTests) — while the concurrency those binaries contain (the provider clients, the servers,
+# the gateway) is tested in process by the other modules; and the Web Push library's (SealedPushWebPushTests:
+# byte-level encryption tables and Python peers, no shared state). A space-separated list of test-name patterns;
+# `make sanitize TSAN_APPS_SKIP=` runs them all.
+TSAN_APPS_SKIP ?= SealedPushCLITests SealedPushWebPushServerTests SealedPushFCMServerTests SealedPushWebPushTests
 sanitize: deps pydeps testdeps
 	@status=0; \
 	for san in $(SANITIZERS); do \
@@ -221,7 +224,7 @@ sanitize: deps pydeps testdeps
 	    if [ $$pkg = root ]; then where="."; else where=$(APPS); fi; \
 	    dir=$$where/.build/$$short; log=$(CURDIR)/.build/$$short-$$pkg.log; mkdir -p .build; \
 	    echo "== $$san sanitizer, $$pkg package ($$dir)"; \
-	    skip=""; if [ $$san = thread ] && [ $$pkg = apps ] && [ -n "$(TSAN_APPS_SKIP)" ]; then skip="--skip $(TSAN_APPS_SKIP)"; fi; \
+	    skip=""; if [ $$san = thread ] && [ $$pkg = apps ]; then for pattern in $(TSAN_APPS_SKIP); do skip="$$skip --skip $$pattern"; done; fi; \
 	    if $(SWIFT) build --package-path $$where --build-tests --scratch-path $$dir --sanitize=$$san -Xswiftc -use-ld=lld; then \
 	      SWIFT_BACKTRACE=enable=no SEALEDPUSH_PYTHON=$(CURDIR)/$(PY) SEALEDPUSH_SANITIZER=$$san \
 	        LSAN_OPTIONS=suppressions=$(CURDIR)/Fuzz/lsan-suppressions.txt:print_suppressions=0 \
