@@ -57,12 +57,15 @@ struct GatewayFCMTests {
         .object(JSONObject([("user_id", "u-android"), ("platform", "fcm"), ("fcm_token", .string(token)), ("key_record", .object(phone.record))]))
     }
 
-    /// On SQLite and on PostgreSQL (the same migration, the same statements).
-    @Test(arguments: ["sqlite", "postgres"]) func anAndroidPhoneGetsTheDataOnlyMessageOfSection2(store: String) async throws {
+    @Test func anAndroidPhoneGetsTheDataOnlyMessageOfSection2() async throws {
+        try await Self.androidDelivery(database: "sqlite:gateway.db")
+    }
+
+    /// The Android scene on `database` (SQLite here; PostgreSQL in `GatewayPlatformPostgresTests`).
+    static func androidDelivery(database: String) async throws {
         let (section, account, directory) = try Self.fcmApp()
         defer { try? FileManager.default.removeItem(at: directory) }
         let fcm = ScriptedFCM()
-        let database = store == "postgres" ? try await PostgresCluster.shared().makeDatabase() : "sqlite:gateway.db"
         try await withGateway("fcm-delivery", options: Self.options(fcm, account: account), extraApp: section, database: database) { g in
             let phone = try Phone(in: g.directory, name: "android", token: "")
             let token = "dQw4w9WgXcQ:APA91bH-" + String(repeating: "x", count: 140) + "tail1234"

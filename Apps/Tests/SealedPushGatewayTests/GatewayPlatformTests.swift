@@ -121,11 +121,15 @@ struct GatewayPlatformTests {
     /// One message to a user with an iPhone and a browser: the browser's delivery carries an RFC 8291 body that its
     /// own keys open into `{"ENCRYPTED_DATA", "sealedpush": 1}`, whose envelope the device key opens — the same
     /// sealed message the iPhone gets. The push service's answer lands through the same state machine.
-    @Test(arguments: ["sqlite", "postgres"]) func aBrowserGetsTheSameSealedMessageInAWebPushBody(store: String) async throws {
+    @Test func aBrowserGetsTheSameSealedMessageInAWebPushBody() async throws {
+        try await Self.browserDelivery(database: "sqlite:gateway.db")
+    }
+
+    /// The browser scene on `database` (SQLite here; PostgreSQL in `GatewayPlatformPostgresTests`).
+    static func browserDelivery(database: String) async throws {
         let (section, vapidDirectory) = try Self.webpushApp()
         defer { try? FileManager.default.removeItem(at: vapidDirectory) }
         let sender = CapturingSender()
-        let database = store == "postgres" ? try await PostgresCluster.shared().makeDatabase() : "sqlite:gateway.db"
         try await withGateway("platform-delivery", options: Self.options(sender: sender), extraApp: section, database: database) { g in
             let phone = try Phone(in: g.directory, name: "iphone", token: hexToken(7))
             let browser = try Phone(in: g.directory, name: "browser", token: "")
@@ -287,6 +291,20 @@ struct GatewayPlatformTests {
             let delivery = try #require(message["deliveries"]?.arrayValue?.first?.objectValue)
             #expect(delivery["platform"]?.stringValue == "webpush" && delivery["platform_status"] == .int(201))
             #expect(delivery["platform_id"]?.stringValue?.hasPrefix(origin + "/message/") == true, "\(delivery)")
+        }
+    }
+}
+
+extension GatewayPostgresSuites {
+    /// The platforms' scenes on PostgreSQL: the same migration (v10) and statements as on SQLite.
+    @Suite("Gateway platforms on PostgreSQL", .timeLimit(.minutes(3)))
+    struct GatewayPlatformPostgresTests {
+        @Test func aBrowserOnPostgreSQL() async throws {
+            try await GatewayPlatformTests.browserDelivery(database: try await PostgresCluster.shared().makeDatabase())
+        }
+
+        @Test func anAndroidPhoneOnPostgreSQL() async throws {
+            try await GatewayFCMTests.androidDelivery(database: try await PostgresCluster.shared().makeDatabase())
         }
     }
 }
