@@ -154,7 +154,7 @@ bench: deps pydeps release
 # The gateway under wrk (from Debian, installed here when missing and we are root) against send --batch, its
 # memory over 100 000 messages, and a kill -9 mid-run (Benchmarks/Scripts/bench_gateway.py).
 bench-gateway: deps release
-	@command -v wrk >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get install -y wrk >/dev/null; } || { echo "wrk is missing: sudo apt-get install -y wrk" >&2; exit 1; }
+	@command -v wrk >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && { apt-get install -y wrk >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; }; }; } || { echo "wrk is missing: sudo apt-get install -y wrk" >&2; exit 1; }
 	$(PYTHON) $(BENCH)/Scripts/bench_gateway.py --bin $(RELEASE_BIN)/sealedpush --server-bin $(RELEASE_BIN)/sealedpush-server
 
 # The gateway on PostgreSQL (issue #21), on a throwaway cluster the script starts as the `postgres` user and
@@ -162,7 +162,7 @@ bench-gateway: deps release
 # SQLite, a kill -9 of one of two instances (takeover time, pushes sent twice), webhook events per second and
 # their delay (Benchmarks/Scripts/bench_gateway_pg.py).
 bench-gateway-pg: deps release
-	@command -v wrk >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get install -y wrk >/dev/null; } || { echo "wrk is missing: sudo apt-get install -y wrk" >&2; exit 1; }
+	@command -v wrk >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && { apt-get install -y wrk >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; }; }; } || { echo "wrk is missing: sudo apt-get install -y wrk" >&2; exit 1; }
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql >/dev/null; } || { echo "PostgreSQL is missing: sudo apt-get install -y postgresql" >&2; exit 1; }
 	$(PYTHON) $(BENCH)/Scripts/bench_gateway_pg.py --bin $(RELEASE_BIN)/sealedpush --server-bin $(RELEASE_BIN)/sealedpush-server
 
@@ -207,11 +207,14 @@ fuzz-smoke: deps
 SANITIZERS ?= address thread
 ASAN_PACKAGES ?= root
 TSAN_PACKAGES ?= root apps
-# Under ThreadSanitizer the Apps/ suites skip the CLI module (SealedPushCLITests): it runs the built binaries as
-# child processes (argument handling, files, exit codes), each a sanitized 200 MB process to start, while the
-# concurrency those binaries contain (the provider client, the servers, the gateway) is tested in process by
-# the other modules. `make sanitize TSAN_APPS_SKIP=` runs them all.
-TSAN_APPS_SKIP ?= SealedPushCLITests
+# Under ThreadSanitizer the Apps/ suites skip the modules whose tests run the built binaries as child processes
+# (argument handling, files, exit codes), each a sanitized 200 MB process to start — the CLI
+# (SealedPushCLITests), the local Web Push service (SealedPushWebPushServerTests) and the local FCM
+# (SealedPushFCMServerTests) — while the concurrency those binaries contain (the provider clients, the servers,
+# the gateway) is tested in process by the other modules; and the Web Push library's (SealedPushWebPushTests:
+# byte-level encryption tables and Python peers, no shared state). A space-separated list of test-name patterns;
+# `make sanitize TSAN_APPS_SKIP=` runs them all.
+TSAN_APPS_SKIP ?= SealedPushCLITests SealedPushWebPushServerTests SealedPushFCMServerTests SealedPushWebPushTests
 sanitize: deps pydeps testdeps
 	@status=0; \
 	for san in $(SANITIZERS); do \
@@ -221,7 +224,7 @@ sanitize: deps pydeps testdeps
 	    if [ $$pkg = root ]; then where="."; else where=$(APPS); fi; \
 	    dir=$$where/.build/$$short; log=$(CURDIR)/.build/$$short-$$pkg.log; mkdir -p .build; \
 	    echo "== $$san sanitizer, $$pkg package ($$dir)"; \
-	    skip=""; if [ $$san = thread ] && [ $$pkg = apps ] && [ -n "$(TSAN_APPS_SKIP)" ]; then skip="--skip $(TSAN_APPS_SKIP)"; fi; \
+	    skip=""; if [ $$san = thread ] && [ $$pkg = apps ]; then for pattern in $(TSAN_APPS_SKIP); do skip="$$skip --skip $$pattern"; done; fi; \
 	    if $(SWIFT) build --package-path $$where --build-tests --scratch-path $$dir --sanitize=$$san -Xswiftc -use-ld=lld; then \
 	      SWIFT_BACKTRACE=enable=no SEALEDPUSH_PYTHON=$(CURDIR)/$(PY) SEALEDPUSH_SANITIZER=$$san \
 	        LSAN_OPTIONS=suppressions=$(CURDIR)/Fuzz/lsan-suppressions.txt:print_suppressions=0 \

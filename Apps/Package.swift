@@ -6,7 +6,7 @@ import PackageDescription
 // programs (docs/architecture.md):
 //
 // - `sealedpush`, the light CLI (keys, sender, trust, seal, send, device): no HTTP server is linked.
-// - `sealedpush-server`: `apns serve`, `fcm serve`, `media serve`, `receipts serve|stats` and the demo, each server
+// - `sealedpush-server`: `apns serve`, `fcm serve`, `webpush serve`, `media serve`, `receipts serve|stats` and the demo, each server
 //   a swift-service-lifecycle service that shuts down gracefully on SIGTERM/SIGINT.
 //
 // The libraries come from the root package, by path; an iOS app that adds the root resolves none of
@@ -28,6 +28,8 @@ let package = Package(
         .library(name: "SealedPushAPNs", targets: ["SealedPushAPNs"]),
         /// The local APNs (development and tests).
         .library(name: "SealedPushAPNsServer", targets: ["SealedPushAPNsServer"]),
+        /// The local Web Push service (development and tests, platforms v1 §5).
+        .library(name: "SealedPushWebPushServer", targets: ["SealedPushWebPushServer"]),
         /// The local FCM (development and tests): token endpoint and messages:send (platforms v1 §5).
         .library(name: "SealedPushFCMServer", targets: ["SealedPushFCMServer"]),
         /// The simulated device's HTTP transports (attachments, receipts).
@@ -221,6 +223,22 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // `sealedpush-server webpush serve`: an RFC 8030 push service over HTTPS (Hummingbird, TLS with the local CA):
+        // VAPID, Content-Encoding, TTL, Urgency, Topic and body checks (LocalWebPushRules), faults, a Service.
+        .target(
+            name: "SealedPushWebPushServer",
+            dependencies: [
+                "SealedPushWebPush", "SealedPushAPNsServer",
+                .product(name: "SealedPushWire", package: "SealedPush"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         // `sealedpush-server fcm serve`: FCM HTTP v1's token endpoint and messages:send with their checks and answers
         // (LocalFCMRules), HTTPS (Hummingbird over TLS, the local APNs's certificate authority), a Service.
         .target(
@@ -302,6 +320,8 @@ let package = Package(
             dependencies: [
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 "SealedPushAPNs", "SealedPushDeviceHTTP", "SealedPushReceiptsDatabase",
+                // Web Push's keys and RFC 8291 (`device subscribe`, `device push --platform webpush`): swift-crypto only.
+                "SealedPushWebPush",
                 .product(name: "SealedPushCrypto", package: "SealedPush"),
                 .product(name: "SealedPushWire", package: "SealedPush"),
                 .product(name: "SealedPushSender", package: "SealedPush"),
@@ -320,7 +340,7 @@ let package = Package(
             name: "SealedPushServerCLI",
             dependencies: [
                 "SealedPushCLI", "SealedPushAPNs", "SealedPushAPNsServer", "SealedPushMediaServer", "SealedPushReceiptCollector",
-                "SealedPushReceiptsDatabase", "SealedPushDeviceHTTP", "SealedPushGateway",
+                "SealedPushReceiptsDatabase", "SealedPushDeviceHTTP", "SealedPushGateway", "SealedPushWebPush", "SealedPushWebPushServer",
                 // `fcm serve` and `fcm generate-service-account`.
                 "SealedPushFCM", "SealedPushFCMServer",
                 // `gateway backup`: VACUUM INTO on a connection of its own.
@@ -432,6 +452,24 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             exclude: ["run_schemathesis.py"],
+            swiftSettings: strict
+        ),
+        // The local Web Push service and the simulated browser: `device subscribe`, `device push --platform webpush`,
+        // `webpush generate-vapid` and `webpush serve` as the built binaries over loopback, and a Python peer (http_ece,
+        // cryptography) as an independent sender.
+        .testTarget(
+            name: "SealedPushWebPushServerTests",
+            dependencies: [
+                "sealedpush", "sealedpush-server", "SealedPushWebPush", "SealedPushWebPushServer",
+                .product(name: "SealedPushCrypto", package: "SealedPush"),
+                .product(name: "SealedPushWire", package: "SealedPush"),
+                .product(name: "SealedPushTestSupport", package: "SealedPush"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: strict
         ),
         // The provider against the local APNs over loopback, the CLI's send and apns serve end to end.

@@ -7,7 +7,7 @@ public import Foundation
 import SwiftASN1
 import X509
 
-/// The TLS identity of a local APNs: a CA made at start and a server certificate for `localhost`,
+/// The TLS identity of a local APNs (or the local Web Push service): a CA made at start and a server certificate for `localhost`,
 /// `127.0.0.1` and `::1` signed by it. Clients trust the CA (`ca.pem`, the CLI's `--ca-cert`).
 public struct LocalCertificateAuthority: Sendable {
     /// The CA certificate, PEM: what clients trust.
@@ -17,13 +17,14 @@ public struct LocalCertificateAuthority: Sendable {
     /// The server certificate's private key, PEM (kept in memory; never written out).
     package let serverKeyPEM: String
 
-    /// Makes a fresh CA and server certificate, valid from an hour ago for `days` days.
-    public static func make(days: Int = 30, now: Date = Date()) throws -> LocalCertificateAuthority {
+    /// Makes a fresh CA and server certificate, valid from an hour ago for `days` days; `caName` is the CA's common
+    /// name (the local Web Push service names itself).
+    public static func make(days: Int = 30, now: Date = Date(), caName: String = "SealedPush local APNs CA") throws -> LocalCertificateAuthority {
         let caKey = P256.Signing.PrivateKey()
         let serverKey = P256.Signing.PrivateKey()
         let caName = try DistinguishedName {
             OrganizationName("SealedPush")
-            CommonName("SealedPush local APNs CA")
+            CommonName(caName)
         }
         let serverName = try DistinguishedName {
             OrganizationName("SealedPush")

@@ -12,18 +12,19 @@ package import SealedPushWire
 import SealedPushSender
 import NIOConcurrencyHelpers
 import SealedPushDeviceHTTP
+import SealedPushWebPush
 
 /// `sealedpush device`: the simulated iPhone — its lock state, and push delivery to the extension.
 struct DeviceCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "device",
         abstract: "Simulate the device: deliver payloads to the notification service extension, change its lock state.",
-        subcommands: [Push.self, Notifications.self, Expand.self, Reboot.self, Unlock.self, Lock.self, Status.self, Config.self, Flush.self]
+        subcommands: [Push.self, Subscribe.self, Notifications.self, Expand.self, Reboot.self, Unlock.self, Lock.self, Status.self, Config.self, Flush.self]
     )
 
     struct Push: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Deliver an APNs payload file to the service extension, as `xcrun simctl push` does.",
+            abstract: "Deliver an APNs payload file to the service extension, as `xcrun simctl push` does (or a Web Push body to the browser).",
             discussion: """
                 Applies iOS's rules: payloads that are not a JSON object with an `aps` object, or over 4096 \
                 bytes, are rejected (exit status 1); the extension runs only for `mutable-content: 1` with a \
@@ -59,23 +60,33 @@ struct DeviceCommand: AsyncParsableCommand {
                 --json nothing is logged unless --log-level asks. The output of `seal --headers` (or a \
                 `seal --batch` output line) wraps the payload: it is refused with the member to pass instead.
 
+                --platform webpush: PAYLOAD_FILE is an RFC 8291 body (aes128gcm, binary), as a push service \
+                delivers it to a browser. The device decrypts it with the Web Push keys `device subscribe` made, reads \
+                {"ENCRYPTED_DATA": "…", "sealedpush": 1} and opens the envelope as an iPhone does, with the browser's \
+                placeholder (`Secret Message!` / `(Encrypted)`) for a message it cannot open. Browsers have no service \
+                extension, so notMutable, noAlert, extensionCrashed and timeout do not occur, and --time-limit, \
+                --extension-delay, --extension-crash, --expiry-grace and --filtering are refused; everything else \
+                (decrypted, fallback with its reasons, replays, receipts, attachments, --request-id) is the same. A body \
+                over 4096 bytes is rejected (payloadTooLarge); one that does not decrypt with this device's keys, or \
+                whose plaintext is not a JSON object, is rejected (invalidPayload): exit status 1, and why on stderr.
+
                 --platform fcm: PAYLOAD_FILE is an FCM HTTP v1 message as the gateway sends it (platforms v1 §2): \
                 {"message": {"token", "data": {"ENCRYPTED_DATA", "sealedpush": "1"}, "android": {…}}}. The Android \
                 device reads `data` and opens ENCRYPTED_DATA as an iPhone does, posting the placeholder \
                 (`Secret Message!` / `(Encrypted)`) for a message it cannot open. Android has no service extension, so \
-                notMutable, noAlert, extensionCrashed and timeout do not occur, and --time-limit, --extension-delay, \
-                --extension-crash, --expiry-grace and --filtering are refused; everything else (decrypted, fallback with \
-                its reasons, replays, receipts, attachments) is the same. The request identifier is --request-id, else \
+                notMutable, noAlert, extensionCrashed and timeout do not occur, and the extension's options are refused \
+                as for webpush; everything else is the same. The request identifier is --request-id, else \
                 android.collapse_key, else a new one. Data over 4096 bytes (keys and values) is rejected \
                 (payloadTooLarge); a file that is not such a message, has a notification block or a non-string data \
                 value is rejected (invalidPayload): exit status 1, and why on stderr.
 
                 Example: sealedpush seal --to device.json --title Hi --body Secret | sealedpush device push -
+                         sealedpush device push --platform webpush --keychain ./browser --json body.bin
                          sealedpush device push --platform fcm --keychain ./android --json message.json
                 """)
 
-        @Option(help: ArgumentHelp("What the device is and what PAYLOAD_FILE holds: apns (an APNs payload, the default) or fcm (an FCM message).",
-                                   valueName: "apns|fcm"))
+        @Option(help: ArgumentHelp("What the device is and what PAYLOAD_FILE holds: apns (an APNs payload, the default), webpush (an RFC 8291 body) or fcm (an FCM message).",
+                                   valueName: "apns|webpush|fcm"))
         var platform: DevicePlatform = .apns
 
         @OptionGroup var store: KeychainOptions
@@ -110,11 +121,22 @@ struct DeviceCommand: AsyncParsableCommand {
             if let requestID, requestID.isEmpty || requestID.utf8.count > 256 {
                 throw ValidationError("--request-id must be 1 to 256 bytes (an apns-collapse-id is at most 64, an apns-id 36)")
             }
-            try validatePlatform()
+            if platform != .apns {
+                let extensionOnly = [
+                    ("--time-limit", timeLimit != DurationArgument(milliseconds: 30_000)), ("--extension-delay", extensionDelay.milliseconds != 0),
+                    ("--extension-crash", extensionCrash), ("--expiry-grace", expiryGrace != DurationArgument(milliseconds: 1000)),
+                    ("--filtering", filtering),
+                ].filter(\.1).map(\.0)
+                if let first = extensionOnly.first {
+                    throw ValidationError("\(first) is about the iOS notification service extension; a \(platform.rawValue) device has none: "
+                                          + "drop it, or use --platform apns")
+                }
+            }
         }
 
         func run() async throws {
             logging.apply(default: output.json ? .error : .notice)
+            if platform == .webpush { return try await runWebPush() }
             if platform == .fcm { return try await runFCM() }
             let bytes = try readInput(payload, limit: 16 << 20, what: "the payload")
             if let wrapper = DeviceRun.sealOutputWrapper(bytes) { throw CLIError(wrapper) }
@@ -133,6 +155,77 @@ struct DeviceCommand: AsyncParsableCommand {
                 print(Banner.render(result, style: .detect()))
             }
             if result.isRejection { throw ExitCode(1) }
+        }
+
+        /// `--platform webpush`: the body decrypted with the device's Web Push keys, then the envelope opened.
+        func runWebPush() async throws {
+            let bytes = try readInput(payload, limit: 16 << 20, what: "the Web Push body")
+            let storeValue = try openStore(store, create: false, clock: clock?.wallClock ?? .system)
+            let directory = store.directory.path
+            guard let subscription = try keychain(store, { () throws(KeychainError) in try WebPushKeyStore(store: storeValue).load() }) else {
+                throw CLIError("the device at \(directory) has no Web Push keys: run `sealedpush device subscribe --keychain \(directory) "
+                               + "--endpoint URL` first and register the subscription it prints")
+            }
+            let media = try DeviceRun.MediaFetching(directory: attachmentsDir, policy: allowLocalMedia ? .development : .production)
+            let delivery = await ReceiptsTransportCLI.with { transport in
+                await WebPushReceiving.deliver(body: bytes, store: storeValue, keys: subscription.keys, requestIdentifier: requestID,
+                                               attachments: media.pipeline,
+                                               receipts: SimulatedDevice(store: storeValue).receiptCourier(transport: transport))
+            }
+            await media.shutdown()
+            let result = delivery.result
+            if output.json {
+                print(String(decoding: JSON.serialize(.object(result.jsonObject)), as: UTF8.self))
+            } else {
+                print(Banner.render(result, style: .detect()))
+            }
+            if let problem = delivery.problem { printError("--platform webpush: \(problem)") }
+            if result.isRejection { throw ExitCode(1) }
+        }
+    }
+
+    struct Subscribe: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Make the device's Web Push keys for a push service endpoint and print the PushSubscription to register.",
+            discussion: """
+                As a browser's `pushManager.subscribe()`: makes a P-256 key pair and a 16-byte auth secret (RFC 8291), \
+                keeps them with the endpoint in the device's keychain store (one item, `sealedpush.webpush`, sealed by \
+                the store key; readable in every lock state, as a push layer must be), and prints the subscription's \
+                `toJSON()` on stdout, one line:
+
+                  {"endpoint": URL, "expirationTime": null, "keys": {"p256dh": BASE64URL, "auth": BASE64URL}}
+
+                Register it as the device's `webpush` member (gateway, platforms v1 §1), and give the push service \
+                the same keychain (`sealedpush-server webpush serve --subscription ID=DIR`). The output holds the \
+                auth secret and the endpoint, a capability URL: hand it only to the app's server.
+
+                A device holds one subscription: subscribing again makes new keys and replaces the old ones (as a \
+                browser's unsubscribe and subscribe do), says so on stderr, and bodies encrypted to the old keys no \
+                longer decrypt. The endpoint must be an https URL; IP addresses and loopback are allowed here (the \
+                local push service hands out https://127.0.0.1:PORT/push/ID).
+
+                Example: sealedpush device subscribe --keychain ./browser --endpoint https://127.0.0.1:8443/push/browser-1 > subscription.json
+                """)
+        @OptionGroup var store: KeychainOptions
+        @Option(help: ArgumentHelp("The push service's endpoint for this device (https).", valueName: "URL"))
+        var endpoint: String
+
+        func validate() throws {
+            do { _ = try WebPushEndpointPolicy(allowPorts: [], allowPrivateEndpoints: true).check(endpoint) } catch {
+                let text = error.description
+                let prefix = "webpush/endpoint "
+                throw ValidationError("--endpoint " + (text.hasPrefix(prefix) ? String(text.dropFirst(prefix.count)) : text))
+            }
+        }
+
+        func run() throws {
+            let s = try openStore(store, create: false)
+            let keys = WebPushUserAgentKeys.generate()
+            let replaced = try keychain(store) { () throws(KeychainError) in try WebPushKeyStore(store: s).save(keys, endpoint: endpoint) }
+            print(String(decoding: JSON.serialize(keys.subscriptionJSON(endpoint: endpoint)), as: UTF8.self))
+            if replaced {
+                printError("replaced this device's earlier Web Push subscription: register the new one; bodies encrypted to the old keys no longer decrypt")
+            }
         }
     }
 

@@ -6,18 +6,6 @@ package import SealedPushReceiver
 import SealedPushSender
 import SealedPushWire
 
-/// The platform a simulated device receives pushes on (`device push --platform`): the payload's form and what
-/// opens it. The wire v1 envelope inside is the same on every platform (platforms v1).
-///
-/// (Branch `wpserve` adds `webpush` to an enum of the same name: when both merge, keep one enum with all three.)
-enum DevicePlatform: String, CaseIterable, Sendable, ExpressibleByArgument {
-    /// An iPhone: the input is an APNs payload, opened by the notification service extension (the default).
-    case apns
-    /// An Android device: the input is an FCM HTTP v1 message (platforms v1 §2); the app's
-    /// `FirebaseMessagingService.onMessageReceived` opens `data.ENCRYPTED_DATA` as an iPhone opens it.
-    case fcm
-}
-
 /// What a simulated Android device does with an FCM data message (platforms v1 §2, §5): reads `data`, checks FCM's
 /// 4096-byte data budget, and opens `ENCRYPTED_DATA` with the receiver core an iPhone uses (`DeviceRun.deliver`: the
 /// same extension, keys, trust, replay cache, receipts, attachments and notification store), handed an APNs-shaped
@@ -148,22 +136,6 @@ package enum FCMReceiving {
 }
 
 extension DeviceCommand.Push {
-    /// `--platform` other than `apns` refuses the options that are about the iOS notification service extension.
-    func validatePlatform() throws {
-        guard platform != .apns else { return }
-        let extensionOnly = [
-            ("--time-limit", timeLimit != DurationArgument(milliseconds: 30_000)),
-            ("--extension-delay", extensionDelay.milliseconds != 0),
-            ("--extension-crash", extensionCrash),
-            ("--expiry-grace", expiryGrace != DurationArgument(milliseconds: 1000)),
-            ("--filtering", filtering),
-        ].filter(\.1).map(\.0)
-        if let first = extensionOnly.first {
-            throw ValidationError("\(first) is about the iOS notification service extension; a \(platform.rawValue) device has none: "
-                                  + "drop it, or use --platform apns")
-        }
-    }
-
     /// `--platform fcm`: the FCM message's data read, then the envelope opened as on an iPhone.
     func runFCM() async throws {
         let bytes = try readInput(payload, limit: 16 << 20, what: "the FCM message")

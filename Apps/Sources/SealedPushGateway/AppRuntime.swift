@@ -7,6 +7,7 @@ import SealedPushCrypto
 import NIOConcurrencyHelpers
 import SealedPushRateLimit
 import SealedPushWebPush
+import SealedPushFCM
 public import Logging
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -207,7 +208,21 @@ extension AppRuntime {
                                          vapid: VAPIDTokenCache(key: key, subject: subject, clock: { clock.milliseconds() / 1000 }),
                                          resolver: context.resolver, client: client)
         case .fcm:
-            throw GatewayConfigurationError("/apps/\(config.id)/fcm", "this build cannot send to FCM yet")
+            guard let settings = config.fcm else { throw GatewayConfigurationError("/apps/\(config.id)/fcm", "is missing") }
+            let member = "/apps/\(config.id)/fcm"
+            let account: FCMServiceAccount
+            do { account = try FCMServiceAccount(file: settings.serviceAccountPath) } catch {
+                throw GatewayConfigurationError(member + "/service_account", error.description)
+            }
+            let clock = context.clock
+            do {
+                let configuration = try FCMClientConfiguration(
+                    serviceAccount: account, projectID: settings.projectID, url: settings.url, tokenURL: settings.tokenURL,
+                    caCertificateFile: settings.caCertPath, now: { Date(timeIntervalSince1970: Double(clock.milliseconds()) / 1000) })
+                return FCMPlatformSender(client: try FCMClient(configuration: configuration, serviceAccount: account, logger: logger))
+            } catch {
+                throw GatewayConfigurationError(member, error.description)
+            }
         }
     }
 }

@@ -80,6 +80,8 @@ enum DeliveryStateMachine {
             // Final meanwhile (delivered by its receipt): an APNs answer that comes after that only sets apns_status
             // (gateway v1 §5); the lease is released.
             if let status { row.apnsStatus = status }
+            // The push service's id for it still lands: a receipt can overtake the answer (the device is that fast).
+            if case let .accepted(_, platformID?) = outcome { row.platformID = platformID }
             return DeliveryCompletion(row: row, landed: outcome == .handBack, dropsPayload: false, events: [], unregister: nil, pausesApp: false)
         }
 

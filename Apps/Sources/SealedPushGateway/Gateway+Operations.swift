@@ -92,9 +92,11 @@ extension Gateway {
 
     /// `POST …/messages/batch` (gateway v1 §5.1): each message handled exactly as `POST …/messages` handles it
     /// alone — its own checks, its own `idempotency_key` and replay rule, one token of the app's rate limit, its
-    /// own `202` body or problem — in request order; the `200` body `{"results": […]}`. A result is `202` only once
-    /// its deliveries are durable (each message is its own transaction). The whole request is refused only for a
-    /// body that is not 1 to 500 message objects (`400`) and while shutting down (`503`, nothing stored).
+    /// own `202` body or problem — in request order; the `200` body `{"results": […]}`. Every message the batch
+    /// accepts is written in **one transaction** after all are checked and sealed, and a result is `202` only once
+    /// that transaction committed (the store failing answers each of them `503`, nothing of them kept). The whole
+    /// request is refused only for a body that is not 1 to 500 message objects (`400`) and while shutting down
+    /// (`503`, nothing stored).
     func postBatch(app: AppRuntime, body bytes: [UInt8], requestID: String) async throws -> [UInt8] {
         guard !draining.withLockedValue({ $0 }) else {
             throw GatewayError.unavailable("the gateway is shutting down; nothing of this batch was stored; retry against another instance or later")
@@ -106,40 +108,131 @@ extension Gateway {
         else {
             throw GatewayError.invalidField("/messages", "messages must be an array of 1 to \(Self.maxBatchMessages) objects, each a POST …/messages body with an optional idempotency_key")
         }
-        var results: [JSONValue] = []
-        results.reserveCapacity(items.count)
-        for item in items { results.append(await batchResult(app: app, item, requestID: requestID)) }
+        var batch = BatchState(count: items.count)
+        defer { keysInFlight.withLockedValue { held in for slot in batch.slots { held.remove(slot) } } }
+        for (index, item) in items.enumerated() {
+            await prepareBatchItem(app: app, item, index: index, into: &batch, requestID: requestID)
+        }
+        if !batch.pending.isEmpty {
+            do {
+                let kept = try await store.insertMessages(batch.pending.map { ($0.prepared.message, $0.prepared.idempotency) })
+                options.afterBatchCommit?()
+                for (entry, wasKept) in zip(batch.pending, kept) {
+                    if wasKept {
+                        stored(entry.prepared, app: app)
+                        batch.results[entry.index] = Self.accepted(entry.prepared.answer, replayed: false)
+                    } else {
+                        batch.results[entry.index] = Self.problemResult(
+                            .conflict("a request with this Idempotency-Key is still being handled; retry after Retry-After seconds", retryAfter: 1))
+                    }
+                }
+            } catch {
+                let classified = GatewayError(classifying: error, requestID: requestID)
+                if case .internal = classified { logger.error("batch not stored", metadata: ["request_id": "\(requestID)", "error": "\(String(reflecting: type(of: error)))"]) }
+                for entry in batch.pending { batch.results[entry.index] = Self.problemResult(classified) }
+            }
+        }
+        // A key repeated in the batch answers as its repeat would alone: the first one's answer, replayed.
+        for (index, first) in batch.repeats {
+            if case var .object(result)? = batch.results[first], result["status"] == .int(202) {
+                result["replayed"] = .bool(true)
+                batch.results[index] = .object(result)
+            } else {
+                batch.results[index] = batch.results[first]
+            }
+        }
+        let results = batch.results.map { $0 ?? Self.problemResult(.internal(requestID: requestID)) }
         return JSON.serialize(.object(JSONObject([("results", .array(results))])))
     }
 
-    /// One message of a batch as `POST …/messages` would answer it: `{"status": 202, "message": …}` (with
-    /// `"replayed": true` for an answer replayed by its idempotency key) or `{"status", "problem"}`.
-    func batchResult(app: AppRuntime, _ item: JSONValue, requestID: String) async -> JSONValue {
-        func problem(_ error: GatewayError) -> JSONValue {
-            let p = error.problem
-            return .object(JSONObject([("status", .int(Int64(p.status.code))), ("problem", (try? JSON.parse(p.json)) ?? .null)]))
+    /// What a batch holds while its messages are checked: each result once known, the messages to write, the
+    /// idempotency slots it holds until it is answered, and the keys it has seen.
+    struct BatchState {
+        var results: [JSONValue?]
+        var pending: [(index: Int, prepared: PreparedMessage)] = []
+        var slots: [String] = []
+        var keys: [String: (hmac: [UInt8], index: Int)] = [:]
+        var repeats: [(index: Int, first: Int)] = []
+        init(count: Int) { results = Array(repeating: nil, count: count) }
+    }
+
+    /// Checks and seals one message of a batch as `POST …/messages` would (its key's replay and conflict rules,
+    /// one rate-limit token), recording its result or adding it to the messages to write.
+    func prepareBatchItem(app: AppRuntime, _ item: JSONValue, index: Int, into batch: inout BatchState, requestID: String) async {
+        guard case var .object(message) = item else {
+            batch.results[index] = Self.problemResult(.invalidJSON("each message must be a JSON object, as POST …/messages takes"))
+            return
         }
-        guard case var .object(message) = item else { return problem(.invalidJSON("each message must be a JSON object, as POST …/messages takes")) }
         var key: String?
         if let value = message["idempotency_key"] {
             guard case let .string(s) = value, (1...255).contains(s.utf8.count), s.utf8.allSatisfy({ (0x20...0x7e).contains($0) }) else {
-                return problem(.invalidField("/idempotency_key", "idempotency_key must be 1-255 printable ASCII characters"))
+                batch.results[index] = Self.problemResult(.invalidField("/idempotency_key", "idempotency_key must be 1-255 printable ASCII characters"))
+                return
             }
             key = s
             message["idempotency_key"] = nil
         }
-        guard app.rate.take() != nil else { return problem(.rateLimited(retryAfter: 1)) }
+        guard app.rate.take() != nil else {
+            batch.results[index] = Self.problemResult(.rateLimited(retryAfter: 1))
+            return
+        }
+        let canonical = CanonicalJSON.serialize(.object(message))
+        var idempotency: (key: String, hmac: [UInt8])?
         do {
-            let answer = try await postMessage(app: app, body: JSON.serialize(.object(message)), idempotencyKey: key)
-            let body = (try? JSON.parse(answer.body)) ?? .null
-            var result = JSONObject([("status", .int(Int64(answer.status))), (answer.status == 202 ? "message" : "problem", body)])
-            if answer.replayed { result["replayed"] = .bool(true) }
-            return .object(result)
+            if let key {
+                let hmac = Digests.hmac(key: idempotencyKey, message: canonical)
+                if let earlier = batch.keys[key] {
+                    guard constantTimeEquals(earlier.hmac, hmac) else { throw GatewayError.idempotencyConflict }
+                    batch.repeats.append((index, earlier.index))
+                    return
+                }
+                let slot = app.config.id + "\u{0}" + key
+                guard keysInFlight.withLockedValue({ $0.insert(slot).inserted }) else {
+                    throw GatewayError.conflict("a request with this Idempotency-Key is still being handled; retry after Retry-After seconds", retryAfter: 1)
+                }
+                batch.slots.append(slot)
+                batch.keys[key] = (hmac, index)
+                if let kept = try await store.idempotentAnswer(app: app.config.id, key: key), kept.createdAt > now - Self.idempotencyWindow {
+                    guard constantTimeEquals(kept.bodyHMAC, hmac) else { throw GatewayError.idempotencyConflict }
+                    batch.results[index] = kept.status == 202 ? Self.accepted(kept.body, replayed: true)
+                        : Self.problemResult(status: kept.status, body: kept.body, replayed: true)
+                    return
+                }
+                idempotency = (key, hmac)
+            }
+            let prepared = try await prepareMessage(app: app, body: message, idempotency: idempotency)
+            batch.pending.append((index, prepared))
         } catch {
             let classified = GatewayError(classifying: error, requestID: requestID)
             if case .internal = classified { logger.error("batch message failed", metadata: ["request_id": "\(requestID)", "error": "\(String(reflecting: type(of: error)))"]) }
-            return problem(classified)
+            // A 4xx other than 401, 403, 409, 429 is kept for the key's repeats, as POST …/messages keeps it.
+            let status = Int(classified.status.code)
+            if let idempotency, (400..<500).contains(status), ![401, 403, 409, 429].contains(status) {
+                try? await store.storeIdempotentAnswer(app: app.config.id, key: idempotency.key,
+                                                       answer: IdempotentAnswer(bodyHMAC: idempotency.hmac, status: status, body: classified.problem.json, createdAt: now))
+            }
+            batch.results[index] = Self.problemResult(classified)
         }
+    }
+
+    /// `{"status": 202, "message": …}` (with `"replayed": true` for an answer replayed by its idempotency key).
+    static func accepted(_ body: [UInt8], replayed: Bool) -> JSONValue {
+        var result = JSONObject([("status", .int(202)), ("message", (try? JSON.parse(body)) ?? .null)])
+        if replayed { result["replayed"] = .bool(true) }
+        return .object(result)
+    }
+
+    /// `{"status", "problem"}` for a refusal.
+    static func problemResult(_ error: GatewayError) -> JSONValue {
+        let p = error.problem
+        return problemResult(status: Int(p.status.code), body: p.json, replayed: false)
+    }
+
+    /// `{"status", "problem"}` from a kept answer's status and body.
+    static func problemResult(status: Int, body: [UInt8], replayed: Bool) -> JSONValue {
+        var result = JSONObject([("status", .int(Int64(status))), ("problem", (try? JSON.parse(body)) ?? .null)])
+        if replayed { result["replayed"] = .bool(true) }
+        return .object(result)
     }
 
     /// Cancels a message's deliveries not yet sent (`DELETE …/messages/{id}`).

@@ -1,17 +1,27 @@
 import SealedPushSender
 import SealedPushWire
 import SealedPushWebPush
+import SealedPushFCM
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 
 extension Gateway {
     /// What a delivery to `device` stores as its payload (platforms v1): the APNs payload for `apns`; the wire v1
-    /// envelope, standard base64 as in `ENCRYPTED_DATA`, for `fcm` (the FCM message is made at each attempt, its
-    /// `ttl` then); the RFC 8291 body for `webpush`, encrypted once so that every retry sends the same body.
+    /// envelope's bytes for `fcm` (the FCM message is made at each attempt, its `ttl` then); the RFC 8291 body for `webpush`, encrypted once so that every retry sends the same body.
     func platformPayload(_ sealed: SealedNotification, device: DeviceRecord, request: MessageRequest) throws -> [UInt8] {
         switch device.platform {
         case .apns:
             return sealed.payload
         case .fcm:
-            return Array(try Self.envelope(of: sealed).utf8)
+            // The envelope's bytes: each attempt sends them as standard base64, as APNs's ENCRYPTED_DATA is.
+            guard let envelope = Data(base64Encoded: try Self.envelope(of: sealed)) else { throw SealingFault() }
+            guard envelope.count <= FCMMessage.maximumEnvelopeBytes else {
+                throw GatewayError.tooLarge("the message does not fit FCM's 4096 bytes of data once sealed (\(envelope.count) bytes of envelope, at most \(FCMMessage.maximumEnvelopeBytes)) for an fcm device; shorten body, title, subtitle or data", field: "/body")
+            }
+            return Array(envelope)
         case .webpush:
             return try webPushBody(envelope: Self.envelope(of: sealed), device: device)
         }

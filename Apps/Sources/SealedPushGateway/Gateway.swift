@@ -63,6 +63,9 @@ public struct GatewayOptions: Sendable {
     public var webhookPollInterval: Duration = .milliseconds(500)
     /// Events claimed, and POSTed at once, per app.
     public var webhookConcurrency = 16
+    /// Runs after a batch's transaction committed and before the batch is answered: the crash tests end the process
+    /// there (`sealedpush-server gateway` sets it when `SEALEDPUSH_GATEWAY_FAULT=exit-after-batch-commit`). Nil in use.
+    public var afterBatchCommit: (@Sendable () -> Void)?
 
     /// The defaults.
     public init() {}
@@ -314,8 +317,33 @@ public final class Gateway: Sendable {
 
     // MARK: Messages (gateway v1 §5)
 
-    /// Checks, seals and queues a message; the 202 body. Throws a `Problem` for anything the caller must fix.
+    /// Checks, seals and queues a message; the 202 body once it is durable. Throws a `GatewayError` for anything the
+    /// caller must fix.
     func sendMessage(app: AppRuntime, body: JSONObject, idempotency: (key: String, hmac: [UInt8])?) async throws -> [UInt8] {
+        let prepared = try await prepareMessage(app: app, body: body, idempotency: idempotency)
+        try await store.insertMessage(prepared.message, idempotency: prepared.idempotency)
+        stored(prepared, app: app)
+        return prepared.answer
+    }
+
+    /// A message checked and sealed, not yet written: its rows, its idempotency record and its `202` body.
+    struct PreparedMessage: Sendable {
+        let message: NewMessage
+        let idempotency: (key: String, answer: IdempotentAnswer)?
+        let answer: [UInt8]
+    }
+
+    /// Counts a message once its rows are durable, and wakes the delivery loops.
+    func stored(_ prepared: PreparedMessage, app: AppRuntime) {
+        let count = prepared.message.deliveries.count
+        app.queued.withLockedValue { $0 += count }
+        metrics.message(app: app.config.id)
+        metrics.delivery(app: app.config.id, state: .queued, count: count)
+        if count > 0 { app.wakeAll() }
+    }
+
+    /// Checks and seals a message (gateway v1 §5): its rows and answer, nothing written yet.
+    func prepareMessage(app: AppRuntime, body: JSONObject, idempotency: (key: String, hmac: [UInt8])?) async throws -> PreparedMessage {
         guard !draining.withLockedValue({ $0 }) else { throw GatewayError.unavailable("the gateway is shutting down; retry against another instance or later") }
         let request = try MessageRequest(body)
         let appID = app.config.id
@@ -418,14 +446,10 @@ public final class Gateway: Sendable {
         ])
         answer["skipped"] = .array(skipped.map { .object(JSONObject([("device_id", .string($0.0)), ("reason", .string($0.1))])) })
         let bytes = JSON.serialize(.object(answer))
-        try await store.insertMessage(
-            NewMessage(app: appID, messageID: messageID, createdAt: created, expiresAt: expiresAt, deliveries: deliveries),
-            idempotency: idempotency.map { ($0.key, IdempotentAnswer(bodyHMAC: $0.hmac, status: 202, body: bytes, createdAt: created)) })
-        app.queued.withLockedValue { $0 += deliveries.count }
-        metrics.message(app: appID)
-        metrics.delivery(app: appID, state: .queued, count: deliveries.count)
-        if !deliveries.isEmpty { app.wakeAll() }
-        return bytes
+        return PreparedMessage(
+            message: NewMessage(app: appID, messageID: messageID, createdAt: created, expiresAt: expiresAt, deliveries: deliveries),
+            idempotency: idempotency.map { ($0.key, IdempotentAnswer(bodyHMAC: $0.hmac, status: 202, body: bytes, createdAt: created)) },
+            answer: bytes)
     }
 
     /// A sealing refusal as a problem; for a message too large, the largest `body` that fits with the other members as sent.

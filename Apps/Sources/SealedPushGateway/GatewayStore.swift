@@ -186,8 +186,8 @@ public struct ClaimedDelivery: Sendable {
     public var attempts: Int
     /// The lease this claim holds: an outcome is written only under it.
     public var generation: Int64
-    /// The push service it goes through: `payload` is the APNs payload for `apns`, the envelope (standard
-    /// base64) for `fcm`, and the RFC 8291 body for `webpush`.
+    /// The push service it goes through: `payload` is the APNs payload for `apns`, the envelope's bytes for
+    /// `fcm`, and the RFC 8291 body for `webpush`.
     public var platform: PushPlatform = .apns
 }
 
@@ -310,6 +310,10 @@ public protocol GatewayStore: Sendable {
 
     /// Writes a message and its deliveries, and the idempotency answer if any, in one transaction.
     func insertMessage(_ message: NewMessage, idempotency: (key: String, answer: IdempotentAnswer)?) async throws
+    /// Writes messages (a batch, gateway v1 §5.1) in one transaction, each with its deliveries and idempotency answer:
+    /// for each, whether it was kept (false: another instance answered its idempotency key meanwhile, and nothing of
+    /// it was written). Nothing is kept when it throws.
+    func insertMessages(_ batch: [(message: NewMessage, idempotency: (key: String, answer: IdempotentAnswer)?)]) async throws -> [Bool]
     /// An idempotency key's answer, if one is kept.
     func idempotentAnswer(app: String, key: String) async throws -> IdempotentAnswer?
     /// Keeps a 4xx answer for replay.

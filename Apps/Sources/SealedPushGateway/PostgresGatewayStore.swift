@@ -458,50 +458,64 @@ public final class PostgresGatewayStore: GatewayStore {
 
     public func insertMessage(_ message: NewMessage, idempotency: (key: String, answer: IdempotentAnswer)?) async throws {
         try await transaction { [self] conn in
-            try await conn.rows("""
-                INSERT INTO messages (message_id, app, created_at, expires_at)
-                VALUES (\(message.messageID), \(message.app), \(message.createdAt), \(message.expiresAt))
-                """, logger: logger)
-            var start = 0
-            while start < message.deliveries.count {
-                let chunk = message.deliveries[start..<min(message.deliveries.count, start + 200)]
-                var binds = PostgresBindings(capacity: chunk.count * 14 + 4)
-                binds.append(message.app)
-                binds.append(message.messageID)
-                binds.append(message.expiresAt)
-                binds.append(message.createdAt)
-                var rows: [String] = []
-                for d in chunk {
-                    let first = binds.count + 1
-                    binds.append(d.deliveryID)
-                    binds.append(d.deviceID)
-                    binds.append(d.address)
-                    binds.append(d.platform.environmentColumn(d.environment))
-                    binds.append(ByteBuffer(bytes: d.payload))
-                    binds.append(d.receiptTokenSHA256.map { ByteBuffer(bytes: $0) })
-                    binds.append(Int32(d.priority))
-                    binds.append(d.collapseID)
-                    binds.append(d.apnsExpiration)
-                    binds.append(d.apnsID)
-                    binds.append(d.platform.rawValue)
-                    let p = (first..<first + 11).map { "$\($0)" }
-                    rows.append("(\(p[0]), $1, $2, \(p[1]), \(p[2]), \(p[3]), \(p[4]), \(p[5]), \(p[6]), \(p[7]), \(p[8]), $3, \(p[9]), 'queued', 0, $4, $4, $4, 1, \(p[10]))")
-                }
-                try await conn.rows(PostgresQuery(unsafeSQL: """
-                    INSERT INTO deliveries (delivery_id, app, message_id, device_id, apns_token, environment, payload, receipt_sha256, priority,
-                        collapse_id, apns_expiration, expires_at, apns_id, state, attempts, created_at, updated_at, next_attempt_at, seq, platform)
-                    VALUES \(rows.joined(separator: ", "))
-                    """, binds: binds), logger: logger)
-                start += 200
-            }
-            if let idempotency {
-                // Another instance may have answered the same key meanwhile: then this message is not kept and the
-                // caller retries (its repeat then replays that answer).
-                guard try await upsertIdempotency(conn, app: message.app, key: idempotency.key, answer: idempotency.answer) else {
-                    throw GatewayError.conflict("a request with this Idempotency-Key is still being handled; retry after Retry-After seconds", retryAfter: 1)
-                }
+            guard try await insert(conn, message, idempotency: idempotency) else {
+                throw GatewayError.conflict("a request with this Idempotency-Key is still being handled; retry after Retry-After seconds", retryAfter: 1)
             }
         }
+    }
+
+    public func insertMessages(_ batch: [(message: NewMessage, idempotency: (key: String, answer: IdempotentAnswer)?)]) async throws -> [Bool] {
+        try await transaction { [self] conn in
+            var kept: [Bool] = []
+            kept.reserveCapacity(batch.count)
+            for entry in batch { kept.append(try await insert(conn, entry.message, idempotency: entry.idempotency)) }
+            return kept
+        }
+    }
+
+    /// A message's rows and its idempotency answer in the caller's transaction; false (nothing written) when another
+    /// instance answered the same key meanwhile: the caller answers `409`, and the client's repeat replays that answer.
+    func insert(_ conn: PostgresConnection, _ message: NewMessage, idempotency: (key: String, answer: IdempotentAnswer)?) async throws -> Bool {
+        if let idempotency, try await !upsertIdempotency(conn, app: message.app, key: idempotency.key, answer: idempotency.answer) {
+            return false
+        }
+        try await conn.rows("""
+            INSERT INTO messages (message_id, app, created_at, expires_at)
+            VALUES (\(message.messageID), \(message.app), \(message.createdAt), \(message.expiresAt))
+            """, logger: logger)
+        var start = 0
+        while start < message.deliveries.count {
+            let chunk = message.deliveries[start..<min(message.deliveries.count, start + 200)]
+            var binds = PostgresBindings(capacity: chunk.count * 14 + 4)
+            binds.append(message.app)
+            binds.append(message.messageID)
+            binds.append(message.expiresAt)
+            binds.append(message.createdAt)
+            var rows: [String] = []
+            for d in chunk {
+                let first = binds.count + 1
+                binds.append(d.deliveryID)
+                binds.append(d.deviceID)
+                binds.append(d.address)
+                binds.append(d.platform.environmentColumn(d.environment))
+                binds.append(ByteBuffer(bytes: d.payload))
+                binds.append(d.receiptTokenSHA256.map { ByteBuffer(bytes: $0) })
+                binds.append(Int32(d.priority))
+                binds.append(d.collapseID)
+                binds.append(d.apnsExpiration)
+                binds.append(d.apnsID)
+                binds.append(d.platform.rawValue)
+                let p = (first..<first + 11).map { "$\($0)" }
+                rows.append("(\(p[0]), $1, $2, \(p[1]), \(p[2]), \(p[3]), \(p[4]), \(p[5]), \(p[6]), \(p[7]), \(p[8]), $3, \(p[9]), 'queued', 0, $4, $4, $4, 1, \(p[10]))")
+            }
+            try await conn.rows(PostgresQuery(unsafeSQL: """
+                INSERT INTO deliveries (delivery_id, app, message_id, device_id, apns_token, environment, payload, receipt_sha256, priority,
+                    collapse_id, apns_expiration, expires_at, apns_id, state, attempts, created_at, updated_at, next_attempt_at, seq, platform)
+                VALUES \(rows.joined(separator: ", "))
+                """, binds: binds), logger: logger)
+            start += 200
+        }
+        return true
     }
 
     /// Keeps an answer for a key unless another answer younger than the idempotency window is kept; whether it was kept.

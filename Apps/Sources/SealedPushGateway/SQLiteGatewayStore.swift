@@ -366,23 +366,34 @@ public final class SQLiteGatewayStore: GatewayStore {
     // MARK: Messages
 
     public func insertMessage(_ message: NewMessage, idempotency: (key: String, answer: IdempotentAnswer)?) async throws {
+        try await transaction { [self] db in try insert(db, message, idempotency: idempotency) }
+    }
+
+    public func insertMessages(_ batch: [(message: NewMessage, idempotency: (key: String, answer: IdempotentAnswer)?)]) async throws -> [Bool] {
+        // One writer: no other instance can hold a key meanwhile, so every message is kept.
         try await transaction { [self] db in
-            _ = try db.rows("INSERT INTO messages (message_id, app, created_at, expires_at) VALUES (?, ?, ?, ?)",
-                                           [.text(message.messageID), .text(message.app), .integer(Int(message.createdAt)), .integer(Int(message.expiresAt))])
-            for d in message.deliveries {
-                _ = try db.rows("""
-                    INSERT INTO deliveries (delivery_id, app, message_id, device_id, apns_token, environment, payload, receipt_sha256, priority,
-                        collapse_id, apns_expiration, expires_at, apns_id, state, attempts, created_at, updated_at, next_attempt_at, seq, platform)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?, ?, ?, 1, ?)
-                    """, [.text(d.deliveryID), .text(message.app), .text(message.messageID), .text(d.deviceID), .text(d.address),
-                          .text(d.platform.environmentColumn(d.environment)), .blob(d.payload),
-                          d.receiptTokenSHA256.map { .blob($0) } ?? .null, .integer(d.priority), .text(d.collapseID),
-                          .integer(Int(d.apnsExpiration)), .integer(Int(message.expiresAt)), .text(d.apnsID),
-                          .integer(Int(message.createdAt)), .integer(Int(message.createdAt)), .integer(Int(message.createdAt)),
-                          .text(d.platform.rawValue)])
-            }
-            if let idempotency { try upsertIdempotency(db, app: message.app, key: idempotency.key, answer: idempotency.answer) }
+            for entry in batch { try insert(db, entry.message, idempotency: entry.idempotency) }
+            return Array(repeating: true, count: batch.count)
         }
+    }
+
+    /// A message's rows and its idempotency answer, in the caller's transaction.
+    func insert(_ db: Database, _ message: NewMessage, idempotency: (key: String, answer: IdempotentAnswer)?) throws {
+        _ = try db.rows("INSERT INTO messages (message_id, app, created_at, expires_at) VALUES (?, ?, ?, ?)",
+                        [.text(message.messageID), .text(message.app), .integer(Int(message.createdAt)), .integer(Int(message.expiresAt))])
+        for d in message.deliveries {
+            _ = try db.rows("""
+                INSERT INTO deliveries (delivery_id, app, message_id, device_id, apns_token, environment, payload, receipt_sha256, priority,
+                    collapse_id, apns_expiration, expires_at, apns_id, state, attempts, created_at, updated_at, next_attempt_at, seq, platform)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?, ?, ?, 1, ?)
+                """, [.text(d.deliveryID), .text(message.app), .text(message.messageID), .text(d.deviceID), .text(d.address),
+                      .text(d.platform.environmentColumn(d.environment)), .blob(d.payload),
+                      d.receiptTokenSHA256.map { .blob($0) } ?? .null, .integer(d.priority), .text(d.collapseID),
+                      .integer(Int(d.apnsExpiration)), .integer(Int(message.expiresAt)), .text(d.apnsID),
+                      .integer(Int(message.createdAt)), .integer(Int(message.createdAt)), .integer(Int(message.createdAt)),
+                      .text(d.platform.rawValue)])
+        }
+        if let idempotency { try upsertIdempotency(db, app: message.app, key: idempotency.key, answer: idempotency.answer) }
     }
 
     func upsertIdempotency(_ db: Database, app: String, key: String, answer: IdempotentAnswer) throws {

@@ -43,8 +43,7 @@ struct WebPushPlatformSender: PlatformSender {
         for address in addresses.prefix(4) {
             do {
                 let response = try await client.post(host: Self.unbracketed(endpoint.host), port: endpoint.port, address: address, path: path,
-                                                     headers: headers.map { ($0.name, $0.value) } + [("Content-Type", "application/octet-stream"),
-                                                                                                       ("Content-Encoding", WebPushRequest.contentEncoding)],
+                                                     headers: headers.map { ($0.name, $0.value) } + [("Content-Type", "application/octet-stream")],
                                                      body: claim.payload)
                 return Self.classify(response, now: now)
             } catch {

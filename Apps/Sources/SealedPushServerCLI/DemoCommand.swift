@@ -170,6 +170,7 @@ struct Demo {
         await apns?.stop()
 
         try await gatewayAct(senderStore: base.appendingPathComponent("server"), senderRecord: senderRecord)
+        try await platformsAct(senderStore: base.appendingPathComponent("server"), senderRecord: senderRecord)
 
         heading("The device's keys now")
         KeyOutput.printListings(try opened("keys list") { () throws(KeychainError) in try keys.list() }, json: false)

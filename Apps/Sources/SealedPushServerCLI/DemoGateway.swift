@@ -45,7 +45,7 @@ final class DemoGateway: Sendable {
 
     /// Writes a configuration into `directory` (app `chat`, its `.p8`, the local APNs's CA, one API key, the
     /// demo's sender store) and starts the gateway on a free loopback port; `nil` if anything cannot start.
-    static func start(in directory: URL, senderStore: URL, logger: Logger) async -> DemoGateway? {
+    static func start(in directory: URL, senderStore: URL, extraApp: JSONObject = JSONObject([]), logger: Logger) async -> DemoGateway? {
         guard let (key, pem) = try? APNsSigningKey.generateForDevelopment(keyID: "DEMO000KEY", teamID: "DEMOTEAM00"),
               let authority = try? LocalCertificateAuthority.make(),
               (try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)) != nil
@@ -61,17 +61,19 @@ final class DemoGateway: Sendable {
               FileManager.default.createFile(atPath: directory.appendingPathComponent("ca.pem").path, contents: Data(authority.caPEM.utf8))
         else { return nil }
         let url = JSONValue.string("https://127.0.0.1:\(apnsPort)")
+        var app = JSONObject([
+            ("id", "chat"), ("topic", .string(topic)),
+            ("apns", .object(JSONObject([("auth_key", "AuthKey_DEMO000KEY.p8"), ("key_id", "DEMO000KEY"), ("team_id", "DEMOTEAM00"),
+                                         ("production_url", url), ("sandbox_url", url), ("ca_cert", "ca.pem")]))),
+            ("sender_keychain", .string(senderStore.path)),
+            ("api_keys", .array([.object(JSONObject([("id", "backend"), ("sha256", .string(Hex.encode(SHA256Hasher.hash(Array(apiKey.utf8))))),
+                                                     ("scopes", .array(["send", "devices", "read"]))]))])),
+        ])
+        for member in extraApp { app[member.key] = member.value }
         let config = JSONObject([
             ("listen", .string("127.0.0.1:\(port)")), ("admin_listen", "127.0.0.1:0"), ("public_url", .string("http://127.0.0.1:\(port)")),
             ("database", "sqlite:gateway.db"),
-            ("apps", .array([.object(JSONObject([
-                ("id", "chat"), ("topic", .string(topic)),
-                ("apns", .object(JSONObject([("auth_key", "AuthKey_DEMO000KEY.p8"), ("key_id", "DEMO000KEY"), ("team_id", "DEMOTEAM00"),
-                                             ("production_url", url), ("sandbox_url", url), ("ca_cert", "ca.pem")]))),
-                ("sender_keychain", .string(senderStore.path)),
-                ("api_keys", .array([.object(JSONObject([("id", "backend"), ("sha256", .string(Hex.encode(SHA256Hasher.hash(Array(apiKey.utf8))))),
-                                                         ("scopes", .array(["send", "devices", "read"]))]))])),
-            ]))])),
+            ("apps", .array([.object(app)])),
         ])
         let path = directory.appendingPathComponent("gateway.json").path
         guard FileManager.default.createFile(atPath: path, contents: Data(JSON.serialize(.object(config)))),

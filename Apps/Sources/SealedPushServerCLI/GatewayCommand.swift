@@ -3,6 +3,10 @@ import ArgumentParser
 import Logging
 import SealedPushCrypto
 import SealedPushGateway
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `sealedpush-server gateway`: the push gateway (gateway v1, docs/gateway.md).
 struct GatewayCommand: AsyncParsableCommand {
@@ -42,6 +46,11 @@ struct GatewayCommand: AsyncParsableCommand {
             let gateway: Gateway
             var options = GatewayOptions()
             options.lease = configuration.lease
+            // Fault injection for the crash tests only: end the process between a batch's commit and its answer.
+            if ProcessInfo.processInfo.environment["SEALEDPUSH_GATEWAY_FAULT"] == "exit-after-batch-commit" {
+                logger.warning("SEALEDPUSH_GATEWAY_FAULT=exit-after-batch-commit: this process exits after the first batch it writes (a crash test); never set it in use")
+                options.afterBatchCommit = { _exit(75) }  // no cleanup, as a crash
+            }
             do { gateway = try await Gateway.open(configuration: configuration, options: options, logger: logger) } catch {
                 throw CLIError("the gateway cannot start: \(error)")
             }

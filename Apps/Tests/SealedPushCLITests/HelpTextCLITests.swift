@@ -9,12 +9,12 @@ struct HelpTextCLITests {
     static let commands: [[String]] = [
         [], ["seal"], ["keys"], ["keys", "generate"], ["keys", "add-reveal"], ["keys", "rotate"], ["keys", "list"], ["keys", "export"], ["keys", "retire"],
         ["keys", "destroy"], ["keys", "prune"], ["sender"], ["sender", "rotate"], ["sender", "activate"], ["sender", "export"],
-        ["trust"], ["trust", "add"], ["trust", "remove"], ["trust", "require-signature"], ["device"], ["device", "push"],
+        ["trust"], ["trust", "add"], ["trust", "remove"], ["trust", "require-signature"], ["device"], ["device", "push"], ["device", "subscribe"],
         ["device", "notifications"], ["device", "expand"], ["device", "config"], ["device", "flush"], ["device", "status"], ["send"],
     ]
     /// `sealedpush-server`'s commands.
     static let serverCommands: [[String]] = [
-        [], ["apns"], ["apns", "serve"], ["apns", "generate-key"], ["media"], ["media", "serve"], ["receipts"], ["receipts", "serve"],
+        [], ["apns"], ["apns", "serve"], ["apns", "generate-key"], ["webpush"], ["webpush", "serve"], ["webpush", "generate-vapid"], ["media"], ["media", "serve"], ["receipts"], ["receipts", "serve"],
         ["receipts", "stats"], ["gateway"], ["gateway", "run"], ["gateway", "new-api-key"], ["demo"],
         ["fcm"], ["fcm", "serve"], ["fcm", "generate-service-account"],
     ]

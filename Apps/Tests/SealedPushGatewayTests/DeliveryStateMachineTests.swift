@@ -106,6 +106,14 @@ struct DeliveryStateMachineTests {
 
     /// Delivered (its receipt came first) or cancelled meanwhile: the state stays; an APNs answer only sets
     /// `apns_status` (gateway v1 §5).
+    /// A receipt can overtake the push service's answer: the delivery is `delivered` already, and the answer still
+    /// sets the service's id for it (`platform_id`) and its status, nothing else.
+    @Test func aLateAcceptanceStillSetsThePlatformID() throws {
+        let change = Self.complete(Self.row(state: .delivered), .accepted(status: 201, platformID: "https://push.example/m/1"))
+        let row = try #require(change.row)
+        #expect(row.state == .delivered && row.platformID == "https://push.example/m/1" && row.apnsStatus == 201 && change.events.isEmpty)
+    }
+
     @Test(arguments: everyOutcome) func aFinalDeliveryKeepsItsState(_ outcome: AttemptOutcome) throws {
         for state in [DeliveryState.delivered, .cancelled] {
             let before = Self.row(state: state)

@@ -122,10 +122,15 @@ struct GatewayPlatformTests {
     /// own keys open into `{"ENCRYPTED_DATA", "sealedpush": 1}`, whose envelope the device key opens — the same
     /// sealed message the iPhone gets. The push service's answer lands through the same state machine.
     @Test func aBrowserGetsTheSameSealedMessageInAWebPushBody() async throws {
+        try await Self.browserDelivery(database: "sqlite:gateway.db")
+    }
+
+    /// The browser scene on `database` (SQLite here; PostgreSQL in `GatewayPlatformPostgresTests`).
+    static func browserDelivery(database: String) async throws {
         let (section, vapidDirectory) = try Self.webpushApp()
         defer { try? FileManager.default.removeItem(at: vapidDirectory) }
         let sender = CapturingSender()
-        try await withGateway("platform-delivery", options: Self.options(sender: sender), extraApp: section) { g in
+        try await withGateway("platform-delivery", options: Self.options(sender: sender), extraApp: section, database: database) { g in
             let phone = try Phone(in: g.directory, name: "iphone", token: hexToken(7))
             let browser = try Phone(in: g.directory, name: "browser", token: "")
             let keys = WebPushUserAgentKeys.generate()
@@ -238,5 +243,68 @@ struct GatewayPlatformTests {
         var literal = claim
         literal.address = "https://10.0.0.1/p/1"
         #expect(try await sender([:]).send(literal, now: 0) == .rejected(status: nil, reason: "endpoint_not_public", attempted: false))
+    }
+
+    /// End to end over loopback: the gateway delivers to `sealedpush-server webpush serve` (VAPID, `aes128gcm`,
+    /// TTL, Urgency, Topic checked as a push service checks them), whose simulated browser — subscribed with
+    /// `sealedpush device subscribe` — decrypts the Web Push body, opens the envelope as an iPhone would and posts
+    /// its receipt: the delivery reads `delivered`, its `platform_id` the service's `Location`.
+    @Test func theGatewayDeliversThroughTheLocalWebPushService() async throws {
+        let dir = try makeScratchDirectory("gateway-webpush-e2e")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let keychain = dir.appendingPathComponent("browser").path
+        let generated = try ChildProcess.sealedpush(["keys", "generate", "--keychain", keychain])
+        try #require(generated.status == 0, "keys generate: \(generated.stderr)")
+        let record = try #require(try JSON.parse(generated.stdout).objectValue)
+        let subscribed = try ChildProcess.sealedpush(["device", "subscribe", "--keychain", keychain, "--endpoint", "https://127.0.0.1:8443/push/browser-1"])
+        try #require(subscribed.status == 0, "device subscribe: \(subscribed.stderr)")
+        var subscription = try #require(try JSON.parse(subscribed.stdout).objectValue)
+
+        let caPath = dir.appendingPathComponent("webpush-ca.pem").path
+        let serve = try ChildProcess(launching: ProjectPaths.sealedpushServerBinary,
+                                     ["webpush", "serve", "--listen", "127.0.0.1:0", "--ca-out", caPath, "--subscription", "browser-1=\(keychain)"],
+                                     readLines: true)
+        defer { _ = serve.terminate(grace: .seconds(15)) }
+        let listening = try #require(try await offPool { serve.waitForLine(startingWith: "listening on ", within: .seconds(60)) }, "webpush serve did not start")
+        let origin = String(listening.dropFirst("listening on ".count).split(separator: " ")[0])
+        subscription["endpoint"] = .string(origin + "/push/browser-1")
+
+        let vapid = dir.appendingPathComponent("vapid.p8")
+        let generatedVAPID = try ChildProcess(launching: ProjectPaths.sealedpushServerBinary, ["webpush", "generate-vapid", "--out", vapid.path]).waitForExit(within: .seconds(30))
+        try #require(generatedVAPID.status == 0, "generate-vapid: \(generatedVAPID.stderr)")
+        let section = JSONObject([("webpush", .object(JSONObject([
+            ("vapid_key", .string(vapid.path)), ("subject", "mailto:ops@example.com"), ("allow_private_endpoints", .bool(true)), ("ca_cert", .string(caPath)),
+        ])))])
+        try await withGateway("webpush-e2e", extraApp: section) { g in
+            let registered = try await g.api.call(.PUT, "/v1/apps/chat/devices/browser", json: .object(JSONObject([
+                ("user_id", "u-web"), ("platform", "webpush"), ("webpush", .object(subscription)), ("key_record", .object(record)),
+            ])))
+            #expect(registered.status == 201, "\(registered.text)")
+            #expect(registered.json["webpush_origin"]?.stringValue == origin)
+            let sent = try await g.send(JSONObject([("user_id", "u-web")]), body: "meet at the usual place", extra: JSONObject([("collapse_id", "c-7")]))
+            #expect(sent.status == 202, "\(sent.text)")
+            let id = try #require(sent.json["message_id"]?.stringValue)
+            let outcomeLine = try #require(try await offPool { serve.nextLine(within: .seconds(60)) }, "the browser printed no outcome: \(serve.stderrText)")
+            let outcome = try #require(try JSON.parse(Array(outcomeLine.utf8)).objectValue)
+            #expect(outcome["outcome"]?.stringValue == "decrypted", "\(outcomeLine)")
+            let message = try await g.waitForStates(id, ["delivered"])
+            let delivery = try #require(message["deliveries"]?.arrayValue?.first?.objectValue)
+            #expect(delivery["platform"]?.stringValue == "webpush" && delivery["platform_status"] == .int(201))
+            #expect(delivery["platform_id"]?.stringValue?.hasPrefix(origin + "/message/") == true, "\(delivery)")
+        }
+    }
+}
+
+extension GatewayPostgresSuites {
+    /// The platforms' scenes on PostgreSQL: the same migration (v10) and statements as on SQLite.
+    @Suite("Gateway platforms on PostgreSQL", .timeLimit(.minutes(3)))
+    struct GatewayPlatformPostgresTests {
+        @Test func aBrowserOnPostgreSQL() async throws {
+            try await GatewayPlatformTests.browserDelivery(database: try await PostgresCluster.shared().makeDatabase())
+        }
+
+        @Test func anAndroidPhoneOnPostgreSQL() async throws {
+            try await GatewayFCMTests.androidDelivery(database: try await PostgresCluster.shared().makeDatabase())
+        }
     }
 }

@@ -165,3 +165,70 @@ extension GatewaySuites {
         }
     }
 }
+
+extension GatewaySuites.GatewayProcessTests {
+    /// Gateway v1 §5.1: a batch answered `202` is never lost, and a batch whose answer was lost is never stored twice.
+    /// The process ends between the batch's commit and its answer (fault injection); restarted, the client's retry
+    /// of the same batch (same idempotency keys) replays every message's `202` and each is delivered once. Then a
+    /// `kill -9` after an answered batch: every message it answered is there after the restart, and the retry replays.
+    @Test func aBatchCommittedBeforeACrashIsReplayedNotLost() async throws {
+        let apns = try await TestAPNs()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-batch-crash-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let config = try GatewayHarness.writeConfiguration(in: directory, apns: apns)
+        let http = HTTPClient(eventLoopGroupProvider: .singleton)
+        defer { Task { try? await http.shutdown(); await apns.stop() } }
+        let faulty = try ChildProcess(launching: ProjectPaths.sealedpushServerBinary, ["gateway", "--config", config, "--log-level", "info"],
+                                      environment: ["SEALEDPUSH_GATEWAY_FAULT": "exit-after-batch-commit"], in: directory, readLines: true)
+        let listening = try #require(try await offPool { faulty.waitForLine(startingWith: "api listening on", within: .seconds(60)) })
+        var client = GatewayClient(http: http, base: "http://127.0.0.1:\(try #require(listening.split(separator: ":").last.flatMap { Int($0) }))")
+        let phone = try Phone(in: directory, name: "phone", token: hexToken(0x500))
+        let registered = try await client.call(.PUT, "/v1/apps/chat/devices/d1", json: .object(JSONObject([
+            ("user_id", "u1"), ("apns_token", .string(phone.token)), ("environment", "sandbox"), ("key_record", .object(phone.record))])))
+        #expect(registered.status == 201)
+        func batch(_ prefix: String) -> JSONValue {
+            .object(JSONObject([("messages", .array((1...5).map { n in
+                .object(JSONObject([("to", .object(JSONObject([("user_id", "u1")]))), ("body", .string("\(prefix) \(n)")),
+                                    ("idempotency_key", .string("\(prefix)-\(n)"))]))
+            }))]))
+        }
+        // The answer never comes: the process ends once the batch's transaction committed.
+        await #expect(throws: (any Error).self) { _ = try await client.call(.POST, "/v1/apps/chat/messages/batch", json: batch("crash")) }
+        let ended = try await offPool { try faulty.waitForExit(within: .seconds(30)) }
+        #expect(ended.exitedNormally && ended.status == 75, "the fault ended the process: \(ended.stderr)")
+
+        var (process, port) = try await Self.start(config, in: directory)
+        client = GatewayClient(http: http, base: "http://127.0.0.1:\(port)")
+        let retried = try await client.call(.POST, "/v1/apps/chat/messages/batch", json: batch("crash"))
+        let results = (retried.json["results"]?.arrayValue ?? []).compactMap { $0.objectValue }
+        #expect(results.count == 5 && results.allSatisfy { $0["status"] == .int(202) && $0["replayed"] == .bool(true) }, "\(retried.text)")
+        var ids = results.compactMap { $0["message"]?.objectValue?["message_id"]?.stringValue }
+        #expect(Set(ids).count == 5)
+
+        // Killed after an answered batch: all of it is there after the restart.
+        let answered = try await client.call(.POST, "/v1/apps/chat/messages/batch", json: batch("kill"))
+        let answeredIDs = (answered.json["results"]?.arrayValue ?? []).compactMap { $0.objectValue?["message"]?.objectValue?["message_id"]?.stringValue }
+        #expect(answeredIDs.count == 5 && answered.json["results"]?.arrayValue?.allSatisfy { $0.objectValue?["status"] == .int(202) } == true)
+        let first = process
+        #expect(try await offPool { first.kill() }.killed(by: SIGKILL))
+        (process, port) = try await Self.start(config, in: directory)
+        defer { _ = process.terminate(grace: .seconds(30)) }
+        client = GatewayClient(http: http, base: "http://127.0.0.1:\(port)")
+        let replay = try await client.call(.POST, "/v1/apps/chat/messages/batch", json: batch("kill"))
+        let replayedIDs = (replay.json["results"]?.arrayValue ?? []).compactMap { $0.objectValue?["message"]?.objectValue?["message_id"]?.stringValue }
+        #expect(replayedIDs == answeredIDs)
+        ids += answeredIDs
+        // Each of the ten messages reaches APNs, once per message id.
+        try await waitUntil("the ten messages to be accepted", within: .seconds(60)) {
+            for id in ids {
+                let m = try await client.call(.GET, "/v1/apps/chat/messages/\(id)")
+                guard m.status == 200, m.json["deliveries"]?.arrayValue?.first?.objectValue?["state"]?.stringValue == "accepted" else { return false }
+            }
+            return true
+        }
+        let bodies = apns.pushes.map(\.apnsID)
+        #expect(Set(bodies).count == 10, "ten messages, each sent under one apns-id: \(bodies.count) pushes")
+        let restarted = process
+        _ = try await offPool { restarted.terminate(grace: .seconds(30)) }
+    }
+}

@@ -195,6 +195,43 @@ extension GatewayPostgresSuites {
             }
         }
 
+        /// A batch (gateway v1 §5.1) is one transaction: every message kept, or none when one fails. On PostgreSQL a
+        /// key another instance answered meanwhile is not kept, and nothing of its message is written; the others are.
+        @Test(arguments: StoreBackend.allCases)
+        func aBatchIsOneTransaction(_ backend: StoreBackend) async throws {
+            try await withStore(backend) { store in
+                let devices = [F.device("a", user: "u", token: 1), F.device("b", user: "u", token: 2)]
+                for d in devices { _ = try await store.putDevice(d, maxDevicesPerUser: 10) }
+                let answer = IdempotentAnswer(bodyHMAC: Array(repeating: 7, count: 32), status: 202, body: Array(#"{"message_id":"b1"}"#.utf8), createdAt: 1000)
+                let kept = try await store.insertMessages([(F.message("b1", devices: devices), ("bk-1", answer)), (F.message("b2", devices: [devices[0]]), nil)])
+                #expect(kept == [true, true])
+                #expect(try await store.message(app: "chat", messageID: "b1")?.deliveries.count == 2)
+                #expect(try await store.message(app: "chat", messageID: "b2")?.deliveries.count == 1)
+                #expect(try await store.idempotentAnswer(app: "chat", key: "bk-1") == answer)
+
+                // One message that cannot be written (its id is taken) fails the batch: nothing of it is kept.
+                await #expect(throws: (any Error).self) {
+                    _ = try await store.insertMessages([(F.message("b3", devices: devices), nil), (F.message("b1", devices: devices), nil)])
+                }
+                #expect(try await store.message(app: "chat", messageID: "b3") == nil)
+                #expect(try await store.queueDepths()["chat"]?.queued == 3)
+
+                let again = IdempotentAnswer(bodyHMAC: Array(repeating: 9, count: 32), status: 202, body: Array(#"{"message_id":"b4"}"#.utf8), createdAt: 1001)
+                let second = try await store.insertMessages([(F.message("b4", devices: devices), ("bk-1", again)), (F.message("b5", devices: devices), nil)])
+                switch backend {
+                case .postgres:
+                    // Another instance's answer for bk-1 stands: b4 is not written, b5 is.
+                    #expect(second == [false, true])
+                    #expect(try await store.message(app: "chat", messageID: "b4") == nil)
+                    #expect(try await store.idempotentAnswer(app: "chat", key: "bk-1") == answer)
+                case .sqlite:
+                    // One instance: its in-flight slots keep a key from being written twice, so the store keeps each.
+                    #expect(second == [true, true])
+                }
+                #expect(try await store.message(app: "chat", messageID: "b5")?.deliveries.count == 2)
+            }
+        }
+
         @Test(arguments: StoreBackend.allCases)
         func idempotencyAnswersReceiptsAndReports(_ backend: StoreBackend) async throws {
             try await withStore(backend) { store in

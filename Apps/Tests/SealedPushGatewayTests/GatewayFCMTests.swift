@@ -1,0 +1,160 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+@testable import SealedPushGateway
+import SealedPushCrypto
+import SealedPushFCM
+import SealedPushWire
+import SealedPushTestSupport
+import Testing
+
+/// FCM as a transport stand-in: the token endpoint answers a token; `messages:send` records each request and
+/// answers from a script per registration token (then `200 {"name"}`).
+final class ScriptedFCM: FCMTransport {
+    let sent = NIOLockedValueBox<[FCMHTTPRequest]>([])
+    let exchanges = NIOLockedValueBox(0)
+    let script = NIOLockedValueBox<[String: [FCMHTTPResponse]]>([:])
+
+    func post(_ request: FCMHTTPRequest) async throws(FCMTransportError) -> FCMHTTPResponse {
+        if request.url.hasSuffix("/token") {
+            exchanges.withLockedValue { $0 += 1 }
+            return FCMHTTPResponse(status: 200, body: Array(#"{"access_token":"ya29.test-token","expires_in":3600,"token_type":"Bearer"}"#.utf8))
+        }
+        sent.withLockedValue { $0.append(request) }
+        guard case let .object(root)? = try? JSON.parse(request.body), case let .object(message)? = root["message"],
+              let token = message["token"]?.stringValue else { return FCMHTTPResponse(status: 400) }
+        if let next = script.withLockedValue({ $0[token]?.isEmpty == false ? $0[token]!.removeFirst() : nil }) { return next }
+        return FCMHTTPResponse(status: 200, body: Array(#"{"name":"projects/chat-test/messages/0:1700000000000000%abc"}"#.utf8))
+    }
+}
+
+/// Android devices through FCM (platforms v1 §1, §2, §4): registration, the data-only message of §2 compared
+/// member by member, the envelope the device key opens, and FCM's answers through the one state machine.
+@Suite("Gateway platforms: FCM", .timeLimit(.minutes(3)))
+struct GatewayFCMTests {
+    /// A service account file (0600) and the app's fcm section naming it.
+    static func fcmApp() throws -> (JSONObject, FCMServiceAccount, URL) {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fcm-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let path = directory.appendingPathComponent("sa.json")
+        let (account, json) = try FCMServiceAccount.generate(project: "chat-test", tokenURI: "https://oauth2.example.test/token")
+        try json.withUnsafeBytes { try Data($0).write(to: path) }
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path.path)
+        return (JSONObject([("fcm", .object(JSONObject([("service_account", .string(path.path))])))]), account, directory)
+    }
+
+    static func options(_ fcm: ScriptedFCM, account: FCMServiceAccount) -> GatewayOptions {
+        var options = GatewayOptions()
+        options.makePlatformSender = { _, platform, _ in
+            guard platform == .fcm else { return nil }
+            let configuration = try FCMClientConfiguration(serviceAccount: account)
+            return FCMPlatformSender(client: FCMClient(configuration: configuration, serviceAccount: account, transport: fcm))
+        }
+        return options
+    }
+
+    static func registration(_ phone: Phone, token: String) -> JSONValue {
+        .object(JSONObject([("user_id", "u-android"), ("platform", "fcm"), ("fcm_token", .string(token)), ("key_record", .object(phone.record))]))
+    }
+
+    @Test func anAndroidPhoneGetsTheDataOnlyMessageOfSection2() async throws {
+        try await Self.androidDelivery(database: "sqlite:gateway.db")
+    }
+
+    /// The Android scene on `database` (SQLite here; PostgreSQL in `GatewayPlatformPostgresTests`).
+    static func androidDelivery(database: String) async throws {
+        let (section, account, directory) = try Self.fcmApp()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let fcm = ScriptedFCM()
+        try await withGateway("fcm-delivery", options: Self.options(fcm, account: account), extraApp: section, database: database) { g in
+            let phone = try Phone(in: g.directory, name: "android", token: "")
+            let token = "dQw4w9WgXcQ:APA91bH-" + String(repeating: "x", count: 140) + "tail1234"
+            let created = try await g.api.call(.PUT, "/v1/apps/chat/devices/pixel", json: Self.registration(phone, token: token))
+            #expect(created.status == 201, "\(created.text)")
+            #expect(created.json["platform"]?.stringValue == "fcm" && created.json["fcm_token_suffix"]?.stringValue == "tail1234")
+            #expect(!created.text.contains("APA91bH") && created.json["environment"] == nil)
+            // Bad tokens and another platform's members are refused, naming the member.
+            let bad = try await g.api.call(.PUT, "/v1/apps/chat/devices/pixel-2", json: Self.registration(phone, token: "has space"))
+            #expect(bad.status == 400 && bad.json["field"]?.stringValue == "/fcm_token")
+            guard case var .object(withEnv) = Self.registration(phone, token: token) else { return }
+            withEnv["environment"] = "production"
+            let mixed = try await g.api.call(.PUT, "/v1/apps/chat/devices/pixel-2", json: .object(withEnv))
+            #expect(mixed.status == 400 && mixed.json["field"]?.stringValue == "/environment")
+
+            let sent = try await g.send(JSONObject([("user_id", "u-android")]), body: "the eagle has landed",
+                                        extra: JSONObject([("ttl", .int(600)), ("priority", .int(5))]))
+            #expect(sent.status == 202, "\(sent.text)")
+            let id = try #require(sent.json["message_id"]?.stringValue)
+            let message = try await g.waitForStates(id, ["accepted"])
+            let delivery = try #require(message["deliveries"]?.arrayValue?.first?.objectValue)
+            #expect(delivery["platform"]?.stringValue == "fcm" && delivery["platform_status"] == .int(200) && delivery["apns_status"] == .null)
+            #expect(delivery["platform_id"]?.stringValue == "projects/chat-test/messages/0:1700000000000000%abc")
+
+            let request = try #require(fcm.sent.withLockedValue { $0.first })
+            #expect(request.url == "https://fcm.googleapis.com/v1/projects/chat-test/messages:send")
+            #expect(request.headers["authorization"] == "Bearer ya29.test-token")
+            guard case let .object(root)? = try? JSON.parse(request.body), root.count == 1, case let .object(m)? = root["message"] else {
+                Issue.record("the body is not {\"message\": {…}}")
+                return
+            }
+            #expect(m.map(\.key).sorted() == ["android", "data", "token"], "no notification block: \(m.map(\.key))")
+            #expect(m["token"]?.stringValue == token)
+            let data = try #require(m["data"]?.objectValue)
+            #expect(data.map(\.key).sorted() == ["ENCRYPTED_DATA", "sealedpush"] && data["sealedpush"] == .string("1"))
+            let android = try #require(m["android"]?.objectValue)
+            #expect(android["priority"] == .string("NORMAL") && android["collapse_key"]?.stringValue == delivery["delivery_id"]?.stringValue)
+            let ttl = try #require(android["ttl"]?.stringValue)
+            #expect(ttl.hasSuffix("s") && (590...600).contains(Int(ttl.dropLast()) ?? -1), "ttl \(ttl)")
+            // The same sealed envelope an iPhone gets: the phone's device key opens it.
+            let envelope = try #require(data["ENCRYPTED_DATA"]?.stringValue)
+            let asAPNs = JSON.serialize(.object(JSONObject([
+                ("aps", .object(JSONObject([("alert", .object(JSONObject([("body", "(Encrypted)")]))), ("mutable-content", .int(1))]))),
+                ("ENCRYPTED_DATA", .string(envelope)),
+            ])))
+            let shown = await phone.open(asAPNs, transport: g.receipts)
+            #expect(shown.outcome == .decrypted && shown.notification?.body == "the eagle has landed", "\(shown)")
+
+            // UNREGISTERED ends the delivery and the device; the next send skips it.
+            fcm.script.withLockedValue { $0[token] = [FCMHTTPResponse(status: 404, body: Array(#"{"error":{"code":404,"status":"NOT_FOUND","message":"Requested entity was not found.","details":[{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"UNREGISTERED"}]}}"#.utf8))] }
+            let second = try await g.send(JSONObject([("user_id", "u-android")]))
+            let gone = try await g.waitForStates(try #require(second.json["message_id"]?.stringValue), ["unregistered"])
+            #expect(gone["deliveries"]?.arrayValue?.first?.objectValue?["reason"]?.stringValue == "UNREGISTERED")
+            #expect(try await g.api.call(.GET, "/v1/apps/chat/devices/pixel").json["state"]?.stringValue == "unregistered")
+            let third = try await g.send(JSONObject([("user_id", "u-android")]))
+            #expect(third.json["skipped"]?.arrayValue?.first?.objectValue?["reason"]?.stringValue == "unregistered")
+            #expect(fcm.exchanges.withLockedValue { $0 } == 1, "one access token for every send")
+        }
+    }
+
+    /// FCM's other answers (§2's table): 400 other than the token is `rejected`; 503 with Retry-After is retried no
+    /// sooner; 401 twice pauses FCM for the app (APNs still sends).
+    @Test func fcmAnswersGoThroughTheOneStateMachine() async throws {
+        let (section, account, directory) = try Self.fcmApp()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let fcm = ScriptedFCM()
+        try await withGateway("fcm-answers", options: Self.options(fcm, account: account), extraApp: section) { g in
+            let phone = try Phone(in: g.directory, name: "android", token: "")
+            let token = "tok-rejected"
+            #expect(try await g.api.call(.PUT, "/v1/apps/chat/devices/a1", json: Self.registration(phone, token: token)).status == 201)
+            fcm.script.withLockedValue { $0[token] = [FCMHTTPResponse(status: 400, body: Array(#"{"error":{"code":400,"status":"INVALID_ARGUMENT","message":"Invalid value at 'message.android.ttl'","details":[{"@type":"type.googleapis.com/google.rpc.BadRequest","fieldViolations":[{"field":"message.android.ttl","description":"bad"}]}]}}"#.utf8))] }
+            let first = try await g.send(JSONObject([("device_ids", .array(["a1"]))]))
+            let rejected = try await g.waitForStates(try #require(first.json["message_id"]?.stringValue), ["rejected"])
+            #expect(rejected["deliveries"]?.arrayValue?.first?.objectValue?["reason"]?.stringValue == "INVALID_ARGUMENT")
+            #expect(try await g.api.call(.GET, "/v1/apps/chat/devices/a1").json["state"]?.stringValue == "active")
+
+            let unauthorized = FCMHTTPResponse(status: 401, body: Array(#"{"error":{"code":401,"status":"UNAUTHENTICATED","message":"no"}}"#.utf8))
+            fcm.script.withLockedValue { $0[token] = [unauthorized, unauthorized] }
+            let second = try await g.send(JSONObject([("device_ids", .array(["a1"]))]))
+            #expect(second.status == 202)
+            try await waitUntil("fcm to be paused", within: .seconds(30)) {
+                let ready = try await g.admin.call(.GET, "/readyz", key: nil).json
+                return ready["apps"]?.arrayValue?.contains { $0.objectValue?["reason"]?.stringValue?.hasPrefix("fcm: ") == true } == true
+            }
+            #expect(fcm.exchanges.withLockedValue { $0 } == 2, "the 401 renewed the access token once")
+            let iphone = try Phone(in: g.directory, name: "iphone", token: hexToken(3))
+            #expect(try await g.register(iphone, device: "iphone", user: "u-ios").status == 201)
+            let toPhone = try await g.send(JSONObject([("user_id", "u-ios")]))
+            try await g.waitForStates(try #require(toPhone.json["message_id"]?.stringValue), ["accepted", "delivered"])
+        }
+    }
+}
