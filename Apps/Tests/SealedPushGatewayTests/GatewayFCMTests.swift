@@ -157,4 +157,48 @@ struct GatewayFCMTests {
             try await g.waitForStates(try #require(toPhone.json["message_id"]?.stringValue), ["accepted", "delivered"])
         }
     }
+
+    /// End to end over loopback: the gateway's real FCM client (its service account, an RS256 assertion, a token
+    /// from the token endpoint) delivers to `sealedpush-server fcm serve`, which checks the message as FCM would and
+    /// hands it to its simulated Android device; the device opens it and posts its receipt: `delivered`, with FCM's
+    /// message `name` as `platform_id`.
+    @Test func theGatewayDeliversThroughTheLocalFCM() async throws {
+        let dir = try makeScratchDirectory("gateway-fcm-e2e")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let keychain = dir.appendingPathComponent("android").path
+        let generated = try ChildProcess.sealedpush(["keys", "generate", "--keychain", keychain])
+        try #require(generated.status == 0, "keys generate: \(generated.stderr)")
+        let record = try #require(try JSON.parse(generated.stdout).objectValue)
+        let account = dir.appendingPathComponent("sa.json").path
+        let made = try ChildProcess(launching: ProjectPaths.sealedpushServerBinary,
+                                    ["fcm", "generate-service-account", "--project", "chat-e2e", "--out", account]).waitForExit(within: .seconds(60))
+        try #require(made.status == 0, "generate-service-account: \(made.stderr)")
+        let token = "e2e-device:APA91bH-" + String(repeating: "t", count: 40)
+        let caPath = dir.appendingPathComponent("fcm-ca.pem").path
+        let serve = try ChildProcess(launching: ProjectPaths.sealedpushServerBinary,
+                                     ["fcm", "serve", "--listen", "127.0.0.1:0", "--service-account", account, "--ca-out", caPath,
+                                      "--device", "\(token)=\(keychain)"], readLines: true)
+        defer { _ = serve.terminate(grace: .seconds(15)) }
+        let listening = try #require(try await offPool { serve.waitForLine(startingWith: "listening on ", within: .seconds(60)) }, "fcm serve did not start")
+        let base = String(listening.dropFirst("listening on ".count).split(separator: " ")[0])
+        let section = JSONObject([("fcm", .object(JSONObject([
+            ("service_account", .string(account)), ("url", .string(base)), ("token_url", .string(base + "/token")), ("ca_cert", .string(caPath)),
+        ])))])
+        try await withGateway("fcm-e2e", extraApp: section) { g in
+            let registered = try await g.api.call(.PUT, "/v1/apps/chat/devices/pixel", json: .object(JSONObject([
+                ("user_id", "u-android"), ("platform", "fcm"), ("fcm_token", .string(token)), ("key_record", .object(record)),
+            ])))
+            #expect(registered.status == 201, "\(registered.text)")
+            let sent = try await g.send(JSONObject([("user_id", "u-android")]), body: "the eagle has landed")
+            #expect(sent.status == 202, "\(sent.text)")
+            let id = try #require(sent.json["message_id"]?.stringValue)
+            let line = try #require(try await offPool { serve.nextLine(within: .seconds(60)) }, "the Android device printed no outcome: \(serve.stderrText)")
+            let outcome = try #require(try JSON.parse(Array(line.utf8)).objectValue)
+            #expect(outcome["outcome"]?.stringValue == "decrypted" && !line.contains(token), "\(line)")
+            let message = try await g.waitForStates(id, ["delivered"])
+            let delivery = try #require(message["deliveries"]?.arrayValue?.first?.objectValue)
+            #expect(delivery["platform"]?.stringValue == "fcm" && delivery["platform_status"] == .int(200))
+            #expect(delivery["platform_id"]?.stringValue?.hasPrefix("projects/chat-e2e/messages/") == true, "\(delivery)")
+        }
+    }
 }
