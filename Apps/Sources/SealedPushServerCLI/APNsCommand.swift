@@ -271,62 +271,19 @@ struct APNsCommand: AsyncParsableCommand {
     }
 }
 
-/// One registered device of `apns serve`, a service: pushes are delivered to its simulator one at a time, in
-/// order; on graceful shutdown (after the server stopped) it delivers what was already accepted and returns.
-///
-/// At most `capacity` pushes wait; past that the oldest waiting one is dropped (and logged), as APNs keeps only
-/// the last push for a device it cannot reach.
-package final class DeviceLine: Service, Sendable {
-    /// The most pushes waiting for one device.
-    package static let capacity = 1000
-    let token: String
-    let store: KeychainStore
-    package let stream: AsyncStream<AcceptedPush>
-    let continuation: AsyncStream<AcceptedPush>.Continuation
-    let logger = Logger(label: "sealedpush.apns-serve.device")
+/// One registered device of `apns serve` (a `SimulatedDeviceLine`): each push opened under the request identifier
+/// iOS would give it (`apns-collapse-id`, else `apns-id`), so a push delivered twice replaces its own notification.
+package typealias DeviceLine = SimulatedDeviceLine<AcceptedPush>
 
-    package init(token: String, store: KeychainStore, capacity: Int = DeviceLine.capacity) {
-        self.token = token
-        self.store = store
-        (stream, continuation) = AsyncStream.makeStream(of: AcceptedPush.self, bufferingPolicy: .bufferingNewest(capacity))
-    }
-
-    package func enqueue(_ push: AcceptedPush) {
-        if case let .dropped(old) = continuation.yield(push) {
-            logger.notice("a device's queue is full: dropped its oldest waiting push",
-                          metadata: ["token": "\(token.prefix(8))…", "apns-id": "\(old.apnsID)"])
-        }
-    }
-
-    package func run() async throws {
-        let continuation = self.continuation
-        await withGracefulShutdownHandler {
-            await self.deliverAll()
-        } onGracefulShutdown: {
-            continuation.finish()
-        }
-    }
-
-    /// Ends the line: what is waiting is still delivered (tests read `stream` instead).
-    package func finish() { continuation.finish() }
-
-    private func deliverAll() async {
-        // The phones of a local APNs fetch from media servers on this machine (a development setup).
-        let media = try? DeviceRun.MediaFetching(directory: nil, policy: .development)
-        // One receipt transport (an HTTP client) for the phone's whole life, not one per push.
-        await ReceiptsTransportCLI.with { transport in
-            let courier = SimulatedDevice(store: store).receiptCourier(transport: transport)
-            for await push in stream {
-                // The request identifier iOS would give it (apns-collapse-id, else apns-id), so a push
-                // delivered twice replaces its own notification.
-                let result = await DeviceRun.deliver(push.payload, store: store, requestIdentifier: push.requestIdentifier, options: .init(),
-                                                     attachments: media?.pipeline, receipts: courier)
-                let line: [(String, JSONValue)] = [
-                    ("device", .string(token)), ("apns_id", .string(push.apnsID)), ("outcome", .string(result.outcome.rawValue)),
-                    ("reason", result.reason.map { .string($0.rawValue) } ?? .null),
-                ]
-                StandardIO.writeOutput(JSON.serialize(.object(JSONObject(line))) + [0x0a])
-            }
+extension SimulatedDeviceLine where Message == AcceptedPush {
+    /// The line of the phone with `token` over `store`.
+    package convenience init(token: String, store: KeychainStore, capacity: Int = DeviceLine.defaultCapacity) {
+        self.init(store: store, capacity: capacity, label: "sealedpush.apns-serve.device",
+                  dropped: { ["token": "\(token.prefix(8))…", "apns-id": "\($0.apnsID)"] }) { push, media, courier, _ in
+            let result = await DeviceRun.deliver(push.payload, store: store, requestIdentifier: push.requestIdentifier, options: .init(),
+                                                 attachments: media?.pipeline, receipts: courier)
+            return [("device", .string(token)), ("apns_id", .string(push.apnsID)), ("outcome", .string(result.outcome.rawValue)),
+                    ("reason", result.reason.map { .string($0.rawValue) } ?? .null)]
         }
     }
 }

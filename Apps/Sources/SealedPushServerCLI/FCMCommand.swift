@@ -263,63 +263,25 @@ struct FCMDeviceBinding: ExpressibleByArgument, Sendable, Equatable {
     }
 }
 
-/// One simulated Android device of `fcm serve`, a service: messages are delivered to it one at a time, in order;
-/// on graceful shutdown (after the server stopped) it delivers what was already accepted and returns.
-///
-/// At most `capacity` messages wait; past that the oldest waiting one is dropped (and logged).
-package final class FCMDeviceLine: Service, Sendable {
-    /// The most messages waiting for one device.
-    package static let capacity = 1000
-    let token: String
-    let store: KeychainStore
-    package let stream: AsyncStream<AcceptedFCMMessage>
-    let continuation: AsyncStream<AcceptedFCMMessage>.Continuation
-    let logger = Logger(label: "sealedpush.fcm-serve.device")
+/// One simulated Android device of `fcm serve` (a `SimulatedDeviceLine`): each message opened under its collapse key
+/// (a message sent twice replaces itself), else FCM's id; printed with the token's last 8 characters only.
+package typealias FCMDeviceLine = SimulatedDeviceLine<AcceptedFCMMessage>
 
-    package init(token: String, store: KeychainStore, capacity: Int = FCMDeviceLine.capacity) {
-        self.token = token
-        self.store = store
-        (stream, continuation) = AsyncStream.makeStream(of: AcceptedFCMMessage.self, bufferingPolicy: .bufferingNewest(capacity))
-    }
-
-    package func enqueue(_ message: AcceptedFCMMessage) {
-        if case let .dropped(old) = continuation.yield(message) {
-            logger.notice("a device's queue is full: dropped its oldest waiting message",
-                          metadata: ["token": "…\(token.suffix(8))", "name": "\(old.name)"])
+extension SimulatedDeviceLine where Message == AcceptedFCMMessage {
+    /// The line of the Android phone with `token` over `store`.
+    package convenience init(token: String, store: KeychainStore, capacity: Int = FCMDeviceLine.defaultCapacity) {
+        self.init(store: store, capacity: capacity, label: "sealedpush.fcm-serve.device",
+                  dropped: { ["token": "…\(token.suffix(8))", "name": "\($0.name)"] }) { message, media, courier, _ in
+            let identifier = message.collapseKey ?? String(message.name.split(separator: "/").last ?? "")
+            let delivery = await FCMReceiving.deliver(data: message.data, store: store, requestIdentifier: identifier,
+                                                      attachments: media?.pipeline, receipts: courier)
+            let result = delivery.result
+            var line: [(String, JSONValue)] = [
+                ("fcm_token_suffix", .string(String(token.suffix(8)))), ("name", .string(message.name)),
+                ("outcome", .string(result.outcome.rawValue)), ("reason", result.reason.map { .string($0.rawValue) } ?? .null),
+            ]
+            if let problem = delivery.problem { line.append(("problem", .string(problem))) }
+            return line
         }
-    }
-
-    package func run() async throws {
-        let continuation = self.continuation
-        await withGracefulShutdownHandler {
-            await self.deliverAll()
-        } onGracefulShutdown: {
-            continuation.finish()
-        }
-    }
-
-    /// Ends the line: what is waiting is still delivered.
-    package func finish() { continuation.finish() }
-
-    private func deliverAll() async {
-        // The devices of a local FCM fetch from media servers on this machine (a development setup).
-        let media = try? DeviceRun.MediaFetching(directory: nil, policy: .development)
-        await ReceiptsTransportCLI.with { transport in
-            let courier = SimulatedDevice(store: store).receiptCourier(transport: transport)
-            for await message in stream {
-                // The notification's identifier: the collapse key (a message sent twice replaces itself), else FCM's id.
-                let identifier = message.collapseKey ?? String(message.name.split(separator: "/").last ?? "")
-                let delivery = await FCMReceiving.deliver(data: message.data, store: store, requestIdentifier: identifier,
-                                                          attachments: media?.pipeline, receipts: courier)
-                let result = delivery.result
-                var line: [(String, JSONValue)] = [
-                    ("fcm_token_suffix", .string(String(token.suffix(8)))), ("name", .string(message.name)),
-                    ("outcome", .string(result.outcome.rawValue)), ("reason", result.reason.map { .string($0.rawValue) } ?? .null),
-                ]
-                if let problem = delivery.problem { line.append(("problem", .string(problem))) }
-                StandardIO.writeOutput(JSON.serialize(.object(JSONObject(line))) + [0x0a])
-            }
-        }
-        await media?.shutdown()
     }
 }

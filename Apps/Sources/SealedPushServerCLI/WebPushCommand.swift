@@ -227,62 +227,26 @@ struct SubscriptionBinding: ExpressibleByArgument, Sendable, Equatable {
     static var defaultValueDescription: String { "ID=KEYCHAIN_DIR, the id 1 to 128 letters, digits, '-' and '_'" }
 }
 
-/// One simulated browser of `webpush serve`, a service: messages are delivered to it one at a time, in order; on
-/// graceful shutdown (after the server stopped) it delivers what was already accepted and returns.
-///
-/// At most `capacity` messages wait; past that the oldest waiting one is dropped (and logged).
-package final class BrowserLine: Service, Sendable {
-    /// The most messages waiting for one browser.
-    package static let capacity = 1000
-    let id: String
-    let store: KeychainStore
-    let stream: AsyncStream<AcceptedWebPush>
-    let continuation: AsyncStream<AcceptedWebPush>.Continuation
-    let logger = Logger(label: "sealedpush.webpush-serve.browser")
+/// One simulated browser of `webpush serve` (a `SimulatedDeviceLine`): each message opened under the request
+/// identifier `Topic`, else the message id, with the browser's Web Push keys read at that moment.
+package typealias BrowserLine = SimulatedDeviceLine<AcceptedWebPush>
 
-    package init(id: String, store: KeychainStore, capacity: Int = BrowserLine.capacity) {
-        self.id = id
-        self.store = store
-        (stream, continuation) = AsyncStream.makeStream(of: AcceptedWebPush.self, bufferingPolicy: .bufferingNewest(capacity))
-    }
-
-    package func enqueue(_ push: AcceptedWebPush) {
-        if case let .dropped(old) = continuation.yield(push) {
-            logger.notice("a browser's queue is full: dropped its oldest waiting message",
-                          metadata: ["subscription": "\(LocalWebPushConfiguration.redacted(id))", "message": "\(old.messageID)"])
-        }
-    }
-
-    package func run() async throws {
-        let continuation = self.continuation
-        await withGracefulShutdownHandler {
-            await self.deliverAll()
-        } onGracefulShutdown: {
-            continuation.finish()
-        }
-    }
-
-    private func deliverAll() async {
-        // The browsers of a local push service fetch from media servers on this machine (a development setup).
-        let media = try? DeviceRun.MediaFetching(directory: nil, policy: .development)
-        await ReceiptsTransportCLI.with { transport in
-            let courier = SimulatedDevice(store: store).receiptCourier(transport: transport)
-            for await push in stream {
-                let result = await deliver(push, media: media, courier: courier)
-                let line: [(String, JSONValue)] = [
-                    ("subscription", .string(id)), ("message_id", .string(push.messageID)),
+extension SimulatedDeviceLine where Message == AcceptedWebPush {
+    /// The line of the browser holding subscription `id` over `store`.
+    package convenience init(id: String, store: KeychainStore, capacity: Int = BrowserLine.defaultCapacity) {
+        self.init(store: store, capacity: capacity, label: "sealedpush.webpush-serve.browser",
+                  dropped: { ["subscription": "\(LocalWebPushConfiguration.redacted(id))", "message": "\($0.messageID)"] }) { push, media, courier, logger in
+            let result = await Self.openWebPush(push, id: id, store: store, media: media, courier: courier, logger: logger)
+            return [("subscription", .string(id)), ("message_id", .string(push.messageID)),
                     ("request_id", result.requestID.map { .string($0) } ?? .null), ("outcome", .string(result.outcome.rawValue)),
-                    ("reason", result.reason.map { .string($0.rawValue) } ?? .null),
-                ]
-                StandardIO.writeOutput(JSON.serialize(.object(JSONObject(line))) + [0x0a])
-            }
+                    ("reason", result.reason.map { .string($0.rawValue) } ?? .null)]
         }
-        await media?.shutdown()
     }
 
     /// One message: the browser's keys read now (a `device subscribe` while serving takes effect), then decrypted and
     /// opened under the request identifier `Topic`, else the message id.
-    private func deliver(_ push: AcceptedWebPush, media: DeviceRun.MediaFetching?, courier: ReceiptCourier) async -> DeliveryResult {
+    static func openWebPush(_ push: AcceptedWebPush, id: String, store: KeychainStore, media: DeviceRun.MediaFetching?, courier: ReceiptCourier,
+                            logger: Logger) async -> DeliveryResult {
         let requestID = push.topic ?? push.messageID
         let keys: WebPushUserAgentKeys
         do {
