@@ -1,6 +1,6 @@
 import ArgumentParser
 package import Logging
-package import SealedPushDevice
+import SealedPushDevice
 package import SealedPushKeychain
 package import SealedPushReceiver
 import SealedPushSender
@@ -23,19 +23,9 @@ package enum FCMReceiving {
     /// as JSON, and the placeholder is added around them. The data budget is checked before.
     static let wrappedPayloadLimit = 6 * maximumDataBytes + 1024
 
-    /// The placeholder the app shows when a message cannot be opened: the sealer's default placeholder text.
-    static let placeholder = JSONObject([
-        ("alert", .object(JSONObject([("title", .string(Placeholder.defaultTitle)), ("body", .string(Placeholder.defaultBody))]))),
-        ("mutable-content", .int(1)),
-    ])
+    /// The outcome of one message and, for one that was refused, why.
+    package typealias Delivery = PlatformReceiving.Delivery
 
-    /// The outcome of one message and, for one that was refused, why (safe to print: no key, no token).
-    package struct Delivery: Sendable {
-        /// What the device shows (as `device-outcomes.md`); `userInfo` holds the data message's members.
-        package let result: DeliveryResult
-        /// Why the message was rejected, when it was.
-        package let problem: String?
-    }
 
     /// An FCM message as the device reads it: its data members and collapse key.
     package struct DataMessage: Sendable {
@@ -108,13 +98,13 @@ package enum FCMReceiving {
                             identifier: identifier)
         }
         // The receiver core takes an APNs payload: the placeholder as `aps`, the data members beside it.
-        var payload = JSONObject([("aps", .object(placeholder))])
+        var payload = JSONObject([("aps", .object(PlatformReceiving.placeholder))])
         for (key, value) in data where key != "aps" { payload[key] = .string(value) }
         var options = DeviceSimulator.Options(timeLimit: backstop)
         options.maximumPayloadBytes = wrappedPayloadLimit
         let result = await DeviceRun.deliver(JSON.serialize(.object(payload)), store: store, requestIdentifier: identifier,
                                              options: options, logger: logger, attachments: attachments, receipts: receipts)
-        return Delivery(result: withoutAPS(result), problem: nil)
+        return Delivery(result: PlatformReceiving.withoutAPS(result), problem: nil)
     }
 
     static func rejected(_ reason: ReasonCode, _ problem: String, identifier: String) -> Delivery {
@@ -123,16 +113,6 @@ package enum FCMReceiving {
         return Delivery(result: result, problem: problem)
     }
 
-    /// `result` with `aps` (the placeholder the core was handed) removed from the shown userInfo.
-    static func withoutAPS(_ result: DeliveryResult) -> DeliveryResult {
-        guard var shown = result.notification else { return result }
-        shown.userInfo["aps"] = nil
-        var out = DeliveryResult(outcome: result.outcome, reason: result.reason, notification: shown, attachmentFailures: result.attachmentFailures)
-        out.receipt = result.receipt
-        out.report = result.report
-        out.requestID = result.requestID
-        return out
-    }
 }
 
 extension DeviceCommand.Push {

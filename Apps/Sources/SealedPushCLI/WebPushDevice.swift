@@ -102,21 +102,9 @@ package enum WebPushReceiving {
     /// attachment server, not a budget a browser imposes.
     package static let backstop: Duration = .seconds(300)
 
-    /// The placeholder a browser shows when a message cannot be opened (the sealer's default placeholder text,
-    /// without its category: the push carries none).
-    static let placeholder = JSONObject([
-        ("alert", .object(JSONObject([("title", .string(Placeholder.defaultTitle)), ("body", .string(Placeholder.defaultBody))]))),
-        ("mutable-content", .int(1)),
-    ])
+    /// The outcome of one message and, for one that was refused, why.
+    package typealias Delivery = PlatformReceiving.Delivery
 
-    /// The outcome of one body, and, for a body that could not be decrypted or read, why (safe to log: no key,
-    /// secret or endpoint).
-    package struct Delivery: Sendable {
-        /// What the device shows (as `device-outcomes.md`); `userInfo` holds the data message's members.
-        package let result: DeliveryResult
-        /// Why the body was rejected, when it was.
-        package let problem: String?
-    }
 
     /// Delivers `body` to the device over `store`, whose Web Push keys are `keys`, under the notification
     /// request identifier `requestIdentifier` (`nil`: a new one).
@@ -126,12 +114,12 @@ package enum WebPushReceiving {
     /// through the receiver core.
     package static func deliver(body: [UInt8], store: KeychainStore, keys: WebPushUserAgentKeys, requestIdentifier: String?,
                                 logger: Logger = Logger(label: "sealedpush.webpush-receiver"),
-                                attachments: AttachmentPipeline? = nil, receipts: ReceiptCourier? = nil) async -> Delivery {
+                                attachments: AttachmentPipeline? = nil, receipts: ReceiptCourier? = nil) async -> PlatformReceiving.Delivery {
         let identifier = requestIdentifier ?? DeviceSimulator.newRequestIdentifier()
-        func rejected(_ reason: ReasonCode, _ problem: String) -> Delivery {
+        func rejected(_ reason: ReasonCode, _ problem: String) -> PlatformReceiving.Delivery {
             var result = DeliveryResult(outcome: .rejected, reason: reason, notification: nil)
             result.requestID = identifier
-            return Delivery(result: result, problem: problem)
+            return PlatformReceiving.Delivery(result: result, problem: problem)
         }
         guard body.count <= WebPushBody.maximumSize else {
             return rejected(.payloadTooLarge, "the Web Push body is \(body.count) bytes, over the \(WebPushBody.maximumSize) push services deliver")
@@ -144,12 +132,32 @@ package enum WebPushReceiving {
             return rejected(.invalidPayload, "the decrypted Web Push message is not a UTF-8 JSON object")
         }
         // The receiver core takes an APNs payload: the browser's placeholder as `aps`, the message's members beside it.
-        var payload = JSONObject([("aps", .object(placeholder))])
+        var payload = JSONObject([("aps", .object(PlatformReceiving.placeholder))])
         for (name, value) in message where name != "aps" { payload[name] = value }
         let result = await DeviceRun.deliver(JSON.serialize(.object(payload)), store: store, requestIdentifier: identifier,
                                              options: .init(timeLimit: backstop), logger: logger, attachments: attachments,
                                              receipts: receipts)
-        return Delivery(result: withoutAPS(result), problem: nil)
+        return PlatformReceiving.Delivery(result: PlatformReceiving.withoutAPS(result), problem: nil)
+    }
+
+}
+
+/// What the simulated Android phone and browser share around the receiver core (platforms v1 §5): they hand the
+/// core an APNs-shaped payload whose `aps` is the placeholder the app posts when a message cannot be opened, and
+/// take that `aps` out of what they show.
+package enum PlatformReceiving {
+    /// The placeholder shown when a message cannot be opened: the sealer's default placeholder text.
+    static let placeholder = JSONObject([
+        ("alert", .object(JSONObject([("title", .string(Placeholder.defaultTitle)), ("body", .string(Placeholder.defaultBody))]))),
+        ("mutable-content", .int(1)),
+    ])
+
+    /// The outcome of one message and, for one that was refused, why (safe to print: no key, no token).
+    package struct Delivery: Sendable {
+        /// What the device shows (as `device-outcomes.md`); `userInfo` holds the message's members.
+        package let result: DeliveryResult
+        /// Why the message was rejected, when it was.
+        package let problem: String?
     }
 
     /// `result` with `aps` (the placeholder the core was handed) removed from the shown userInfo.
