@@ -173,14 +173,7 @@ struct DeviceCommand: AsyncParsableCommand {
                                                receipts: SimulatedDevice(store: storeValue).receiptCourier(transport: transport))
             }
             await media.shutdown()
-            let result = delivery.result
-            if output.json {
-                print(String(decoding: JSON.serialize(.object(result.jsonObject)), as: UTF8.self))
-            } else {
-                print(Banner.render(result, style: .detect()))
-            }
-            if let problem = delivery.problem { printError("--platform webpush: \(problem)") }
-            if result.isRejection { throw ExitCode(1) }
+            try report(delivery, platform: .webpush)
         }
     }
 

@@ -126,13 +126,19 @@ extension DeviceCommand.Push {
                                        receipts: SimulatedDevice(store: storeValue).receiptCourier(transport: transport))
         }
         await media.shutdown()
+        try report(delivery, platform: .fcm)
+    }
+
+    /// Prints what an Android phone or a browser showed (`--json`: its JSON object) and why a refused message was
+    /// refused; exit 1 for a refusal, as for an iPhone.
+    func report(_ delivery: PlatformReceiving.Delivery, platform: DevicePlatform) throws {
         let result = delivery.result
         if output.json {
             print(String(decoding: JSON.serialize(.object(result.jsonObject)), as: UTF8.self))
         } else {
             print(Banner.render(result, style: .detect()))
         }
-        if let problem = delivery.problem { printError("--platform fcm: \(problem)") }
+        if let problem = delivery.problem { printError("--platform \(platform.rawValue): \(problem)") }
         if result.isRejection { throw ExitCode(1) }
     }
 }
