@@ -60,9 +60,12 @@ extension Gateway {
     /// be public (unless the app allows private endpoints); `400` naming `/webpush/endpoint` otherwise.
     func checkWebPushEndpoint(_ endpoint: String, app: AppRuntime) async throws {
         guard let parsed = try? app.webpushPolicy.check(endpoint) else { return }  // checked when the body was read
-        let addresses: [[UInt8]]
-        do { addresses = try await options.addressResolver.addresses(of: WebPushPlatformSender.unbracketed(parsed.host)) } catch {
+        let looked: [[UInt8]]?
+        do { looked = try await WebPushPlatformSender.addresses(of: parsed.host, resolver: options.addressResolver) } catch {
             throw GatewayError.invalidField("/webpush/endpoint", "webpush/endpoint \(parsed.origin) could not be resolved; check the subscription, or retry")
+        }
+        guard let addresses = looked else {
+            throw GatewayError.unavailable("the name of webpush/endpoint \(parsed.origin) did not resolve within 5 s; retry later", retryAfter: 5)
         }
         do { try app.webpushPolicy.checkAddresses(addresses, origin: parsed.origin) } catch {
             throw DeviceRegistration.webPushProblem(error)

@@ -21,7 +21,10 @@ struct WebPushPlatformSender: PlatformSender {
         }
         let addresses: [[UInt8]]
         do {
-            addresses = try await resolver.addresses(of: Self.unbracketed(endpoint.host))
+            guard let found = try await Self.addresses(of: endpoint.host, resolver: resolver) else {
+                return .retry(status: nil, reason: "dns_timeout", retryAfter: nil)
+            }
+            addresses = found
             try policy.checkAddresses(addresses, origin: endpoint.origin)
         } catch let error as WebPushError {
             // No address is not a refusal for good: the name may come back.
@@ -93,6 +96,21 @@ struct WebPushPlatformSender: PlatformSender {
     static func retryAfter(_ value: String?, now: Int64) -> Duration? {
         guard let value, let seconds = RetryAfter.seconds(value, now: now / 1000) else { return nil }
         return .seconds(min(seconds, 3600))
+    }
+
+    /// `host`'s addresses (brackets of an IPv6 literal taken off), or nil when the resolver did not answer within
+    /// `limit`: a resolver that hangs holds neither a registration nor a delivery slot longer.
+    static func addresses(of host: String, resolver: any GatewayAddressResolver, within limit: Duration = .seconds(5)) async throws -> [[UInt8]]? {
+        let name = unbracketed(host)
+        return try await withThrowingTaskGroup(of: [[UInt8]]?.self) { group in
+            group.addTask { try await resolver.addresses(of: name) }
+            group.addTask {
+                try await Task.sleep(for: limit)
+                return nil
+            }
+            defer { group.cancelAll() }
+            return try await group.next() ?? nil
+        }
     }
 
     /// A host without the brackets of an IPv6 literal.

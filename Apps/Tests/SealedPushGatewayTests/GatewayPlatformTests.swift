@@ -15,6 +15,14 @@ struct StubResolver: GatewayAddressResolver {
     func addresses(of host: String) async throws -> [[UInt8]] { table[host] ?? [] }
 }
 
+/// A resolver that never answers (until cancelled).
+struct StallingResolver: GatewayAddressResolver {
+    func addresses(of host: String) async throws -> [[UInt8]] {
+        try await Task.sleep(for: .seconds(600))
+        return []
+    }
+}
+
 /// A push service stand-in for one platform: records every claim and answers from a script (then `accepted`).
 final class CapturingSender: PlatformSender {
     let claims = NIOLockedValueBox<[ClaimedDelivery]>([])
@@ -115,6 +123,16 @@ struct GatewayPlatformTests {
                 ("user_id", "u-a"), ("platform", "blackberry"), ("key_record", .object(phone.record)),
             ])))
             #expect(unknown.status == 400 && unknown.json["field"]?.stringValue == "/platform")
+        }
+        // A name whose resolver does not answer: the registration answers 503 with Retry-After within about 5 s.
+        var stalled = Self.options()
+        stalled.addressResolver = StallingResolver()
+        try await withGateway("platform-registration-stalled", options: stalled, extraApp: section) { g in
+            let phone = try Phone(in: g.directory, name: "browser", token: "")
+            let started = ContinuousClock.now
+            let answer = try await g.api.call(.PUT, "/v1/apps/chat/devices/browser-9", json: Self.registration(phone, keys: WebPushUserAgentKeys.generate()))
+            #expect(answer.status == 503 && answer.header("Retry-After") != nil, "\(answer.text)")
+            #expect(ContinuousClock.now - started < .seconds(30))
         }
     }
 
@@ -240,6 +258,8 @@ struct GatewayPlatformTests {
         #expect(try await sender(["rebound.example.net": [[192, 168, 1, 20]]]).send(claim, now: 0) == .rejected(status: nil, reason: "endpoint_not_public", attempted: false))
         #expect(try await sender(["rebound.example.net": [[93, 184, 215, 14], [127, 0, 0, 1]]]).send(claim, now: 0) == .rejected(status: nil, reason: "endpoint_not_public", attempted: false))
         #expect(try await sender([:]).send(claim, now: 0) == .retry(status: nil, reason: "dns", retryAfter: nil))
+        // A resolver that does not answer holds nothing longer than its limit.
+        #expect(try await WebPushPlatformSender.addresses(of: "stalled.example.net", resolver: StallingResolver(), within: .milliseconds(100)) == nil)
         var literal = claim
         literal.address = "https://10.0.0.1/p/1"
         #expect(try await sender([:]).send(literal, now: 0) == .rejected(status: nil, reason: "endpoint_not_public", attempted: false))

@@ -8,6 +8,7 @@ import NIOCore
 import SealedPushGateway
 import SealedPushTestSupport
 import SealedPushWire
+import ServiceLifecycle
 
 /// A webhook receiver on loopback written for the tests, independent of the gateway's signing code: it
 /// recomputes `HMAC-SHA256(secret, "<t>." + body)` with swift-crypto from the shared secret, accepts the header
@@ -40,6 +41,7 @@ final class WebhookReceiver: Sendable {
     /// Set by `stop()`: stalled bodies are then finished, so the server can shut down.
     let released = NIOLockedValueBox(false)
     let task: Task<Void, any Error>
+    let group: ServiceGroup
     let port: Int
 
     init(secret: [UInt8], port: Int = 0, failFirst: Int = 0, stallBody: Bool = false) async throws {
@@ -80,13 +82,17 @@ final class WebhookReceiver: Sendable {
             return Response(status: .init(code: status))
         }
         var logger = Logger(label: "webhook-receiver")
-        logger.logLevel = .critical  // stopping by cancellation logs a shutdown error that means nothing here
+        logger.logLevel = .critical  // its per-request logs are noise here
         let (ports, continuation) = AsyncStream<Int>.makeStream()
         let application = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)),
                                       onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) }, logger: logger)
+        // Stopped by a graceful shutdown, never by cancelling the server's task: a cancelled NIO server can drop a
+        // connection it accepted but had not handed over yet, and NIO traps on it (swift-nio #2637).
+        let group = ServiceGroup(configuration: ServiceGroupConfiguration(services: [application], logger: logger))
+        self.group = group
         let task = Task {
             defer { continuation.finish() }
-            try await application.runService(gracefulShutdownSignals: [])
+            try await group.run()
         }
         self.task = task
         self.port = try await boundPort(ports, of: task)
@@ -99,7 +105,7 @@ final class WebhookReceiver: Sendable {
 
     func stop() async {
         released.withLockedValue { $0 = true }
-        task.cancel()
+        await group.triggerGracefulShutdown()
         _ = try? await task.value
     }
 

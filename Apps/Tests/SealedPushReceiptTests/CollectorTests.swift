@@ -8,17 +8,21 @@ import SealedPushWire
 import SealedPushReceiptCollector
 import SealedPushReceiptsDatabase
 import SealedPushTestSupport
+import ServiceLifecycle
+import Logging
 
 /// A collector served over a real loopback socket (port 0) for one test.
 final class RunningCollector: Sendable {
     let database: ReceiptsDatabase
     let port: Int
     let task: Task<Void, any Error>
+    let group: ServiceGroup
 
-    private init(database: ReceiptsDatabase, port: Int, task: Task<Void, any Error>) {
+    private init(database: ReceiptsDatabase, port: Int, task: Task<Void, any Error>, group: ServiceGroup) {
         self.database = database
         self.port = port
         self.task = task
+        self.group = group
     }
 
     static func start(path: String, port: Int = 0, maxRate: Int = 50_000,
@@ -28,22 +32,25 @@ final class RunningCollector: Sendable {
         let (stream, continuation) = AsyncStream<Int>.makeStream()
         let app = collector.application(host: "127.0.0.1", port: port) { bound in continuation.yield(bound) }
         // The stream ends with the server, so a failed bind ends the wait at once (boundPort).
+        // Stopped by a graceful shutdown, never by cancelling the server's task: a cancelled NIO server can drop a
+        // connection it accepted but had not handed over yet, and NIO traps on it (swift-nio #2637).
+        let group = ServiceGroup(configuration: ServiceGroupConfiguration(services: [app], logger: Logger(label: "collector-test")))
         let task = Task {
             defer { continuation.finish() }
-            try await app.run()
+            try await group.run()
         }
         let bound: Int
         do { bound = try await boundPort(stream, of: task) } catch {
             await database.close()
             throw error
         }
-        return RunningCollector(database: database, port: bound, task: task)
+        return RunningCollector(database: database, port: bound, task: task, group: group)
     }
 
     var url: String { "http://127.0.0.1:\(port)/r" }
 
     func stop() async {
-        task.cancel()
+        await group.triggerGracefulShutdown()
         _ = try? await task.value
         await database.close()
     }
