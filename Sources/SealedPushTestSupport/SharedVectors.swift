@@ -20,6 +20,13 @@ public enum ProjectPaths {
         return root.deletingLastPathComponent().appendingPathComponent("shared")
     }
 
+    /// The Python the interoperability tests run their independent peers with: `$SEALEDPUSH_PYTHON`, else the venv
+    /// `make pydeps` makes under `.build/pyenv` (PyNaCl, cryptography, http_ece, h2, schemathesis…).
+    public static var python: URL {
+        if let env = ProcessInfo.processInfo.environment["SEALEDPUSH_PYTHON"], !env.isEmpty { return URL(fileURLWithPath: env) }
+        return root.appendingPathComponent(".build/pyenv/bin/python")
+    }
+
     /// The built `sealedpush` binary (the light CLI) of the current build configuration: `$SEALEDPUSH_BIN`,
     /// else beside the test bundle, else in `Apps/.build`.
     public static var sealedpushBinary: URL { executable("sealedpush", environment: "SEALEDPUSH_BIN") }

@@ -5,6 +5,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import SealedPushWire
+import SealedPushCrypto
 
 /// The OAuth 2.0 JWT-bearer assertion a service account exchanges for an FCM access token (RFC 7523): header
 /// `{"alg":"RS256","typ":"JWT","kid":private_key_id}`, claims `{"iss":client_email,"scope":…firebase.messaging,
@@ -145,24 +146,13 @@ public enum FCMAssertion {
         return .success(Claims(keyID: kid, issuer: iss, scope: scopeClaim, audience: aud, issuedAt: iat, expiresAt: exp))
     }
 
-    /// Base64url without padding (RFC 4648 §5), as JWTs use it.
+    /// Base64url without padding (RFC 4648 §5), as JWTs use it (libsodium's, through `SealedPushCrypto`).
     static func base64URL(_ bytes: [UInt8]) -> String {
-        var s = Data(bytes).base64EncodedString()
-        while s.last == "=" { s.removeLast() }
-        return String(s.map { $0 == "+" ? "-" : $0 == "/" ? "_" : $0 })
+        Base64.encodeURLSafeNoPadding(bytes)
     }
 
-    /// Decodes unpadded base64url, or `nil`.
+    /// Decodes canonical unpadded base64url, or `nil`.
     static func decodeBase64URL(_ text: some StringProtocol) -> [UInt8]? {
-        guard text.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2D || $0 == 0x5F })
-        else { return nil }
-        var s = String(text.map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })
-        switch s.utf8.count % 4 {
-        case 2: s += "=="
-        case 3: s += "="
-        case 1: return nil
-        default: break
-        }
-        return Data(base64Encoded: s).map { [UInt8]($0) }
+        try? Base64.decodeURLSafeNoPadding(String(text))
     }
 }

@@ -247,7 +247,7 @@ public final class LocalFCMRules: Sendable {
         if let kid = claims.keyID, kid != configuration.privateKeyID {
             return refuse("invalid_grant", "the assertion's kid is not the service account's private_key_id")
         }
-        let token = "ya29.local-" + Self.base64URL(SecureBytes.random(count: 32).unsafeCopyToArray())
+        let token = "ya29.local-" + Base64.encodeURLSafeNoPadding(SecureBytes.random(count: 32).unsafeCopyToArray())
         let lifetime = configuration.accessTokenLifetime
         let limit = max(1, configuration.maximumAccessTokens)
         state.withLock { s in
@@ -540,13 +540,6 @@ public final class LocalFCMRules: Sendable {
     /// SHA-256 of `token`, hex: how issued tokens are remembered.
     static func digest(_ token: String) -> String {
         Hex.encode(Array(SHA256.hash(data: Array(token.utf8))))
-    }
-
-    /// Base64url without padding.
-    static func base64URL(_ bytes: [UInt8]) -> String {
-        var s = Data(bytes).base64EncodedString()
-        while s.last == "=" { s.removeLast() }
-        return String(s.map { $0 == "+" ? "-" : $0 == "/" ? "_" : $0 })
     }
 
     /// `text` as at most `limit` printable ASCII characters (what the client sent, echoed safely).

@@ -27,10 +27,7 @@ enum FCMFixtures {
     static func account() throws -> FCMServiceAccount { try generated.get().account }
 
     /// `$SEALEDPUSH_PYTHON`, else the venv `make pydeps` makes (with `cryptography`).
-    static var python: URL {
-        ProcessInfo.processInfo.environment["SEALEDPUSH_PYTHON"].map { URL(fileURLWithPath: $0) }
-            ?? ProjectPaths.root.appendingPathComponent(".build/pyenv/bin/python")
-    }
+    static var python: URL { ProjectPaths.python }
 
     /// Runs `script` under the test Python with `input` on stdin; fails the test (never skips) when there is no Python.
     static func runPython(_ script: String, input: [UInt8]) throws -> ChildProcess.Result {

@@ -164,10 +164,7 @@ func pushHeaders(key: VAPIDKey, audience: String, expiresIn: Int64 = 12 * 3600, 
 
 /// Python for the independent peer: `$SEALEDPUSH_PYTHON`, else `<repo>/.build/pyenv` (`make pydeps`).
 enum Python {
-    static var executable: URL {
-        if let env = ProcessInfo.processInfo.environment["SEALEDPUSH_PYTHON"], !env.isEmpty { return URL(fileURLWithPath: env) }
-        return ProjectPaths.root.appendingPathComponent(".build/pyenv/bin/python")
-    }
+    static var executable: URL { ProjectPaths.python }
 
     /// Runs `script` with `input` as JSON on stdin; its stdout parsed as a JSON object. A missing Python or module fails
     /// the test, saying to run `make pydeps`.

@@ -32,10 +32,7 @@ final class TestClock: Sendable {
 
 /// The Python the peer tests run: `$SEALEDPUSH_PYTHON`, else the venv `make pydeps` makes.
 enum PythonPeer {
-    static var executable: URL {
-        if let env = ProcessInfo.processInfo.environment["SEALEDPUSH_PYTHON"], !env.isEmpty { return URL(fileURLWithPath: env) }
-        return ProjectPaths.root.appendingPathComponent(".build/pyenv/bin/python")
-    }
+    static var executable: URL { ProjectPaths.python }
 
     /// Runs `script` with `input` as JSON on standard input and returns its standard output parsed as JSON. A missing
     /// Python or module fails the test, saying to run `make pydeps`.
