@@ -190,8 +190,8 @@ struct GatewayPlatformTests {
         }
     }
 
-    /// A subscription the push service says is gone ends the delivery and the device `unregistered`; a refused
-    /// VAPID key pauses Web Push for the app (its APNs deliveries still go); a 429 waits at least its Retry-After.
+    /// A subscription the push service says is gone ends the delivery and the device `unregistered`; a 429 waits at
+    /// least its Retry-After; a refused VAPID key pauses Web Push for the app (its APNs deliveries still go).
     @Test func webPushAnswersGoThroughTheOneStateMachine() async throws {
         let (section, vapidDirectory) = try Self.webpushApp()
         defer { try? FileManager.default.removeItem(at: vapidDirectory) }
@@ -208,8 +208,23 @@ struct GatewayPlatformTests {
             let device = try await g.api.call(.GET, "/v1/apps/chat/devices/browser")
             #expect(device.json["state"]?.stringValue == "unregistered")
 
-            // Registered again; a push service refusing the VAPID key pauses webpush only.
+            // Registered again. A 429 with Retry-After: 3600 is retried no sooner than an hour later (the backoff alone
+            // would be about a second).
             #expect(try await g.api.call(.PUT, "/v1/apps/chat/devices/browser", json: Self.registration(browser, keys: keys)).status == 200)
+            sender.script.withLockedValue { $0 = [.retry(status: 429, reason: "rate_limited", retryAfter: .seconds(3600))] }
+            let limited = try await g.send(JSONObject([("device_ids", .array(["browser"]))]))
+            let limitedID = try #require(limited.json["message_id"]?.stringValue)
+            var waiting = JSONObject([])
+            try await waitUntil("the 429 to be written", within: .seconds(30)) {
+                waiting = try await g.api.call(.GET, "/v1/apps/chat/messages/\(limitedID)").json["deliveries"]?.arrayValue?.first?.objectValue ?? JSONObject([])
+                return waiting["attempts"] == .int(1)
+            }
+            #expect(waiting["state"]?.stringValue == "queued" && waiting["reason"]?.stringValue == "rate_limited" && waiting["platform_status"] == .int(429))
+            let updated = try #require(waiting["updated_at"]?.stringValue.flatMap(GatewayTime.parse))
+            let next = try #require(waiting["next_attempt_at"]?.stringValue.flatMap(GatewayTime.parse))
+            #expect(next - updated >= 3_599_000, "next attempt \(next - updated) ms after the 429")
+
+            // A push service refusing the VAPID key pauses webpush only.
             sender.script.withLockedValue { $0 = [.paused(status: 403, reason: "vapid_forbidden")] }
             let second = try await g.send(JSONObject([("device_ids", .array(["browser"]))]))
             #expect(second.status == 202)
