@@ -196,7 +196,8 @@ struct DeliveryQueries: Sendable {
     /// Marks the active devices of a token unregistered (binds: now, reason, now, app, environment, token, registered before),
     /// returning `deviceColumns`.
     let unregisterDevices: String
-    /// Marks an app's queued deliveries `credentials_paused` (binds: app).
+    /// Marks an app's queued deliveries to one platform `credentials_paused` (binds: app, platform): a credential
+    /// refusal pauses that platform only.
     let pauseApp: String
     /// Marks a message's queued deliveries for cancellation (binds: message id), locking them.
     let markMessageCancelled: String
@@ -247,7 +248,7 @@ struct DeliveryQueries: Sendable {
             """)
         pauseApp = dialect.render("""
             UPDATE deliveries SET reason = 'credentials_paused'
-            WHERE app = ? AND state = 'queued' AND (reason IS NULL OR reason <> 'credentials_paused')
+            WHERE app = ? AND platform = ? AND state = 'queued' AND (reason IS NULL OR reason <> 'credentials_paused')
             """)
         markMessageCancelled = dialect.render("UPDATE deliveries SET cancel_reason = 'message_deleted' WHERE message_id = ? AND state = 'queued'")
         cancelMessage = dialect.render("""

@@ -648,7 +648,7 @@ public final class PostgresGatewayStore: GatewayStore {
             for device in devices { try await insertEvent(conn, GatewayEvents.deviceUnregistered(device, now: gone.at)) }
         }
         // The app's other queued deliveries wait for the same reason (gateway v1 §6).
-        if change.pausesApp { try await run(conn, Self.queries.pauseApp, [.text(row.app)]) }
+        if change.pausesApp { try await run(conn, Self.queries.pauseApp, [.text(row.app), .text(row.platform.rawValue)]) }
     }
 
     public func prune(messagesExpiredBefore: Int64, idempotencyBefore: Int64, eventsBefore: Int64, limit: Int) async throws -> Int {

@@ -511,7 +511,7 @@ public final class SQLiteGatewayStore: GatewayStore {
             for device in devices.compactMap(Self.device) { try insertEvent(db, GatewayEvents.deviceUnregistered(device, now: gone.at)) }
         }
         // The app's other queued deliveries wait for the same reason (gateway v1 §6).
-        if change.pausesApp { _ = try db.run(Self.queries.pauseApp, [.text(row.app)]) }
+        if change.pausesApp { _ = try db.run(Self.queries.pauseApp, [.text(row.app), .text(row.platform.rawValue)]) }
     }
 
     public func prune(messagesExpiredBefore: Int64, idempotencyBefore: Int64, eventsBefore: Int64, limit: Int) async throws -> Int {

@@ -195,6 +195,26 @@ extension GatewayPostgresSuites {
             }
         }
 
+        /// A credential refusal pauses one platform: the app's other queued deliveries to that platform wait as
+        /// `credentials_paused`, those to another platform are untouched (their loop still sends them).
+        @Test(arguments: StoreBackend.allCases)
+        func aPauseMarksOnlyItsPlatformsDeliveries(_ backend: StoreBackend) async throws {
+            try await withStore(backend) { store in
+                let devices = [F.device("a", user: "u", token: 1), F.device("b", user: "u", token: 2), F.device("c", user: "u", token: 3)]
+                for d in devices { _ = try await store.putDevice(d, maxDevicesPerUser: 10) }
+                var message = F.message("m", devices: devices)
+                message.deliveries[1].platform = .fcm
+                message.deliveries[2].platform = .fcm
+                try await store.insertMessage(message, idempotency: nil)
+                let claim = try #require(try await store.claimDue(app: "chat", platform: .fcm, now: 1000, leaseUntil: 5000, limit: 1).first)
+                #expect(try await store.completeAttempt(claim, outcome: .paused(status: 403, reason: "PERMISSION_DENIED"), unregisteredAt: nil, now: 1001) == .queued)
+                let reasons = Dictionary(uniqueKeysWithValues: try #require(try await store.message(app: "chat", messageID: "m")).deliveries.map { ($0.deviceID, $0.reason) })
+                let other = claim.deviceID == "b" ? "c" : "b"
+                #expect(reasons[claim.deviceID] == "credentials_paused" && reasons[other] == "credentials_paused", "\(reasons)")
+                #expect(reasons["a"] == .some(nil), "the APNs delivery is not paused: \(reasons)")
+            }
+        }
+
         /// A batch (gateway v1 §5.1) is one transaction: every message kept, or none when one fails. On PostgreSQL a
         /// key another instance answered meanwhile is not kept, and nothing of its message is written; the others are.
         @Test(arguments: StoreBackend.allCases)
