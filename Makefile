@@ -150,19 +150,30 @@ bench: deps pydeps release
 	$(MAKE) --no-print-directory bench-send
 	$(MAKE) --no-print-directory bench-gateway
 	$(MAKE) --no-print-directory bench-gateway-pg
+	$(MAKE) --no-print-directory bench-platforms
 
-# The gateway under wrk (from Debian, installed here when missing and we are root) against send --batch, its
+# wrk (from Debian), installed when missing and we are root (after apt-get update when the lists are missing).
+NEED_WRK = command -v wrk >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && { apt-get install -y wrk >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; }; }; } || { echo "wrk is missing: sudo apt-get install -y wrk" >&2; exit 1; }
+
+# The gateway under wrk against send --batch, its
 # memory over 100 000 messages, and a kill -9 mid-run (Benchmarks/Scripts/bench_gateway.py).
 bench-gateway: deps release
-	@command -v wrk >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && { apt-get install -y wrk >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; }; }; } || { echo "wrk is missing: sudo apt-get install -y wrk" >&2; exit 1; }
+	@$(NEED_WRK)
 	$(PYTHON) $(BENCH)/Scripts/bench_gateway.py --bin $(RELEASE_BIN)/sealedpush --server-bin $(RELEASE_BIN)/sealedpush-server
+
+# Deliveries per second to each platform (APNs, FCM, Web Push) through its local push service, batches of 100
+# into one gateway, against send --batch to the local APNs (issue #38; Benchmarks/Scripts/bench_platforms.py).
+.PHONY: bench-platforms
+bench-platforms: deps release
+	@$(NEED_WRK)
+	$(PYTHON) $(BENCH)/Scripts/bench_platforms.py --bin $(RELEASE_BIN)/sealedpush --server-bin $(RELEASE_BIN)/sealedpush-server
 
 # The gateway on PostgreSQL (issue #21), on a throwaway cluster the script starts as the `postgres` user and
 # removes (so as root, as the PostgreSQL tests): deliveries per second with one and two instances against one on
 # SQLite, a kill -9 of one of two instances (takeover time, pushes sent twice), webhook events per second and
 # their delay (Benchmarks/Scripts/bench_gateway_pg.py).
 bench-gateway-pg: deps release
-	@command -v wrk >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && { apt-get install -y wrk >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; }; }; } || { echo "wrk is missing: sudo apt-get install -y wrk" >&2; exit 1; }
+	@$(NEED_WRK)
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql >/dev/null; } || { echo "PostgreSQL is missing: sudo apt-get install -y postgresql" >&2; exit 1; }
 	$(PYTHON) $(BENCH)/Scripts/bench_gateway_pg.py --bin $(RELEASE_BIN)/sealedpush --server-bin $(RELEASE_BIN)/sealedpush-server
 

@@ -436,7 +436,7 @@ let package = Package(
             dependencies: [
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
-                "sealedpush-server", "SealedPushGateway", "SealedPushAPNs", "SealedPushAPNsServer", "SealedPushDeviceHTTP",
+                "sealedpush-server", "SealedPushGateway", "SealedPushAPNs", "SealedPushAPNsServer", "SealedPushDeviceHTTP", "SealedPushWebPushServer",
                 .product(name: "SealedPushAPNsCore", package: "SealedPush"),
                 .product(name: "SealedPushDevice", package: "SealedPush"),
                 .product(name: "SealedPushKeychain", package: "SealedPush"),

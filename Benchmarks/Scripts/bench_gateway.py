@@ -186,9 +186,10 @@ end
     return requests, errors, p50 / 1000, p99 / 1000, duration / 1e6
 
 
-def wrk_batch(port, seconds, users, work, size=100, connections=8):
-    """wrk posting batches of `size` messages (gateway v1 §5.1), each to the next user; requests, errors, p50, p99 ms, duration s."""
-    script = os.path.join(work, "batch.lua")
+def wrk_batch(port, seconds, users, work, size=100, connections=8, prefix="u"):
+    """wrk posting batches of `size` messages (gateway v1 §5.1), each to the next user (`prefix` + number); requests,
+    errors, p50, p99 ms, duration s."""
+    script = os.path.join(work, f"batch-{prefix}.lua")
     with open(script, "w") as f:
         f.write(f"""
 wrk.method = "POST"
@@ -199,7 +200,7 @@ request = function()
   local parts = {{}}
   for i = 1, {size} do
     n = n + 1
-    parts[i] = '{{"to":{{"user_id":"u' .. (n % {users}) .. '"}},"body":"bench message ' .. n .. '"}}'
+    parts[i] = '{{"to":{{"user_id":"{prefix}' .. (n % {users}) .. '"}},"body":"bench message ' .. n .. '"}}'
   end
   return wrk.format(nil, "/v1/apps/bench/messages/batch", nil, '{{"messages":[' .. table.concat(parts, ",") .. ']}}')
 end

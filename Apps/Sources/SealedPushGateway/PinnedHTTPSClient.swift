@@ -1,12 +1,20 @@
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import NIOSSL
 import NIOHTTP1
 
-/// One HTTPS/1.1 request to an address the caller resolved and checked, with the host's name for TLS (SNI and
+/// HTTPS/1.1 requests to addresses the caller resolved and checked, with the host's name for TLS (SNI and
 /// certificate verification) and `Host`: the client of the requests the gateway makes on a device's say-so
 /// (Web Push endpoints, platforms v1 §1.1). It never resolves a name itself, never follows a redirect, and
-/// reads at most `maximumBody` bytes of an answer. One connection per request.
+/// reads at most `maximumBody` bytes of an answer.
+///
+/// Connections are kept alive between requests, one request at a time each (no pipelining): after an answer
+/// that allows it, the connection waits idle for the next request to the same host and port, for at most
+/// `idleLimit`, with at most `maximumIdle` connections waiting in all. A kept connection goes to an address that
+/// was checked when it was made, so reusing it keeps §1.1's rule ("every connection MUST go to an address that
+/// is public") without resolving the name again; a new connection is only ever made to an address the caller
+/// just checked (`post(host:port:address:…)`).
 struct PinnedHTTPSClient: Sendable {
     /// An answer: its status, headers, and at most `maximumBody` bytes of its body.
     struct Response: Sendable {
@@ -29,10 +37,11 @@ struct PinnedHTTPSClient: Sendable {
     let sslContext: NIOSSLContext
     let timeout: Duration
     let maximumBody: Int
+    let pool: ConnectionPool
 
     /// A client trusting the system's roots and `additionalRootsPEM` (the local push service's CA).
     init(group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, additionalRootsPEM: [UInt8]? = nil,
-         timeout: Duration = .seconds(10), maximumBody: Int = 4096) throws {
+         timeout: Duration = .seconds(10), maximumBody: Int = 4096, idleLimit: Duration = .seconds(30), maximumIdle: Int = 256) throws {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12
         tls.applicationProtocols = ["http/1.1"]
@@ -41,14 +50,57 @@ struct PinnedHTTPSClient: Sendable {
         self.group = group
         self.timeout = timeout
         self.maximumBody = maximumBody
+        pool = ConnectionPool(idleLimit: idleLimit, maximumIdle: maximumIdle)
     }
 
-    /// POSTs `body` to `https://host:port/path` at `address` (4 or 16 bytes), within the deadline.
+    /// POSTs `body` to `https://host:port/path` over a new connection to `address` (4 or 16 bytes, checked by the
+    /// caller), within the deadline; the connection is kept for the next request to `host` and `port` when the
+    /// answer allows it.
     func post(host: String, port: Int, address: [UInt8], path: String, headers: [(String, String)], body: [UInt8]) async throws(Failure) -> Response {
-        let deadline = timeout
+        let key = ConnectionPool.key(host: host, port: port)
+        let request = self.request(host: host, port: port, path: path, headers: headers, body: body)
+        return try await withDeadline { holder in
+            let connection = try await self.connect(host: host, port: port, address: address, key: key)
+            holder.withLockedValue { $0 = connection }
+            return try await connection.send(request.head, request.body)
+        }
+    }
+
+    /// POSTs over a connection kept from an earlier request to `host` and `port`; nil when none is waiting. A kept
+    /// connection the server has since closed fails with `.connection` before any answer: the caller then makes a
+    /// new one.
+    func postOnKeptConnection(host: String, port: Int, path: String, headers: [(String, String)], body: [UInt8]) async -> Result<Response, Failure>? {
+        guard let connection = pool.take(ConnectionPool.key(host: host, port: port)) else { return nil }
+        let request = self.request(host: host, port: port, path: path, headers: headers, body: body)
         do {
-            return try await withThrowingTaskGroup(of: Response?.self) { group in
-                group.addTask { try await self.exchange(host: host, port: port, address: address, path: path, headers: headers, body: body) }
+            return .success(try await withDeadline { holder in
+                holder.withLockedValue { $0 = connection }
+                return try await connection.send(request.head, request.body)
+            })
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// Closes every kept connection.
+    func shutdown() { pool.closeAll() }
+
+    private func request(host: String, port: Int, path: String, headers: [(String, String)], body: [UInt8]) -> (head: HTTPRequestHead, body: ByteBuffer) {
+        var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: path)
+        head.headers.add(name: "Host", value: port == 443 ? host : "\(host):\(port)")
+        for (name, value) in headers { head.headers.add(name: name, value: value) }
+        head.headers.add(name: "Content-Length", value: String(body.count))
+        return (head, ByteBuffer(bytes: body))
+    }
+
+    /// Runs `exchange` within the deadline. The connection it used (put in the holder) goes back to the pool after
+    /// an answer that keeps it alive, and is closed after anything else: a late answer never meets the next request.
+    private func withDeadline(_ exchange: @escaping @Sendable (NIOLockedValueBox<PooledConnection?>) async throws -> Response) async throws(Failure) -> Response {
+        let deadline = timeout
+        let holder = NIOLockedValueBox<PooledConnection?>(nil)
+        do {
+            let response = try await withThrowingTaskGroup(of: Response?.self) { group in
+                group.addTask { try await exchange(holder) }
                 group.addTask {
                     try await Task.sleep(for: deadline)
                     return nil
@@ -57,61 +109,222 @@ struct PinnedHTTPSClient: Sendable {
                 guard let first = try await group.next(), let response = first else { throw Failure.timedOut }
                 return response
             }
-        } catch let failure as Failure {
-            throw failure
-        } catch let error as NIOSSLError {
-            if case .handshakeFailed = error { throw .untrusted }
-            throw .connection
-        } catch is BoringSSLError {
-            throw .untrusted
+            if let connection = holder.withLockedValue({ $0 }) { pool.give(connection) }
+            return response
         } catch {
-            throw Task.isCancelled ? .timedOut : .connection
+            holder.withLockedValue { $0 }?.close()
+            switch error {
+            case let failure as Failure: throw failure
+            case let tls as NIOSSLError:
+                if case .handshakeFailed = tls { throw .untrusted }
+                throw .connection
+            case is BoringSSLError: throw .untrusted
+            default: throw Task.isCancelled ? .timedOut : .connection
+            }
         }
     }
 
-    private func exchange(host: String, port: Int, address: [UInt8], path: String, headers: [(String, String)], body: [UInt8]) async throws -> Response {
+    private func connect(host: String, port: Int, address: [UInt8], key: String) async throws -> PooledConnection {
         let socket = try SocketAddress.fromPacked(address, port: port)
         let sslContext = sslContext
         let tlsName = Self.isIPLiteral(host) ? nil : host
-        let channel = try await ClientBootstrap(group: group)
+        let maximumBody = maximumBody
+        return try await ClientBootstrap(group: group)
             .connectTimeout(.seconds(Int64(max(1, timeout.components.seconds))))
             .connect(to: socket) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: tlsName))
                     try sync.addHTTPClientHandlers()
-                    return try NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>(wrappingChannelSynchronously: channel)
+                    let exchanger = ResponseExchanger(maximumBody: maximumBody)
+                    try sync.addHandler(exchanger)
+                    return PooledConnection(key: key, channel: channel, handler: exchanger)
                 }
             }
-        return try await channel.executeThenClose { inbound, outbound in
-            var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: path)
-            head.headers.add(name: "Host", value: port == 443 ? host : "\(host):\(port)")
-            for (name, value) in headers { head.headers.add(name: name, value: value) }
-            head.headers.add(name: "Content-Length", value: String(body.count))
-            head.headers.add(name: "Connection", value: "close")
-            try await outbound.write(.head(head))
-            try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: body))))
-            try await outbound.write(.end(nil))
-            var response: Response?
-            for try await part in inbound {
-                switch part {
-                case let .head(h):
-                    response = Response(status: Int(h.status.code), headers: h.headers, body: [])
-                case var .body(buffer):
-                    if let r = response, r.body.count < maximumBody {
-                        let take = min(buffer.readableBytes, maximumBody - r.body.count)
-                        response?.body += buffer.readBytes(length: take) ?? []
-                    }
-                case .end:
-                    if let response { return response }
-                }
-            }
-            throw Failure.connection
-        }
     }
 
     /// Whether `host` is an IP literal (dotted IPv4, or IPv6 in brackets), which TLS cannot name (no SNI).
     static func isIPLiteral(_ host: String) -> Bool {
         host.hasPrefix("[") || (!host.isEmpty && host.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2e })
     }
+}
+
+/// One HTTPS/1.1 connection: one request at a time, its answer collected by `ResponseExchanger`.
+final class PooledConnection: Sendable {
+    /// The host and port it was made for.
+    let key: String
+    let channel: any Channel
+    let handler: NIOLoopBound<ResponseExchanger>
+    let exchanger: ResponseExchanger.Shared
+
+    init(key: String, channel: any Channel, handler: ResponseExchanger) {
+        self.key = key
+        self.channel = channel
+        self.handler = NIOLoopBound(handler, eventLoop: channel.eventLoop)
+        exchanger = handler.shared
+    }
+
+    /// Writes the request and waits for its whole answer.
+    func send(_ head: HTTPRequestHead, _ body: ByteBuffer) async throws -> PinnedHTTPSClient.Response {
+        let promise = channel.eventLoop.makePromise(of: PinnedHTTPSClient.Response.self)
+        let handler = handler
+        channel.eventLoop.execute { handler.value.start(head, body, promise) }
+        return try await promise.futureResult.get()
+    }
+
+    /// Whether the connection is open and its last answer allowed another request.
+    var reusable: Bool { channel.isActive && exchanger.keepAlive.withLockedValue { $0 } }
+
+    /// Closes the connection; a request waiting on it fails with `.connection`.
+    func close() { channel.close(promise: nil) }
+}
+
+/// The last handler of a kept-alive connection's pipeline: writes one request, collects its answer (at most
+/// `maximumBody` bytes of body) and completes the request's promise; anything unasked for, or an error, closes
+/// the connection.
+final class ResponseExchanger: ChannelDuplexHandler {
+    typealias InboundIn = HTTPClientResponsePart
+    typealias OutboundIn = HTTPClientRequestPart
+    typealias OutboundOut = HTTPClientRequestPart
+
+    /// What other threads read of the handler.
+    struct Shared: Sendable {
+        /// Whether the last answer allowed another request on this connection (set before its promise completes).
+        let keepAlive = NIOLockedValueBox(false)
+    }
+
+    let maximumBody: Int
+    let shared = Shared()
+    var context: ChannelHandlerContext?
+    var pending: EventLoopPromise<PinnedHTTPSClient.Response>?
+    var response: PinnedHTTPSClient.Response?
+    var reusable = false {
+        didSet { shared.keepAlive.withLockedValue { [reusable] in $0 = reusable } }
+    }
+
+    init(maximumBody: Int) { self.maximumBody = maximumBody }
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+        fail(PinnedHTTPSClient.Failure.connection)
+    }
+
+    /// Writes a request; its answer completes `promise`. A connection already busy, or closed, fails it at once.
+    func start(_ head: HTTPRequestHead, _ body: ByteBuffer, _ promise: EventLoopPromise<PinnedHTTPSClient.Response>) {
+        guard let context, pending == nil, context.channel.isActive else {
+            promise.fail(PinnedHTTPSClient.Failure.connection)
+            return
+        }
+        pending = promise
+        response = nil
+        reusable = false
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard pending != nil else {
+            context.close(promise: nil)  // an answer nobody asked for
+            return
+        }
+        switch unwrapInboundIn(data) {
+        case let .head(head):
+            response = PinnedHTTPSClient.Response(status: Int(head.status.code), headers: head.headers, body: [])
+            reusable = head.isKeepAlive
+        case var .body(buffer):
+            if let body = response?.body, body.count < maximumBody {
+                let take = min(buffer.readableBytes, maximumBody - body.count)
+                response?.body += buffer.readBytes(length: take) ?? []
+            }
+        case .end:
+            guard let promise = pending, let answer = response else {
+                context.close(promise: nil)
+                return
+            }
+            pending = nil
+            response = nil
+            if !reusable { context.close(promise: nil) }
+            promise.succeed(answer)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        reusable = false
+        fail(PinnedHTTPSClient.Failure.connection)
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        reusable = false
+        fail(error)
+        context.close(promise: nil)
+    }
+
+    private func fail(_ error: any Error) {
+        if let promise = pending {
+            pending = nil
+            promise.fail(error)
+        }
+    }
+}
+
+/// The connections waiting for their next request, by host and port: each waits at most `idleLimit`, and at most
+/// `maximumIdle` wait in all (the oldest is closed to make room).
+final class ConnectionPool: Sendable {
+    let idleLimit: Duration
+    let maximumIdle: Int
+    private let idle = NIOLockedValueBox<[(connection: PooledConnection, since: ContinuousClock.Instant)]>([])
+
+    init(idleLimit: Duration, maximumIdle: Int) {
+        self.idleLimit = idleLimit
+        self.maximumIdle = maximumIdle
+    }
+
+    /// The pool's key for `host` and `port`.
+    static func key(host: String, port: Int) -> String { "\(host.lowercased())|\(port)" }
+
+    /// The connection to `key` that waited least, if one waits; connections past their idle limit, or closed by the
+    /// server meanwhile, are dropped.
+    func take(_ key: String) -> PooledConnection? {
+        let now = ContinuousClock.now
+        let (found, expired) = idle.withLockedValue { list -> (PooledConnection?, [PooledConnection]) in
+            let stale = { (entry: (connection: PooledConnection, since: ContinuousClock.Instant)) in
+                now - entry.since > self.idleLimit || !entry.connection.channel.isActive
+            }
+            let expired = list.filter(stale).map(\.connection)
+            list.removeAll(where: stale)
+            guard let index = list.lastIndex(where: { $0.connection.key == key }) else { return (nil, expired) }
+            return (list.remove(at: index).connection, expired)
+        }
+        for connection in expired { connection.close() }
+        return found
+    }
+
+    /// Keeps `connection` for the next request when its last answer allowed it, else closes it.
+    func give(_ connection: PooledConnection) {
+        guard connection.reusable else {
+            connection.close()
+            return
+        }
+        let evicted = idle.withLockedValue { list -> PooledConnection? in
+            list.append((connection, ContinuousClock.now))
+            return list.count > maximumIdle ? list.removeFirst().connection : nil
+        }
+        evicted?.close()
+    }
+
+    /// Closes every waiting connection.
+    func closeAll() {
+        let all = idle.withLockedValue { list -> [PooledConnection] in
+            defer { list.removeAll() }
+            return list.map(\.connection)
+        }
+        for connection in all { connection.close() }
+    }
+
+    /// How many connections wait (tests).
+    var count: Int { idle.withLockedValue { $0.count } }
 }

@@ -7,7 +7,8 @@ import SealedPushReceiver
 /// `Urgency`, `Topic`, `Content-Encoding: aes128gcm` and the app's VAPID `Authorization`, after resolving the
 /// endpoint's host itself and checking every address by the endpoint rules of §1.1 (at each connection, as at
 /// registration); it connects only to an address it checked, follows no redirect and reads at most 4 KiB of
-/// an answer.
+/// an answer. Connections are kept alive per host between deliveries (`PinnedHTTPSClient`): a kept one went to
+/// an address checked when it was made.
 struct WebPushPlatformSender: PlatformSender {
     let policy: WebPushEndpointPolicy
     let vapid: VAPIDTokenCache
@@ -18,6 +19,23 @@ struct WebPushPlatformSender: PlatformSender {
         let endpoint: WebPushEndpoint
         do { endpoint = try policy.check(claim.address) } catch {
             return .rejected(status: nil, reason: Self.reason(error), attempted: false)
+        }
+        let authorization: String
+        do { authorization = try vapid.authorization(origin: endpoint.origin) } catch {
+            return .paused(status: nil, reason: "vapid_key")
+        }
+        let ttl = claim.apnsExpiration == 0 ? 0 : WebPushRequest.ttl(expiresAt: claim.expiresAt / 1000, now: now / 1000)
+        let headers = WebPushRequest.headers(ttl: ttl, urgency: WebPushUrgency(priority: claim.priority) ?? .high,
+                                             topic: WebPushRequest.topic(collapseID: claim.collapseID), authorization: authorization)
+        let path = HTTPURL(endpoint.url)?.pathAndQuery ?? "/"
+        let host = Self.unbracketed(endpoint.host)
+        let requestHeaders = headers.map { ($0.name, $0.value) } + [("Content-Type", "application/octet-stream")]
+        // A connection kept from an earlier request to this host went to an address checked when it was made. One
+        // the service closed meanwhile fails before any answer: then resolve, check and connect anew.
+        switch await client.postOnKeptConnection(host: host, port: endpoint.port, path: path, headers: requestHeaders, body: claim.payload) {
+        case let .success(response)?: return Self.classify(response, now: now)
+        case .failure(.timedOut)?: return .retry(status: nil, reason: "timeout", retryAfter: nil)
+        case .failure?, nil: break
         }
         let addresses: [[UInt8]]
         do {
@@ -33,21 +51,12 @@ struct WebPushPlatformSender: PlatformSender {
         } catch {
             return .retry(status: nil, reason: "dns", retryAfter: nil)
         }
-        let authorization: String
-        do { authorization = try vapid.authorization(origin: endpoint.origin) } catch {
-            return .paused(status: nil, reason: "vapid_key")
-        }
-        let ttl = claim.apnsExpiration == 0 ? 0 : WebPushRequest.ttl(expiresAt: claim.expiresAt / 1000, now: now / 1000)
-        let headers = WebPushRequest.headers(ttl: ttl, urgency: WebPushUrgency(priority: claim.priority) ?? .high,
-                                             topic: WebPushRequest.topic(collapseID: claim.collapseID), authorization: authorization)
-        let path = HTTPURL(endpoint.url)?.pathAndQuery ?? "/"
         // The first address that answers; a failed connection tries the next (all of them were checked).
         var failure = PinnedHTTPSClient.Failure.connection
         for address in addresses.prefix(4) {
             do {
-                let response = try await client.post(host: Self.unbracketed(endpoint.host), port: endpoint.port, address: address, path: path,
-                                                     headers: headers.map { ($0.name, $0.value) } + [("Content-Type", "application/octet-stream")],
-                                                     body: claim.payload)
+                let response = try await client.post(host: host, port: endpoint.port, address: address, path: path,
+                                                     headers: requestHeaders, body: claim.payload)
                 return Self.classify(response, now: now)
             } catch {
                 failure = error
@@ -61,7 +70,7 @@ struct WebPushPlatformSender: PlatformSender {
         }
     }
 
-    func shutdown() async {}
+    func shutdown() async { client.shutdown() }
 
     /// What a push service's answer means (platforms v1 §3).
     static func classify(_ response: PinnedHTTPSClient.Response, now: Int64) -> PushAnswer {

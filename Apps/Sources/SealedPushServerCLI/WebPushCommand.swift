@@ -34,7 +34,7 @@ struct WebPushCommand: AsyncParsableCommand {
                 "allow_private_endpoints": true}`). A subscription's endpoint is https://HOST:PORT/push/ID.
 
                 POST /push/ID is checked as a push service checks it (platforms v1 section 3), in this order: the \
-                subscription (410 for --gone ID, 404 for an id no --subscription names); VAPID (`Authorization: \
+                subscription (410 for --gone ID, 404 for an id no --subscription names, unless --accept-unknown); VAPID (`Authorization: \
                 vapid t=JWT, k=KEY`: ES256 verifying under k, aud this service's origin https://HOST:PORT, exp in the \
                 future and at most 24 hours ahead, sub mailto: or https:; 401, or 403 when \
                 --application-server-key is given and k is another key); Content-Encoding: aes128gcm, TTL (required, \
@@ -86,6 +86,9 @@ struct WebPushCommand: AsyncParsableCommand {
 
         @Flag(name: .customLong("allow-remote"), help: "Listen on a non-loopback --listen address (a development server: keep it off networks you do not control).")
         var allowRemote = false
+
+        @Flag(name: .customLong("accept-unknown"), help: "Accept and drop messages to subscription ids no --subscription names (after every other check) instead of answering 404: for load tests.")
+        var acceptUnknown = false
 
         @Option(name: .customLong("fail-rate"), help: ArgumentHelp("Answer this fraction of valid messages with 500 or 503.", valueName: "0..1"))
         var failRate = 0.0
@@ -140,10 +143,11 @@ struct WebPushCommand: AsyncParsableCommand {
                 }
                 browsers[binding.id] = BrowserLine(id: binding.id, store: store)
             }
-            let configuration = LocalWebPushConfiguration(
+            var configuration = LocalWebPushConfiguration(
                 host: listen.host, port: listen.port, subscriptions: Set(browsers.keys), gone: Set(gone),
                 applicationServerKey: applicationServerKey.flatMap(WebPushBase64URL.decodeLenient), failRate: failRate,
                 latency: latency.duration)
+            configuration.acceptUnknown = acceptUnknown
             let authority: LocalCertificateAuthority
             do { authority = try LocalCertificateAuthority.make(caName: "SealedPush local Web Push CA") } catch {
                 throw CLIError("cannot make the local CA and certificate: \(error)")

@@ -11,8 +11,11 @@ public struct LocalWebPushConfiguration: Sendable {
     public var host: String
     /// The port to bind; 0 picks a free one.
     public var port: Int
-    /// The subscription ids it delivers to (`/push/ID`); others are `404`.
+    /// The subscription ids it delivers to (`/push/ID`); others are `404` unless `acceptUnknown`.
     public var subscriptions: Set<String>
+    /// Accept a message to a well-formed subscription id that `subscriptions` does not hold (after every other
+    /// check) instead of answering `404`: no browser receives it. For load tests with many subscriptions.
+    public var acceptUnknown: Bool = false
     /// Subscription ids that are gone (`410`).
     public var gone: Set<String>
     /// When set, every subscription was made for this application server key (a 65-byte P-256 point): a VAPID `k`
@@ -91,7 +94,7 @@ public struct LocalWebPushRefusal: Error, Sendable, Equatable, CustomStringConve
 /// The checks of the local Web Push service (RFC 8030 §5, RFC 8291, RFC 8292; platforms v1 §5), in this order:
 ///
 /// 1. the path is `/push/ID` (else `404`) and the method `POST` (else `405`);
-/// 2. the subscription: gone (`--gone`) is `410`, unknown `404`;
+/// 2. the subscription: gone (`--gone`) is `410`, unknown `404` (unless `acceptUnknown`);
 /// 3. VAPID: `Authorization: vapid t=<ES256 JWT>, k=<key>`, the signature verifying under `k`, `aud` this service's
 ///    origin, `exp` in the future and at most 24 hours ahead, `sub` `mailto:` or `https:` (`401`); with an application
 ///    server key configured, `k` must be it (`403`);
@@ -146,7 +149,7 @@ public struct LocalWebPushRules: Sendable {
         if configuration.gone.contains(id) {
             throw LocalWebPushRefusal(410, "subscription_gone", "the subscription has expired or was unsubscribed: stop sending to it and forget it")
         }
-        guard configuration.subscriptions.contains(id) else {
+        guard configuration.subscriptions.contains(id) || configuration.acceptUnknown else {
             throw LocalWebPushRefusal(404, "unknown_subscription", "no such subscription: stop sending to it and forget it")
         }
         var seen: [String: String] = [:]

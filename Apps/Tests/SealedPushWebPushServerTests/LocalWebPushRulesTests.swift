@@ -38,6 +38,26 @@ struct LocalWebPushRulesTests {
         #expect(try status("/push/other", good) == 404)
     }
 
+    @Test("acceptUnknown accepts an unknown well-formed id only after every other check; gone stays 410")
+    func acceptUnknown() throws {
+        var configuration = LocalWebPushConfiguration(subscriptions: ["b1"], gone: ["old"])
+        configuration.acceptUnknown = true
+        let open = LocalWebPushRules(configuration: configuration, clock: { Self.now })
+        func answer(_ path: String, _ headers: [(name: String, value: String)], body: [UInt8]) -> Int {
+            switch open.answer(method: "POST", path: path, headers: headers, body: body, origin: Self.origin) {
+            case .success: return 201
+            case let .failure(refusal): return refusal.status
+            }
+        }
+        #expect(answer("/push/anyone-7", try headers(), body: try body()) == 201)
+        #expect(answer("/push/old", try headers(), body: try body()) == 410)
+        #expect(answer("/push/anyone-7", [("ttl", "0"), ("content-encoding", "aes128gcm")], body: try body()) == 401)
+        #expect(answer("/push/anyone-7", try headers(extra: [("content-encoding", "aes128gcm")]), body: try body()) == 400)
+        #expect(answer("/push/anyone-7", try headers(), body: [UInt8](repeating: 0, count: 5000)) == 413)
+        #expect(answer("/push/b%31", try headers(), body: try body()) == 404)
+        #expect(try status("/push/anyone-7", try headers()) == 404, "without acceptUnknown an unknown id stays 404")
+    }
+
     @Test("the subscription is checked before VAPID, VAPID before the headers, the headers before the body")
     func order() throws {
         #expect(try status("/push/nobody", []) == 404)
