@@ -110,6 +110,7 @@ extension Gateway {
         }
         var batch = BatchState(count: items.count)
         defer { keysInFlight.withLockedValue { held in for slot in batch.slots { held.remove(slot) } } }
+        batch.devices = await prefetchDevices(app: app, items)
         for (index, item) in items.enumerated() {
             await prepareBatchItem(app: app, item, index: index, into: &batch, requestID: requestID)
         }
@@ -120,7 +121,7 @@ extension Gateway {
                 for (entry, wasKept) in zip(batch.pending, kept) {
                     if wasKept {
                         stored(entry.prepared, app: app)
-                        batch.results[entry.index] = Self.accepted(entry.prepared.answer, replayed: false)
+                        batch.results[entry.index] = .object(JSONObject([("status", .int(202)), ("message", .object(entry.prepared.answerJSON))]))
                     } else {
                         batch.results[entry.index] = Self.problemResult(
                             .conflict("a request with this Idempotency-Key is still being handled; retry after Retry-After seconds", retryAfter: 1))
@@ -149,11 +150,34 @@ extension Gateway {
     /// idempotency slots it holds until it is answered, and the keys it has seen.
     struct BatchState {
         var results: [JSONValue?]
+        /// The devices of the users the batch names, read at once (nil: each message reads its own).
+        var devices: [String: [DeviceRecord]]?
         var pending: [(index: Int, prepared: PreparedMessage)] = []
         var slots: [String] = []
         var keys: [String: (hmac: [UInt8], index: Int)] = [:]
         var repeats: [(index: Int, first: Int)] = []
         init(count: Int) { results = Array(repeating: nil, count: count) }
+    }
+
+    /// The most user ids a batch's devices are read for at once; a batch naming more reads them message by message.
+    static let maxPrefetchedUsers = 5000
+
+    /// The devices of every user a batch's messages name (`to.user_id`, `to.user_ids`), in one read, by user id:
+    /// each message then takes its users' devices from it instead of reading them itself. Nil when the batch names
+    /// none, too many, or the read failed (each message then reads its own, and fails on its own).
+    func prefetchDevices(app: AppRuntime, _ items: [JSONValue]) async -> [String: [DeviceRecord]]? {
+        var users: [String] = []
+        for case let .object(item) in items {
+            guard case let .object(to)? = item["to"] else { continue }
+            if case let .string(user)? = to["user_id"] {
+                users.append(user)
+            } else if case let .array(list)? = to["user_ids"] {
+                for case let .string(user) in list { users.append(user) }
+            }
+            if users.count > Self.maxPrefetchedUsers { return nil }
+        }
+        guard !users.isEmpty else { return nil }
+        return try? await store.usersDevices(app: app.config.id, userIDs: users)
     }
 
     /// Checks and seals one message of a batch as `POST …/messages` would (its key's replay and conflict rules,
@@ -200,7 +224,7 @@ extension Gateway {
                 }
                 idempotency = (key, hmac)
             }
-            let prepared = try await prepareMessage(app: app, body: message, idempotency: idempotency)
+            let prepared = try await prepareMessage(app: app, body: message, idempotency: idempotency, devicesOf: batch.devices)
             batch.pending.append((index, prepared))
         } catch {
             let classified = GatewayError(classifying: error, requestID: requestID)

@@ -330,7 +330,10 @@ public final class Gateway: Sendable {
     struct PreparedMessage: Sendable {
         let message: NewMessage
         let idempotency: (key: String, answer: IdempotentAnswer)?
-        let answer: [UInt8]
+        /// The `202` body as JSON (a batch's result embeds it as it is).
+        let answerJSON: JSONObject
+        /// The `202` body.
+        var answer: [UInt8] { idempotency?.answer.body ?? JSON.serialize(.object(answerJSON)) }
     }
 
     /// Counts a message once its rows are durable, and wakes the delivery loops.
@@ -342,23 +345,31 @@ public final class Gateway: Sendable {
         if count > 0 { app.wakeAll() }
     }
 
-    /// Checks and seals a message (gateway v1 §5): its rows and answer, nothing written yet.
-    func prepareMessage(app: AppRuntime, body: JSONObject, idempotency: (key: String, hmac: [UInt8])?) async throws -> PreparedMessage {
+    /// Checks and seals a message (gateway v1 §5): its rows and answer, nothing written yet. `prefetched` holds its
+    /// users' devices when a batch read them at once (a user absent from it has none).
+    func prepareMessage(app: AppRuntime, body: JSONObject, idempotency: (key: String, hmac: [UInt8])?,
+                        devicesOf prefetched: [String: [DeviceRecord]]? = nil) async throws -> PreparedMessage {
         guard !draining.withLockedValue({ $0 }) else { throw GatewayError.unavailable("the gateway is shutting down; retry against another instance or later") }
         let request = try MessageRequest(body)
         let appID = app.config.id
+        func devicesOf(_ user: String) async throws -> [DeviceRecord] {
+            if let prefetched { return prefetched[user] ?? [] }
+            return try await store.userDevices(app: appID, userID: user)
+        }
         var devices: [DeviceRecord]
         var skipped: [(String, String)] = []
         switch request.to {
         case let .user(user):
-            devices = try await store.userDevices(app: appID, userID: user)
+            devices = try await devicesOf(user)
             if devices.isEmpty, try await !store.userIsKnown(app: appID, userID: user) {
                 throw GatewayError.notFound("no device was ever registered for this user in this app; register one with PUT …/devices/{device_id}")
             }
         case let .users(users):
             devices = []
             var seen = Set<String>()
-            for user in users where seen.insert(user).inserted { devices += try await store.userDevices(app: appID, userID: user) }
+            for user in users where seen.insert(user).inserted {
+                devices += try await devicesOf(user)
+            }
         case let .devices(ids):
             var unique: [String] = []
             var seen = Set<String>()
@@ -445,11 +456,10 @@ public final class Gateway: Sendable {
             })),
         ])
         answer["skipped"] = .array(skipped.map { .object(JSONObject([("device_id", .string($0.0)), ("reason", .string($0.1))])) })
-        let bytes = JSON.serialize(.object(answer))
         return PreparedMessage(
             message: NewMessage(app: appID, messageID: messageID, createdAt: created, expiresAt: expiresAt, deliveries: deliveries),
-            idempotency: idempotency.map { ($0.key, IdempotentAnswer(bodyHMAC: $0.hmac, status: 202, body: bytes, createdAt: created)) },
-            answer: bytes)
+            idempotency: idempotency.map { ($0.key, IdempotentAnswer(bodyHMAC: $0.hmac, status: 202, body: JSON.serialize(.object(answer)), createdAt: created)) },
+            answerJSON: answer)
     }
 
     /// A sealing refusal as a problem; for a message too large, the largest `body` that fits with the other members as sent.

@@ -299,6 +299,9 @@ public protocol GatewayStore: Sendable {
     func deleteDevice(app: String, deviceID: String, now: Int64) async throws -> Int?
     /// A user's devices, in (updated_at, device_id) order.
     func userDevices(app: String, userID: String) async throws -> [DeviceRecord]
+    /// The devices of several users at once (a batch's, gateway v1 §5.1), by user id, each user's in
+    /// (updated_at, device_id) order; a user without devices is absent.
+    func usersDevices(app: String, userIDs: [String]) async throws -> [String: [DeviceRecord]]
     /// Whether a device was ever registered for the user.
     func userIsKnown(app: String, userID: String) async throws -> Bool
     /// Deletes every device of a user: how many, and how many unsent deliveries that cancelled.
@@ -377,6 +380,16 @@ public protocol GatewayStore: Sendable {
 extension GatewayStore {
     /// One: a store only this instance uses.
     public var liveInstances: Int { 1 }
+
+    /// `userDevices` once per user (for stores that have no query of their own for it).
+    public func usersDevices(app: String, userIDs: [String]) async throws -> [String: [DeviceRecord]] {
+        var out: [String: [DeviceRecord]] = [:]
+        for user in Set(userIDs) {
+            let devices = try await userDevices(app: app, userID: user)
+            if !devices.isEmpty { out[user] = devices }
+        }
+        return out
+    }
 
     /// Writes an attempt's outcome (`completeAttempt`): whether it landed.
     public func complete(_ claim: ClaimedDelivery, outcome: AttemptOutcome, unregisteredAt: Int64?, now: Int64) async throws -> Bool {

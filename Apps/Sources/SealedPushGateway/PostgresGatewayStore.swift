@@ -427,6 +427,18 @@ public final class PostgresGatewayStore: GatewayStore {
         }
     }
 
+    public func usersDevices(app: String, userIDs: [String]) async throws -> [String: [DeviceRecord]] {
+        let users = Array(Set(userIDs))
+        guard !users.isEmpty else { return [:] }
+        return try await read { [self] conn in
+            var out: [String: [DeviceRecord]] = [:]
+            for device in try await devices(conn, "SELECT \(unescaped: Self.deviceColumns) FROM devices WHERE app = \(app) AND user_id = ANY(\(users)::text[]) ORDER BY user_id, updated_at, device_id") {
+                out[device.userID, default: []].append(device)
+            }
+            return out
+        }
+    }
+
     public func userIsKnown(app: String, userID: String) async throws -> Bool {
         try await read { [self] conn in
             try await !run(conn, Self.store.userIsKnown, [.text(app), .text(userID)]).isEmpty

@@ -324,6 +324,25 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
+    public func usersDevices(app: String, userIDs: [String]) async throws -> [String: [DeviceRecord]] {
+        let users = Array(Set(userIDs))
+        guard !users.isEmpty else { return [:] }
+        return try readNow { db in
+            var out: [String: [DeviceRecord]] = [:]
+            var start = 0
+            while start < users.count {
+                let chunk = Array(users[start..<min(users.count, start + 500)])
+                let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+                for device in try db.rows("SELECT \(Self.deviceColumns) FROM devices WHERE app = ? AND user_id IN (\(marks)) ORDER BY user_id, updated_at, device_id",
+                                          [.text(app)] + chunk.map { .text($0) }, cached: false).compactMap(Self.device) {
+                    out[device.userID, default: []].append(device)
+                }
+                start += 500
+            }
+            return out
+        }
+    }
+
     public func userIsKnown(app: String, userID: String) async throws -> Bool {
         try readNow { db in
             try !db.run(Self.store.userIsKnown, [.text(app), .text(userID)]).isEmpty

@@ -215,6 +215,26 @@ extension GatewayPostgresSuites {
             }
         }
 
+        /// The devices of many users in one read (a batch's, gateway v1 §5.1) are each user's `userDevices`, in the same
+        /// order, and only this app's; a user without devices is absent.
+        @Test(arguments: StoreBackend.allCases)
+        func usersDevicesInOneReadAreEachUsersDevices(_ backend: StoreBackend) async throws {
+            try await withStore(backend) { store in
+                let devices = [F.device("a2", user: "u1", token: 1, at: 5), F.device("a1", user: "u1", token: 2, at: 5), F.device("z", user: "u1", token: 3, at: 2),
+                               F.device("b", user: "u2", token: 4), F.device("other-app", user: "u1", token: 5, app: "mail")]
+                for d in devices { _ = try await store.putDevice(d, maxDevicesPerUser: 10) }
+                let found = try await store.usersDevices(app: "chat", userIDs: ["u1", "u2", "u1", "nobody"])
+                #expect(Set(found.keys) == ["u1", "u2"])
+                #expect(found["u1"]?.map(\.deviceID) == ["z", "a1", "a2"])
+                #expect(found["u1"]?.map(\.deviceID) == (try await store.userDevices(app: "chat", userID: "u1")).map(\.deviceID))
+                #expect(found["u2"]?.map(\.deviceID) == ["b"])
+                #expect(try await store.usersDevices(app: "chat", userIDs: []).isEmpty)
+                // More users than one statement binds (SQLite reads them 500 at a time).
+                let many = (0..<1200).map { "x\($0)" } + ["u2"]
+                #expect(try await store.usersDevices(app: "chat", userIDs: many).keys.sorted() == ["u2"])
+            }
+        }
+
         /// A batch (gateway v1 §5.1) is one transaction: every message kept, or none when one fails. On PostgreSQL a
         /// key another instance answered meanwhile is not kept, and nothing of its message is written; the others are.
         @Test(arguments: StoreBackend.allCases)
