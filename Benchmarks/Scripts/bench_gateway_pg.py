@@ -34,7 +34,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_gateway import (Gateway, apns_accepted, cpu_seconds, gateway_config, make_keys, register,  # noqa: E402
-                           start_apns, verdict, wrk, write_config)
+                           start_apns, verdict, wrk, wrk_batch, write_config)
 
 WEBHOOK_SECRET = "bench-webhook-secret-" + "0123456789abcdef0123456789abcdef"
 
@@ -173,13 +173,17 @@ def wait_accepted(gateways, target, timeout=600):
     raise RuntimeError(f"deliveries did not reach {target} accepted within {timeout} s")
 
 
-def wrk_split(gateways, seconds, users, directories, connections=32):
-    """wrk against each gateway at once, the connections split between them; (answered, errors, p99 ms)."""
+def wrk_split(gateways, seconds, users, directories, connections=32, batch=False):
+    """wrk against each gateway at once, the connections split between them (single messages, or with `batch`
+    batches of 100 over 8 connections); (answered, errors, p99 ms)."""
     results = [None] * len(gateways)
 
     def one(i):
         try:
-            results[i] = wrk(gateways[i].port, seconds, users, directories[i], connections=connections // len(gateways))
+            if batch:
+                results[i] = wrk_batch(gateways[i].port, seconds, users, directories[i], connections=max(1, 8 // len(gateways)))
+            else:
+                results[i] = wrk(gateways[i].port, seconds, users, directories[i], connections=connections // len(gateways))
         except subprocess.CalledProcessError:
             results[i] = (0, 0, 0.0, 0.0, 0.0)  # its gateway was killed
     threads = [threading.Thread(target=one, args=(i,)) for i in range(len(gateways))]
@@ -190,8 +194,9 @@ def wrk_split(gateways, seconds, users, directories, connections=32):
     return sum(r[0] for r in results), sum(r[1] for r in results), max(r[3] for r in results)
 
 
-def throughput(run, label, database, instances):
-    """Deliveries per second with `instances` gateways on `database`; a dict of the figures."""
+def throughput(run, label, database, instances, batch=False):
+    """Deliveries per second with `instances` gateways on `database` (single POSTs, or batches of 100 with `batch`);
+    a dict of the figures."""
     d = run.directory(label)
     config = write_config(d, gateway_config(run.apns_url, run.key_path, database, os.path.join(run.work, "ca.pem")))
     gateways = [run.start(config, f"{label}-{i}") for i in range(instances)]
@@ -201,7 +206,8 @@ def throughput(run, label, database, instances):
             "postgres": run.cluster.cpu(), "machine": machine_busy_seconds()}
     children0 = os.times()
     start = time.time()
-    requests, errors, p99 = wrk_split(gateways, run.args.seconds, run.args.users, [run.directory(f"{label}-{i}") for i in range(instances)])
+    requests, errors, p99 = wrk_split(gateways, run.args.seconds, run.args.users, [run.directory(f"{label}-{i}") for i in range(instances)],
+                                      batch=batch)
     posted = int(messages_total(gateways))  # also those whose answer wrk did not wait for at its end
     end = wait_accepted(gateways, posted)
     children1 = os.times()
@@ -212,7 +218,8 @@ def throughput(run, label, database, instances):
            "machine": machine_busy_seconds() - cpu0["machine"]}
     for g in gateways:
         run.stop(g)
-    return {"label": label, "posted": posted, "errors": errors, "rate": posted / elapsed, "elapsed": elapsed, "p99": p99, "cpu": cpu}
+    return {"label": label, "posted": posted, "errors": errors, "rate": posted / elapsed, "elapsed": elapsed, "p99": p99, "cpu": cpu,
+            "batch": batch}
 
 
 def kill_takeover(run):
@@ -403,7 +410,10 @@ def main():
         run = Run(args, work, cluster)
         cases = [throughput(run, "sqlite", "sqlite:" + os.path.join(run.directory("sqlite"), "gateway.db"), 1),
                  throughput(run, "pg1", cluster.create("one"), 1),
-                 throughput(run, "pg2", cluster.create("two"), 2)]
+                 throughput(run, "pg2", cluster.create("two"), 2),
+                 throughput(run, "sqlite-b", "sqlite:" + os.path.join(run.directory("sqlite-b"), "gateway.db"), 1, batch=True),
+                 throughput(run, "pg1-b", cluster.create("oneb"), 1, batch=True),
+                 throughput(run, "pg2-b", cluster.create("twob"), 2, batch=True)]
         kill = kill_takeover(run)
         hooks, repeats, refused = webhooks(run)
     finally:
@@ -413,16 +423,20 @@ def main():
             cluster.stop()
         shutil.rmtree(work, ignore_errors=True)
 
-    names = {"sqlite": "1 instance, SQLite", "pg1": "1 instance, PostgreSQL", "pg2": "2 instances, one PostgreSQL"}
+    names = {"sqlite": "1 instance, SQLite", "pg1": "1 instance, PostgreSQL", "pg2": "2 instances, one PostgreSQL",
+             "sqlite-b": "batches: 1 instance, SQLite", "pg1-b": "batches: 1 instance, PostgreSQL", "pg2-b": "batches: 2 instances, one PG"}
     print(f"\nGateway on PostgreSQL {os.path.basename(os.path.dirname(cluster.bin))} (throwaway cluster, defaults: fsync on) against SQLite "
           f"(synchronous=FULL); wrk -c 32 for {args.seconds} s, {args.users} users of one device each; wrk, gateways, PostgreSQL and local APNs "
           f"share this machine's {os.cpu_count()} cores")
-    base = cases[0]["rate"]
     for c in cases:
+        base = cases[3 if c["batch"] else 0]["rate"]
+        if c["label"] == "sqlite-b":
+            print(f"  then batches of 100 messages (gateway v1 §5.1), wrk -c 8 (split between instances) for {args.seconds} s:")
         cpu = c["cpu"]
         window = c["elapsed"] * os.cpu_count()
         print(f"  {names[c['label']]:30s} {c['rate']:6.0f} deliveries/s  ({c['rate'] / base:4.2f}x SQLite; {c['posted']} messages, "
-              f"POST p99 {c['p99']:.0f} ms, {c['errors']} wrk errors)")
+              f"{'batch' if c['batch'] else 'POST'} p99 {c['p99']:.0f} ms, {c['errors']} wrk errors; "
+              f"{cpu['gateways'] / max(1, c['posted']) * 1e6:.0f} µs gateway CPU per message)")
         print(f"  {'':30s} CPU over the {c['elapsed']:.1f} s: gateway(s) {cpu['gateways']:.1f} s, PostgreSQL {cpu['postgres']:.1f} s, "
               f"local APNs {cpu['apns']:.1f} s, wrk {cpu['wrk']:.1f} s; the machine busy {cpu['machine']:.1f} of {window:.1f} core-seconds "
               f"({min(1.0, cpu['machine'] / window):.0%}; {max(0.0, cpu['machine'] - cpu['gateways'] - cpu['postgres'] - cpu['apns'] - cpu['wrk']):.1f} s other processes)")

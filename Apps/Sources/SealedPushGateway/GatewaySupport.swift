@@ -2,6 +2,7 @@ public import Hummingbird
 public import HTTPTypes
 public import SealedPushWire
 import Crypto
+import NIOConcurrencyHelpers
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -169,4 +170,32 @@ enum Digests {
     }
 
     static func sha256(_ bytes: some Sequence<UInt8>) -> [UInt8] { Array(SHA256.hash(data: Array(bytes))) }
+}
+
+/// Writes waiting for a store's next transaction (group commit): callers queue theirs, one writer at a time takes
+/// all that are queued and runs them in one transaction, until none are left.
+final class WriteQueue<Job: Sendable>: Sendable {
+    let state = NIOLockedValueBox<(jobs: [Job], writing: Bool)>(([], false))
+
+    /// Queues `job`; true when no writer runs and the caller must start one.
+    func enqueue(_ job: Job) -> Bool {
+        state.withLockedValue { s in
+            s.jobs.append(job)
+            guard !s.writing else { return false }
+            s.writing = true
+            return true
+        }
+    }
+
+    /// Everything queued, or nil (and the writer stops) when nothing is.
+    func takeAll() -> [Job]? {
+        state.withLockedValue { s in
+            guard !s.jobs.isEmpty else {
+                s.writing = false
+                return nil
+            }
+            defer { s.jobs.removeAll(keepingCapacity: true) }
+            return s.jobs
+        }
+    }
 }

@@ -66,6 +66,8 @@ public final class PostgresGatewayStore: GatewayStore {
     let closed = NIOLockedValueBox(false)
     /// The highest event position known settled: every event at or below it is committed or rolled back.
     let settledEvents = NIOLockedValueBox<Int64>(0)
+    /// Attempts' outcomes waiting to be written together (`completeAttempt`'s group commit).
+    let completions = WriteQueue<CompletionJob>()
 
     /// The schema versions this build knows, in order (`GatewayMigrations`): all that are missing are applied in
     /// one transaction, under an advisory lock, so instances starting together apply each once.
@@ -480,7 +482,18 @@ public final class PostgresGatewayStore: GatewayStore {
         try await transaction { [self] conn in
             var kept: [Bool] = []
             kept.reserveCapacity(batch.count)
-            for entry in batch { kept.append(try await insert(conn, entry.message, idempotency: entry.idempotency)) }
+            var messages: [NewMessage] = []
+            messages.reserveCapacity(batch.count)
+            for entry in batch {
+                if let idempotency = entry.idempotency,
+                   try await !upsertIdempotency(conn, app: entry.message.app, key: idempotency.key, answer: idempotency.answer) {
+                    kept.append(false)
+                    continue
+                }
+                kept.append(true)
+                messages.append(entry.message)
+            }
+            try await insertRows(conn, messages)
             return kept
         }
     }
@@ -491,22 +504,44 @@ public final class PostgresGatewayStore: GatewayStore {
         if let idempotency, try await !upsertIdempotency(conn, app: message.app, key: idempotency.key, answer: idempotency.answer) {
             return false
         }
-        try await conn.rows("""
-            INSERT INTO messages (message_id, app, created_at, expires_at)
-            VALUES (\(message.messageID), \(message.app), \(message.createdAt), \(message.expiresAt))
-            """, logger: logger)
+        try await insertRows(conn, [message])
+        return true
+    }
+
+    /// The rows of `messages` (one app's) and their deliveries, in multi-row `INSERT`s: 1000 messages or 200
+    /// deliveries a statement, whatever message they belong to (a batch of 100 messages is two statements).
+    func insertRows(_ conn: PostgresConnection, _ messages: [NewMessage]) async throws {
+        guard let app = messages.first?.app else { return }
         var start = 0
-        while start < message.deliveries.count {
-            let chunk = message.deliveries[start..<min(message.deliveries.count, start + 200)]
-            var binds = PostgresBindings(capacity: chunk.count * 14 + 4)
-            binds.append(message.app)
-            binds.append(message.messageID)
-            binds.append(message.expiresAt)
-            binds.append(message.createdAt)
+        while start < messages.count {
+            let chunk = messages[start..<min(messages.count, start + 1000)]
+            var binds = PostgresBindings(capacity: chunk.count * 3 + 1)
+            binds.append(app)
             var rows: [String] = []
-            for d in chunk {
+            rows.reserveCapacity(chunk.count)
+            for m in chunk {
+                let first = binds.count + 1
+                binds.append(m.messageID)
+                binds.append(m.createdAt)
+                binds.append(m.expiresAt)
+                rows.append("($\(first), $1, $\(first + 1), $\(first + 2))")
+            }
+            try await conn.rows(PostgresQuery(unsafeSQL: "INSERT INTO messages (message_id, app, created_at, expires_at) VALUES \(rows.joined(separator: ", "))",
+                                              binds: binds), logger: logger)
+            start += 1000
+        }
+        let deliveries = messages.flatMap { m in m.deliveries.map { (m, $0) } }
+        start = 0
+        while start < deliveries.count {
+            let chunk = deliveries[start..<min(deliveries.count, start + 200)]
+            var binds = PostgresBindings(capacity: chunk.count * 14 + 1)
+            binds.append(app)
+            var rows: [String] = []
+            rows.reserveCapacity(chunk.count)
+            for (m, d) in chunk {
                 let first = binds.count + 1
                 binds.append(d.deliveryID)
+                binds.append(m.messageID)
                 binds.append(d.deviceID)
                 binds.append(d.address)
                 binds.append(d.platform.environmentColumn(d.environment))
@@ -515,10 +550,12 @@ public final class PostgresGatewayStore: GatewayStore {
                 binds.append(Int32(d.priority))
                 binds.append(d.collapseID)
                 binds.append(d.apnsExpiration)
+                binds.append(m.expiresAt)
                 binds.append(d.apnsID)
+                binds.append(m.createdAt)
                 binds.append(d.platform.rawValue)
-                let p = (first..<first + 11).map { "$\($0)" }
-                rows.append("(\(p[0]), $1, $2, \(p[1]), \(p[2]), \(p[3]), \(p[4]), \(p[5]), \(p[6]), \(p[7]), \(p[8]), $3, \(p[9]), 'queued', 0, $4, $4, $4, 1, \(p[10]))")
+                let p = (first..<first + 14).map { "$\($0)" }
+                rows.append("(\(p[0]), $1, \(p[1]), \(p[2]), \(p[3]), \(p[4]), \(p[5]), \(p[6]), \(p[7]), \(p[8]), \(p[9]), \(p[10]), \(p[11]), 'queued', 0, \(p[12]), \(p[12]), \(p[12]), 1, \(p[13]))")
             }
             try await conn.rows(PostgresQuery(unsafeSQL: """
                 INSERT INTO deliveries (delivery_id, app, message_id, device_id, apns_token, environment, payload, receipt_sha256, priority,
@@ -527,7 +564,6 @@ public final class PostgresGatewayStore: GatewayStore {
                 """, binds: binds), logger: logger)
             start += 200
         }
-        return true
     }
 
     /// Keeps an answer for a key unless another answer younger than the idempotency window is kept; whether it was kept.
@@ -636,14 +672,52 @@ public final class PostgresGatewayStore: GatewayStore {
         held.withLockedValue { h in
             if h.claims[claim.deliveryID] == claim.generation { h.claims[claim.deliveryID] = nil }
         }
-        return try await transaction { [self] conn in
-            // Locked until the commit: a receipt or a DELETE on another instance waits for this write, or this for theirs.
-            let current = try await run(conn, Self.queries.completeRead, [.text(claim.deliveryID)]).first
-                .flatMap { GatewayRows.leasedDelivery($0.makeRandomAccess()) }
-            let change = DeliveryStateMachine.complete(current, claim: claim, outcome: outcome, unregisteredAt: unregisteredAt, now: now)
-            try await write(conn, change)
-            return change.landedState
+        try checkOpen()
+        // Group commit: outcomes that arrive while a transaction of outcomes is being written go in the next one
+        // together (one BEGIN … COMMIT for many attempts, as SQLite's commit queue does for every write).
+        return try await withCheckedThrowingContinuation { continuation in
+            let job = CompletionJob(claim: claim, outcome: outcome, unregisteredAt: unregisteredAt, now: now, continuation: continuation)
+            if completions.enqueue(job) {
+                Task { await self.writeCompletions() }
+            }
         }
+    }
+
+    /// Writes the queued outcomes, all that are queued at a time in one transaction, until none are left. Rows are
+    /// locked in delivery-id order (two instances' batches never wait on each other in a cycle). If the transaction
+    /// fails, each outcome is written again alone, so one outcome's failure never fails another.
+    func writeCompletions() async {
+        while let jobs = completions.takeAll() {
+            let ordered = jobs.sorted { $0.claim.deliveryID < $1.claim.deliveryID }
+            do {
+                let states = try await transaction { [self] conn in
+                    var states: [DeliveryState?] = []
+                    states.reserveCapacity(ordered.count)
+                    for job in ordered { states.append(try await complete(conn, job)) }
+                    return states
+                }
+                for (job, state) in zip(ordered, states) { job.continuation.resume(returning: state) }
+            } catch {
+                for job in ordered {
+                    do {
+                        let state = try await transaction { [self] conn in try await complete(conn, job) }
+                        job.continuation.resume(returning: state)
+                    } catch {
+                        job.continuation.resume(throwing: error)
+                    }
+                }
+            }
+        }
+    }
+
+    /// One outcome in the caller's transaction: the row read and locked, the state machine's change written.
+    func complete(_ conn: PostgresConnection, _ job: CompletionJob) async throws -> DeliveryState? {
+        // Locked until the commit: a receipt or a DELETE on another instance waits for this write, or this for theirs.
+        let current = try await run(conn, Self.queries.completeRead, [.text(job.claim.deliveryID)]).first
+            .flatMap { GatewayRows.leasedDelivery($0.makeRandomAccess()) }
+        let change = DeliveryStateMachine.complete(current, claim: job.claim, outcome: job.outcome, unregisteredAt: job.unregisteredAt, now: job.now)
+        try await write(conn, change)
+        return change.landedState
     }
 
     /// Writes what the state machine decided (which checked the lease generation against the row read and locked
@@ -859,4 +933,13 @@ extension PostgresClient {
     func rows(_ query: PostgresQuery, logger: Logger) async throws -> [PostgresRow] {
         try await self.query(query, logger: logger).collect()
     }
+}
+
+/// An attempt's outcome waiting for the PostgreSQL store's next transaction of outcomes, and who waits for it.
+struct CompletionJob: Sendable {
+    let claim: ClaimedDelivery
+    let outcome: AttemptOutcome
+    let unregisteredAt: Int64?
+    let now: Int64
+    let continuation: CheckedContinuation<DeliveryState?, any Error>
 }

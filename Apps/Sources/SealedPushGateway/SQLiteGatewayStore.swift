@@ -37,7 +37,7 @@ public struct GatewayStoreError: Error, CustomStringConvertible, Sendable {
 public final class SQLiteGatewayStore: GatewayStore {
     /// The connections: one writer (group commits) and readers (WAL), each used on its own serial queue.
     let pool: DatabasePool
-    let commits = CommitQueue()
+    let commits = WriteQueue<CommitJob>()
     let lockFD: Int32
     /// The database file.
     public let path: String
@@ -137,7 +137,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// last run's transaction is ever committed.
     func transaction<R: Sendable>(_ body: @escaping @Sendable (Database) throws -> R) async throws -> R {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
-            let job = CommitQueue.Job(run: { db in
+            let job = CommitJob(run: { db in
                 // Runs inside a batch's transaction; its outcome stands once that transaction's COMMIT says how it ended.
                 let result: Result<R, any Error>
                 do { result = .success(try body(db)) } catch { result = .failure(error) }
@@ -619,39 +619,12 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 }
 
-/// The write transactions waiting for the next batch; one writer task at a time drains it.
-final class CommitQueue: Sendable {
-    /// A transaction's body: run inside a batch, it says whether it failed and gives back what to do once
-    /// the transaction it ran in has ended (committed, or not).
-    struct Job: Sendable {
-        let run: @Sendable (Database) -> (failed: Bool, finish: @Sendable (Result<Void, any Error>) -> Void)
-        /// Fails the job without running it (the transaction could not begin).
-        let fail: @Sendable (any Error) -> Void
-    }
-
-    let state = NIOLockedValueBox<(jobs: [Job], writing: Bool)>(([], false))
-
-    /// Queues `job`; true when no writer runs and the caller must start one.
-    func enqueue(_ job: Job) -> Bool {
-        state.withLockedValue { s in
-            s.jobs.append(job)
-            guard !s.writing else { return false }
-            s.writing = true
-            return true
-        }
-    }
-
-    /// Everything queued, or nil (and the writer stops) when nothing is.
-    func takeAll() -> [Job]? {
-        state.withLockedValue { s in
-            guard !s.jobs.isEmpty else {
-                s.writing = false
-                return nil
-            }
-            defer { s.jobs.removeAll(keepingCapacity: true) }
-            return s.jobs
-        }
-    }
+/// A write transaction waiting for the SQLite writer's next batch: its body, run inside a batch, says whether it
+/// failed and gives back what to do once the transaction it ran in has ended (committed, or not).
+struct CommitJob: Sendable {
+    let run: @Sendable (Database) -> (failed: Bool, finish: @Sendable (Result<Void, any Error>) -> Void)
+    /// Fails the job without running it (the transaction could not begin).
+    let fail: @Sendable (any Error) -> Void
 }
 
 /// A value bound to a statement's parameter.

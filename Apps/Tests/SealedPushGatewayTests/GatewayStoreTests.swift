@@ -215,6 +215,43 @@ extension GatewayPostgresSuites {
             }
         }
 
+        /// Outcomes written at once (the writer groups them into shared transactions: SQLite's commit queue,
+        /// PostgreSQL's outcome queue) each land on their own row, and one written under an old lease lands nowhere
+        /// while the others in its transaction do.
+        @Test(arguments: StoreBackend.allCases)
+        func outcomesWrittenAtOnceEachLand(_ backend: StoreBackend) async throws {
+            try await withStore(backend) { store in
+                let devices = (0..<40).map { F.device("d\($0)", user: "u\($0)", token: $0 + 1) }
+                for d in devices { _ = try await store.putDevice(d, maxDevicesPerUser: 10) }
+                try await store.insertMessage(F.message("m", devices: devices), idempotency: nil)
+                var claims = try await store.claimDue(app: "chat", platform: .apns, now: 1000, leaseUntil: 2000, limit: 100)
+                #expect(claims.count == 40)
+                claims.sort { $0.deliveryID < $1.deliveryID }
+                var stale = claims[7]
+                stale.generation -= 1
+                claims[7] = stale
+                let landed = try await withThrowingTaskGroup(of: (String, DeliveryState?).self) { group in
+                    for (n, claim) in claims.enumerated() {
+                        group.addTask {
+                            let outcome: AttemptOutcome = n % 2 == 0 ? .accepted(status: 200, platformID: nil) : .retry(at: 9000, status: 503, reason: "server_error")
+                            return (claim.deliveryID, try await store.completeAttempt(claim, outcome: outcome, unregisteredAt: nil, now: 1001))
+                        }
+                    }
+                    return try await group.reduce(into: [String: DeliveryState?]()) { $0[$1.0] = $1.1 }
+                }
+                let states = Dictionary(uniqueKeysWithValues: try #require(try await store.message(app: "chat", messageID: "m")).deliveries.map { ($0.deliveryID, $0.state) })
+                for (n, claim) in claims.enumerated() {
+                    if n == 7 {
+                        #expect(landed[claim.deliveryID] == .some(nil), "the old lease's outcome landed")
+                        #expect(states[claim.deliveryID] == .queued)
+                    } else {
+                        let expected: DeliveryState = n % 2 == 0 ? .accepted : .queued
+                        #expect(landed[claim.deliveryID] == .some(expected) && states[claim.deliveryID] == expected, "\(claim.deliveryID)")
+                    }
+                }
+            }
+        }
+
         /// The devices of many users in one read (a batch's, gateway v1 §5.1) are each user's `userDevices`, in the same
         /// order, and only this app's; a user without devices is absent.
         @Test(arguments: StoreBackend.allCases)
