@@ -126,7 +126,9 @@ public final class Gateway: Sendable {
         for warning in configuration.warnings { logger.warning("\(warning)") }
     }
 
-    /// Opens the store a configuration names and makes a gateway over it.
+    /// Opens the store a configuration names and makes a gateway over it. A PostgreSQL store is made but not yet
+    /// connected: it connects and migrates when `GatewayServer.services` (which begin with the store's own) run in
+    /// a `ServiceGroup`, and the gateway serves once `prepare()` has found it ready.
     public static func open(configuration: GatewayConfiguration, options: GatewayOptions = GatewayOptions(), logger: Logger) async throws -> Gateway {
         let store: any GatewayStore
         switch configuration.database {

@@ -1,6 +1,8 @@
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import PostgresNIO
+import SealedPushAPNs
 @testable import SealedPushGateway
 import SealedPushTestSupport
 import SealedPushWire
@@ -113,6 +115,29 @@ extension GatewayPostgresSuites {
             await other.close()
             #expect(rows == 0)
             await g.stop()
+        }
+
+        /// The servers and workers wait for the store: over a database that never answers, the gateway's group ends
+        /// with the store's error and no server ever listens (nothing can be answered before the migrations).
+        @Test func noServerListensBeforeTheStoreIsReady() async throws {
+            let port = try GatewayHarness.freePort()
+            var storeOptions = PostgresGatewayStore.Options()
+            storeOptions.startTimeout = .seconds(2)
+            let store = try PostgresGatewayStore.make(url: "postgres://gw@127.0.0.1:\(port)/gw?sslmode=disable", options: storeOptions,
+                                                      logger: Self.logger)
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-pg-unready-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let (_, pem) = try APNsSigningKey.generateForDevelopment(keyID: "KEY0000001", teamID: "TEAM000001")
+            let path = try GatewayHarness.writeConfiguration(in: directory, apnsKeyPEM: pem, apnsPort: 9, caPEM: TestCA.pem)
+            let gateway = try await Gateway(configuration: try GatewayConfiguration.load(path: path), store: store, logger: Self.logger)
+            #expect(throws: GatewayStoreError.self, "no idempotency key before the store is ready") { _ = try gateway.idempotencyKey }
+            let listening = NIOLockedValueBox<[String]>([])
+            let services = GatewayServer.services(gateway, logger: Self.logger) { name, _ in listening.withLockedValue { $0.append(name) } }
+            let group = ServiceGroup(configuration: ServiceGroupConfiguration(services: services, logger: Self.logger))
+            await #expect(throws: GatewayStoreError.self) { try await group.run() }
+            #expect(listening.withLockedValue { $0 }.isEmpty, "a server listened before the store was ready")
+            #expect(gateway.closed.withLockedValue { $0 }, "the resources closed the gateway")
+            #expect(!store.clientState.withLockedValue { $0.running })
         }
 
         /// A store whose setup cannot finish (an unreachable server) ends its heartbeat service with the error, which
