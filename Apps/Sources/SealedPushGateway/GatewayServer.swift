@@ -90,10 +90,14 @@ public struct GatewayResources: Service {
     public init(gateway: Gateway) { self.gateway = gateway }
 
     /// Prepares the gateway, retires replaced clients each second until graceful shutdown, then closes everything.
-    /// A store that cannot be made ready ends it with that error (and closes the gateway).
+    /// A store that cannot be made ready ends it with that error (and closes the gateway); a graceful shutdown that
+    /// comes before the store is ready closes the gateway and ends it without one.
     public func run() async throws {
-        do { try await gateway.prepare() } catch {
+        do {
+            try await cancelWhenGracefulShutdown { [gateway] in try await gateway.prepare() }
+        } catch {
             await gateway.close()
+            if Task.isShuttingDownGracefully && !Task.isCancelled { return }  // stopped while starting: nothing failed
             throw error
         }
         while !Task.isCancelled && !Task.isShuttingDownGracefully {

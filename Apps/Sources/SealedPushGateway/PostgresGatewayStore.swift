@@ -213,7 +213,12 @@ public final class PostgresGatewayStore: GatewayStore {
         do { try await setUpWithinTimeout() } catch {
             started.fulfil(.failure(error))
             clientStop.fulfil(.success(()))  // nothing will use the client
-            throw error
+            // Closed during its setup (a stop while starting): a stop, not a failure of the group.
+            guard heartbeatState.withLockedValue({ $0.stopRequested }) else { throw error }
+            heartbeatState.withLockedValue { $0.running = false }
+            heartbeatStopped.fulfil(.success(()))
+            if inGroup { try? await gracefulShutdown() }
+            return
         }
         started.fulfil(.success(()))
         await withGracefulShutdownHandler {
@@ -236,6 +241,7 @@ public final class PostgresGatewayStore: GatewayStore {
         } onGracefulShutdown: {
             self.heartbeatStop.fulfil(.success(()))
         }
+        heartbeatState.withLockedValue { $0.running = false }
         heartbeatStopped.fulfil(.success(()))
         if inGroup { try? await gracefulShutdown() }
     }
@@ -389,6 +395,9 @@ public final class PostgresGatewayStore: GatewayStore {
             return s.running
         }
         heartbeatStop.fulfil(.success(()))
+        // A close during the setup (a stop before the store was ready) stops the client first: the setup's requests
+        // then fail at once instead of running on to the start timeout.
+        if started.result == nil { clientStop.fulfil(.success(())) }
         if beating { _ = try? await heartbeatStopped.wait() }
         if !closed.withLockedValue({ c in defer { c = true }; return c }) {
             if started.succeeded, clientState.withLockedValue({ $0.running }) {

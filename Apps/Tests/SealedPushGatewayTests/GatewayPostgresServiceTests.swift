@@ -140,6 +140,46 @@ extension GatewayPostgresSuites {
             #expect(!store.clientState.withLockedValue { $0.running })
         }
 
+        /// A stop (SIGTERM's graceful shutdown) while the store is still starting (a database that does not answer,
+        /// an hour's start timeout) ends the group without an error and without waiting for that timeout: closing the
+        /// store stops its client, which ends the setup at once.
+        @Test func aStopWhileTheStoreStartsEndsTheGroupCleanly() async throws {
+            let port = try GatewayHarness.freePort()
+            var storeOptions = PostgresGatewayStore.Options()
+            storeOptions.startTimeout = .seconds(3600)
+            let store = try PostgresGatewayStore.make(url: "postgres://gw@127.0.0.1:\(port)/gw?sslmode=disable", options: storeOptions,
+                                                      logger: Self.logger)
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-pg-stop-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let (_, pem) = try APNsSigningKey.generateForDevelopment(keyID: "KEY0000001", teamID: "TEAM000001")
+            let path = try GatewayHarness.writeConfiguration(in: directory, apnsKeyPEM: pem, apnsPort: 9, caPEM: TestCA.pem)
+            let gateway = try await Gateway(configuration: try GatewayConfiguration.load(path: path), store: store, logger: Self.logger)
+            let listening = NIOLockedValueBox<[String]>([])
+            let services = GatewayServer.services(gateway, logger: Self.logger) { name, _ in listening.withLockedValue { $0.append(name) } }
+            let group = ServiceGroup(configuration: ServiceGroupConfiguration(services: services, logger: Self.logger))
+            let running = Task { try await group.run() }
+            try await waitUntil("the heartbeat to begin the setup", within: .seconds(30)) { store.heartbeatState.withLockedValue { $0.running } }
+            await group.triggerGracefulShutdown()
+            let outcome = await withTaskGroup(of: String.self) { waits in
+                waits.addTask {
+                    do { try await running.value; return "ended" } catch { return "threw \(error)" }
+                }
+                waits.addTask {
+                    try? await Task.sleep(for: .seconds(60))
+                    return "still running 60 s after the stop"
+                }
+                let first = await waits.next() ?? "nothing"
+                waits.cancelAll()
+                return first
+            }
+            if outcome != "ended" { running.cancel() }
+            #expect(outcome == "ended")
+            #expect(listening.withLockedValue { $0 }.isEmpty)
+            #expect(gateway.closed.withLockedValue { $0 })
+            #expect(!store.clientState.withLockedValue { $0.running })
+            #expect(!store.heartbeatState.withLockedValue { $0.running })
+        }
+
         /// A store whose setup cannot finish (an unreachable server) ends its heartbeat service with the error, which
         /// ends the group; the client is stopped with it and the gateway's servers never listen.
         @Test func anUnreachableDatabaseEndsTheGroupBeforeAnyServerListens() async throws {
