@@ -172,7 +172,6 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        // `sealedpush-server receipts serve`: the receipt collector (Hummingbird).
         // The injected clock (`SealedPushClock`: a wall reading in `UnixMilliseconds` and a monotonic reading) that the
         // rate limits, the receipt collector and the gateway (its worker, its PostgreSQL heartbeat) all read. No dependency.
         .target(
@@ -191,6 +190,7 @@ let package = Package(
             dependencies: ["SealedPushTime", "SealedPushRateLimit"],
             swiftSettings: strict
         ),
+        // `sealedpush-server receipts serve`: the receipt collector (Hummingbird).
         .target(
             name: "SealedPushReceiptCollector",
             dependencies: [

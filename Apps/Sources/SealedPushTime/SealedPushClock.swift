@@ -65,7 +65,9 @@ public struct SealedPushClock: Sendable {
 }
 
 /// A clock that stands still until it is advanced (tests): its wall and monotonic readings move together,
-/// by exactly what `advance(by:)` says, so a slow machine changes nothing a test observes.
+/// by exactly what `advance(by:)` says, so a slow machine changes nothing a test observes. Deadlines read from it
+/// pass only when it is advanced: a gateway stopped with attempts in flight waits for them (its drain deadline
+/// does not pass) unless the test advances the clock past `drainTimeout`.
 public final class SealedPushManualClock: Sendable {
     private let origin: ContinuousClock.Instant
     private let state: Mutex<(wall: UnixMilliseconds, elapsed: Duration)>
