@@ -38,6 +38,8 @@ let package = Package(
         .library(name: "SealedPushReceiptCollector", targets: ["SealedPushReceiptCollector"]),
         /// The development media server.
         .library(name: "SealedPushMediaServer", targets: ["SealedPushMediaServer"]),
+        /// The one clock the servers are read and tested on: Unix milliseconds and a monotonic reading (`SealedPushClock`).
+        .library(name: "SealedPushTime", targets: ["SealedPushTime"]),
         /// The push gateway (gateway v1): registry, durable queue, delivery, receipts, its HTTP API.
         .library(name: "SealedPushGateway", targets: ["SealedPushGateway"]),
         /// The FCM HTTP v1 client: service-account keys, access tokens, the data-only message, its answers (platforms v1 §2).
@@ -170,17 +172,30 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        // `sealedpush-server receipts serve`: the receipt collector (Hummingbird).
+        // The injected clock (`SealedPushClock`: a wall reading in `UnixMilliseconds` and a monotonic reading) that the
+        // rate limits, the receipt collector and the gateway (its worker, its PostgreSQL heartbeat) all read. No dependency.
+        .target(
+            name: "SealedPushTime",
+            dependencies: [],
+            swiftSettings: strict
+        ),
         // Token buckets, global and per source address: the collector's and the gateway's rate limits.
         .target(
             name: "SealedPushRateLimit",
-            dependencies: [.product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
+            dependencies: ["SealedPushTime", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
             swiftSettings: strict
         ),
+        .testTarget(
+            name: "SealedPushTimeTests",
+            dependencies: ["SealedPushTime", "SealedPushRateLimit"],
+            swiftSettings: strict
+        ),
+        // `sealedpush-server receipts serve`: the receipt collector (Hummingbird).
         .target(
             name: "SealedPushReceiptCollector",
             dependencies: [
                 "SealedPushRateLimit",
+                "SealedPushTime",
                 "SealedPushReceiptsDatabase",
                 .product(name: "SealedPushWire", package: "SealedPush"),
                 .product(name: "SealedPushCrypto", package: "SealedPush"),
@@ -283,6 +298,7 @@ let package = Package(
             name: "SealedPushGateway",
             dependencies: [
                 "SealedPushRateLimit",
+                "SealedPushTime",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 "SealedPushAPNs",
                 .product(name: "SealedPushAPNsCore", package: "SealedPush"),
@@ -414,6 +430,7 @@ let package = Package(
             name: "SealedPushReceiptTests",
             dependencies: [
                 "sealedpush", "sealedpush-server", "SealedPushDeviceHTTP", "SealedPushReceiptCollector", "SealedPushReceiptsDatabase",
+                "SealedPushTime",
                 .product(name: "SealedPushReceiver", package: "SealedPush"),
                 .product(name: "SealedPushDevice", package: "SealedPush"),
                 .product(name: "SealedPushKeychain", package: "SealedPush"),
@@ -436,7 +453,8 @@ let package = Package(
             dependencies: [
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
-                "sealedpush-server", "SealedPushGateway", "SealedPushAPNs", "SealedPushAPNsServer", "SealedPushDeviceHTTP", "SealedPushWebPushServer",
+                "sealedpush-server", "SealedPushGateway", "SealedPushTime", "SealedPushAPNs", "SealedPushAPNsServer", "SealedPushDeviceHTTP",
+                "SealedPushWebPushServer",
                 .product(name: "SealedPushAPNsCore", package: "SealedPush"),
                 .product(name: "SealedPushDevice", package: "SealedPush"),
                 .product(name: "SealedPushKeychain", package: "SealedPush"),

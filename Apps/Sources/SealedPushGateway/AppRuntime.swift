@@ -42,8 +42,7 @@ final class AppRuntime: Sendable {
     let webpushPolicy: WebPushEndpointPolicy
 
     init(config: GatewayAppConfiguration, makeClient: APNsSenderFactory, makePlatformSender: PlatformSenderFactory? = nil,
-         context: PlatformContext = PlatformContext(), limiterClock: @escaping @Sendable () -> ContinuousClock.Instant = { .now },
-         logger: Logger) throws(GatewayConfigurationError) {
+         context: PlatformContext = PlatformContext(), logger: Logger) throws(GatewayConfigurationError) {
         self.config = config
         webpushPolicy = WebPushEndpointPolicy(allowPorts: config.webpush?.allowPorts ?? [], allowPrivateEndpoints: config.webpush?.allowPrivateEndpoints ?? false)
         var signer: SigningKeyPair?
@@ -78,7 +77,7 @@ final class AppRuntime: Sendable {
         }
         self.senders = senders
         inFlight = Dictionary(uniqueKeysWithValues: senders.keys.map { ($0, AsyncLimiter(limit: config.maxInFlight)) })
-        rate = TokenBucket(perSecond: config.rateLimit, now: limiterClock)
+        rate = TokenBucket(perSecond: config.rateLimit, clock: context.clock)
     }
 
     /// Shuts down every push service's connections.
@@ -205,7 +204,7 @@ extension AppRuntime {
             }
             let clock = context.clock
             return WebPushPlatformSender(policy: WebPushEndpointPolicy(allowPorts: settings.allowPorts, allowPrivateEndpoints: settings.allowPrivateEndpoints),
-                                         vapid: VAPIDTokenCache(key: key, subject: subject, clock: { clock.milliseconds() / 1000 }),
+                                         vapid: VAPIDTokenCache(key: key, subject: subject, clock: { clock.wall().milliseconds / 1000 }),
                                          resolver: context.resolver, client: client)
         case .fcm:
             guard let settings = config.fcm else { throw GatewayConfigurationError("/apps/\(config.id)/fcm", "is missing") }
@@ -218,7 +217,7 @@ extension AppRuntime {
             do {
                 let configuration = try FCMClientConfiguration(
                     serviceAccount: account, projectID: settings.projectID, url: settings.url, tokenURL: settings.tokenURL,
-                    caCertificateFile: settings.caCertPath, now: { Date(timeIntervalSince1970: Double(clock.milliseconds()) / 1000) })
+                    caCertificateFile: settings.caCertPath, now: { Date(timeIntervalSince1970: Double(clock.wall().milliseconds) / 1000) })
                 return FCMPlatformSender(client: try FCMClient(configuration: configuration, serviceAccount: account, logger: logger))
             } catch {
                 throw GatewayConfigurationError(member, error.description)
@@ -229,8 +228,8 @@ extension AppRuntime {
 
 /// What the real platform senders read besides an app's configuration: the gateway's clock and resolver.
 struct PlatformContext: Sendable {
-    /// The wall clock (VAPID and access-token lifetimes).
-    var clock: GatewayClock = .system
+    /// The gateway's clock: its wall reading for VAPID and access-token lifetimes, its monotonic one for the rate limit.
+    var clock: SealedPushClock = .system
     /// Resolves Web Push endpoints' hosts.
     var resolver: any GatewayAddressResolver = SystemAddressResolver()
 }

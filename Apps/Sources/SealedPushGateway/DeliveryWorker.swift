@@ -26,7 +26,7 @@ public struct DeliveryWorker: Service {
             }
         } onGracefulShutdown: {
             let inFlight = gateway.apps.values.reduce(0) { $0 + $1.attemptsInFlight }
-            drain.withLockedValue { $0 = DrainTally(started: .now, inFlight: inFlight, handedBack: 0) }
+            drain.withLockedValue { $0 = DrainTally(started: gateway.options.clock.monotonic(), inFlight: inFlight, handedBack: 0) }
             gateway.logger.notice("stop requested (SIGTERM or SIGINT): draining; new messages answer 503, attempts in flight get the drain timeout",
                                   metadata: ["in_flight": "\(inFlight)", "drain_timeout_ms": "\(gateway.options.drainTimeout.milliseconds)"])
             gateway.beginDraining()
@@ -35,7 +35,7 @@ public struct DeliveryWorker: Service {
         if let started = tally.started {
             gateway.logger.notice("drain ended: attempts in flight finished or handed back (sent at the next start with the same apns-id)",
                                   metadata: ["in_flight": "\(tally.inFlight)", "finished": "\(max(0, tally.inFlight - tally.handedBack))",
-                                             "handed_back": "\(tally.handedBack)", "ms": "\(started.duration(to: .now).milliseconds)"])
+                                             "handed_back": "\(tally.handedBack)", "ms": "\(started.duration(to: gateway.options.clock.monotonic()).milliseconds)"])
         }
     }
 
@@ -65,10 +65,11 @@ public struct DeliveryWorker: Service {
     /// Counts the queue each second: each app's `queued` (for `max_queue`) and the queue gauges; every
     /// `pruneInterval`, deletes what is past its keeping time.
     func monitorQueue() async {
-        var lastPrune = ContinuousClock.now
+        let clock = gateway.options.clock
+        var lastPrune = clock.monotonic()
         while !Task.isCancelled {
-            if lastPrune.duration(to: .now) >= gateway.options.pruneInterval {
-                lastPrune = .now
+            if lastPrune.duration(to: clock.monotonic()) >= gateway.options.pruneInterval {
+                lastPrune = clock.monotonic()
                 await prune()
             }
             if let depths = try? await gateway.store.queueDepths() {
@@ -107,7 +108,7 @@ public struct DeliveryWorker: Service {
         let options = gateway.options
         guard let sender = app.senders[platform], let inFlight = app.inFlight[platform], let wake = app.wakes[platform] else { return }
         await withDiscardingTaskGroup { group in
-            var lastClaim = ContinuousClock.now
+            var lastClaim = options.clock.monotonic()
             while !isDraining, !Task.isCancelled, gateway.appsGeneration.withLockedValue({ $0 }) == generation {
                 if app.pausedReason(platform) != nil {
                     await wake.wait(upTo: .seconds(1))
@@ -121,14 +122,14 @@ public struct DeliveryWorker: Service {
                 // transaction, a loop turn) per finished attempt — but no longer than `claimDelay`, so a slow
                 // APNs holding most slots does not hold new messages back.
                 let batch = Self.claimThreshold(share: share, claimBatch: options.claimBatch)
-                let waited = lastClaim.duration(to: .now)
+                let waited = lastClaim.duration(to: options.clock.monotonic())
                 guard Self.shouldClaim(free: free, held: inFlight.held, batch: batch, waited: waited, delay: options.claimDelay) else {
                     // With every slot taken, look again every `claimDelay` (a finished attempt that frees less than a
                     // batch does not wake the loop); with some free, once the delay is up.
                     await wake.wait(upTo: free == 0 ? options.claimDelay : max(.milliseconds(1), options.claimDelay - waited))
                     continue
                 }
-                lastClaim = .now
+                lastClaim = options.clock.monotonic()
                 let now = gateway.now
                 let claims: [ClaimedDelivery]
                 do {
@@ -163,8 +164,8 @@ public struct DeliveryWorker: Service {
             }
             // Draining: attempts in flight get `drainTimeout` to finish, then are cancelled and handed back.
             if isDraining {
-                let deadline = ContinuousClock.now + options.drainTimeout
-                while inFlight.held > 0, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
+                let deadline = options.clock.monotonic() + options.drainTimeout
+                while inFlight.held > 0, options.clock.monotonic() < deadline { try? await Task.sleep(for: .milliseconds(20)) }
                 if inFlight.held > 0 {
                     gateway.logger.warning("attempts still in flight at the drain deadline are handed back",
                                            metadata: ["app": "\(app.config.id)", "platform": "\(platform.rawValue)", "count": "\(inFlight.held)"])
@@ -196,11 +197,11 @@ public struct DeliveryWorker: Service {
             await write(claim, app: app, .final(.expired, status: nil, reason: "ttl_expired", attempted: false))
             return
         }
-        let start = ContinuousClock.now
+        let start = gateway.options.clock.monotonic()
         let answer = await sender.send(claim, now: now)
         if answer.madeRequest {
             let (status, reason) = answer.counted
-            gateway.metrics.pushRequest(app: app.config.id, platform: claim.platform, status: status, reason: reason, duration: start.duration(to: .now))
+            gateway.metrics.pushRequest(app: app.config.id, platform: claim.platform, status: status, reason: reason, duration: start.duration(to: gateway.options.clock.monotonic()))
         }
         var unregisteredAt: Int64?
         if case let .unregistered(_, _, before) = answer { unregisteredAt = before }

@@ -61,7 +61,7 @@ extension Gateway {
         }
         let parsed = try? JSONBody.object(bytes)
         let canonical = parsed.map { CanonicalJSON.serialize(.object($0)) } ?? ([0] + bytes)
-        let hmac = Digests.hmac(key: idempotencyKey, message: canonical)
+        let hmac = Digests.hmac(key: try idempotencyKey, message: canonical)
         let slot = app.config.id + "\u{0}" + key
         guard keysInFlight.withLockedValue({ $0.insert(slot).inserted }) else {
             throw GatewayError.conflict("a request with this Idempotency-Key is still being handled; retry after Retry-After seconds", retryAfter: 1)
@@ -204,7 +204,7 @@ extension Gateway {
         var idempotency: (key: String, hmac: [UInt8])?
         do {
             if let key {
-                let hmac = Digests.hmac(key: idempotencyKey, message: canonical)
+                let hmac = Digests.hmac(key: try idempotencyKey, message: canonical)
                 if let earlier = batch.keys[key] {
                     guard constantTimeEquals(earlier.hmac, hmac) else { throw GatewayError.idempotencyConflict }
                     batch.repeats.append((index, earlier.index))

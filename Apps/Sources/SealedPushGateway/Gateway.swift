@@ -7,6 +7,7 @@ import SealedPushWire
 import SealedPushCrypto
 import NIOConcurrencyHelpers
 import SealedPushRateLimit
+@_exported public import SealedPushTime
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -15,8 +16,10 @@ import Foundation
 
 /// How the gateway retries, leases and limits; the defaults suit production, tests shorten them.
 public struct GatewayOptions: Sendable {
-    /// The wall clock.
-    public var clock: GatewayClock = .system
+    /// The one clock the gateway reads (tests inject a `SealedPushManualClock`'s): its wall reading (`UnixMilliseconds`) times
+    /// what is stored, expiry, leases and the PostgreSQL heartbeat's `last_seen`; its monotonic reading is what the
+    /// rate limits refill by and what the delivery worker paces its claims, prunes and drain deadline by.
+    public var clock: SealedPushClock = .system
     /// The delay before the second attempt; each further attempt doubles it (equal jitter), up to `maxRetryDelay`.
     public var baseRetryDelay: Duration = .seconds(1)
     /// The longest delay between attempts.
@@ -30,9 +33,6 @@ public struct GatewayOptions: Sendable {
     /// Refusals a second per source address on the device endpoints, or nil for the configuration's
     /// `device_rate_limit` (gateway v1 §6).
     public var deviceRateLimit: Int?
-    /// The monotonic clock the rate limits refill by, each app's `rate_limit` and the device endpoints' per-source
-    /// limit (tests pass one that stands still).
-    public var limiterClock: @Sendable () -> ContinuousClock.Instant = { .now }
     /// Seals made at once across all requests (`sendMessage`'s bounded pool); defaults to the processor count.
     public var sealingWidth = max(1, ProcessInfo.processInfo.activeProcessorCount)
     /// Makes each app's APNs clients.
@@ -82,7 +82,8 @@ public final class Gateway: Sendable {
     public let metrics = GatewayMetrics()
     let options: GatewayOptions
     let logger: Logger
-    let idempotencyKey: [UInt8]
+    /// The key of idempotency HMACs (the store's secret), read once the store is ready (`prepare()`).
+    let preparedKey = OneShot<[UInt8]>()
     let state: NIOLockedValueBox<(configuration: GatewayConfiguration, apps: [String: AppRuntime])>
     /// Set on SIGTERM: new messages get 503.
     let draining = NIOLockedValueBox(false)
@@ -107,14 +108,15 @@ public final class Gateway: Sendable {
         self.store = store
         self.options = options
         self.logger = logger
-        idempotencyKey = try await store.idempotencySecret()
+        // A store whose services the gateway's group runs (PostgreSQL through `make`) is read once they run (`prepare()`).
+        if store.services.isEmpty { preparedKey.fulfil(.success(try await store.idempotencySecret())) }
         let perSecond = options.deviceRateLimit ?? configuration.deviceRateLimit
-        sourceLimiter = SourceRateLimiter(capacity: perSecond, refillPerSecond: Double(perSecond), now: options.limiterClock)
+        sourceLimiter = SourceRateLimiter(capacity: perSecond, refillPerSecond: Double(perSecond), clock: options.clock)
         sealing = SealingPool(width: options.sealingWidth)
         var apps: [String: AppRuntime] = [:]
         for app in configuration.apps {
             apps[app.id] = try AppRuntime(config: app, makeClient: options.makeAPNsClient, makePlatformSender: options.makePlatformSender,
-                                          context: PlatformContext(clock: options.clock, resolver: options.addressResolver), limiterClock: options.limiterClock, logger: logger)
+                                          context: PlatformContext(clock: options.clock, resolver: options.addressResolver), logger: logger)
         }
         state = NIOLockedValueBox((configuration, apps))
         for app in apps.keys {
@@ -124,7 +126,9 @@ public final class Gateway: Sendable {
         for warning in configuration.warnings { logger.warning("\(warning)") }
     }
 
-    /// Opens the store a configuration names and makes a gateway over it.
+    /// Opens the store a configuration names and makes a gateway over it. A PostgreSQL store is made but not yet
+    /// connected: it connects and migrates when `GatewayServer.services` (which begin with the store's own) run in
+    /// a `ServiceGroup`, and the gateway serves once `prepare()` has found it ready.
     public static func open(configuration: GatewayConfiguration, options: GatewayOptions = GatewayOptions(), logger: Logger) async throws -> Gateway {
         let store: any GatewayStore
         switch configuration.database {
@@ -142,11 +146,44 @@ public final class Gateway: Sendable {
             }
             var storeOptions = PostgresGatewayStore.Options()
             storeOptions.clock = options.clock
-            store = try await PostgresGatewayStore.open(url: url, password: password, options: storeOptions, logger: logger)
+            // Not connected yet: its services (the client, the heartbeat) run first in the gateway's group
+            // (`GatewayServer.services`), which migrates before any server listens.
+            store = try PostgresGatewayStore.make(url: url, password: password, options: storeOptions, logger: logger)
         }
         do { return try await Gateway(configuration: configuration, store: store, options: options, logger: logger) } catch {
             await store.close()
             throw error
+        }
+    }
+
+    /// Waits until the store is ready (migrated) and reads its idempotency secret: then the gateway can serve.
+    /// `GatewayResources` calls it first; the servers and workers wait for it (`readiness`). Once: later calls
+    /// return the first one's result.
+    public func prepare() async throws {
+        if preparedKey.result == nil {
+            do {
+                try await store.ready()
+                preparedKey.fulfil(.success(try await store.idempotencySecret()))
+            } catch {
+                preparedKey.fulfil(.failure(error))
+            }
+        }
+        _ = try await preparedKey.wait()
+    }
+
+    /// Waits until `prepare()` has finished; throws its error, or `CancellationError` when cancelled first.
+    func waitUntilPrepared() async throws {
+        _ = try await preparedKey.wait()
+    }
+
+    /// The key of idempotency HMACs; an error (answered `503`) before the store is ready.
+    var idempotencyKey: [UInt8] {
+        get throws(GatewayStoreError) {
+            switch preparedKey.result {
+            case let .success(key): return key
+            case .failure, nil:
+                throw GatewayStoreError("the gateway's store is not ready (its migrations have not finished, or failed); retry shortly", unavailable: true)
+            }
         }
     }
 
@@ -159,7 +196,7 @@ public final class Gateway: Sendable {
         var apps: [String: AppRuntime] = [:]
         for app in configuration.apps {
             apps[app.id] = try AppRuntime(config: app, makeClient: options.makeAPNsClient, makePlatformSender: options.makePlatformSender,
-                                          context: PlatformContext(clock: options.clock, resolver: options.addressResolver), limiterClock: options.limiterClock, logger: logger)
+                                          context: PlatformContext(clock: options.clock, resolver: options.addressResolver), logger: logger)
         }
         let old = state.withLockedValue { s -> [String: AppRuntime] in
             let old = s.apps
@@ -171,13 +208,13 @@ public final class Gateway: Sendable {
         for app in apps.keys { metrics.paused(app: app, false) }  // new clients: sending again until APNs says otherwise
         for app in old.values { app.wakeAll() }
         logger.notice("configuration reloaded", metadata: ["apps": "\(apps.count)"])
-        let since = ContinuousClock.now
+        let since = options.clock.monotonic()
         retired.withLockedValue { $0 += old.values.map { ($0, since) } }  // attempts in flight on them finish first
     }
 
     /// Shuts down the clients of apps replaced at least `retireAfter` ago (all of them with `all`).
     func shutDownRetired(all: Bool = false) async {
-        let now = ContinuousClock.now
+        let now = options.clock.monotonic()
         let due = retired.withLockedValue { r -> [AppRuntime] in
             let due = r.filter { all || $0.since.duration(to: now) >= Self.retireAfter }.map(\.app)
             r.removeAll { all || $0.since.duration(to: now) >= Self.retireAfter }
@@ -201,7 +238,8 @@ public final class Gateway: Sendable {
         await store.close()
     }
 
-    var now: Int64 { options.clock.milliseconds() }
+    /// Now on the gateway's wall clock, in Unix milliseconds (the store's unit).
+    var now: Int64 { options.clock.wall().milliseconds }
 
     /// How long an idempotency key's answer is replayed (gateway v1 §5): 24 hours.
     static let idempotencyWindow: Int64 = 24 * 3600 * 1000

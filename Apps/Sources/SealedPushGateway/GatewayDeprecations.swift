@@ -64,3 +64,37 @@ extension DashboardSnapshot.App {
     @available(*, deprecated, message: "use answers, which holds every platform's; filter by platform == .apns")
     public var apnsAnswers: [DashboardSnapshot.AnswerCount] { answers.filter { $0.platform == .apns } }
 }
+
+// The gateway's clock before there was one clock for every server (issue #36): `GatewayClock` read Unix milliseconds
+// as a bare `Int64`, and `GatewayOptions.limiterClock` was a second, monotonic clock. Both are now `SealedPushClock`.
+
+/// The gateway's clock: now `SealedPushClock`, which carries a wall reading in `UnixMilliseconds` and a monotonic reading.
+@available(*, deprecated, renamed: "SealedPushClock")
+public typealias GatewayClock = SealedPushClock
+
+extension SealedPushClock {
+    /// A clock reading the wall time, in Unix milliseconds, from `milliseconds`, and the monotonic time from the system.
+    @available(*, deprecated, message: "use SealedPushClock(wall:monotonic:), whose wall reading is a UnixMilliseconds, or a SealedPushManualClock's clock")
+    public init(milliseconds: @escaping @Sendable () -> Int64) {
+        self.init(wall: { UnixMilliseconds(milliseconds()) }, monotonic: { ContinuousClock.now })
+    }
+
+    /// Now on the wall clock, in Unix milliseconds as a bare `Int64`.
+    @available(*, deprecated, message: "use wall(), which reads a UnixMilliseconds (its .milliseconds is this Int64)")
+    public var milliseconds: @Sendable () -> Int64 {
+        let wall = self.wall
+        return { wall().milliseconds }
+    }
+}
+
+extension GatewayOptions {
+    /// The monotonic reading the rate limits refill by: now the monotonic reading of `clock`.
+    @available(*, deprecated, message: "set clock (SealedPushClock(wall:monotonic:) or a SealedPushManualClock's clock); its monotonic reading is what the rate limits, the worker's pacing and its drain deadline read")
+    public var limiterClock: @Sendable () -> ContinuousClock.Instant {
+        get { clock.monotonic }
+        set {
+            let wall = clock.wall
+            clock = SealedPushClock(wall: wall, monotonic: newValue)
+        }
+    }
+}

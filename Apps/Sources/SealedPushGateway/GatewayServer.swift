@@ -10,12 +10,15 @@ public import ServiceLifecycle
 import UnixSignals
 
 /// The running gateway's services, in the order a `ServiceGroup` starts them (it shuts them down in
-/// reverse): the HTTP servers, then the delivery worker — so on SIGTERM the worker drains first while the
-/// API still answers (`503` for new messages), and the servers close after it.
+/// reverse): the store's own (PostgreSQL: its client, then its heartbeat, which migrates first), the gateway's
+/// resources (which wait for the store to be ready), the HTTP servers, then the delivery and webhook workers — so
+/// on SIGTERM the workers drain first while the API still answers (`503` for new messages), the servers close
+/// after them, the resources close the store, and the store's client stops last. The servers and workers start
+/// once the store is ready (`Gateway.prepare()`): no request is answered before the migrations are done.
 public enum GatewayServer {
-    /// The services of `gateway`: the API on `listen`, the admin routes on `admin_listen`, the device
-    /// endpoints on `device_listen` when configured, and the delivery worker. `onListening` gets each
-    /// server's name and bound port as it starts.
+    /// The services of `gateway`: the store's services (`GatewayStore.services`), its resources, the API on
+    /// `listen`, the admin routes on `admin_listen`, the device endpoints on `device_listen` when configured, and
+    /// the workers. `onListening` gets each server's name and bound port as it starts.
     public static func services(_ gateway: Gateway, logger: Logger,
                                 onListening: @escaping @Sendable (String, Int) async -> Void = { _, _ in }) -> [any Service] {
         let configuration = gateway.configuration
@@ -32,16 +35,19 @@ public enum GatewayServer {
                 onServerRunning: { channel in await onListening(name, channel.localAddress?.port ?? address.port) },
                 logger: httpLogger)
         }
-        var services: [any Service] = [
-            GatewayResources(gateway: gateway),  // first: it stops last, closing the clients and the store
+        // First: the store's client and heartbeat stop last, after the resources closed the store through them.
+        var services: [any Service] = gateway.store.services
+        services.append(GatewayResources(gateway: gateway))  // then: it stops after the servers, closing the clients and the store
+        var gated: [any Service] = [
             server("api", GatewayHTTP.apiRouter(gateway, logger: logger), configuration.listen, "sealedpush-gateway"),
             server("admin", GatewayHTTP.adminRouter(gateway, logger: logger), configuration.adminListen, "sealedpush-gateway-admin"),
         ]
         if let device = configuration.deviceListen {
-            services.append(server("device", GatewayHTTP.deviceRouter(gateway, logger: logger), device, "sealedpush-gateway-device"))
+            gated.append(server("device", GatewayHTTP.deviceRouter(gateway, logger: logger), device, "sealedpush-gateway-device"))
         }
-        services.append(DeliveryWorker(gateway: gateway))
-        services.append(WebhookWorker(gateway: gateway))  // last: it stops first, handing back its events
+        gated.append(DeliveryWorker(gateway: gateway))
+        gated.append(WebhookWorker(gateway: gateway))  // last: it stops first, handing back its events
+        services += gated.map { StartsWhenReady($0, gateway: gateway) }
         return services
     }
 
@@ -72,17 +78,28 @@ public enum GatewayServer {
     }
 }
 
-/// The gateway's own resources as a service: the first of the group, so the last to stop. While the gateway
-/// runs it shuts down the APNs clients that reloads replaced, once their attempts in flight have finished; when
-/// every other service has stopped, it shuts down every app's clients and closes the store (`Gateway.close()`).
+/// The gateway's own resources as a service: the first of the group after the store's own, so the last of the
+/// gateway's to stop. It first waits for the store to be ready (`Gateway.prepare()`: the migrations applied, the
+/// idempotency secret read), which the servers and workers wait for. While the gateway runs it shuts down the APNs
+/// clients that reloads replaced, once their attempts in flight have finished; when every later service has
+/// stopped, it shuts down every app's clients and closes the store (`Gateway.close()`).
 public struct GatewayResources: Service {
     let gateway: Gateway
 
     /// The resources of `gateway`.
     public init(gateway: Gateway) { self.gateway = gateway }
 
-    /// Retires replaced clients each second until graceful shutdown, then closes everything.
+    /// Prepares the gateway, retires replaced clients each second until graceful shutdown, then closes everything.
+    /// A store that cannot be made ready ends it with that error (and closes the gateway); a graceful shutdown that
+    /// comes before the store is ready closes the gateway and ends it without one.
     public func run() async throws {
+        do {
+            try await cancelWhenGracefulShutdown { [gateway] in try await gateway.prepare() }
+        } catch {
+            await gateway.close()
+            if Task.isShuttingDownGracefully && !Task.isCancelled { return }  // stopped while starting: nothing failed
+            throw error
+        }
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             _ = try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(1)) }
             await gateway.shutDownRetired()
@@ -115,5 +132,32 @@ public struct ReloadOnHangup: Service {
                 logger.error("configuration not reloaded; the running one stays: \(error)")
             }
         }
+    }
+}
+
+/// A service that starts once the gateway is ready (`Gateway.prepare()` finished): the HTTP servers and the workers,
+/// so that nothing is answered or claimed before the store's migrations are done. A graceful shutdown that comes
+/// first ends it without starting the service; a failed preparation ends it with that error.
+struct StartsWhenReady: Service {
+    let service: any Service
+    let gateway: Gateway
+
+    init(_ service: any Service, gateway: Gateway) {
+        self.service = service
+        self.gateway = gateway
+    }
+
+    func run() async throws {
+        let ready: Bool
+        do {
+            ready = try await cancelWhenGracefulShutdown { [gateway] in
+                try await gateway.waitUntilPrepared()
+                return true
+            }
+        } catch is CancellationError where Task.isShuttingDownGracefully && !Task.isCancelled {
+            ready = false
+        }
+        guard ready else { return }
+        try await service.run()
     }
 }

@@ -1,3 +1,4 @@
+public import ServiceLifecycle
 /// What the gateway keeps about one device (gateway v1 §4). Times are Unix milliseconds.
 public struct DeviceRecord: Sendable, Equatable {
     /// The app the device belongs to.
@@ -349,6 +350,13 @@ public protocol GatewayStore: Sendable {
     func recordReport(app: String, kid: String?, reason: String, count: Int, now: Int64) async throws -> [String]
     /// Closes the database.
     func close() async
+
+    /// The store's long-running parts (a database client, a heartbeat) as services for the gateway's `ServiceGroup`,
+    /// which runs them before every other service so that they stop last; empty when the store needs none running
+    /// (SQLite) or runs them itself (`PostgresGatewayStore.open`).
+    var services: [any Service] { get }
+    /// Waits until the store can be used (its schema migrated); returns at once for a store opened ready.
+    func ready() async throws
     /// How many gateway instances share this store now, this one included (at least 1): each keeps
     /// `max_in_flight / liveInstances` APNs requests in flight.
     var liveInstances: Int { get }
@@ -512,4 +520,11 @@ extension DashboardSnapshot.App {
             answers.append(.init(platform: platform, status: status, reason: reason, count: count))
         }
     }
+}
+
+extension GatewayStore {
+    /// None: the store was opened ready and runs nothing of its own.
+    public var services: [any Service] { [] }
+    /// At once: the store was opened ready.
+    public func ready() async throws {}
 }

@@ -8,25 +8,6 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-#if canImport(Glibc)
-import Glibc
-#endif
-
-/// The gateway's wall clock in Unix milliseconds; tests inject one.
-public struct GatewayClock: Sendable {
-    /// Now, in Unix milliseconds.
-    public let milliseconds: @Sendable () -> Int64
-
-    /// A clock reading `milliseconds`.
-    public init(milliseconds: @escaping @Sendable () -> Int64) { self.milliseconds = milliseconds }
-
-    /// The system's real-time clock.
-    public static let system = GatewayClock {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
-    }
-}
 
 /// RFC 3339 UTC times with milliseconds and a `Z` (gateway v1: `2026-11-23T20:57:27.123Z`).
 public enum GatewayTime {

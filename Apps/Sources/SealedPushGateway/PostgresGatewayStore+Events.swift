@@ -106,7 +106,7 @@ extension PostgresGatewayStore {
     public func dashboard(now: Int64) async throws -> DashboardSnapshot {
         let dayAgo = now - 86_400_000
         // Instances are live by the clock their heartbeat writes `last_seen` with, whatever `now` says.
-        let liveSince = options.clock.milliseconds() - options.heartbeat.milliseconds * 3
+        let liveSince = options.clock.wall().milliseconds - options.heartbeat.milliseconds * 3
         return try await read { [self] conn -> DashboardSnapshot in
             var apps: [String: DashboardSnapshot.App] = [:]
             func update(_ app: String, _ change: (inout DashboardSnapshot.App) -> Void) {

@@ -1,4 +1,5 @@
 import PostgresNIO
+public import ServiceLifecycle
 import NIOConcurrencyHelpers
 import NIOCore
 public import Logging
@@ -12,10 +13,14 @@ import Foundation
 
 /// The gateway's PostgreSQL store: several instances share one database (gateway v1 §9).
 ///
-/// Connections come from postgres-nio's `PostgresClient` pool, whose `run()` this store runs in a task of
-/// its own until `close()`; the pool reconnects by itself after the database restarts (a query that fails
-/// meanwhile is an error, which the API answers `503`: nothing answered `202` is lost). Every connection
-/// starts with `statement_timeout`, `lock_timeout` and `idle_in_transaction_session_timeout` set.
+/// Connections come from postgres-nio's `PostgresClient` pool; the pool reconnects by itself after the database
+/// restarts (a query that fails meanwhile is an error, which the API answers `503`: nothing answered `202` is
+/// lost). Every connection starts with `statement_timeout`, `lock_timeout` and `idle_in_transaction_session_timeout` set.
+///
+/// Its long-running parts are two services (`services`): the client's `run()`, and the heartbeat, which first
+/// applies the migrations and registers this instance (`ready()` waits for that), then renews the instance's row
+/// and leases. The gateway (`make`) puts them first in its `ServiceGroup`, so they stop last; `open` runs them
+/// in a task of the store's own instead, for a store used alone. `close()` stops both either way.
 ///
 /// Every method is one transaction. Deliveries are claimed with `FOR UPDATE SKIP LOCKED` under a lease
 /// (`lease_until`) whose `lease_generation` grows with each claim; an outcome is written only while the
@@ -39,16 +44,27 @@ public final class PostgresGatewayStore: GatewayStore {
         /// How long the events listing waits for the transactions that were writing events when it began to
         /// end, before it answers with the events settled so far (see `events(app:after:since:limit:)`).
         public var eventsSettleWait: Duration = .seconds(2)
-        /// The wall clock the heartbeat writes `last_seen` and renewed leases with: the gateway's own
+        /// The clock the heartbeat writes `last_seen` and renewed leases with (its wall reading): the gateway's own
         /// (`GatewayOptions.clock`), so that a lease is renewed on the clock it was claimed on.
-        public var clock: GatewayClock = .system
+        public var clock: SealedPushClock = .system
         /// The defaults.
         public init() {}
     }
 
     let client: PostgresClient
-    let running: Task<Void, Never>
-    let heartbeatTask = NIOLockedValueBox<Task<Void, Never>?>(nil)
+    /// Set once the schema is migrated and this instance registered, or with why that failed or timed out.
+    let started = OneShot<Void>()
+    /// Set to stop the client: by `close()`, or when the setup failed (nothing is served then).
+    let clientStop = OneShot<Void>()
+    /// Whether the client's `run()` is running now, and whether it ever ran (it runs once).
+    let clientState = NIOLockedValueBox<(running: Bool, ran: Bool)>((false, false))
+    /// The heartbeat's state: asked to stop (by `close()` or graceful shutdown), running, and set once it has stopped
+    /// (`heartbeatStopped`), so that `close()` removes this instance's row after its last beat, never before.
+    let heartbeatState = NIOLockedValueBox<(stopRequested: Bool, running: Bool, ran: Bool)>((false, false, false))
+    let heartbeatStop = OneShot<Void>()
+    let heartbeatStopped = OneShot<Void>()
+    /// The task running the services when the store runs them itself (`open`); nil when a ServiceGroup does.
+    let detached = NIOLockedValueBox<Task<Void, Never>?>(nil)
     let logger: Logger
     let options: Options
     /// This instance's id in `instances` (random, per process start).
@@ -76,9 +92,8 @@ public final class PostgresGatewayStore: GatewayStore {
     /// The advisory lock key migrations run under ("SPGW").
     static let migrationLock: Int64 = 0x5350_4757
 
-    private init(client: PostgresClient, running: Task<Void, Never>, logger: Logger, options: Options, location: String) {
+    private init(client: PostgresClient, logger: Logger, options: Options, location: String) {
         self.client = client
-        self.running = running
         self.logger = logger
         self.options = options
         self.location = location
@@ -86,11 +101,12 @@ public final class PostgresGatewayStore: GatewayStore {
         instanceName = SQLiteGatewayStore.hostName() + ":" + String(ProcessInfo.processInfo.processIdentifier) + " " + instanceID
     }
 
-    /// Connects to the database at `url` (`postgres://user@host:5432/db`, optional `?sslmode=disable|prefer|require`
-    /// and `?host=/socket/dir`), applies migrations, registers this instance and starts its heartbeat.
-    /// `password` comes from `database_password_file`; a password inside the URL is used when none is given.
-    public static func open(url: String, password: String? = nil, options: Options = Options(),
-                            logger: Logger) async throws(GatewayStoreError) -> PostgresGatewayStore {
+    /// A store for the database at `url` (`postgres://user@host:5432/db`, optional `?sslmode=disable|prefer|require`
+    /// and `?host=/socket/dir`) that has not connected yet: its `services` connect, apply migrations, register this
+    /// instance and beat, in the caller's `ServiceGroup`; `ready()` waits until it can be used. `password` comes from
+    /// `database_password_file`; a password inside the URL is used when none is given.
+    public static func make(url: String, password: String? = nil, options: Options = Options(),
+                            logger: Logger) throws(GatewayStoreError) -> PostgresGatewayStore {
         let parsed = try PostgresURL(url)
         var configuration: PostgresClient.Configuration
         if let socket = parsed.socketDirectory {
@@ -114,36 +130,154 @@ public final class PostgresGatewayStore: GatewayStore {
             ("idle_in_transaction_session_timeout", "\(max(options.statementTimeout.milliseconds * 4, 60_000))"),
         ]
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
-        let running = Task { await client.run() }
-        let store = PostgresGatewayStore(client: client, running: running, logger: logger, options: options, location: parsed.redacted)
+        return PostgresGatewayStore(client: client, logger: logger, options: options, location: parsed.redacted)
+    }
+
+    /// Connects to the database at `url` (as `make`), applies migrations, registers this instance and starts its
+    /// heartbeat, running the store's services in a task of its own until `close()`: for a store used alone (tools,
+    /// tests). A gateway uses `make` and runs `services` in its `ServiceGroup` instead.
+    public static func open(url: String, password: String? = nil, options: Options = Options(),
+                            logger: Logger) async throws(GatewayStoreError) -> PostgresGatewayStore {
+        let store = try make(url: url, password: password, options: options, logger: logger)
+        let services = store.makeServices(inGroup: false)
+        store.detached.withLockedValue { d in
+            d = Task {
+                await withDiscardingTaskGroup { group in
+                    // Their errors are the store's: a failed setup is `started`'s error, thrown below.
+                    for service in services { group.addTask { try? await service.run() } }
+                }
+            }
+        }
+        do { try await store.ready() } catch {
+            await store.close()
+            throw error
+        }
+        return store
+    }
+
+    /// The store's long-running parts, to run in the gateway's `ServiceGroup` before every other service (so they
+    /// stop last): the PostgreSQL client's `run()`, then the heartbeat (migrations and this instance's row first).
+    /// Empty for a store that runs them itself (`open`).
+    public var services: [any Service] {
+        detached.withLockedValue { $0 } == nil ? makeServices(inGroup: true) : []
+    }
+
+    func makeServices(inGroup: Bool) -> [any Service] {
+        [PostgresClientService(store: self, inGroup: inGroup), PostgresHeartbeatService(store: self, inGroup: inGroup)]
+    }
+
+    /// Waits until the schema is migrated and this instance registered (by the heartbeat service); throws why not.
+    public func ready() async throws(GatewayStoreError) {
+        do { try await started.wait() } catch let error as GatewayStoreError { throw error } catch {
+            throw GatewayStoreError("the PostgreSQL store of \(location) stopped waiting for its setup (\(type(of: error))); the gateway is stopping", unavailable: true)
+        }
+    }
+
+    /// Runs the client until graceful shutdown, cancellation or `clientStop`; in a group, then waits for the
+    /// group's graceful shutdown (a service that returns earlier stops the group).
+    func runClient(inGroup: Bool) async throws {
+        guard clientState.withLockedValue({ s in defer { s.ran = true }; return !s.ran }) else {
+            throw GatewayStoreError("the PostgreSQL store of \(location) had its services run twice; run `services` once, in one ServiceGroup")
+        }
+        if clientStop.result == nil {
+            clientState.withLockedValue { $0.running = true }
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await self.client.run() }  // ends at graceful shutdown too (postgres-nio)
+                group.addTask { _ = try? await self.clientStop.wait() }
+                await group.next()
+                group.cancelAll()
+            }
+            clientState.withLockedValue { $0.running = false }
+        }
+        if inGroup { try? await gracefulShutdown() }
+    }
+
+    /// Sets the store up (`started`), then renews this instance's row and leases every heartbeat until `close()`,
+    /// graceful shutdown or cancellation; in a group, then waits for the group's graceful shutdown.
+    func runHeartbeat(inGroup: Bool) async throws {
+        let start = heartbeatState.withLockedValue { s -> Bool in
+            guard !s.ran, !s.stopRequested else { return false }
+            s.ran = true
+            s.running = true
+            return true
+        }
+        guard start else {
+            let twice = heartbeatState.withLockedValue { $0.ran }
+            started.fulfil(.failure(GatewayStoreError("the PostgreSQL store of \(location) was closed before it was set up", unavailable: true)))
+            if twice { throw GatewayStoreError("the PostgreSQL store of \(location) had its services run twice; run `services` once, in one ServiceGroup") }
+            if inGroup { try? await gracefulShutdown() }
+            return
+        }
+        defer {
+            heartbeatState.withLockedValue { $0.running = false }
+            heartbeatStopped.fulfil(.success(()))
+        }
+        do { try await setUpWithinTimeout() } catch {
+            started.fulfil(.failure(error))
+            clientStop.fulfil(.success(()))  // nothing will use the client
+            // Closed during its setup (a stop while starting): a stop, not a failure of the group.
+            guard heartbeatState.withLockedValue({ $0.stopRequested }) else { throw error }
+            heartbeatState.withLockedValue { $0.running = false }
+            heartbeatStopped.fulfil(.success(()))
+            if inGroup { try? await gracefulShutdown() }
+            return
+        }
+        started.fulfil(.success(()))
+        await withGracefulShutdownHandler {
+            while !Task.isCancelled, heartbeatStop.result == nil {
+                // Leases are renewed well before they lapse, however short they are.
+                let lease = held.withLockedValue { $0.lease }
+                let interval = min(options.heartbeat, .milliseconds(max(200, lease / 3)))
+                try? await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await Task.sleep(for: interval) }
+                    group.addTask { try await self.heartbeatStop.wait() }
+                    _ = try await group.next()
+                    group.cancelAll()
+                }
+                if Task.isCancelled || heartbeatStop.result != nil { break }
+                do { try await beat() } catch {
+                    logger.warning("cannot renew this instance's row and leases in PostgreSQL; retrying at the next heartbeat",
+                                   metadata: ["error": "\(Self.describe(error))"])
+                }
+            }
+        } onGracefulShutdown: {
+            self.heartbeatStop.fulfil(.success(()))
+        }
+        heartbeatState.withLockedValue { $0.running = false }
+        heartbeatStopped.fulfil(.success(()))
+        if inGroup { try? await gracefulShutdown() }
+    }
+
+    /// Applies the migrations and registers this instance, giving up after `startTimeout` (then the client is stopped,
+    /// which ends a connection request waiting in its pool: it keeps retrying an unreachable server).
+    func setUpWithinTimeout() async throws(GatewayStoreError) {
+        let location = location, startTimeout = options.startTimeout
         do {
             // Whichever of the setup and the timeout ends first decides, under one lock: a setup that ends just
             // after the timeout stopped the client fails too, and a timeout just after the setup stops nothing.
             let outcome = NIOLockedValueBox<(setUp: Bool, timedOut: Bool)>((false, false))
-            let timeout = GatewayStoreError("cannot use the PostgreSQL database \(parsed.redacted): no answer within \(options.startTimeout); check that it runs, and that the URL's host and port are right")
+            let timeout = GatewayStoreError("cannot use the PostgreSQL database \(location): no answer within \(startTimeout); check that it runs, and that the URL's host and port are right")
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
-                    try await store.setUp()
+                    try await self.setUp()
                     guard outcome.withLockedValue({ s in s.setUp = !s.timedOut; return s.setUp }) else { throw timeout }
                 }
                 group.addTask {
-                    try await Task.sleep(for: options.startTimeout)
+                    try await Task.sleep(for: startTimeout)
                     guard outcome.withLockedValue({ s in s.timedOut = !s.setUp; return s.timedOut }) else { return }
-                    // Stop the client: a connection request waiting in its pool ends only when the pool does (it
-                    // keeps retrying an unreachable server), and the group waits for `setUp` before it returns.
-                    store.running.cancel()
+                    // Stop the client: a connection request waiting in its pool ends only when the pool does, and
+                    // the group waits for `setUp` before it returns.
+                    self.clientStop.fulfil(.success(()))
                     throw timeout
                 }
                 _ = try await group.next()
                 group.cancelAll()
             }
+        } catch let error as GatewayStoreError {
+            throw error
         } catch {
-            await store.shutDownClient()
-            if let error = error as? GatewayStoreError { throw error }
-            throw GatewayStoreError("cannot use the PostgreSQL database \(parsed.redacted): \(Self.describe(error)); check that it runs, that the URL's user, host, port and database are right, and the password in \"database_password_file\"")
+            throw GatewayStoreError("cannot use the PostgreSQL database \(location): \(Self.describe(error)); check that it runs, that the URL's user, host, port and database are right, and the password in \"database_password_file\"")
         }
-        store.startHeartbeat()
-        return store
     }
 
     /// What a database error says, without the query or its values.
@@ -159,7 +293,7 @@ public final class PostgresGatewayStore: GatewayStore {
 
     private func setUp() async throws {
         let known = Self.migrations.last?.version ?? 0
-        let now = options.clock.milliseconds()
+        let now = options.clock.wall().milliseconds
         try await transaction { [self] conn in
             try await conn.rows("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: logger)
             let exists = try await conn.rows("SELECT to_regclass('schema_version') IS NOT NULL AS e", logger: logger)
@@ -254,22 +388,27 @@ public final class PostgresGatewayStore: GatewayStore {
         }
     }
 
-    /// Stops the heartbeat, removes this instance's row (its held leases then lapse at their time) and closes the pool.
+    /// Stops the heartbeat (after its beat in progress), removes this instance's row (its held leases then lapse at
+    /// their time) and stops the client; a store that runs its services itself (`open`) waits for them to end. In a
+    /// ServiceGroup the two services then wait for the group's graceful shutdown, which ends them at once.
     public func close() async {
-        let beat = heartbeatTask.withLockedValue { t -> Task<Void, Never>? in
-            defer { t = nil }
-            return t
+        let beating = heartbeatState.withLockedValue { s in
+            s.stopRequested = true
+            return s.running
         }
-        beat?.cancel()
-        await beat?.value
-        guard !closed.withLockedValue({ c in defer { c = true }; return c }) else { return }
-        _ = try? await client.rows("DELETE FROM instances WHERE instance_id = \(instanceID)", logger: logger)
-        await shutDownClient()
-    }
-
-    func shutDownClient() async {
-        running.cancel()
-        await running.value
+        heartbeatStop.fulfil(.success(()))
+        // A close during the setup (a stop before the store was ready) stops the client first: the setup's requests
+        // then fail at once instead of running on to the start timeout.
+        if started.result == nil { clientStop.fulfil(.success(())) }
+        if beating { _ = try? await heartbeatStopped.wait() }
+        if !closed.withLockedValue({ c in defer { c = true }; return c }) {
+            if started.succeeded, clientState.withLockedValue({ $0.running }) {
+                _ = try? await client.rows("DELETE FROM instances WHERE instance_id = \(instanceID)", logger: logger)
+            }
+        }
+        clientStop.fulfil(.success(()))
+        let task = detached.withLockedValue { $0 }
+        await task?.value
     }
 
     public func ping() async throws {
@@ -294,26 +433,10 @@ public final class PostgresGatewayStore: GatewayStore {
     /// Instances whose row was renewed within three heartbeats, this one included (at least 1).
     public var liveInstances: Int { live.withLockedValue { $0 } }
 
-    func startHeartbeat() {
-        let task = Task { [self] in
-            while !Task.isCancelled {
-                // Leases are renewed well before they lapse, however short they are.
-                let lease = held.withLockedValue { $0.lease }
-                try? await Task.sleep(for: min(options.heartbeat, .milliseconds(max(200, lease / 3))))
-                if Task.isCancelled { break }
-                do { try await beat() } catch {
-                    logger.warning("cannot renew this instance's row and leases in PostgreSQL; retrying at the next heartbeat",
-                                   metadata: ["error": "\(Self.describe(error))"])
-                }
-            }
-        }
-        heartbeatTask.withLockedValue { $0 = task }
-    }
-
     /// Renews this instance's row and the leases of the attempts it has in flight, and counts the live instances.
     func beat() async throws {
         try checkOpen()
-        let now = options.clock.milliseconds()
+        let now = options.clock.wall().milliseconds
         let (claims, lease) = held.withLockedValue { ($0.claims, $0.lease) }
         try await client.rows("""
             INSERT INTO instances (instance_id, started_at, last_seen, name) VALUES (\(instanceID), \(now), \(now), \(instanceName))
@@ -942,4 +1065,22 @@ struct CompletionJob: Sendable {
     let unregisteredAt: Int64?
     let now: Int64
     let continuation: CheckedContinuation<DeliveryState?, any Error>
+}
+
+/// The PostgreSQL client's `run()` as a service (`PostgresGatewayStore.services`): first in the gateway's group, so
+/// the pool serves until every other service, the store's close included, is done.
+struct PostgresClientService: Service {
+    let store: PostgresGatewayStore
+    let inGroup: Bool
+
+    func run() async throws { try await store.runClient(inGroup: inGroup) }
+}
+
+/// The store's setup (migrations, this instance's row) and then its heartbeat, as a service
+/// (`PostgresGatewayStore.services`).
+struct PostgresHeartbeatService: Service {
+    let store: PostgresGatewayStore
+    let inGroup: Bool
+
+    func run() async throws { try await store.runHeartbeat(inGroup: inGroup) }
 }

@@ -48,7 +48,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     static let migrations = GatewayMigrations.list(for: .sqlite)
 
     /// When this instance opened the store (the dashboard's instance list).
-    let openedAt = GatewayClock.system.milliseconds()
+    let openedAt = SealedPushClock.systemWallTime().milliseconds
 
     private init(pool: DatabasePool, path: String, lockFD: Int32, logger: Logger) {
         self.pool = pool
@@ -107,7 +107,7 @@ public final class SQLiteGatewayStore: GatewayStore {
             try await transaction { db in
                 for statement in migration.statements { try db.execute(sql: statement) }
                 _ = try db.rows("INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
-                                [.integer(migration.version), .integer(Int(GatewayClock.system.milliseconds()))], cached: false)
+                                [.integer(migration.version), .integer(Int(SealedPushClock.systemWallTime().milliseconds))], cached: false)
             }
         }
         // This process holds the lock, so a lease left in the file belongs to a process that is gone (a crash

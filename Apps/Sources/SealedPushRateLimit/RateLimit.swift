@@ -1,24 +1,27 @@
 import NIOConcurrencyHelpers
+package import SealedPushTime
 
-/// A token bucket holding at most `capacity` tokens, refilled continuously at `refillPerSecond`, read on an
-/// injected clock (tests pass one that stands still, so a slow machine does not refill it).
+/// A token bucket holding at most `capacity` tokens, refilled continuously at `refillPerSecond`, read on the
+/// monotonic reading of an injected `SealedPushClock` (tests pass a `SealedPushManualClock`, so a slow machine does not refill it).
 package final class TokenBucket: Sendable {
     let capacity: Double
     let refillPerSecond: Double
-    let now: @Sendable () -> ContinuousClock.Instant
+    let clock: SealedPushClock
     let state: NIOLockedValueBox<(tokens: Double, last: ContinuousClock.Instant)>
 
     /// A full bucket of `capacity` tokens (at least 1) refilled at `refillPerSecond`.
-    package init(capacity: Int, refillPerSecond: Double, now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
+    package init(capacity: Int, refillPerSecond: Double, clock: SealedPushClock = .system) {
         self.capacity = Double(max(1, capacity))
         self.refillPerSecond = refillPerSecond
-        self.now = now
-        state = NIOLockedValueBox((Double(max(1, capacity)), now()))
+        self.clock = clock
+        state = NIOLockedValueBox((Double(max(1, capacity)), clock.monotonic()))
     }
 
+    func now() -> ContinuousClock.Instant { clock.monotonic() }
+
     /// A bucket `perSecond` deep refilled at `perSecond` a second (a request rate a second).
-    package convenience init(perSecond: Int, now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
-        self.init(capacity: perSecond, refillPerSecond: Double(max(1, perSecond)), now: now)
+    package convenience init(perSecond: Int, clock: SealedPushClock = .system) {
+        self.init(capacity: perSecond, refillPerSecond: Double(max(1, perSecond)), clock: clock)
     }
 
     private func refilled(_ tokens: Double, since last: ContinuousClock.Instant, at now: ContinuousClock.Instant) -> Double {
@@ -64,21 +67,21 @@ package final class TokenBucket: Sendable {
 package final class SourceRateLimiter: Sendable {
     let capacity: Int
     let refillPerSecond: Double
-    let now: @Sendable () -> ContinuousClock.Instant
+    let clock: SealedPushClock
     let buckets = NIOLockedValueBox<[String: TokenBucket]>([:])
     /// The most sources tracked at once.
     package static let maxSources = 10_000
 
-    /// Buckets of `capacity` tokens refilled at `refillPerSecond`, per source.
-    package init(capacity: Int, refillPerSecond: Double, now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
+    /// Buckets of `capacity` tokens refilled at `refillPerSecond`, per source, on `clock`'s monotonic reading.
+    package init(capacity: Int, refillPerSecond: Double, clock: SealedPushClock = .system) {
         self.capacity = capacity
         self.refillPerSecond = refillPerSecond
-        self.now = now
+        self.clock = clock
     }
 
     /// `perSecond` requests a second per source.
-    package convenience init(perSecond: Int) {
-        self.init(capacity: perSecond, refillPerSecond: Double(max(1, perSecond)))
+    package convenience init(perSecond: Int, clock: SealedPushClock = .system) {
+        self.init(capacity: perSecond, refillPerSecond: Double(max(1, perSecond)), clock: clock)
     }
 
     /// Takes a token from `source`'s bucket; false when it is empty or no bucket can be made for it.
@@ -102,7 +105,7 @@ package final class SourceRateLimiter: Sendable {
             if let bucket = b[source] { return bucket }
             if b.count >= Self.maxSources { b = b.filter { !$0.value.isFull } }
             guard b.count < Self.maxSources else { return nil }
-            let bucket = TokenBucket(capacity: capacity, refillPerSecond: refillPerSecond, now: now)
+            let bucket = TokenBucket(capacity: capacity, refillPerSecond: refillPerSecond, clock: clock)
             b[source] = bucket
             return bucket
         }

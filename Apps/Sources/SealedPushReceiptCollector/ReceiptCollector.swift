@@ -4,11 +4,7 @@ import SealedPushWire
 public import SealedPushReceiptsDatabase
 import NIOCore
 import SealedPushRateLimit
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
+@_exported public import SealedPushTime
 
 /// The receipt collector's HTTP answers (receipts v1 §4), independent of the server around them.
 ///
@@ -27,24 +23,35 @@ public struct ReceiptCollector: Sendable {
     public let maxRequestsPerSecond: Int
     /// The most failure reports one source address may send a minute (a bucket as deep as one minute).
     public let maxReportsPerSourcePerMinute: Int
+    /// The clock receipts are timed by (their received time, its wall reading) and the rate limits refill on
+    /// (its monotonic reading).
+    public let clock: SealedPushClock
     private let bucket: TokenBucket
     private let sources: SourceRateLimiter
     private let logger: Logger
 
     /// A collector over `database`, answering at most `maxRequestsPerSecond` requests a second and
-    /// `maxReportsPerSourcePerMinute` failure reports a minute from one address; the rate limiters read
-    /// `now` (tests pass a clock that stands still, so a slow machine does not refill them).
+    /// `maxReportsPerSourcePerMinute` failure reports a minute from one address, on `clock` (tests pass a
+    /// `SealedPushManualClock`'s, so a slow machine does not refill the rate limits).
     public init(database: ReceiptsDatabase, maxRequestsPerSecond: Int = 50_000, maxReportsPerSourcePerMinute: Int = 60,
-                logger: Logger = Logger(label: "sealedpush.receipts"),
-                now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
+                logger: Logger = Logger(label: "sealedpush.receipts"), clock: SealedPushClock = .system) {
         self.database = database
         self.maxRequestsPerSecond = max(1, maxRequestsPerSecond)
         self.maxReportsPerSourcePerMinute = max(1, maxReportsPerSourcePerMinute)
-        self.bucket = TokenBucket(perSecond: maxRequestsPerSecond, now: now)
+        self.clock = clock
+        self.bucket = TokenBucket(perSecond: maxRequestsPerSecond, clock: clock)
         // As deep as a minute's reports, refilled over the minute.
         self.sources = SourceRateLimiter(capacity: max(1, maxReportsPerSourcePerMinute),
-                                         refillPerSecond: Double(max(1, maxReportsPerSourcePerMinute)) / 60, now: now)
+                                         refillPerSecond: Double(max(1, maxReportsPerSourcePerMinute)) / 60, clock: clock)
         self.logger = logger
+    }
+
+    /// A collector whose rate limits read the monotonic time from `now` (and the wall time from the system).
+    @available(*, deprecated, message: "pass clock: SealedPushClock(wall:monotonic:) (or a SealedPushManualClock's clock); it times receipts and the rate limits alike")
+    public init(database: ReceiptsDatabase, maxRequestsPerSecond: Int = 50_000, maxReportsPerSourcePerMinute: Int = 60,
+                logger: Logger = Logger(label: "sealedpush.receipts"), now: @escaping @Sendable () -> ContinuousClock.Instant) {
+        self.init(database: database, maxRequestsPerSecond: maxRequestsPerSecond, maxReportsPerSourcePerMinute: maxReportsPerSourcePerMinute,
+                  logger: logger, clock: SealedPushClock(wall: { SealedPushClock.systemWallTime() }, monotonic: now))
     }
 
     /// Takes one token from the global bucket; `false` when it is empty (answer `429`).
@@ -64,7 +71,7 @@ public struct ReceiptCollector: Sendable {
     func answerAdmitted(body: [UInt8]?, tooLarge: Bool, source: String?) async -> HTTPResponse.Status {
         if tooLarge { return .contentTooLarge }
         guard let body, let (message, dropped) = ReceiptMessage.parse(body) else { return .badRequest }
-        let now = Self.milliseconds()
+        let now = clock.wall().milliseconds
         do {
             switch message {
             case let .delivered(id, token, at, attachments):
@@ -91,12 +98,6 @@ public struct ReceiptCollector: Sendable {
             logger.error("receipt not stored", metadata: ["error": "\(String(describing: type(of: error)))"])
             return .internalServerError
         }
-    }
-
-    static func milliseconds() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
     }
 
     /// The Hummingbird application answering every path with `answer`, bound to `host:port`; `onRunning`

@@ -63,7 +63,12 @@ struct GatewayCommand: AsyncParsableCommand {
                 StandardIO.writeOutput(Array("\(name) listening on \(host.contains(":") ? "[\(host)]" : host):\(port)\n".utf8))
             }
             do {
-                try await runUntilSignalled([ReloadOnHangup(gateway: gateway, path: config, logger: logger)] + services, logger: logger)
+                // The store's services come first (they stop last); the reload listener last (it stops first).
+                try await runUntilSignalled(services + [ReloadOnHangup(gateway: gateway, path: config, logger: logger)], logger: logger)
+            } catch let error as GatewayStoreError {
+                // The store's setup (PostgreSQL: connecting, migrating) runs in the group, before any server listens.
+                await gateway.close()
+                throw CLIError("the gateway cannot start: \(error)")
             } catch {
                 await gateway.close()
                 throw CLIError("the gateway stopped: \(error); check that the listen addresses are free and allowed")

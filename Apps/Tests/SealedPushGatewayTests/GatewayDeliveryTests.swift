@@ -217,7 +217,7 @@ extension GatewaySuites {
             let apns = ScriptedAPNs()
             let clock = NIOLockedValueBox(Int64(Date().timeIntervalSince1970 * 1000))
             var options = scriptedOptions(apns)
-            options.clock = GatewayClock { clock.withLockedValue { $0 } }
+            options.clock = SealedPushClock(wall: { UnixMilliseconds(clock.withLockedValue { $0 }) }, monotonic: { ContinuousClock.now })
             try await withGateway("cancel", options: options) { g in
                 let p = try Phone(in: g.directory, name: "p", token: hexToken(0x30))
                 try await g.register(p, device: "p", user: "u")
@@ -249,7 +249,7 @@ extension GatewaySuites {
             let apns = ScriptedAPNs()
             let clock = NIOLockedValueBox(Int64(Date().timeIntervalSince1970 * 1000))
             var options = scriptedOptions(apns)
-            options.clock = GatewayClock { clock.withLockedValue { $0 } }
+            options.clock = SealedPushClock(wall: { UnixMilliseconds(clock.withLockedValue { $0 }) }, monotonic: { ContinuousClock.now })
             options.pruneInterval = .milliseconds(50)
             try await withGateway("prune", options: options) { g in
                 let p = try Phone(in: g.directory, name: "p", token: hexToken(0x40))
@@ -263,6 +263,30 @@ extension GatewaySuites {
                 #expect(try await g.send(JSONObject([("user_id", "u")]), extra: JSONObject([("ttl", .int(3600))]),
                                          headers: [("Idempotency-Key", "k1")]).header("Idempotent-Replayed") == nil, "an answer is replayed for 24 hours only")
                 clock.withLockedValue { $0 += 2 * 86_400_000 }
+                try await waitUntil("the message to be pruned", within: .seconds(30)) {
+                    try await g.api.call(.GET, "/v1/apps/chat/messages/\(id)").status == 404
+                }
+            }
+        }
+
+        /// The worker reads the injected clock (#36), not the machine's: with `pruneInterval` an hour and a clock that
+        /// stands still, nothing is pruned however long the test takes; once the injected clock moves 8 days (its
+        /// monotonic reading past the interval, its wall reading past `ttl` + 7 days), the message is pruned.
+        @Test func theWorkerPrunesOnTheInjectedClock() async throws {
+            let apns = ScriptedAPNs()
+            let clock = SealedPushManualClock()
+            var options = scriptedOptions(apns)
+            options.clock = clock.clock
+            options.pruneInterval = .seconds(3600)
+            try await withGateway("prune-clock", options: options) { g in
+                let p = try Phone(in: g.directory, name: "p", token: hexToken(0x41))
+                try await g.register(p, device: "p", user: "u")
+                let sent = try await g.send(JSONObject([("user_id", "u")]), extra: JSONObject([("ttl", .int(3600))]))
+                let id = try #require(sent.json["message_id"]?.stringValue)
+                let accepted = try await g.waitForStates(id, ["accepted"])
+                // Stored on the injected wall clock.
+                #expect(accepted["created_at"]?.stringValue == GatewayTime.format(clock.wall.milliseconds), "\(accepted)")
+                clock.advance(by: .seconds(8 * 86_400))
                 try await waitUntil("the message to be pruned", within: .seconds(30)) {
                     try await g.api.call(.GET, "/v1/apps/chat/messages/\(id)").status == 404
                 }

@@ -23,7 +23,7 @@ extension GatewaySuites {
             let apns = ScriptedAPNs()
             let clock = NIOLockedValueBox(Int64(Date().timeIntervalSince1970 * 1000))
             var options = scriptedOptions(apns)
-            options.clock = GatewayClock { clock.withLockedValue { $0 } }
+            options.clock = SealedPushClock(wall: { UnixMilliseconds(clock.withLockedValue { $0 }) }, monotonic: { ContinuousClock.now })
             try await withGateway("expiry-claim", options: options) { g in
                 let p = try Phone(in: g.directory, name: "p", token: hexToken(0x40))
                 try await g.register(p, device: "p", user: "u")
@@ -50,7 +50,7 @@ extension GatewaySuites {
             let apns = ScriptedAPNs()
             let clock = NIOLockedValueBox(Int64(Date().timeIntervalSince1970 * 1000))
             var options = scriptedOptions(apns)
-            options.clock = GatewayClock { clock.withLockedValue { $0 } }
+            options.clock = SealedPushClock(wall: { UnixMilliseconds(clock.withLockedValue { $0 }) }, monotonic: { ContinuousClock.now })
             options.baseRetryDelay = .seconds(10)
             options.maxRetryDelay = .seconds(10)
             try await withGateway("expiry-write", options: options) { g in

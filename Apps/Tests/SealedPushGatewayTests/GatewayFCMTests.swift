@@ -195,7 +195,8 @@ struct GatewayFCMTests {
             let line = try #require(try await offPool { serve.nextLine(within: .seconds(60)) }, "the Android device printed no outcome: \(serve.stderrText)")
             let outcome = try #require(try JSON.parse(Array(line.utf8)).objectValue)
             #expect(outcome["outcome"]?.stringValue == "decrypted" && !line.contains(token), "\(line)")
-            let message = try await g.waitForStates(id, ["delivered"])
+            // The device's receipt can overtake the push service's answer: wait for both to be recorded.
+            let message = try await g.waitForStates(id, ["delivered"]) { ($0["platform_status"]?.intValue ?? 0) != 0 }
             let delivery = try #require(message["deliveries"]?.arrayValue?.first?.objectValue)
             #expect(delivery["platform"]?.stringValue == "fcm" && delivery["platform_status"] == .int(200))
             #expect(delivery["platform_id"]?.stringValue?.hasPrefix("projects/chat-e2e/messages/") == true, "\(delivery)")

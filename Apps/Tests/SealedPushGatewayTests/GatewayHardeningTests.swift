@@ -131,8 +131,9 @@ extension GatewaySuites {
         @Test func theDeviceLimitCountsRefusalsNotReceipts() async throws {
             var options = GatewayOptions()
             options.deviceRateLimit = 2
-            let frozen = ContinuousClock.now
-            options.limiterClock = { frozen }  // no refill during the test, however slow the machine
+            // The monotonic reading stands still unless the test advances it: no refill, however slow the machine.
+            let frozen = SealedPushManualClock()
+            options.clock = SealedPushClock(wall: SealedPushClock.system.wall, monotonic: frozen.clock.monotonic)
             try await withGateway("device-limit", options: options) { g in
                 let phones = try (1...3).map { try Phone(in: g.directory, name: "p\($0)", token: hexToken($0)) }
                 for (n, phone) in phones.enumerated() { try await g.register(phone, device: "d\(n)", user: "u") }
@@ -161,6 +162,10 @@ extension GatewaySuites {
                 let push = try #require(g.apns.pushes.last { $0.deviceToken == phones[0].token })
                 #expect(await phones[0].open(push.payload, transport: g.receipts).outcome == .decrypted)
                 try await g.waitForStates(lateID, ["delivered"], within: .seconds(30))
+                #expect(try await g.api.call(.POST, "/v1/receipts", key: nil, json: bogus).status == 429)
+                // The limit refills on the injected clock: 2 a second, so half a second gives back one refusal, and only one.
+                frozen.advance(by: .milliseconds(500))
+                #expect(try await g.api.call(.POST, "/v1/receipts", key: nil, json: bogus).status == 404)
                 #expect(try await g.api.call(.POST, "/v1/receipts", key: nil, json: bogus).status == 429)
             }
         }

@@ -242,12 +242,16 @@ final class GatewayHarness: Sendable {
 
     /// Waits until every delivery of `messageID` is in one of `states`; the message.
     @discardableResult
-    func waitForStates(_ messageID: String, _ states: Set<String>, within: Duration = .seconds(60)) async throws -> JSONObject {
+    func waitForStates(_ messageID: String, _ states: Set<String>, within: Duration = .seconds(60),
+                       where also: @escaping @Sendable (JSONObject) -> Bool = { _ in true }) async throws -> JSONObject {
         var last = JSONObject([])
         try await waitUntil("message deliveries to reach \(states.sorted())", within: within) {
             last = try await self.api.call(.GET, "/v1/apps/chat/messages/\(messageID)").json
             let deliveries = last["deliveries"]?.arrayValue ?? []
-            return !deliveries.isEmpty && deliveries.allSatisfy { states.contains($0.objectValue?["state"]?.stringValue ?? "") }
+            return !deliveries.isEmpty && deliveries.allSatisfy {
+                guard let d = $0.objectValue else { return false }
+                return states.contains(d["state"]?.stringValue ?? "") && also(d)
+            }
         }
         return last
     }

@@ -322,7 +322,8 @@ struct GatewayPlatformTests {
             let outcomeLine = try #require(try await offPool { serve.nextLine(within: .seconds(60)) }, "the browser printed no outcome: \(serve.stderrText)")
             let outcome = try #require(try JSON.parse(Array(outcomeLine.utf8)).objectValue)
             #expect(outcome["outcome"]?.stringValue == "decrypted", "\(outcomeLine)")
-            let message = try await g.waitForStates(id, ["delivered"])
+            // The device's receipt can overtake the push service's answer: wait for both to be recorded.
+            let message = try await g.waitForStates(id, ["delivered"]) { ($0["platform_status"]?.intValue ?? 0) != 0 }
             let delivery = try #require(message["deliveries"]?.arrayValue?.first?.objectValue)
             #expect(delivery["platform"]?.stringValue == "webpush" && delivery["platform_status"] == .int(201))
             #expect(delivery["platform_id"]?.stringValue?.hasPrefix(origin + "/message/") == true, "\(delivery)")

@@ -326,8 +326,9 @@ extension GatewaySuites {
         /// its shape, its size and an `Idempotency-Key` header; each message takes one token of the rate limit.
         @Test func aBatchAnswersEachMessageAsAloneInOrder() async throws {
             var options = GatewayOptions()
-            let frozen = ContinuousClock.now
-            options.limiterClock = { frozen }  // the rate limit does not refill during the test, however slow the machine
+            // The monotonic reading stands still: the rate limit does not refill during the test, however slow the machine.
+            let frozen = SealedPushManualClock()
+            options.clock = SealedPushClock(wall: SealedPushClock.system.wall, monotonic: frozen.clock.monotonic)
             try await InProcessGateway.with("batch", options: options, extraApp: JSONObject([("rate_limit", .int(8))])) { g in
                 let phone = try Phone(in: g.directory, name: "p", token: hexToken(1))
                 try await g.register(phone, device: "d1", user: "u1")

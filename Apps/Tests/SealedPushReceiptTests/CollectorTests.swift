@@ -6,6 +6,7 @@ import NIOHTTP1
 import SealedPushCrypto
 import SealedPushWire
 import SealedPushReceiptCollector
+import SealedPushTime
 import SealedPushReceiptsDatabase
 import SealedPushTestSupport
 import ServiceLifecycle
@@ -26,9 +27,9 @@ final class RunningCollector: Sendable {
     }
 
     static func start(path: String, port: Int = 0, maxRate: Int = 50_000,
-                      now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) async throws -> RunningCollector {
+                      clock: SealedPushClock = .system) async throws -> RunningCollector {
         let database = try await ReceiptsDatabase.open(path: path)
-        let collector = ReceiptCollector(database: database, maxRequestsPerSecond: maxRate, now: now)
+        let collector = ReceiptCollector(database: database, maxRequestsPerSecond: maxRate, clock: clock)
         let (stream, continuation) = AsyncStream<Int>.makeStream()
         let app = collector.application(host: "127.0.0.1", port: port) { bound in continuation.yield(bound) }
         // The stream ends with the server, so a failed bind ends the wait at once (boundPort).
@@ -142,9 +143,9 @@ struct CollectorTests {
     @Test("over the rate limit: 429")
     func rateLimit() async throws {
         // A clock that stands still: the bucket of 2 never refills, however slowly the 4 requests go.
-        let frozen = ContinuousClock.now
+        let frozen = SealedPushManualClock()
         let collector = try await RunningCollector.start(path: directory.appendingPathComponent("rate.sqlite").path, maxRate: 2,
-                                                         now: { frozen })
+                                                         clock: frozen.clock)
         var statuses: [Int] = []
         for _ in 0..<4 { statuses.append(try await post(Array("{}".utf8), to: collector.url)) }
         #expect(statuses.filter { $0 == 429 }.count >= 1)
@@ -163,8 +164,8 @@ struct CollectorTests {
     @Test("failure reports are limited per source address; another source, and receipts, are not held up")
     func reportsLimitedPerSource() async throws {
         let database = try await ReceiptsDatabase.open(path: directory.appendingPathComponent("src.sqlite").path)
-        let frozen = ContinuousClock.now
-        let collector = ReceiptCollector(database: database, maxReportsPerSourcePerMinute: 3, now: { frozen })
+        let clock = SealedPushManualClock()  // stands still unless advanced: a slow machine refills nothing
+        let collector = ReceiptCollector(database: database, maxReportsPerSourcePerMinute: 3, clock: clock.clock)
         var fromA: [Int] = []
         for _ in 0..<5 { fromA.append(Int(await collector.answer(method: .post, body: report(), tooLarge: false, source: "192.0.2.1").code)) }
         #expect(fromA == [202, 202, 202, 429, 429])
@@ -174,6 +175,13 @@ struct CollectorTests {
                                        ("token", .string(ReceiptRequest.makeToken())), ("at", .int(1))]))
         #expect(await collector.answer(method: .post, body: receipt, tooLarge: false, source: "192.0.2.1") == .notFound)
         #expect(try await database.stats().failuresByReason["unknownKey"] == 4)
+        // 3 a minute: the injected clock's 10 s refill half a report, its 20 s one report, and no more.
+        clock.advance(by: .seconds(10))
+        #expect(await collector.answer(method: .post, body: report(), tooLarge: false, source: "192.0.2.1") == .tooManyRequests)
+        clock.advance(by: .seconds(10))
+        #expect(await collector.answer(method: .post, body: report(), tooLarge: false, source: "192.0.2.1") == .accepted)
+        #expect(await collector.answer(method: .post, body: report(), tooLarge: false, source: "192.0.2.1") == .tooManyRequests)
+        #expect(try await database.stats().failuresByReason["unknownKey"] == 5)
         await database.close()
     }
 
