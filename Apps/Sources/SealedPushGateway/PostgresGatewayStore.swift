@@ -82,8 +82,9 @@ public final class PostgresGatewayStore: GatewayStore {
     let closed = NIOLockedValueBox(false)
     /// The highest event position known settled: every event at or below it is committed or rolled back.
     let settledEvents = NIOLockedValueBox<Int64>(0)
-    /// Attempts' outcomes waiting to be written together (`completeAttempt`'s group commit).
-    let completions = WriteQueue<CompletionJob>()
+    /// Attempts' outcomes waiting to be written together (`completeAttempt`'s group commit), in four queues by
+    /// delivery id, each with its own writer: a writer's round trips are not every outcome's wait.
+    let completions = (0..<4).map { _ in WriteQueue<CompletionJob>() }
 
     /// The schema versions this build knows, in order (`GatewayMigrations`): all that are missing are applied in
     /// one transaction, under an advisory lock, so instances starting together apply each once.
@@ -800,8 +801,9 @@ public final class PostgresGatewayStore: GatewayStore {
         // together (one BEGIN … COMMIT for many attempts, as SQLite's commit queue does for every write).
         return try await withCheckedThrowingContinuation { continuation in
             let job = CompletionJob(claim: claim, outcome: outcome, unregisteredAt: unregisteredAt, now: now, continuation: continuation)
-            if completions.enqueue(job) {
-                Task { await self.writeCompletions() }
+            let queue = completions[Int(claim.deliveryID.utf8.reduce(UInt32(0)) { $0 &* 31 &+ UInt32($1) } % UInt32(completions.count))]
+            if queue.enqueue(job) {
+                Task { await self.writeCompletions(queue) }
             }
         }
     }
@@ -809,8 +811,8 @@ public final class PostgresGatewayStore: GatewayStore {
     /// Writes the queued outcomes, all that are queued at a time in one transaction, until none are left. Rows are
     /// locked in delivery-id order (two instances' batches never wait on each other in a cycle). If the transaction
     /// fails, each outcome is written again alone, so one outcome's failure never fails another.
-    func writeCompletions() async {
-        while let jobs = completions.takeAll() {
+    func writeCompletions(_ queue: WriteQueue<CompletionJob>) async {
+        while let jobs = queue.takeAll() {
             let ordered = jobs.sorted { $0.claim.deliveryID < $1.claim.deliveryID }
             do {
                 let states = try await transaction { [self] conn in
