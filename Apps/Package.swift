@@ -422,6 +422,7 @@ let package = Package(
                 .product(name: "SealedPushTestSupport", package: "SealedPush"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict
         ),
