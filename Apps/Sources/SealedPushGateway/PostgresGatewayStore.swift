@@ -636,57 +636,53 @@ public final class PostgresGatewayStore: GatewayStore {
     /// deliveries a statement, whatever message they belong to (a batch of 100 messages is two statements).
     func insertRows(_ conn: PostgresConnection, _ messages: [NewMessage]) async throws {
         guard let app = messages.first?.app else { return }
-        var start = 0
-        while start < messages.count {
-            let chunk = messages[start..<min(messages.count, start + 1000)]
-            var binds = PostgresBindings(capacity: chunk.count * 3 + 1)
-            binds.append(app)
-            var rows: [String] = []
-            rows.reserveCapacity(chunk.count)
-            for m in chunk {
-                let first = binds.count + 1
-                binds.append(m.messageID)
-                binds.append(m.createdAt)
-                binds.append(m.expiresAt)
-                rows.append("($\(first), $1, $\(first + 1), $\(first + 2))")
-            }
-            try await conn.rows(PostgresQuery(unsafeSQL: "INSERT INTO messages (message_id, app, created_at, expires_at) VALUES \(rows.joined(separator: ", "))",
-                                              binds: binds), logger: logger)
-            start += 1000
+        try await insertChunked(conn, "INSERT INTO messages (message_id, app, created_at, expires_at) VALUES", messages, chunk: 1000, app: app) { binds, m in
+            let first = binds.count + 1
+            binds.append(m.messageID)
+            binds.append(m.createdAt)
+            binds.append(m.expiresAt)
+            return "($\(first), $1, $\(first + 1), $\(first + 2))"
         }
-        let deliveries = messages.flatMap { m in m.deliveries.map { (m, $0) } }
-        start = 0
-        while start < deliveries.count {
-            let chunk = deliveries[start..<min(deliveries.count, start + 200)]
-            var binds = PostgresBindings(capacity: chunk.count * 14 + 1)
+        try await insertChunked(conn, """
+            INSERT INTO deliveries (delivery_id, app, message_id, device_id, apns_token, environment, payload, receipt_sha256, priority,
+                collapse_id, apns_expiration, expires_at, apns_id, state, attempts, created_at, updated_at, next_attempt_at, seq, platform)
+            VALUES
+            """, messages.flatMap { m in m.deliveries.map { (m, $0) } }, chunk: 200, app: app) { binds, item in
+            let (m, d) = item
+            let first = binds.count + 1
+            binds.append(d.deliveryID)
+            binds.append(m.messageID)
+            binds.append(d.deviceID)
+            binds.append(d.address)
+            binds.append(d.platform.environmentColumn(d.environment))
+            binds.append(ByteBuffer(bytes: d.payload))
+            binds.append(d.receiptTokenSHA256.map { ByteBuffer(bytes: $0) })
+            binds.append(Int32(d.priority))
+            binds.append(d.collapseID)
+            binds.append(d.apnsExpiration)
+            binds.append(m.expiresAt)
+            binds.append(d.apnsID)
+            binds.append(m.createdAt)
+            binds.append(d.platform.rawValue)
+            let p = (first..<first + 14).map { "$\($0)" }
+            return "(\(p[0]), $1, \(p[1]), \(p[2]), \(p[3]), \(p[4]), \(p[5]), \(p[6]), \(p[7]), \(p[8]), \(p[9]), \(p[10]), \(p[11]), 'queued', 0, \(p[12]), \(p[12]), \(p[12]), 1, \(p[13]))"
+        }
+    }
+
+    /// `head` (an `INSERT … VALUES`) for `items`, at most `chunk` rows a statement: `$1` binds `app`, and `row`
+    /// appends an item's binds and gives its `(…)`.
+    func insertChunked<Item>(_ conn: PostgresConnection, _ head: String, _ items: [Item], chunk: Int, app: String,
+                             row: (inout PostgresBindings, Item) -> String) async throws {
+        var start = 0
+        while start < items.count {
+            let slice = items[start..<min(items.count, start + chunk)]
+            var binds = PostgresBindings(capacity: slice.count * 14 + 1)
             binds.append(app)
             var rows: [String] = []
-            rows.reserveCapacity(chunk.count)
-            for (m, d) in chunk {
-                let first = binds.count + 1
-                binds.append(d.deliveryID)
-                binds.append(m.messageID)
-                binds.append(d.deviceID)
-                binds.append(d.address)
-                binds.append(d.platform.environmentColumn(d.environment))
-                binds.append(ByteBuffer(bytes: d.payload))
-                binds.append(d.receiptTokenSHA256.map { ByteBuffer(bytes: $0) })
-                binds.append(Int32(d.priority))
-                binds.append(d.collapseID)
-                binds.append(d.apnsExpiration)
-                binds.append(m.expiresAt)
-                binds.append(d.apnsID)
-                binds.append(m.createdAt)
-                binds.append(d.platform.rawValue)
-                let p = (first..<first + 14).map { "$\($0)" }
-                rows.append("(\(p[0]), $1, \(p[1]), \(p[2]), \(p[3]), \(p[4]), \(p[5]), \(p[6]), \(p[7]), \(p[8]), \(p[9]), \(p[10]), \(p[11]), 'queued', 0, \(p[12]), \(p[12]), \(p[12]), 1, \(p[13]))")
-            }
-            try await conn.rows(PostgresQuery(unsafeSQL: """
-                INSERT INTO deliveries (delivery_id, app, message_id, device_id, apns_token, environment, payload, receipt_sha256, priority,
-                    collapse_id, apns_expiration, expires_at, apns_id, state, attempts, created_at, updated_at, next_attempt_at, seq, platform)
-                VALUES \(rows.joined(separator: ", "))
-                """, binds: binds), logger: logger)
-            start += 200
+            rows.reserveCapacity(slice.count)
+            for item in slice { rows.append(row(&binds, item)) }
+            try await conn.rows(PostgresQuery(unsafeSQL: head + " " + rows.joined(separator: ", "), binds: binds), logger: logger)
+            start += chunk
         }
     }
 
