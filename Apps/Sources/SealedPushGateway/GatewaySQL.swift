@@ -10,6 +10,9 @@ enum SQLValue: Sendable, Equatable {
     case bool(Bool)
     /// NULL.
     case null
+    /// A text array (`text[]`): bound only on PostgreSQL, by the `= ANY(?::text[])` predicate `SQLDialect.among`
+    /// renders there; SQLite has no arrays, and `among` binds each value alone on it.
+    case texts([String])
 
     /// An integer.
     static func int(_ value: Int) -> SQLValue { .int(Int64(value)) }
@@ -65,6 +68,29 @@ extension SQLDialect {
         switch self {
         case .sqlite: ""
         case .postgres: " FOR UPDATE SKIP LOCKED"
+        }
+    }
+
+    /// The most values one SQLite `IN (?, …)` list binds: a longer list is run as several statements.
+    static let sqliteListLimit = 500
+
+    /// `column` is one of `values` (duplicates dropped, first seen kept): the predicate and its binds, one pair per
+    /// statement to run, with `?` placeholders for `render`. PostgreSQL binds the whole list as one array
+    /// (`column = ANY(?::text[])`: one statement, whatever its length); SQLite, which has no arrays, lists the values
+    /// in chunks of `sqliteListLimit` (`column IN (?, ?, …)`). Empty for no values: nothing matches, nothing to run.
+    func among(_ column: String, _ values: [String]) -> [(predicate: String, binds: [SQLValue])] {
+        var seen = Set<String>()
+        let unique = values.filter { seen.insert($0).inserted }
+        guard !unique.isEmpty else { return [] }
+        switch self {
+        case .postgres:
+            return [("\(column) = ANY(?::text[])", [.texts(unique)])]
+        case .sqlite:
+            return stride(from: 0, to: unique.count, by: Self.sqliteListLimit).map { start in
+                let chunk = unique[start..<min(unique.count, start + Self.sqliteListLimit)]
+                let marks = Array(repeating: "?", count: chunk.count).joined(separator: ", ")
+                return ("\(column) IN (\(marks))", chunk.map { SQLValue.text($0) })
+            }
         }
     }
 
@@ -148,6 +174,12 @@ enum GatewayRows {
         delivery_id, app, device_id, apns_token, environment, payload, priority, collapse_id, apns_expiration,
         expires_at, apns_id, attempts, lease_generation, cancel_reason, platform
         """
+
+    /// An idempotency answer from a row of `StoreQueries.idempotentAnswer` (`body_hmac, status, response, created_at`).
+    static func idempotentAnswer(_ row: some SQLRow) -> IdempotentAnswer? {
+        guard let hmac = row.bytes(0), let status = row.int(1), let body = row.bytes(2), let created = row.int(3) else { return nil }
+        return IdempotentAnswer(bodyHMAC: hmac, status: Int(status), body: body, createdAt: created)
+    }
 
     /// A column of a claimed row that does not read as what it must be.
     struct UndecodableColumn: Error {
@@ -335,6 +367,25 @@ struct StoreQueries: Sendable {
     let upsertDevice: String
     /// Remembers that a user was registered (binds: app, user id).
     let knowUser: String
+    /// An idempotency key's answer (binds: app, key): `GatewayRows.idempotentAnswer(_:)` reads it.
+    let idempotentAnswer: String
+    /// Keeps an answer for a key, replacing one kept before only when that one was given at or before a time
+    /// (binds: `keepIdempotencyBinds`), returning `k` when it was kept: one upsert, whose cut each store chooses.
+    let keepIdempotency: String
+    /// Deletes up to a number of messages that expired before a time, with their deliveries: each statement in turn,
+    /// all with the same binds (expired before, limit); the last returns one row per message deleted.
+    ///
+    /// The one prune statement whose text differs by dialect: PostgreSQL picks the messages once, `FOR UPDATE SKIP
+    /// LOCKED` (instances pruning at once never wait for each other), in a data-modifying `WITH` that deletes the
+    /// deliveries and the messages of the same picked rows (picked twice, the second pick could differ from the first
+    /// as other instances lock and release rows). SQLite has no data-modifying `WITH`, and its one writer picks the
+    /// same rows twice in one transaction.
+    let pruneMessages: [String]
+    /// Deletes the idempotency answers given before a time (binds: before).
+    let pruneIdempotency: String
+    /// Deletes up to a number of events written before a time, the oldest first, whatever their state (binds: before,
+    /// limit), returning one row per event deleted; PostgreSQL skips the rows another instance holds locked.
+    let pruneEvents: String
 
     /// The statements in `dialect`.
     init(_ dialect: SQLDialect) {
@@ -373,6 +424,33 @@ struct StoreQueries: Sendable {
                 report_at = excluded.report_at, webpush_p256dh = excluded.webpush_p256dh, webpush_auth = excluded.webpush_auth
             """)
         knowUser = dialect.render("INSERT INTO known_users (app, user_id) VALUES (?, ?) ON CONFLICT DO NOTHING")
+        idempotentAnswer = dialect.render("SELECT body_hmac, status, response, created_at FROM idempotency WHERE app = ? AND key = ?")
+        keepIdempotency = dialect.render("""
+            INSERT INTO idempotency (app, key, body_hmac, status, response, created_at) VALUES (?, ?, ?, ?, ?, ?)
+            ON CONFLICT (app, key) DO UPDATE SET body_hmac = excluded.body_hmac, status = excluded.status, response = excluded.response,
+                created_at = excluded.created_at
+            WHERE idempotency.created_at <= ?
+            RETURNING 1 AS k
+            """)
+        let picked = "SELECT message_id FROM messages WHERE expires_at < ? ORDER BY expires_at, message_id LIMIT ?\(dialect.skipLocked)"
+        switch dialect {
+        case .sqlite:
+            pruneMessages = [
+                dialect.render("DELETE FROM deliveries WHERE message_id IN (\(picked))"),
+                dialect.render("DELETE FROM messages WHERE message_id IN (\(picked)) RETURNING 1 AS k"),
+            ]
+        case .postgres:
+            pruneMessages = [dialect.render("""
+                WITH picked AS (\(picked)),
+                     gone AS (DELETE FROM deliveries WHERE message_id IN (SELECT message_id FROM picked))
+                DELETE FROM messages WHERE message_id IN (SELECT message_id FROM picked) RETURNING 1 AS k
+                """)]
+        }
+        pruneIdempotency = dialect.render("DELETE FROM idempotency WHERE created_at < ?")
+        pruneEvents = dialect.render("""
+            DELETE FROM events WHERE position IN (SELECT position FROM events WHERE created_at < ? ORDER BY created_at LIMIT ?\(dialect.skipLocked))
+            RETURNING 1 AS k
+            """)
         countReport = dialect.render("""
             INSERT INTO reports (app, kid, reason, count, last_at) VALUES (?, ?, ?, ?, ?)
             ON CONFLICT (app, kid, reason) DO UPDATE SET count = \(dialect.least)(reports.count + excluded.count, 1000000000),
@@ -390,6 +468,37 @@ extension StoreQueries {
                 .text(String(decoding: device.keyRecord, as: UTF8.self)), .text(device.keyID), .int(device.createdAt), .int(device.updatedAt),
                 .int(device.registeredAt), .bool(device.tokenReassigned), .text(report?.reason), .text(report?.kid), .int(report?.count),
                 .int(report?.at), .text(device.webpushKeys?.p256dh), .text(device.webpushKeys?.auth)]
+    }
+
+    /// The binds of `keepIdempotency` for `answer` in `dialect`. The cut is each store's own rule: PostgreSQL keeps
+    /// the first answer (instances may answer one key at once; a repeat replays the answer kept) and replaces only
+    /// one older than the idempotency window; SQLite's one instance never answers a key twice at once (its in-flight
+    /// slots), so its latest answer replaces any kept before (`Int64.max`), as its `INSERT OR REPLACE` did.
+    static func keepIdempotencyBinds(_ dialect: SQLDialect, app: String, key: String, answer: IdempotentAnswer) -> [SQLValue] {
+        let replacesUpTo = switch dialect {
+        case .sqlite: Int64.max
+        case .postgres: answer.createdAt - Gateway.idempotencyWindow
+        }
+        return [.text(app), .text(key), .bytes(answer.bodyHMAC), .int(answer.status), .bytes(answer.body), .int(answer.createdAt),
+                .int(replacesUpTo)]
+    }
+
+    /// An app's devices of the given ids: one statement per `SQLDialect.among` list, with its binds; their rows
+    /// together make the answer, in no particular order.
+    static func devices(_ dialect: SQLDialect, app: String, ids: [String]) -> [(sql: String, binds: [SQLValue])] {
+        dialect.among("device_id", ids).map { list in
+            (dialect.render("SELECT \(GatewayRows.deviceColumns) FROM devices WHERE app = ? AND \(list.predicate)"), [.text(app)] + list.binds)
+        }
+    }
+
+    /// An app's devices of the given users: one statement per `SQLDialect.among` list, with its binds, each in
+    /// (user_id, updated_at, device_id) order; all of a user's devices are in one statement's rows.
+    static func usersDevices(_ dialect: SQLDialect, app: String, userIDs: [String]) -> [(sql: String, binds: [SQLValue])] {
+        dialect.among("user_id", userIDs).map { list in
+            (dialect.render("""
+                SELECT \(GatewayRows.deviceColumns) FROM devices WHERE app = ? AND \(list.predicate) ORDER BY user_id, updated_at, device_id
+                """), [.text(app)] + list.binds)
+        }
     }
 
     /// A page of an app's devices in (updated_at, device_id) order, from `since` (inclusive) and after the cursor

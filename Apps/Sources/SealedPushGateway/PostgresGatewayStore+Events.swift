@@ -3,7 +3,8 @@ import NIOCore
 
 // The webhook events (gateway v1 §8) and the dashboard's numbers on PostgreSQL. The events themselves are
 // written by the state-changing methods in PostgresGatewayStore.swift (`insertEvent`), in their transaction;
-// these read and lease them. Claims take `FOR UPDATE SKIP LOCKED` under a lease whose `lease_generation`
+// these read and lease them, with the shared statements (`EventQueries`, `DashboardQueries`) but for the claim and
+// the instance list, PostgreSQL's own. Claims take `FOR UPDATE SKIP LOCKED` under a lease whose `lease_generation`
 // grows with each claim, as deliveries do, so that several instances never claim one event at once.
 extension PostgresGatewayStore {
     /// Writes the events of deliveries an UPDATE just changed (its `RETURNING` rows), in the current transaction.
@@ -22,13 +23,11 @@ extension PostgresGatewayStore {
     /// `settledEventPosition` relies on that.
     func insertEvent(_ conn: PostgresConnection, _ event: EventRecord?) async throws {
         guard let event else { return }
-        try await conn.rows("""
-            INSERT INTO events (id, app, type, created_at, body, next_attempt_at)
-            VALUES (\(event.id), \(event.app), \(event.type.rawValue), \(event.createdAt), \(String(decoding: event.body, as: UTF8.self)),
-                    \(event.createdAt))
-            """, logger: logger)
+        try await run(conn, Self.eventSQL.insert, EventQueries.insertBinds(event))
     }
 
+    // The claim stays PostgreSQL's own: instances claiming at once take disjoint rows (`FOR UPDATE SKIP LOCKED` in
+    // an `UPDATE … FROM`) and each names itself in `leased_by`; SQLite's one writer needs neither (see `EventQueries`).
     public func claimEvents(app: String, now: Int64, leaseUntil: Int64, limit: Int) async throws -> [ClaimedEvent] {
         try await transaction { [self] conn in
             try await conn.rows("""
@@ -49,32 +48,8 @@ extension PostgresGatewayStore {
     }
 
     public func completeEvent(_ claim: ClaimedEvent, outcome: EventOutcome, now: Int64) async throws -> Bool {
-        let id = claim.id, generation = claim.generation
-        return try await transaction { [self] conn in
-            let change: PostgresQuery = switch outcome {
-            case .acknowledged:
-                """
-                UPDATE events SET state = 'acknowledged', attempts = attempts + 1, lease_until = NULL, leased_by = NULL
-                WHERE id = \(id) AND lease_generation = \(generation) AND state = 'pending' RETURNING 1 AS k
-                """
-            case let .retry(at):
-                """
-                UPDATE events SET attempts = attempts + 1, next_attempt_at = \(at), lease_until = NULL, leased_by = NULL
-                WHERE id = \(id) AND lease_generation = \(generation) AND state = 'pending' RETURNING 1 AS k
-                """
-            case .dropped:
-                """
-                UPDATE events SET state = 'dropped', lease_until = NULL, leased_by = NULL
-                WHERE id = \(id) AND lease_generation = \(generation) AND state = 'pending' RETURNING 1 AS k
-                """
-            case .handBack:
-                """
-                UPDATE events SET lease_until = NULL, leased_by = NULL
-                WHERE id = \(id) AND lease_generation = \(generation) AND state = 'pending' RETURNING 1 AS k
-                """
-            }
-            return try await !conn.rows(change, logger: logger).isEmpty
-        }
+        let (sql, binds) = Self.eventSQL.complete(claim, outcome)
+        return try await transaction { [self] conn in try await !run(conn, sql, binds).isEmpty }
     }
 
     /// The events of `app` in position order, only up to the settled position: positions are drawn when an
@@ -84,22 +59,13 @@ extension PostgresGatewayStore {
         try await read { [self] conn -> [EventRecord]? in
             var position: Int64 = 0
             if let after {
-                guard let found = try await conn.rows("SELECT position FROM events WHERE app = \(app) AND id = \(after)", logger: logger)
-                    .first?.makeRandomAccess()["position"].decode(Int64.self)
+                guard let found = try await run(conn, Self.eventSQL.position, [.text(app), .text(after)]).first?.makeRandomAccess().int(0)
                 else { return nil }
                 position = found
             }
             let settled = try await settledEventPosition(conn)
-            return try await conn.rows("""
-                SELECT id, app, type, created_at, body FROM events
-                WHERE app = \(app) AND position > \(position) AND position <= \(settled) AND created_at >= \(since)
-                ORDER BY position LIMIT \(Int64(limit))
-                """, logger: logger).compactMap { row -> EventRecord? in
-                let r = row.makeRandomAccess()
-                guard let type = GatewayEventType(rawValue: try r["type"].decode(String.self)) else { return nil }
-                return EventRecord(id: try r["id"].decode(String.self), app: try r["app"].decode(String.self), type: type,
-                                   createdAt: try r["created_at"].decode(Int64.self), body: Array(try r["body"].decode(String.self).utf8))
-            }
+            return try await run(conn, Self.eventSQL.page, [.text(app), .int(position), .int(settled), .int(since), .int(limit)])
+                .compactMap { GatewayRows.event($0.makeRandomAccess()) }
         }
     }
 
@@ -108,86 +74,21 @@ extension PostgresGatewayStore {
         // Instances are live by the clock their heartbeat writes `last_seen` with, whatever `now` says.
         let liveSince = options.clock.wall().milliseconds - options.heartbeat.milliseconds * 3
         return try await read { [self] conn -> DashboardSnapshot in
-            var apps: [String: DashboardSnapshot.App] = [:]
-            func update(_ app: String, _ change: (inout DashboardSnapshot.App) -> Void) {
-                var a = apps[app] ?? DashboardSnapshot.App(app: app)
-                change(&a)
-                apps[app] = a
-            }
+            let q = Self.dashboardSQL
+            var tally = DashboardTally()
             // Deliveries created in the last 24 hours by current state and hour (0: the last hour).
-            for row in try await conn.rows("""
-                SELECT app, state, (\(now) - created_at) / 3600000 AS h, COUNT(*) AS n FROM deliveries
-                WHERE created_at > \(dayAgo) GROUP BY app, state, h
-                """, logger: logger) {
-                let r = row.makeRandomAccess()
-                let app = try r["app"].decode(String.self), state = try r["state"].decode(String.self), n = try r["n"].decode(Int.self)
-                let hour = Int(min(23, max(0, try r["h"].decode(Int64?.self) ?? 0)))
-                update(app) { a in
-                    a.hourly[hour][state, default: 0] += n
-                    a.lastDay[state, default: 0] += n
-                    if hour == 0 { a.lastHour[state, default: 0] += n }
-                }
-            }
-            for row in try await conn.rows("""
-                SELECT app, platform, apns_status, COALESCE(reason, '') AS reason, COUNT(*) AS n FROM deliveries
-                WHERE created_at > \(dayAgo) AND apns_status IS NOT NULL GROUP BY app, platform, apns_status, COALESCE(reason, '') ORDER BY n DESC
-                """, logger: logger) {
-                let r = row.makeRandomAccess()
-                let app = try r["app"].decode(String.self), status = try r["apns_status"].decode(Int.self), n = try r["n"].decode(Int.self)
-                let platform = try PushPlatform(rawValue: r["platform"].decode(String.self)) ?? .apns
-                let reason = try (200...202).contains(status) ? "" : r["reason"].decode(String.self)
-                update(app) { $0.addAnswer(platform: platform, status: status, reason: reason, count: n) }
-            }
-            for row in try await conn.rows("""
-                SELECT app, COUNT(*) FILTER (WHERE accepted_at IS NOT NULL) AS accepted, COUNT(*) FILTER (WHERE state = 'delivered') AS delivered
-                FROM deliveries WHERE created_at > \(dayAgo) GROUP BY app
-                """, logger: logger) {
-                let r = row.makeRandomAccess()
-                let app = try r["app"].decode(String.self), accepted = try r["accepted"].decode(Int.self), delivered = try r["delivered"].decode(Int.self)
-                update(app) { a in
-                    a.acceptedLastDay = accepted
-                    a.deliveredLastDay = delivered
-                }
-            }
-            for row in try await conn.rows("SELECT app, reason, kid, count, last_at FROM reports ORDER BY app, count DESC, kid", logger: logger) {
-                let r = row.makeRandomAccess()
-                let report = DashboardSnapshot.ReportCount(reason: try r["reason"].decode(String.self), kid: try r["kid"].decode(String.self),
-                                                           count: try r["count"].decode(Int.self), lastAt: try r["last_at"].decode(Int64.self))
-                update(try r["app"].decode(String.self)) { $0.reports.append(report) }
-            }
+            for row in try await run(conn, q.hourly, [.int(now), .int(dayAgo)]) { tally.hourly(row.makeRandomAccess()) }
+            for row in try await run(conn, q.answers, [.int(dayAgo)]) { tally.answer(row.makeRandomAccess()) }
+            for row in try await run(conn, q.dayTotals, [.int(dayAgo)]) { tally.dayTotals(row.makeRandomAccess()) }
+            for row in try await run(conn, q.reports, []) { tally.report(row.makeRandomAccess()) }
             // Queued deliveries, and those of them under a live lease, per app and per instance.
-            var leasedDeliveries: [String: Int] = [:]
-            for row in try await conn.rows("""
-                SELECT app, leased_by, COUNT(*) AS n, MIN(created_at) AS oldest,
-                       COUNT(*) FILTER (WHERE lease_until IS NOT NULL AND lease_until >= \(now)) AS leased
-                FROM deliveries WHERE state = 'queued' GROUP BY app, leased_by
-                """, logger: logger) {
-                let r = row.makeRandomAccess()
-                let app = try r["app"].decode(String.self), n = try r["n"].decode(Int.self), leased = try r["leased"].decode(Int.self)
-                let oldest = try r["oldest"].decode(Int64?.self)
-                if let by = try r["leased_by"].decode(String?.self) { leasedDeliveries[by, default: 0] += leased }
-                update(app) { a in
-                    a.queued += n
-                    a.oldestQueuedAt = [a.oldestQueuedAt, oldest].compactMap { $0 }.min()
-                    a.leasedDeliveries += leased
-                }
-            }
-            for row in try await conn.rows("SELECT app, state, COUNT(*) AS n FROM devices GROUP BY app, state", logger: logger) {
-                let r = row.makeRandomAccess()
-                let n = try r["n"].decode(Int.self), unregistered = try r["state"].decode(String.self) == DeviceState.unregistered.rawValue
-                update(try r["app"].decode(String.self)) { a in if unregistered { a.devicesUnregistered += n } else { a.devicesActive += n } }
-            }
+            for row in try await run(conn, q.queued, [.int(now)]) { tally.queued(row.makeRandomAccess()) }
+            for row in try await run(conn, q.devices, []) { tally.devices(row.makeRandomAccess()) }
             // The apps seen above (devices, queued or last-day deliveries, reports): no scan of every event for others.
-            var leasedEvents: [String: Int] = [:]
-            for row in try await conn.rows("""
-                SELECT app, state, leased_by, COUNT(*) AS n, COUNT(*) FILTER (WHERE lease_until IS NOT NULL AND lease_until >= \(now)) AS leased
-                FROM events WHERE app = ANY(\(apps.keys.sorted())::text[]) AND state IN ('pending', 'dropped') GROUP BY app, state, leased_by
-                """, logger: logger) {
-                let r = row.makeRandomAccess()
-                let n = try r["n"].decode(Int.self), pending = try r["state"].decode(String.self) == "pending"
-                if pending, let by = try r["leased_by"].decode(String?.self) { leasedEvents[by, default: 0] += try r["leased"].decode(Int.self) }
-                update(try r["app"].decode(String.self)) { a in if pending { a.eventsPending += n } else { a.eventsDropped += n } }
+            for (sql, binds) in q.events(apps: tally.appNames, now: now) {
+                for row in try await run(conn, sql, binds) { tally.events(row.makeRandomAccess()) }
             }
+            // PostgreSQL's own: several instances share the database, each with its row in `instances`.
             let instances = try await conn.rows("""
                 SELECT instance_id, COALESCE(name, instance_id) AS name, started_at FROM instances
                 WHERE last_seen >= \(liveSince) OR instance_id = \(instanceID) ORDER BY started_at, instance_id
@@ -195,9 +96,9 @@ extension PostgresGatewayStore {
                 let r = row.makeRandomAccess()
                 let id = try r["instance_id"].decode(String.self)
                 return DashboardSnapshot.Instance(name: try r["name"].decode(String.self), startedAt: try r["started_at"].decode(Int64.self),
-                                                  leasedDeliveries: leasedDeliveries[id] ?? 0, leasedEvents: leasedEvents[id] ?? 0)
+                                                  leasedDeliveries: tally.leasedDeliveriesBy[id] ?? 0, leasedEvents: tally.leasedEventsBy[id] ?? 0)
             }
-            return DashboardSnapshot(apps: apps, instances: instances, takenAt: now)
+            return DashboardSnapshot(apps: tally.apps, instances: instances, takenAt: now)
         }
     }
 

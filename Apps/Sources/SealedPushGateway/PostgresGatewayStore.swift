@@ -469,6 +469,10 @@ public final class PostgresGatewayStore: GatewayStore {
     static let queries = DeliveryQueries(.postgres)
     /// The store's other shared statements (`StoreQueries`), in PostgreSQL's dialect.
     static let store = StoreQueries(.postgres)
+    /// The webhook events' shared statements (`EventQueries`), in PostgreSQL's dialect.
+    static let eventSQL = EventQueries(.postgres)
+    /// The dashboard's shared statements (`DashboardQueries`), in PostgreSQL's dialect.
+    static let dashboardSQL = DashboardQueries(.postgres)
 
     /// A device row's columns (`GatewayRows`).
     static let deviceColumns = GatewayRows.deviceColumns
@@ -487,13 +491,10 @@ public final class PostgresGatewayStore: GatewayStore {
             case let .bytes(v): bindings.append(ByteBuffer(bytes: v))
             case let .bool(v): bindings.append(v)
             case .null: bindings.appendNull()
+            case let .texts(v): bindings.append(v)
             }
         }
         return try await conn.rows(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger)
-    }
-
-    func devices(_ conn: PostgresConnection, _ query: PostgresQuery) async throws -> [DeviceRecord] {
-        try await conn.rows(query, logger: logger).compactMap(Self.device)
     }
 
     /// Cancels a device's unsent deliveries, with their events; how many. One whose push is in flight (under a
@@ -554,12 +555,14 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     public func usersDevices(app: String, userIDs: [String]) async throws -> [String: [DeviceRecord]] {
-        let users = Array(Set(userIDs))
-        guard !users.isEmpty else { return [:] }
+        let statements = StoreQueries.usersDevices(.postgres, app: app, userIDs: userIDs)
+        guard !statements.isEmpty else { return [:] }
         return try await read { [self] conn in
             var out: [String: [DeviceRecord]] = [:]
-            for device in try await devices(conn, "SELECT \(unescaped: Self.deviceColumns) FROM devices WHERE app = \(app) AND user_id = ANY(\(users)::text[]) ORDER BY user_id, updated_at, device_id") {
-                out[device.userID, default: []].append(device)
+            for (sql, binds) in statements {
+                for device in try await run(conn, sql, binds).compactMap(Self.device) {
+                    out[device.userID, default: []].append(device)
+                }
             }
             return out
         }
@@ -586,9 +589,12 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     public func devices(app: String, ids: [String]) async throws -> [DeviceRecord] {
-        guard !ids.isEmpty else { return [] }
+        let statements = StoreQueries.devices(.postgres, app: app, ids: ids)
+        guard !statements.isEmpty else { return [] }
         return try await read { [self] conn in
-            try await devices(conn, "SELECT \(unescaped: Self.deviceColumns) FROM devices WHERE app = \(app) AND device_id = ANY(\(ids)::text[])")
+            var out: [DeviceRecord] = []
+            for (sql, binds) in statements { out += try await run(conn, sql, binds).compactMap(Self.device) }
+            return out
         }
     }
 
@@ -688,26 +694,12 @@ public final class PostgresGatewayStore: GatewayStore {
 
     /// Keeps an answer for a key unless another answer younger than the idempotency window is kept; whether it was kept.
     func upsertIdempotency(_ conn: PostgresConnection, app: String, key: String, answer: IdempotentAnswer) async throws -> Bool {
-        try await !conn.rows("""
-            INSERT INTO idempotency (app, key, body_hmac, status, response, created_at)
-            VALUES (\(app), \(key), \(ByteBuffer(bytes: answer.bodyHMAC)), \(Int32(answer.status)), \(ByteBuffer(bytes: answer.body)), \(answer.createdAt))
-            ON CONFLICT (app, key) DO UPDATE SET body_hmac = excluded.body_hmac, status = excluded.status, response = excluded.response,
-                created_at = excluded.created_at
-            WHERE idempotency.created_at <= \(answer.createdAt - Gateway.idempotencyWindow)
-            RETURNING 1 AS k
-            """, logger: logger).isEmpty
+        try await !run(conn, Self.store.keepIdempotency, StoreQueries.keepIdempotencyBinds(.postgres, app: app, key: key, answer: answer)).isEmpty
     }
 
     public func idempotentAnswer(app: String, key: String) async throws -> IdempotentAnswer? {
         try await read { [self] conn in
-            guard let row = try await conn.rows("""
-                SELECT body_hmac, status, response, created_at FROM idempotency WHERE app = \(app) AND key = \(key)
-                """, logger: logger).first?.makeRandomAccess()
-            else { return nil }
-            return IdempotentAnswer(bodyHMAC: Array(try row["body_hmac"].decode(ByteBuffer.self).readableBytesView),
-                                    status: try row["status"].decode(Int.self),
-                                    body: Array(try row["response"].decode(ByteBuffer.self).readableBytesView),
-                                    createdAt: try row["created_at"].decode(Int64.self))
+            try await run(conn, Self.store.idempotentAnswer, [.text(app), .text(key)]).first.flatMap { GatewayRows.idempotentAnswer($0.makeRandomAccess()) }
         }
     }
 
@@ -860,18 +852,12 @@ public final class PostgresGatewayStore: GatewayStore {
 
     public func prune(messagesExpiredBefore: Int64, idempotencyBefore: Int64, eventsBefore: Int64, limit: Int) async throws -> Int {
         try await transaction { [self] conn in
-            let messages = try await conn.rows("""
-                WITH picked AS (SELECT message_id FROM messages WHERE expires_at < \(messagesExpiredBefore)
-                                ORDER BY expires_at, message_id LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED),
-                     gone AS (DELETE FROM deliveries WHERE message_id IN (SELECT message_id FROM picked))
-                DELETE FROM messages WHERE message_id IN (SELECT message_id FROM picked) RETURNING 1 AS k
-                """, logger: logger).count
-            try await conn.rows("DELETE FROM idempotency WHERE created_at < \(idempotencyBefore)", logger: logger)
-            let events = try await conn.rows("""
-                DELETE FROM events WHERE position IN (SELECT position FROM events WHERE created_at < \(eventsBefore)
-                                                      ORDER BY created_at LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED)
-                RETURNING 1 AS k
-                """, logger: logger).count
+            var messages = 0
+            for sql in Self.store.pruneMessages {
+                messages = try await run(conn, sql, [.int(messagesExpiredBefore), .int(limit)]).count
+            }
+            try await run(conn, Self.store.pruneIdempotency, [.int(idempotencyBefore)])
+            let events = try await run(conn, Self.store.pruneEvents, [.int(eventsBefore), .int(limit)]).count
             return messages + events
         }
     }

@@ -243,6 +243,10 @@ public final class SQLiteGatewayStore: GatewayStore {
     static let queries = DeliveryQueries(.sqlite)
     /// The store's other shared statements (`StoreQueries`), in SQLite's dialect.
     static let store = StoreQueries(.sqlite)
+    /// The webhook events' shared statements (`EventQueries`), in SQLite's dialect.
+    static let eventSQL = EventQueries(.sqlite)
+    /// The dashboard's shared statements (`DashboardQueries`), in SQLite's dialect.
+    static let dashboardSQL = DashboardQueries(.sqlite)
 
     /// A device row's columns (`GatewayRows`).
     static let deviceColumns = GatewayRows.deviceColumns
@@ -275,10 +279,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// the state-changing methods.
     func insertEvent(_ db: Database, _ event: EventRecord?) throws {
         guard let event else { return }
-        _ = try db.rows("""
-            INSERT INTO events (id, app, type, created_at, body, next_attempt_at) VALUES (?, ?, ?, ?, ?, ?)
-            """, [.text(event.id), .text(event.app), .text(event.type.rawValue), .integer(Int(event.createdAt)),
-                  .text(String(decoding: event.body, as: UTF8.self)), .integer(Int(event.createdAt))])
+        _ = try db.run(Self.eventSQL.insert, EventQueries.insertBinds(event))
     }
 
     public func putDevice(_ device: DeviceRecord, maxDevicesPerUser: Int) async throws -> (device: DeviceRecord, created: Bool, cancelled: Int) {
@@ -325,19 +326,14 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     public func usersDevices(app: String, userIDs: [String]) async throws -> [String: [DeviceRecord]] {
-        let users = Array(Set(userIDs))
-        guard !users.isEmpty else { return [:] }
+        let statements = StoreQueries.usersDevices(.sqlite, app: app, userIDs: userIDs)
+        guard !statements.isEmpty else { return [:] }
         return try readNow { db in
             var out: [String: [DeviceRecord]] = [:]
-            var start = 0
-            while start < users.count {
-                let chunk = Array(users[start..<min(users.count, start + 500)])
-                let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
-                for device in try db.rows("SELECT \(Self.deviceColumns) FROM devices WHERE app = ? AND user_id IN (\(marks)) ORDER BY user_id, updated_at, device_id",
-                                          [.text(app)] + chunk.map { .text($0) }, cached: false).compactMap(Self.device) {
+            for (sql, binds) in statements {
+                for device in try db.run(sql, binds, cached: false).compactMap(Self.device) {
                     out[device.userID, default: []].append(device)
                 }
-                start += 500
             }
             return out
         }
@@ -367,18 +363,10 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     public func devices(app: String, ids: [String]) async throws -> [DeviceRecord] {
-        guard !ids.isEmpty else { return [] }
+        let statements = StoreQueries.devices(.sqlite, app: app, ids: ids)
+        guard !statements.isEmpty else { return [] }
         return try readNow { db in
-            var out: [DeviceRecord] = []
-            var start = 0
-            while start < ids.count {
-                let chunk = Array(ids[start..<min(ids.count, start + 500)])
-                let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
-                out += try db.rows("SELECT \(Self.deviceColumns) FROM devices WHERE app = ? AND device_id IN (\(marks))",
-                                                  [.text(app)] + chunk.map { .text($0) }, cached: false).compactMap(Self.device)
-                start += 500
-            }
-            return out
+            try statements.flatMap { sql, binds in try db.run(sql, binds, cached: false).compactMap(Self.device) }
         }
     }
 
@@ -415,21 +403,14 @@ public final class SQLiteGatewayStore: GatewayStore {
         if let idempotency { try upsertIdempotency(db, app: message.app, key: idempotency.key, answer: idempotency.answer) }
     }
 
+    /// Keeps `answer` for the key, replacing any answer kept before (one instance: `StoreQueries.keepIdempotencyBinds`).
     func upsertIdempotency(_ db: Database, app: String, key: String, answer: IdempotentAnswer) throws {
-        _ = try db.rows("""
-            INSERT OR REPLACE INTO idempotency (app, key, body_hmac, status, response, created_at) VALUES (?, ?, ?, ?, ?, ?)
-            """, [.text(app), .text(key), .blob(answer.bodyHMAC), .integer(answer.status),
-                  .blob(answer.body), .integer(Int(answer.createdAt))])
+        _ = try db.run(Self.store.keepIdempotency, StoreQueries.keepIdempotencyBinds(.sqlite, app: app, key: key, answer: answer))
     }
 
     public func idempotentAnswer(app: String, key: String) async throws -> IdempotentAnswer? {
         try readNow { db in
-            guard let row = try db.rows("SELECT body_hmac, status, response, created_at FROM idempotency WHERE app = ? AND key = ?",
-                                                       [.text(app), .text(key)]).first,
-                  let hmac = row.column("body_hmac")?.blob, let status = row.column("status")?.integer,
-                  let response = row.column("response")?.blob, let created = row.column("created_at")?.integer
-            else { return nil }
-            return IdempotentAnswer(bodyHMAC: hmac, status: status, body: response, createdAt: Int64(created))
+            try db.run(Self.store.idempotentAnswer, [.text(app), .text(key)]).first.flatMap { GatewayRows.idempotentAnswer($0) }
         }
     }
 
@@ -535,14 +516,12 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func prune(messagesExpiredBefore: Int64, idempotencyBefore: Int64, eventsBefore: Int64, limit: Int) async throws -> Int {
         try await transaction { db in
-            let picked = "SELECT message_id FROM messages WHERE expires_at < ? ORDER BY expires_at, message_id LIMIT ?"
-            let binds: [SQLiteValue] = [.integer(Int(messagesExpiredBefore)), .integer(limit)]
-            _ = try db.rows("DELETE FROM deliveries WHERE message_id IN (\(picked))", binds)
-            let messages = try db.rows("DELETE FROM messages WHERE message_id IN (\(picked)) RETURNING 1 AS k", binds).count
-            _ = try db.rows("DELETE FROM idempotency WHERE created_at < ?", [.integer(Int(idempotencyBefore))])
-            let events = try db.rows("""
-                DELETE FROM events WHERE position IN (SELECT position FROM events WHERE created_at < ? ORDER BY created_at LIMIT ?) RETURNING 1 AS k
-                """, [.integer(Int(eventsBefore)), .integer(limit)]).count
+            var messages = 0
+            for sql in Self.store.pruneMessages {
+                messages = try db.run(sql, [.int(messagesExpiredBefore), .int(limit)]).count
+            }
+            _ = try db.run(Self.store.pruneIdempotency, [.int(idempotencyBefore)])
+            let events = try db.run(Self.store.pruneEvents, [.int(eventsBefore), .int(limit)]).count
             return messages + events
         }
     }
@@ -653,6 +632,9 @@ extension SQLiteValue {
         case let .bytes(b): self = .blob(b)
         case let .bool(b): self = .integer(b ? 1 : 0)
         case .null: self = .null
+        case .texts:
+            // `SQLDialect.among` binds each value alone on SQLite: an array here is a statement rendered for PostgreSQL.
+            preconditionFailure("a text array was bound to a SQLite statement; SQLite lists its values one bind each (SQLDialect.among)")
         }
     }
 }
@@ -665,9 +647,10 @@ extension Row: SQLRow {
 }
 
 extension Database {
-    /// Runs one of the shared statements (`DeliveryQueries`) with `binds`, prepared once per connection.
-    func run(_ sql: String, _ binds: [SQLValue]) throws -> [Row] {
-        try rows(sql, binds.map(SQLiteValue.init))
+    /// Runs one of the shared statements (`DeliveryQueries`, `StoreQueries`, `EventQueries`…) with `binds`; `cached`:
+    /// prepared once per connection (false for SQL built per call, such as an id list's).
+    func run(_ sql: String, _ binds: [SQLValue], cached: Bool = true) throws -> [Row] {
+        try rows(sql, binds.map(SQLiteValue.init), cached: cached)
     }
 
     /// Runs `sql` with `binds` and returns its rows. `cached`: the statement is prepared once per connection

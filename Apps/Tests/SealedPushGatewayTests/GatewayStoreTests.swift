@@ -272,6 +272,139 @@ extension GatewayPostgresSuites {
             }
         }
 
+        /// Id lists longer than one SQLite statement binds (`SQLDialect.sqliteListLimit`): `devices(app:ids:)` finds each
+        /// of the app's devices once, whatever the duplicates and unknown ids, and `usersDevices` each user's devices in order.
+        @Test(arguments: StoreBackend.allCases)
+        func idListsLongerThanOneStatementFindEveryDeviceOnce(_ backend: StoreBackend) async throws {
+            try await withStore(backend) { store in
+                let count = SQLDialect.sqliteListLimit + 20
+                let devices = (0..<count).map { n in F.device("d\(n)", user: "u\(n / 2)", token: n + 1, at: Int64(100 - n % 2)) }
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for d in devices + [F.device("d0", user: "u0", token: 9_999, app: "mail")] {
+                        group.addTask { _ = try await store.putDevice(d, maxDevicesPerUser: 10) }
+                    }
+                    try await group.waitForAll()
+                }
+                let ids = devices.map(\.deviceID)
+                // Every id, some of them twice, and unknown ids.
+                let asked = ids + ["d1", "d\(count - 1)", "nope", "also-nope"] + ids.prefix(3)
+                let found = try await store.devices(app: "chat", ids: asked)
+                #expect(found.count == count)
+                #expect(found.map(\.deviceID).sorted() == ids.sorted())
+                #expect(found.allSatisfy { $0.app == "chat" })
+                #expect(try await store.devices(app: "chat", ids: []).isEmpty)
+                #expect(try await store.devices(app: "mail", ids: asked).map(\.address) == [hexToken(9_999)])
+
+                let users = (0..<(count / 2)).map { "u\($0)" }
+                let byUser = try await store.usersDevices(app: "chat", userIDs: users.reversed() + ["nobody"])
+                #expect(byUser.count == count / 2)
+                // Each user's two devices in (updated_at, device_id) order: the odd one was updated first.
+                #expect(users.allSatisfy { u in
+                    let n = Int(u.dropFirst())!
+                    return byUser[u]?.map(\.deviceID) == ["d\(2 * n + 1)", "d\(2 * n)"]
+                })
+            }
+        }
+
+        /// An id list's predicate: one array on PostgreSQL, whatever its length; on SQLite `IN` lists of at most
+        /// `sqliteListLimit` values, which together bind each distinct value once, in order.
+        @Test func anIdListIsOneArrayOnPostgresAndChunksOnSQLite() {
+            let values = (0..<(2 * SQLDialect.sqliteListLimit + 1)).map { "v\($0)" }
+            let postgres = SQLDialect.postgres.among("device_id", values + ["v0"])
+            #expect(postgres.count == 1)
+            #expect(postgres.first?.predicate == "device_id = ANY(?::text[])" && postgres.first?.binds == [.texts(values)])
+            let sqlite = SQLDialect.sqlite.among("device_id", values + ["v0"])
+            #expect(sqlite.map(\.binds.count) == [SQLDialect.sqliteListLimit, SQLDialect.sqliteListLimit, 1])
+            #expect(sqlite.flatMap(\.binds) == values.map { SQLValue.text($0) })
+            #expect(sqlite.last?.predicate == "device_id IN (?)")
+            #expect(sqlite.allSatisfy { $0.predicate.filter { $0 == "?" }.count == $0.binds.count })
+            #expect(SQLDialect.sqlite.among("device_id", []).isEmpty && SQLDialect.postgres.among("device_id", []).isEmpty)
+            // Rendered after the app's `?`: PostgreSQL's array is `$2`.
+            let statements = StoreQueries.devices(.postgres, app: "chat", ids: ["a", "b"])
+            #expect(statements.count == 1 && statements[0].sql.hasSuffix("WHERE app = $1 AND device_id = ANY($2::text[])"))
+            #expect(statements[0].binds == [.text("chat"), .texts(["a", "b"])])
+        }
+
+        /// Pruning deletes at most `limit` messages (the earliest expired first, with their deliveries) and at most
+        /// `limit` events (the oldest first), and counts what it deleted; nothing at or after its cuts.
+        @Test(arguments: StoreBackend.allCases)
+        func pruneStopsAtItsLimitOldestFirst(_ backend: StoreBackend) async throws {
+            try await withStore(backend) { store in
+                let device = F.device("a", user: "u", token: 1)
+                _ = try await store.putDevice(device, maxDevicesPerUser: 10)
+                for n in 0..<5 {
+                    try await store.insertMessage(F.message("m\(n)", devices: [device], at: 1000 + Int64(n) * 100), idempotency: nil)
+                }
+                // Three cancelled deliveries: three events, written at 10_000, 10_001 and 10_002.
+                for n in 2..<5 { #expect(try await store.cancelMessage(app: "chat", messageID: "m\(n)", now: 10_000 + Int64(n) - 2) == 1) }
+                #expect(try await store.events(app: "chat", after: nil, since: 0, limit: 10)?.count == 3)
+
+                // m0 to m3 expired before the cut (m4 expires at 3_601_400), events at 10_000 and 10_001 before theirs.
+                let cut: Int64 = 3_601_350
+                #expect(try await store.prune(messagesExpiredBefore: cut, idempotencyBefore: 0, eventsBefore: 10_002, limit: 1) == 2)
+                #expect(try await store.message(app: "chat", messageID: "m0") == nil)
+                #expect(try await store.message(app: "chat", messageID: "m1") != nil)
+                #expect(try await store.queueDepths()["chat"]?.queued == 1, "m0's delivery went with it; m1's is queued, m2–m4's cancelled")
+                let left = try #require(try await store.events(app: "chat", after: nil, since: 0, limit: 10))
+                #expect(left.map(\.createdAt) == [10_001, 10_002])
+
+                #expect(try await store.prune(messagesExpiredBefore: cut, idempotencyBefore: 0, eventsBefore: 10_002, limit: 2) == 3)
+                #expect(try await store.message(app: "chat", messageID: "m1") == nil)
+                #expect(try await store.message(app: "chat", messageID: "m2") == nil)
+                #expect(try await store.message(app: "chat", messageID: "m3") != nil)
+                #expect(try await store.queueDepths().isEmpty)
+                #expect(try await store.events(app: "chat", after: nil, since: 0, limit: 10)?.map(\.createdAt) == [10_002])
+
+                #expect(try await store.prune(messagesExpiredBefore: cut, idempotencyBefore: 0, eventsBefore: 10_002, limit: 10) == 1)
+                #expect(try await store.prune(messagesExpiredBefore: cut, idempotencyBefore: 0, eventsBefore: 10_002, limit: 10) == 0)
+                #expect(try await store.message(app: "chat", messageID: "m3") == nil)
+                #expect(try await store.message(app: "chat", messageID: "m4")?.deliveries.count == 1)
+                #expect(try await store.events(app: "chat", after: nil, since: 0, limit: 10)?.count == 1)
+            }
+        }
+
+        /// A key's answer, kept again: on PostgreSQL the first answer stands (instances may answer one key at once, and
+        /// a repeat replays the answer kept) until it is older than the idempotency window; SQLite's one instance keeps
+        /// its latest answer. Either way only the key's own row changes.
+        @Test(arguments: StoreBackend.allCases)
+        func idempotencyAnswersKeptAgain(_ backend: StoreBackend) async throws {
+            try await withStore(backend) { store in
+                func answer(_ n: UInt8, at t: Int64) -> IdempotentAnswer {
+                    IdempotentAnswer(bodyHMAC: Array(repeating: n, count: 32), status: 400 + Int(n), body: Array("{\"n\":\(n)}".utf8), createdAt: t)
+                }
+                let first = answer(1, at: 1000), second = answer(2, at: 1001), other = answer(3, at: 1000)
+                try await store.storeIdempotentAnswer(app: "chat", key: "k", answer: first)
+                try await store.storeIdempotentAnswer(app: "mail", key: "k", answer: other)
+                try await store.storeIdempotentAnswer(app: "chat", key: "k", answer: second)
+                switch backend {
+                case .postgres: #expect(try await store.idempotentAnswer(app: "chat", key: "k") == first, "first answer wins")
+                case .sqlite: #expect(try await store.idempotentAnswer(app: "chat", key: "k") == second, "the latest answer replaces")
+                }
+                #expect(try await store.idempotentAnswer(app: "mail", key: "k") == other)
+
+                // An answer given a window after the kept one replaces it on both.
+                let later = answer(4, at: 1000 + Gateway.idempotencyWindow)
+                try await store.storeIdempotentAnswer(app: "chat", key: "k", answer: later)
+                #expect(try await store.idempotentAnswer(app: "chat", key: "k") == later)
+
+                // A message under a key kept within the window: PostgreSQL writes nothing and answers 409; SQLite keeps it.
+                let device = F.device("a", user: "u", token: 1)
+                _ = try await store.putDevice(device, maxDevicesPerUser: 10)
+                let accepted = IdempotentAnswer(bodyHMAC: Array(repeating: 9, count: 32), status: 202, body: Array("{}".utf8), createdAt: later.createdAt + 1)
+                switch backend {
+                case .postgres:
+                    await #expect(throws: GatewayError.self) {
+                        try await store.insertMessage(F.message("m", devices: [device]), idempotency: ("k", accepted))
+                    }
+                    #expect(try await store.message(app: "chat", messageID: "m") == nil)
+                    #expect(try await store.idempotentAnswer(app: "chat", key: "k") == later)
+                case .sqlite:
+                    try await store.insertMessage(F.message("m", devices: [device]), idempotency: ("k", accepted))
+                    #expect(try await store.idempotentAnswer(app: "chat", key: "k") == accepted)
+                }
+            }
+        }
+
         /// A batch (gateway v1 §5.1) is one transaction: every message kept, or none when one fails. On PostgreSQL a
         /// key another instance answered meanwhile is not kept, and nothing of its message is written; the others are.
         @Test(arguments: StoreBackend.allCases)
