@@ -97,7 +97,9 @@ final class LoopbackHTTPSServer: Sendable {
 
 @Suite("AsyncHTTPClient transport over loopback TLS")
 struct HTTPClientTransportTests {
-    func request(_ port: Int, _ path: String, timeout: Duration = .seconds(10)) -> FCMHTTPRequest {
+    /// A request with a long deadline by default: under ThreadSanitizer with the whole suite in parallel, a
+    /// 10 s one expired once before the loopback server's answer.
+    func request(_ port: Int, _ path: String, timeout: Duration = .seconds(60)) -> FCMHTTPRequest {
         FCMHTTPRequest(url: "https://127.0.0.1:\(port)\(path)", headers: ["authorization": "Bearer x", "content-type": "application/json"],
                        body: Array("{}".utf8), timeout: timeout, responseBodyLimit: 64 * 1024)
     }
