@@ -161,19 +161,17 @@ class Gateway:
         raise RuntimeError(f"deliveries did not reach {accepted_target} accepted within {timeout} s")
 
 
-def wrk(port, seconds, users, work, connections=32):
-    script = os.path.join(work, "post.lua")
+def run_wrk(port, seconds, work, name, request_lua, connections):
+    """wrk (2 threads) for `seconds` with a script of the bench's headers, `request_lua` and a `done` that prints
+    one WRK line; requests, errors (wrk's, plus lines the script printed as BAD), p50, p99 ms, duration s."""
+    script = os.path.join(work, name)
     with open(script, "w") as f:
         f.write(f"""
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer {API_KEY}"
 local n = 0
-request = function()
-  n = n + 1
-  local body = '{{"to":{{"user_id":"u' .. (n % {users}) .. '"}},"body":"bench message ' .. n .. '"}}'
-  return wrk.format(nil, "/v1/apps/bench/messages", nil, body)
-end
+{request_lua}
 done = function(summary, latency, requests)
   io.write(string.format("WRK %d %d %d %d %d\\n", summary.requests, summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout,
     latency:percentile(50), latency:percentile(99), summary.duration))
@@ -181,21 +179,27 @@ end
 """)
     out = subprocess.run(["wrk", "-t", "2", "-c", str(connections), "-d", f"{seconds}s", "--latency", "-s", script,
                           f"http://127.0.0.1:{port}"], capture_output=True, text=True, check=True).stdout
+    bad = sum(1 for l in out.splitlines() if l.startswith("BAD "))
     line = [l for l in out.splitlines() if l.startswith("WRK ")][-1].split()
     requests, errors, p50, p99, duration = map(int, line[1:])
-    return requests, errors, p50 / 1000, p99 / 1000, duration / 1e6
+    return requests, errors + bad, p50 / 1000, p99 / 1000, duration / 1e6
+
+
+def wrk(port, seconds, users, work, connections=32):
+    """wrk posting one message per request, each to the next user; requests, errors, p50, p99 ms, duration s."""
+    return run_wrk(port, seconds, work, "post.lua", f"""
+request = function()
+  n = n + 1
+  local body = '{{"to":{{"user_id":"u' .. (n % {users}) .. '"}},"body":"bench message ' .. n .. '"}}'
+  return wrk.format(nil, "/v1/apps/bench/messages", nil, body)
+end
+""", connections)
 
 
 def wrk_batch(port, seconds, users, work, size=100, connections=8, prefix="u"):
     """wrk posting batches of `size` messages (gateway v1 §5.1), each to the next user (`prefix` + number); requests,
-    errors, p50, p99 ms, duration s."""
-    script = os.path.join(work, f"batch-{prefix}.lua")
-    with open(script, "w") as f:
-        f.write(f"""
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Bearer {API_KEY}"
-local n = 0
+    errors (a batch answered other than 200, or with a 4xx/5xx result, counts as one), p50, p99 ms, duration s."""
+    return run_wrk(port, seconds, work, f"batch-{prefix}.lua", f"""
 request = function()
   local parts = {{}}
   for i = 1, {size} do
@@ -209,17 +213,7 @@ response = function(status, headers, body)
     io.write("BAD " .. status .. "\\n")
   end
 end
-done = function(summary, latency, requests)
-  io.write(string.format("WRK %d %d %d %d %d\\n", summary.requests, summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout,
-    latency:percentile(50), latency:percentile(99), summary.duration))
-end
-""")
-    out = subprocess.run(["wrk", "-t", "2", "-c", str(connections), "-d", f"{seconds}s", "--latency", "-s", script,
-                          f"http://127.0.0.1:{port}"], capture_output=True, text=True, check=True).stdout
-    bad = sum(1 for l in out.splitlines() if l.startswith("BAD "))
-    line = [l for l in out.splitlines() if l.startswith("WRK ")][-1].split()
-    requests, errors, p50, p99, duration = map(int, line[1:])
-    return requests, errors + bad, p50 / 1000, p99 / 1000, duration / 1e6
+""", connections)
 
 
 def main():
