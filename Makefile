@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 SWIFT_TEST_FLAGS ?=
 FUZZ_SECONDS ?= 30
 
-.PHONY: all deps pydeps openapi build release demo install test bench bench-gateway bench-gateway-pg fuzz sanitize clean
+.PHONY: all deps pydeps openapi openapi-check build release demo install test bench bench-gateway bench-gateway-pg fuzz sanitize clean
 
 all: build
 
@@ -39,7 +39,11 @@ pydeps:
 # The gateway serves its OpenAPI document from a Swift string generated from openapi.json (a test checks
 # they agree): run this after editing the document.
 openapi:
-	$(PYTHON) $(APPS)/Sources/SealedPushGateway/generate-openapi-swift.py
+	$(PYTHON) $(APPS)/Scripts/generate-openapi-swift.py
+
+# CI: fails when API/OpenAPIDocument.swift is not what the generator writes from API/openapi.json.
+openapi-check:
+	$(PYTHON) $(APPS)/Scripts/generate-openapi-swift.py --check
 
 # Two packages (docs/architecture.md): the libraries at the root, and Apps/ with the executables and
 # everything networked. Every target below covers both.

@@ -326,7 +326,7 @@ let package = Package(
                 .product(name: "SealedPushReceiver", package: "SealedPush"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            exclude: ["openapi.json", "generate-openapi-swift.py"],
+            exclude: ["API/openapi.json"],
             swiftSettings: strict
         ),
         // The light CLI's commands (keys, sender, trust, seal, send, device) and what both executables share

@@ -193,7 +193,7 @@ extension GatewaySuites {
             try await InProcessGateway.with("openapi") { g in
                 let served = try await g.api.call(.GET, "/openapi.json", key: nil)
                 let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-                    .appendingPathComponent("Sources/SealedPushGateway/openapi.json")
+                    .appendingPathComponent("Sources/SealedPushGateway/API/openapi.json")
                 #expect(served.status == 200)
                 #expect(served.body == Array(try Data(contentsOf: file)), "run `make openapi` after editing openapi.json")
                 #expect(served.json["openapi"]?.stringValue == "3.1.0")

@@ -1,4 +1,4 @@
-// Generated from openapi.json by generate-openapi-swift.py (`make openapi`); do not edit.
+// GENERATED from API/openapi.json by Apps/Scripts/generate-openapi-swift.py (`make openapi`): do not edit by hand.
 
 /// The gateway's OpenAPI 3.1 document, served at `GET /openapi.json`.
 enum OpenAPIDocument {
