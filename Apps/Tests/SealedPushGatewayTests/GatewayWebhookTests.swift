@@ -131,6 +131,58 @@ extension GatewaySuites {
             await receiver.stop()
         }
 
+        /// Webhooks in parallel (#47): one POST the receiver holds unanswered holds one slot, not the app's webhook:
+        /// events made after it are POSTed and acknowledged while it still waits (a loop that waited for its whole
+        /// claim before claiming again kept them behind it), and the held one is acknowledged once answered.
+        @Test func aSlowAnswerHoldsOneSlotNotTheEventsBehindIt() async throws {
+            let apns = ScriptedAPNs()
+            let (file, secret) = try WebhookReceiver.writeSecret()
+            let receiver = try await WebhookReceiver(secret: secret, holdFirst: true)
+            defer { try? FileManager.default.removeItem(at: file.deletingLastPathComponent()) }
+            try await withGateway("webhook-parallel", options: webhookOptions(apns),
+                                  extraApp: WebhookReceiver.appMembers(port: receiver.port, secretFile: file)) { g in
+                let phone = try Phone(in: g.directory, name: "p", token: hexToken(0x210))
+                try await g.register(phone, device: "d", user: "u")
+                _ = try await g.send(JSONObject([("user_id", "u")]))
+                try await waitUntil("the first POST to be held", within: .seconds(20)) { receiver.holding.withLockedValue { $0 } }
+                let held = try #require(receiver.all.first?.id)
+                for _ in 0..<3 { _ = try await g.send(JSONObject([("user_id", "u")])) }
+                try await waitUntil("three more events acknowledged while the first is held", within: .seconds(20)) {
+                    receiver.acknowledged.subtracting([held]).count >= 3
+                }
+                #expect(receiver.holding.withLockedValue { $0 }, "the first POST was still unanswered when the others were acknowledged")
+                receiver.releaseFirst()
+                try await waitUntil("the held event acknowledged once answered", within: .seconds(20)) {
+                    receiver.all.filter { $0.id == held }.count >= 1 && !receiver.holding.withLockedValue { $0 }
+                }
+            }
+            await receiver.stop()
+        }
+
+        /// A webhook's `concurrency` is a whole number from 1 to 64; absent, the gateway's default (8) applies.
+        @Test func theWebhookConcurrencyMemberIsChecked() throws {
+            let directory = try GatewayHarness.parseTestDirectory("webhook-concurrency")
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let secretFile = directory.appendingPathComponent("good.secret")
+            try Data(String(repeating: "x", count: 40).utf8).write(to: secretFile)
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: secretFile.path)
+            func parse(_ concurrency: String?) throws -> GatewayConfiguration {
+                let member = concurrency.map { #", "concurrency": \#($0)"# } ?? ""
+                let text = """
+                    {"public_url": "https://push.example.com", "database": "sqlite:g.db", "apps": [{"id": "chat", "topic": "com.example.chat",
+                     "apns": {"auth_key": "key.p8", "key_id": "KEY0000001", "team_id": "TEAM000001"},
+                     "api_keys": [{"id": "k", "sha256": "\(String(repeating: "ab", count: 32))", "scopes": ["read"]}],
+                     "webhook": {"url": "https://backend.example.com/hook", "secret_file": "good.secret"\(member)}}]}
+                    """
+                return try GatewayConfiguration.parse(Array(text.utf8), baseDirectory: directory.path)
+            }
+            #expect(try parse(nil).apps[0].webhook?.concurrency == nil)
+            #expect(try parse("3").apps[0].webhook?.concurrency == 3)
+            for bad in ["0", "65", "2.5", #""8""#] {
+                #expect(throws: GatewayConfigurationError.self, "concurrency \(bad)") { try parse(bad) }
+            }
+        }
+
         /// Events made while the receiver is down survive a restart of the gateway and all arrive once it is up.
         @Test func aReceiverDownThenUpAcrossARestartLosesNothing() async throws {
             let apns = ScriptedAPNs()

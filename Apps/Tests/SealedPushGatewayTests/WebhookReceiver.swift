@@ -14,7 +14,8 @@ import ServiceLifecycle
 /// recomputes `HMAC-SHA256(secret, "<t>." + body)` with swift-crypto from the shared secret, accepts the header
 /// when any of its `v1=` values matches (two during a secret rotation), checks that `t` is within 5 minutes of
 /// its own clock, records every arrival, and answers 500 to the first `failFirst` attempts of each event id, 200
-/// afterwards. With `stallBody` it answers 200 with its headers and the first bytes of a body it never finishes.
+/// afterwards. With `stallBody` it answers 200 with its headers and the first bytes of a body it never finishes. With
+/// `holdFirst` it keeps the very first POST unanswered (`holding`) until `releaseFirst()`, `stop()` or 30 s.
 final class WebhookReceiver: Sendable {
     /// One POST as it arrived.
     struct Arrival: Sendable {
@@ -40,14 +41,19 @@ final class WebhookReceiver: Sendable {
     let arrivals: NIOLockedValueBox<[Arrival]>
     /// Set by `stop()`: stalled bodies are then finished, so the server can shut down.
     let released = NIOLockedValueBox(false)
+    /// Whether the first POST is held unanswered now (`holdFirst`).
+    let holding = NIOLockedValueBox(false)
+    /// Set by `releaseFirst()`: the held first POST is answered.
+    let firstReleased = NIOLockedValueBox(false)
     let task: Task<Void, any Error>
     let group: ServiceGroup
     let port: Int
 
-    init(secret: [UInt8], port: Int = 0, failFirst: Int = 0, stallBody: Bool = false) async throws {
+    init(secret: [UInt8], port: Int = 0, failFirst: Int = 0, stallBody: Bool = false, holdFirst: Bool = false) async throws {
         let arrivals = NIOLockedValueBox<[Arrival]>([])
         self.arrivals = arrivals
         let released = self.released
+        let holding = self.holding, firstReleased = self.firstReleased
         let router = Router()
         router.post("hook") { request, _ -> Response in
             let body = Array(try await request.body.collect(upTo: 1 << 20).readableBytesView)
@@ -63,12 +69,20 @@ final class WebhookReceiver: Sendable {
             let now = Int64(Date().timeIntervalSince1970)
             let object = (try? JSON.parse(body)).flatMap { if case let .object(o) = $0 { o } else { nil } } ?? JSONObject([])
             let id = object["id"]?.stringValue ?? ""
-            let status = arrivals.withLockedValue { list -> Int in
+            let (status, first) = arrivals.withLockedValue { list -> (Int, Bool) in
+                let first = list.isEmpty
                 let earlier = list.filter { $0.id == id }.count
                 let status = earlier < failFirst ? 500 : 200
                 list.append(Arrival(id: id, type: object["type"]?.stringValue ?? "", t: t, v1: v1s.first ?? "", v1s: v1s, header: header,
                                     signatureValid: v1s.contains(expected), fresh: abs(now - t) <= 300, body: body, status: status))
-                return status
+                return (status, first)
+            }
+            if holdFirst, first {
+                holding.withLockedValue { $0 = true }
+                for _ in 0..<300 where !released.withLockedValue({ $0 }) && !firstReleased.withLockedValue({ $0 }) {
+                    try? await Task.sleep(for: .milliseconds(100))
+                }
+                holding.withLockedValue { $0 = false }
             }
             if stallBody {
                 // The headers and a first chunk go out; the rest of the announced 64 bytes waits until `stop()`.
@@ -102,6 +116,9 @@ final class WebhookReceiver: Sendable {
     var all: [Arrival] { arrivals.withLockedValue { $0 } }
     /// The ids acknowledged (answered 200).
     var acknowledged: Set<String> { Set(all.filter { $0.status == 200 }.map(\.id)) }
+
+    /// Answers the POST `holdFirst` holds.
+    func releaseFirst() { firstReleased.withLockedValue { $0 = true } }
 
     func stop() async {
         released.withLockedValue { $0 = true }

@@ -37,6 +37,8 @@ final class AppRuntime: Sendable {
     let queued = NIOLockedValueBox(0)
     /// Wakes each platform's delivery loop.
     let wakes: [PushPlatform: WakeSignal] = Dictionary(uniqueKeysWithValues: PushPlatform.allCases.map { ($0, WakeSignal()) })
+    /// Wakes the app's webhook loop: a new event, a finished POST.
+    let webhookWake = WakeSignal()
 
     /// The endpoint rules of the app's Web Push section (the defaults when it has none).
     let webpushPolicy: WebPushEndpointPolicy

@@ -144,11 +144,15 @@ public struct WebhookConfiguration: Sendable, CustomStringConvertible {
     public let previousSecretPath: String?
     /// The previous secret, whitespace trimmed, or `nil`. Kept out of `description`, logs and errors.
     let previousSecret: [UInt8]?
+    /// Events POSTed to it at once (`concurrency`, 1–64), or `nil` for `GatewayOptions.webhookConcurrency` (8).
+    public let concurrency: Int?
 
     /// A webhook posting to `url`, signing with `secret` (read from `secretPath`) and, during a rotation, also with
     /// `previousSecret` (read from `previousSecretPath`).
-    public init(url: String, secretPath: String, secret: [UInt8], previousSecretPath: String? = nil, previousSecret: [UInt8]? = nil) {
+    public init(url: String, secretPath: String, secret: [UInt8], previousSecretPath: String? = nil, previousSecret: [UInt8]? = nil,
+                concurrency: Int? = nil) {
         self.url = url
+        self.concurrency = concurrency
         self.secretPath = secretPath
         self.secret = secret
         self.previousSecretPath = previousSecret == nil ? nil : previousSecretPath
@@ -192,6 +196,9 @@ public struct GatewayConfiguration: Sendable {
     public let lease: Duration
     /// The apps, in file order.
     public let apps: [GatewayAppConfiguration]
+    /// Whether a PostgreSQL store listens for new deliveries and events (`listen_notify`, default true): every
+    /// instance's workers wake at once instead of at their next poll. `false` for PgBouncer in transaction mode.
+    public var listenNotify = true
     /// Warnings found while checking (a group-readable key): logged at start.
     public let warnings: [String]
     /// The file it was read from.
@@ -275,7 +282,7 @@ public struct GatewayConfiguration: Sendable {
         var reader = ConfigReader(base: baseDirectory)
         try reader.allowOnly(root, at: "", ["listen", "admin_listen", "device_listen", "public_url", "database",
                                              "database_password_file", "trusted_proxies", "lease_seconds", "device_rate_limit",
-                                             "http", "admin_hosts", "apps"])
+                                             "http", "admin_hosts", "apps", "listen_notify"])
         let listen = try reader.address(root, "listen", at: "", default: "127.0.0.1:8080")
         let admin = try reader.address(root, "admin_listen", at: "", default: "127.0.0.1:9090")
         let device: HostAndPort? = root["device_listen"].map { _ in () } == nil ? nil
@@ -329,9 +336,18 @@ public struct GatewayConfiguration: Sendable {
             }
             apps.append(app)
         }
-        return GatewayConfiguration(listen: listen, adminListen: admin, deviceListen: device, publicURL: trimmedURL, database: database,
+        var listenNotify = true
+        if let value = root["listen_notify"], value != .null {
+            guard case let .bool(b) = value else {
+                throw GatewayConfigurationError("/listen_notify", "must be true (PostgreSQL wakes every instance's workers through LISTEN/NOTIFY) or false (they poll; for PgBouncer in transaction mode)")
+            }
+            listenNotify = b
+        }
+        var configuration = GatewayConfiguration(listen: listen, adminListen: admin, deviceListen: device, publicURL: trimmedURL, database: database,
                                     databasePasswordFile: passwordFile,
                                     trustedProxies: proxies, deviceRateLimit: deviceRateLimit, adminHosts: adminHosts, http: http, lease: .seconds(lease), apps: apps, warnings: reader.warnings, path: path)
+        configuration.listenNotify = listenNotify
+        return configuration
     }
 
     /// Whether `id` is a valid app id: `[a-z0-9][a-z0-9._-]{0,63}`.
@@ -575,15 +591,17 @@ struct ConfigReader {
         guard case let .object(w) = value else {
             throw GatewayConfigurationError(at, "must be an object {\"url\": \"https://…\", \"secret_file\": \"webhook.secret\"}, or null")
         }
-        try allowOnly(w, at: at, ["url", "secret_file", "previous_secret_file"])
+        try allowOnly(w, at: at, ["url", "secret_file", "previous_secret_file", "concurrency"])
         let url = try string(w, "url", at: at)!
+        let concurrency = w["concurrency"].map { $0 == .null } == false
+            ? try integer(w, "concurrency", at: at, default: GatewayOptions.defaultWebhookConcurrency, range: 1...64) : nil
         guard let parsed = HTTPURL(url), parsed.scheme == "https" || parsed.isLoopback else {
             throw GatewayConfigurationError("\(at)/url", "give the https URL events are POSTed to (http only for a loopback address), e.g. \"https://backend.example.com/sealedpush/events\"")
         }
         let path = resolve(try string(w, "secret_file", at: at)!)
         let secret = try webhookSecret(path, member: "\(at)/secret_file")
         guard let previousName = try string(w, "previous_secret_file", at: at, required: false) else {
-            return WebhookConfiguration(url: url, secretPath: path, secret: secret)
+            return WebhookConfiguration(url: url, secretPath: path, secret: secret, concurrency: concurrency)
         }
         // During a rotation: the secret the receiver may still hold, which signs too until the member is removed.
         let previousPath = resolve(previousName)
@@ -591,7 +609,8 @@ struct ConfigReader {
         guard previous != secret else {
             throw GatewayConfigurationError("\(at)/previous_secret_file", "\(previousPath) holds the same secret as secret_file; during a rotation it holds the old secret, and afterwards the member is removed")
         }
-        return WebhookConfiguration(url: url, secretPath: path, secret: secret, previousSecretPath: previousPath, previousSecret: previous)
+        return WebhookConfiguration(url: url, secretPath: path, secret: secret, previousSecretPath: previousPath, previousSecret: previous,
+                                    concurrency: concurrency)
     }
 
     /// A webhook secret file's contents, whitespace trimmed: checked like every secret file, and long enough.

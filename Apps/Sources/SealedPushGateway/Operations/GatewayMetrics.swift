@@ -106,6 +106,13 @@ public final class GatewayMetrics: Sendable {
         counter("sealedpush_gateway_webhook_requests_total", [("app", app), ("status", status)]).increment()
     }
 
+    /// `sealedpush_gateway_listener_connected`: whether the store's listener (PostgreSQL `LISTEN`) is connected (1)
+    /// or the workers only poll (0); `sealedpush_gateway_listener_lost_total`: how often it was lost or failed.
+    func listener(connected: Bool) {
+        Gauge(label: "sealedpush_gateway_listener_connected", dimensions: [], factory: factory).record(connected ? 1 : 0)
+        if !connected { counter("sealedpush_gateway_listener_lost_total", []).increment() }
+    }
+
     /// `sealedpush_gateway_webhook_dropped_total{app}`: events given up after the retry window (gateway v1 §8).
     func webhookDropped(app: String) {
         counter("sealedpush_gateway_webhook_dropped_total", [("app", app)]).increment()

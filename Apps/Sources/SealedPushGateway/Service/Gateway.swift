@@ -61,8 +61,11 @@ public struct GatewayOptions: Sendable {
     public var webhookRetryWindow: Duration = .seconds(86_400)
     /// How often each app's webhook loop looks for due events when it found none.
     public var webhookPollInterval: Duration = .milliseconds(500)
-    /// Events claimed, and POSTed at once, per app.
-    public var webhookConcurrency = 16
+    /// Events POSTed at once per app (its webhook's `concurrency` overrides it): each finished POST makes room for
+    /// the next due event, over kept-alive connections.
+    public var webhookConcurrency = GatewayOptions.defaultWebhookConcurrency
+    /// The default of `webhookConcurrency` and of a webhook's `concurrency`.
+    public static let defaultWebhookConcurrency = 8
     /// Runs after a batch's transaction committed and before the batch is answered: the crash tests end the process
     /// there (`sealedpush-server gateway` sets it when `SEALEDPUSH_GATEWAY_FAULT=exit-after-batch-commit`). Nil in use.
     public var afterBatchCommit: (@Sendable () -> Void)?
@@ -119,6 +122,16 @@ public final class Gateway: Sendable {
                                           context: PlatformContext(clock: options.clock, resolver: options.addressResolver), logger: logger)
         }
         state = NIOLockedValueBox((configuration, apps))
+        // New rows wake the loops that claim them: announced by this process's store, and on PostgreSQL by every
+        // instance's (LISTEN/NOTIFY). Weak: the store outlives nothing of the gateway's.
+        store.onWake { [weak self] wake in
+            guard let self else { return }
+            switch wake {
+            case let .deliveries(app): self.apps[app]?.wakeAll()
+            case let .events(app): self.apps[app]?.webhookWake.notify()
+            case let .listener(connected): self.metrics.listener(connected: connected)
+            }
+        }
         for app in apps.keys {
             metrics.declare(app: app)
             metrics.paused(app: app, false)
@@ -146,6 +159,7 @@ public final class Gateway: Sendable {
             }
             var storeOptions = PostgresGatewayStore.Options()
             storeOptions.clock = options.clock
+            storeOptions.listenNotify = configuration.listenNotify
             // Not connected yet: its services (the client, the heartbeat) run first in the gateway's group
             // (`GatewayServer.services`), which migrates before any server listens.
             store = try PostgresGatewayStore.make(url: url, password: password, options: storeOptions, logger: logger)

@@ -51,7 +51,7 @@ public enum GatewayError: Error, Sendable, Equatable {
         if let error = error as? GatewayError {
             self = error
         } else if Self.isDatabaseUnavailable(error) {
-            self = .unavailable("the database did not answer; retry later")
+            self = .unavailable("the database did not answer or cannot be written now (down, full or read-only); retry later")
         } else {
             self = .internal(requestID: requestID)
         }
@@ -66,9 +66,12 @@ public enum GatewayError: Error, Sendable, Equatable {
                  .queryCancelled, .uncleanShutdown, .messageDecodingFailure, .sslUnsupported, .failedToAddSSLHandler:
                 return true
             case .server:
-                // Class 08 (connection), 53 (insufficient resources), 57 (operator intervention: shutdown), 40001/40P01 (retry).
+                // Class 08 (connection), 53 (insufficient resources: disk full, out of memory, too many connections), 57
+                // (operator intervention: shutdown), 40001/40P01 (retry), 25006 (a read-only transaction: a standby, or
+                // `default_transaction_read_only` during maintenance).
                 let state = error.serverInfo?[.sqlState] ?? ""
                 return state.hasPrefix("08") || state.hasPrefix("53") || state.hasPrefix("57") || state == "40001" || state == "40P01"
+                    || state == "25006"
             default:
                 return false
             }

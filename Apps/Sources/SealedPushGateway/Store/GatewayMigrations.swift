@@ -248,6 +248,31 @@ enum GatewayMigrations {
             "DROP INDEX deliveries_due",
             "CREATE INDEX deliveries_due ON deliveries(app, platform, next_attempt_at) WHERE state = 'queued'",
         ]),
+        // v11 (#47): PostgreSQL wakes the workers of every instance. A statement that inserts deliveries or events
+        // notifies `sealedpush_deliveries` / `sealedpush_events` once per app it touched (a statement-level trigger
+        // over its transition table: no extra round trip, and PostgreSQL sends the notification at commit, so a
+        // listener never claims before the rows are visible; notifications alike within a transaction are sent
+        // once). SQLite, one process, announces in the process instead (`StoreWakeHandler`).
+        GatewayMigration(version: 11, sqlite: [], postgres: [
+            """
+            CREATE FUNCTION sealedpush_notify_deliveries() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                PERFORM pg_notify('sealedpush_deliveries', app) FROM (SELECT DISTINCT app FROM inserted) AS apps;
+                RETURN NULL;
+            END $$
+            """,
+            """
+            CREATE FUNCTION sealedpush_notify_events() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                PERFORM pg_notify('sealedpush_events', app) FROM (SELECT DISTINCT app FROM inserted) AS apps;
+                RETURN NULL;
+            END $$
+            """,
+            "CREATE TRIGGER deliveries_notify AFTER INSERT ON deliveries REFERENCING NEW TABLE AS inserted "
+                + "FOR EACH STATEMENT EXECUTE FUNCTION sealedpush_notify_deliveries()",
+            "CREATE TRIGGER events_notify AFTER INSERT ON events REFERENCING NEW TABLE AS inserted "
+                + "FOR EACH STATEMENT EXECUTE FUNCTION sealedpush_notify_events()",
+        ]),
     ]
 
     /// Where the two schemas differ on purpose once every version is applied: a test reads both catalogs and

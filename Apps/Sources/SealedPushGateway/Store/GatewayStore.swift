@@ -357,6 +357,9 @@ public protocol GatewayStore: Sendable {
     var services: [any Service] { get }
     /// Waits until the store can be used (its schema migrated); returns at once for a store opened ready.
     func ready() async throws
+    /// Sets where the store announces rows a worker claims (new deliveries, new events), from any task: at once
+    /// on SQLite (one process), and on PostgreSQL from every instance through `LISTEN/NOTIFY`.
+    func onWake(_ handler: @escaping @Sendable (StoreWake) -> Void)
     /// How many gateway instances share this store now, this one included (at least 1): each keeps
     /// `max_in_flight / liveInstances` APNs requests in flight.
     var liveInstances: Int { get }
@@ -527,4 +530,6 @@ extension GatewayStore {
     public var services: [any Service] { [] }
     /// At once: the store was opened ready.
     public func ready() async throws {}
+    /// Nothing: a store that announces nothing leaves the workers to their polling.
+    public func onWake(_ handler: @escaping @Sendable (StoreWake) -> Void) {}
 }

@@ -3,6 +3,7 @@ import AsyncHTTPClient
 import Crypto
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import SealedPushCrypto
 
@@ -153,37 +154,62 @@ public struct WebhookWorker: Service {
 
     /// One app's loop with a client of its own, shut down when the loop ends.
     func serve(_ app: AppRuntime, generation: Int) async {
-        let client = Self.makeClient(timeout: gateway.options.webhookTimeout, concurrency: gateway.options.webhookConcurrency)
+        let client = Self.makeClient(timeout: gateway.options.webhookTimeout,
+                                     concurrency: app.config.webhook?.concurrency ?? gateway.options.webhookConcurrency)
         await serve(app, client: client, generation: generation)
         try? await client.shutdown()
     }
 
-    /// One app's loop: claim what is due, POST each (at most `webhookConcurrency` at once), then poll again.
+    /// One app's loop: at most `width` POSTs in flight (its webhook's `concurrency`, else `webhookConcurrency`); as
+    /// they finish it claims the next due events, a few at a time (`claimThreshold`), so that one slow answer holds
+    /// one slot, not a whole batch. It sleeps until a new event (announced by the store, from every instance on
+    /// PostgreSQL), a finished POST, or `webhookPollInterval`.
     func serve(_ app: AppRuntime, client: HTTPClient, generation: Int) async {
         guard let webhook = app.config.webhook else { return }
         let options = gateway.options
-        while !Task.isCancelled, gateway.appsGeneration.withLockedValue({ $0 }) == generation {
-            let now = gateway.now
-            let claims: [ClaimedEvent]
-            do {
-                claims = try await gateway.store.claimEvents(app: app.config.id, now: now,
-                                                             leaseUntil: now + options.webhookTimeout.milliseconds + options.lease.milliseconds,
-                                                             limit: options.webhookConcurrency)
-            } catch {
-                gateway.logger.error("cannot claim webhook events; retrying in 1 s",
-                                     metadata: ["app": "\(app.config.id)", "error": "\(String(describing: type(of: error)))"])
-                try? await Task.sleep(for: .seconds(1))
-                continue
-            }
-            if claims.isEmpty {
-                try? await Task.sleep(for: options.webhookPollInterval)
-                continue
-            }
-            await withTaskGroup(of: Void.self) { group in
-                for claim in claims { group.addTask { await self.attempt(claim, app: app.config.id, webhook: webhook, client: client) } }
+        let width = max(1, webhook.concurrency ?? options.webhookConcurrency)
+        let threshold = Self.claimThreshold(width: width)
+        let inFlight = NIOLockedValueBox(0)
+        let wake = app.webhookWake
+        await withDiscardingTaskGroup { group in
+            while !Task.isCancelled, gateway.appsGeneration.withLockedValue({ $0 }) == generation {
+                let held = inFlight.withLockedValue { $0 }
+                let free = width - held
+                guard free >= threshold || (held == 0 && free > 0) else {
+                    await wake.wait(upTo: options.webhookPollInterval)
+                    continue
+                }
+                let now = gateway.now
+                let claims: [ClaimedEvent]
+                do {
+                    claims = try await gateway.store.claimEvents(app: app.config.id, now: now,
+                                                                 leaseUntil: now + options.webhookTimeout.milliseconds + options.lease.milliseconds,
+                                                                 limit: free)
+                } catch {
+                    gateway.logger.error("cannot claim webhook events; retrying in 1 s",
+                                         metadata: ["app": "\(app.config.id)", "error": "\(String(describing: type(of: error)))"])
+                    try? await Task.sleep(for: .seconds(1))
+                    continue
+                }
+                if claims.isEmpty {
+                    await wake.wait(upTo: options.webhookPollInterval)
+                    continue
+                }
+                inFlight.withLockedValue { $0 += claims.count }
+                for claim in claims {
+                    group.addTask {
+                        await self.attempt(claim, app: app.config.id, webhook: webhook, client: client)
+                        inFlight.withLockedValue { $0 -= 1 }
+                        wake.notify()
+                    }
+                }
             }
         }
     }
+
+    /// How many free slots make a claim worthwhile while POSTs are in flight: a quarter of the width (at least 1),
+    /// so that under load each claim takes several events rather than one per finished POST.
+    static func claimThreshold(width: Int) -> Int { max(1, width / 4) }
 
     /// POSTs one event and writes what came of it.
     func attempt(_ claim: ClaimedEvent, app: String, webhook: WebhookConfiguration, client: HTTPClient) async {

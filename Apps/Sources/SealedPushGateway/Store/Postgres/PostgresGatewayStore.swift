@@ -47,11 +47,22 @@ public final class PostgresGatewayStore: GatewayStore {
         /// The clock the heartbeat writes `last_seen` and renewed leases with (its wall reading): the gateway's own
         /// (`GatewayOptions.clock`), so that a lease is renewed on the clock it was claimed on.
         public var clock: SealedPushClock = .system
+        /// Whether a connection of its own listens for the notifications new deliveries and events send
+        /// (configuration `listen_notify`, default true), waking the workers of every instance at once. Off, the
+        /// workers only poll: for PgBouncer in transaction mode, which cannot hold a `LISTEN`.
+        public var listenNotify = true
+        /// The first wait before listening again after the listener's connection was lost (doubling, at most 30 s).
+        public var listenRetry: Duration = .seconds(1)
         /// The defaults.
         public init() {}
     }
 
     let client: PostgresClient
+    /// Where notifications heard on the listener's connection are announced (`onWake`).
+    let wakes = StoreWakeHandler()
+    /// Whether the listener's connection is listening now, and whether its being down was reported since it
+    /// last listened (so that a first failure to listen is reported too, and each loss once).
+    let listener = NIOLockedValueBox<(up: Bool, downReported: Bool)>((false, false))
     /// Set once the schema is migrated and this instance registered, or with why that failed or timed out.
     let started = OneShot<Void>()
     /// Set to stop the client: by `close()`, or when the setup failed (nothing is served then).
@@ -224,6 +235,9 @@ public final class PostgresGatewayStore: GatewayStore {
             return
         }
         started.fulfil(.success(()))
+        // The listener runs beside the beats and ends with them.
+        let listening = Task { await self.listen() }
+        defer { listening.cancel() }
         await withGracefulShutdownHandler {
             while !Task.isCancelled, heartbeatStop.result == nil {
                 // Leases are renewed well before they lapse, however short they are.
@@ -244,9 +258,71 @@ public final class PostgresGatewayStore: GatewayStore {
         } onGracefulShutdown: {
             self.heartbeatStop.fulfil(.success(()))
         }
+        listening.cancel()
         heartbeatState.withLockedValue { $0.running = false }
         heartbeatStopped.fulfil(.success(()))
         if inGroup { try? await gracefulShutdown() }
+    }
+
+    public func onWake(_ handler: @escaping @Sendable (StoreWake) -> Void) { wakes.set(handler) }
+
+    /// Listens on `sealedpush_deliveries` and `sealedpush_events` on a connection of its own, announcing each
+    /// notification (`onWake`), until cancelled. A lost connection is logged and announced once
+    /// (`.listener(connected: false)`; the workers poll meanwhile) and listened again after `listenRetry`,
+    /// doubling to 30 s while it keeps failing. Does nothing with `listenNotify` off.
+    func listen() async {
+        guard options.listenNotify else { return }
+        var retry = options.listenRetry
+        while !Task.isCancelled {
+            let heard = NIOLockedValueBox(false)
+            var failure = "the connection closed"
+            do {
+                try await client.withConnection { [self] conn in
+                    try await conn.listen(on: StoreWake.deliveriesChannel) { deliveries in
+                        try await conn.listen(on: StoreWake.eventsChannel) { events in
+                            heard.withLockedValue { $0 = true }
+                            self.listenerChanged(up: true, why: "")
+                            try await withThrowingTaskGroup(of: Void.self) { group in
+                                for (channel, sequence) in [(StoreWake.deliveriesChannel, deliveries), (StoreWake.eventsChannel, events)] {
+                                    group.addTask {
+                                        for try await note in sequence {
+                                            if let wake = StoreWake(channel: channel, payload: note.payload) { self.wakes.announce(wake) }
+                                        }
+                                    }
+                                }
+                                // A sequence that ends without an error: the connection went away all the same.
+                                try await group.next()
+                            }
+                        }
+                    }
+                }
+            } catch {
+                failure = Self.describe(error)
+            }
+            if Task.isCancelled { break }
+            listenerChanged(up: false, why: failure)
+            if heard.withLockedValue({ $0 }) { retry = options.listenRetry }
+            try? await Task.sleep(for: retry)
+            retry = min(retry * 2, .seconds(30))
+        }
+        listener.withLockedValue { $0.up = false }
+    }
+
+    /// Records a change of the listener's state, logs it and announces it, once per change (the first failure to
+    /// listen counts as a loss too).
+    func listenerChanged(up: Bool, why: String) {
+        let changed = listener.withLockedValue { s -> Bool in
+            defer { s = (up, !up) }
+            return up ? !s.up : (s.up || !s.downReported)
+        }
+        guard changed else { return }
+        if up {
+            logger.info("listening for new deliveries and events (LISTEN/NOTIFY)")
+        } else {
+            logger.warning("not listening to PostgreSQL for new deliveries and events; the workers poll until the listener is back",
+                           metadata: ["error": "\(why)"])
+        }
+        wakes.announce(.listener(connected: up))
     }
 
     /// Applies the migrations and registers this instance, giving up after `startTimeout` (then the client is stopped,
@@ -803,7 +879,10 @@ public final class PostgresGatewayStore: GatewayStore {
         while let jobs = queue.takeAll() {
             let ordered = jobs.sorted { $0.claim.deliveryID < $1.claim.deliveryID }
             do {
+                // Set-based when each delivery is in the group once (the usual case): a constant number of statements.
+                let unique = Set(ordered.map(\.claim.deliveryID)).count == ordered.count
                 let states = try await transaction { [self] conn in
+                    if unique { return try await completeAll(conn, ordered) }
                     var states: [DeliveryState?] = []
                     states.reserveCapacity(ordered.count)
                     for job in ordered { states.append(try await complete(conn, job)) }

@@ -43,6 +43,8 @@ public final class SQLiteGatewayStore: GatewayStore {
     public let path: String
     /// Where a row that cannot be read is reported (never with a token, key or payload).
     let logger: Logger
+    /// Where new events are announced: the webhook loop of their app wakes (`onWake`).
+    let wakes = StoreWakeHandler()
 
     /// The schema versions this build knows, in order (`GatewayMigrations`): each is applied once, in its own transaction.
     static let migrations = GatewayMigrations.list(for: .sqlite)
@@ -280,7 +282,11 @@ public final class SQLiteGatewayStore: GatewayStore {
     func insertEvent(_ db: Database, _ event: EventRecord?) throws {
         guard let event else { return }
         _ = try db.run(Self.eventSQL.insert, EventQueries.insertBinds(event))
+        // Announced before the commit: the webhook loop's claim is a write, so it waits for this transaction.
+        wakes.announce(.events(app: event.app))
     }
+
+    public func onWake(_ handler: @escaping @Sendable (StoreWake) -> Void) { wakes.set(handler) }
 
     public func putDevice(_ device: DeviceRecord, maxDevicesPerUser: Int) async throws -> (device: DeviceRecord, created: Bool, cancelled: Int) {
         try await transaction { [self] db in
