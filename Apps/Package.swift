@@ -472,7 +472,7 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
-            exclude: ["run_schemathesis.py"],
+            exclude: ["run_schemathesis.py", "synapse_flow.py"],
             swiftSettings: strict
         ),
         // The local Web Push service and the simulated browser: `device subscribe`, `device push --platform webpush`,

@@ -158,10 +158,11 @@ public enum GatewayHTTP {
     /// The largest receipt or report body (receipts v1 §4).
     static let maxDeviceBodyBytes = 4096
 
-    /// The router of `listen`: the API, the device endpoints and `/openapi.json`.
+    /// The router of `listen`: the API, the device endpoints, `/openapi.json` and the Matrix push gateway (`/_matrix/push/v1/notify`).
     public static func apiRouter(_ gateway: Gateway, logger: Logger) -> Router<GatewayRequestContext> {
         let router = Router(context: GatewayRequestContext.self)
         router.add(middleware: RequestMiddleware(metrics: gateway.metrics, logger: logger))
+        router.add(middleware: MatrixErrorMiddleware())  // Matrix errors under /_matrix/ (matrix v1 §2)
         var routes = RouteTable(router)
         routes.on("openapi.json", .get) { _, _ -> Response in
             Response(status: .ok, headers: [.contentType: "application/json"],
@@ -170,6 +171,7 @@ public enum GatewayHTTP {
         ReceiptsController(gateway: gateway).addRoutes(to: &routes)
         DevicesController(gateway: gateway).addRoutes(to: &routes)
         MessagesController(gateway: gateway).addRoutes(to: &routes)
+        MatrixController(gateway: gateway).addRoutes(to: &routes)
         routes.addMethodNotAllowed()
         return router
     }

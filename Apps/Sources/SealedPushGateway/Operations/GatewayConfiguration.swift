@@ -127,6 +127,8 @@ public struct GatewayAppConfiguration: Sendable {
     public let rateLimit: Int
     /// Where the app's events are POSTed (gateway v1 §8), or `nil` (events are still kept and listed).
     public let webhook: WebhookConfiguration?
+    /// The Matrix push gateway section (matrix v1 §1), or `nil`: the app takes no Matrix notifications.
+    public var matrix: MatrixAppSettings? = nil
 }
 
 /// An app's webhook (gateway v1 §8): the URL events are POSTed to and the secret they are signed with, and
@@ -336,6 +338,7 @@ public struct GatewayConfiguration: Sendable {
             }
             apps.append(app)
         }
+        try checkMatrixAppIDs(apps)
         var listenNotify = true
         if let value = root["listen_notify"], value != .null {
             guard case let .bool(b) = value else {
@@ -425,7 +428,7 @@ struct ConfigReader {
     mutating func app(_ value: JSONValue, at pointer: String) throws(GatewayConfigurationError) -> GatewayAppConfiguration {
         guard case let .object(o) = value else { throw GatewayConfigurationError(pointer, "each app must be an object") }
         try allowOnly(o, at: pointer, ["id", "topic", "apns", "fcm", "webpush", "sender_keychain", "api_keys", "max_in_flight", "max_queue",
-                                       "max_fanout", "rate_limit", "webhook"])
+                                       "max_fanout", "rate_limit", "webhook", "matrix"])
         let id = try string(o, "id", at: pointer)!
         guard GatewayConfiguration.isValidAppID(id) else {
             throw GatewayConfigurationError("\(pointer)/id", "must match [a-z0-9][a-z0-9._-]{0,63}")
@@ -473,7 +476,14 @@ struct ConfigReader {
             maxQueue: try integer(o, "max_queue", at: pointer, default: 1_000_000, range: 1...1_000_000_000),
             maxFanout: try integer(o, "max_fanout", at: pointer, default: 10_000, range: 1...1_000_000),
             rateLimit: try integer(o, "rate_limit", at: pointer, default: 1000, range: 1...1_000_000),
-            webhook: webhook)
+            webhook: webhook,
+            matrix: try matrixSection(o, at: pointer, serves: { platform in
+                switch platform {
+                case .apns: apns != nil
+                case .fcm: fcm != nil
+                case .webpush: webpush != nil
+                }
+            }))
     }
 
     /// `"topic"` and `"apns": {"auth_key", "key_id", "team_id", "production_url"?, "sandbox_url"?, "ca_cert"?}`, or nil

@@ -136,6 +136,7 @@ public final class Gateway: Sendable {
             metrics.declare(app: app)
             metrics.paused(app: app, false)
         }
+        for app in configuration.apps { metrics.declareMatrix(app: app.id, platforms: Set(app.matrix?.appIDs.values.map(\.platform) ?? [])) }
         for warning in configuration.warnings { logger.warning("\(warning)") }
     }
 
@@ -219,6 +220,7 @@ public final class Gateway: Sendable {
         }
         appsGeneration.withLockedValue { $0 += 1 }
         for app in apps.keys { metrics.declare(app: app) }
+        for app in configuration.apps { metrics.declareMatrix(app: app.id, platforms: Set(app.matrix?.appIDs.values.map(\.platform) ?? [])) }
         for app in apps.keys { metrics.paused(app: app, false) }  // new clients: sending again until APNs says otherwise
         for app in old.values { app.wakeAll() }
         logger.notice("configuration reloaded", metadata: ["apps": "\(apps.count)"])
