@@ -55,6 +55,9 @@ public struct ExtensionDelivery: Sendable, Equatable {
     /// For an opened message with `attachments`: the ones not attached and why (those attached are in
     /// `content.attachments`); `nil` when the message had none. Never changes `outcome`.
     public var attachmentFailures: [AttachmentFailure]?
+    /// Whether the message is to be suppressed (the filtering entitlement): `content` is then empty, and on iOS the
+    /// extension hands over `UNNotificationContent()` with nothing set.
+    public var suppressed = false
 
     /// A delivery from its content and outcome.
     public init(content: NotificationContent, outcome: ExtensionOutcome, attachmentFailures: [AttachmentFailure]? = nil) {

@@ -72,6 +72,13 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         /// shown as `(Encrypted)`. Leave `false` without the entitlement: iOS would then show the payload as it
         /// arrived. Default `false`.
         public var suppressesReplays: Bool = false
+        /// When set, the outbox flush and the pending queue run *before* the content handler, within this budget
+        /// (and never past the request's deadline), and nothing runs after it: what iOS requires, since it may
+        /// suspend the process the moment the handler is called (a suspended process holding a file lock in a
+        /// shared container is killed, `0xdead10cc`). The Apple base class sets 2 seconds. `nil` (the default, the
+        /// simulated device): they run after the handler, as `flushesOutboxAfterDelivery` and
+        /// `processesPendingQueueAfterDelivery` say.
+        public var maintenanceBudget: Duration? = nil
 
         /// A configuration; by default the system clock, a 30-second budget and a `sealedpush.extension` logger.
         public init(keys: any DeviceKeyProvider, policy: @escaping @Sendable () throws(OpenFailure) -> ReceiverPolicy = { ReceiverPolicy() },
@@ -132,6 +139,15 @@ public final class SecretMessageExtension: ReportingServiceExtension {
             if let courier = configuration.receipts {
                 let hold = min(deadline, ContinuousClock.now.advanced(by: configuration.receiptHold))
                 delivery = await Self.sendReceiptOrReport(courier, delivery, request: request, now: now, deadline: hold)
+            }
+            if let budget = configuration.maintenanceBudget {
+                // Nothing after the handler (iOS): the outbox and the pending queue get `budget` before it. An expiry
+                // meanwhile hands over this delivery (the best attempt) and cancels what is left.
+                let final = delivery
+                attempt.state.withLock { $0.best = final }
+                await maintenance(until: min(deadline, ContinuousClock.now.advanced(by: budget)), after: delivery)
+                attempt.handler(delivery)
+                return
             }
             attempt.handler(delivery)
             // The outbox is flushed once this delivery's content was handed over.
@@ -311,12 +327,11 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         content.body = Self.placeholderText
         content.userInfo[WireFormat.encryptedDataKey] = nil
         if failure.reason == .replayed, configuration.suppressesReplays {
-            // The filtering entitlement: no alert text, so iOS shows nothing (a replay is never shown twice).
-            content.title = ""
-            content.subtitle = ""
-            content.body = ""
-            content.attachments = []
-            return ExtensionDelivery(content: content, outcome: .fallback(failure.reason))
+            // The filtering entitlement: Apple's contract is empty content (`UNNotificationContent()`), nothing else
+            // set, and iOS shows nothing (a replay is never shown twice).
+            var delivery = ExtensionDelivery(content: NotificationContent(), outcome: .fallback(failure.reason))
+            delivery.suppressed = true
+            return delivery
         }
         if queueIfLocked, failure.reason == .keychainLocked, let queue = configuration.pendingQueue, deviceKeyIsLocked(request) {
             let entry = PendingMessage(requestID: request.identifier, thread: request.content.threadIdentifier, receivedAt: now,
@@ -352,6 +367,24 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         return ExtensionDelivery(content: content, outcome: .timeExpired)
     }
 
+    /// The work iOS allows only before the content handler: the outbox flush, then (when this delivery's device key
+    /// read) the pending queue, both stopped at `end`. Cancelled with the request (an expiry).
+    private func maintenance(until end: ContinuousClock.Instant, after delivery: ExtensionDelivery) async {
+        if let courier = configuration.receipts, !Task.isCancelled {
+            let now = configuration.clock.unixSeconds
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { _ = await courier.flush(now: now) }
+                group.addTask { try? await Task.sleep(until: end, clock: .continuous) }
+                await group.next()
+                group.cancelAll()
+            }
+        }
+        if let replacer = configuration.notificationReplacer, configuration.pendingQueue != nil, !Task.isCancelled,
+           ContinuousClock.now < end, delivery.outcome != .fallback(.keychainLocked) {
+            _ = await processPendingQueue(replacer: replacer, until: end)
+        }
+    }
+
     /// Opens what waits in the pending queue (reveal v1 §9), oldest first: every wire v1 check, expiry judged at
     /// the time the message arrived, the replay rule by request identifier. An entry that opens replaces its
     /// notification through `replacer` with what §5 hands iOS under the current preview policy (left alone when
@@ -360,6 +393,11 @@ public final class SecretMessageExtension: ReportingServiceExtension {
     ///
     /// The app calls this on launch; the service extension calls it after a delivery whose key could be read.
     public func processPendingQueue(replacer: any DeliveredNotificationReplacer) async -> PendingQueueSummary {
+        await processPendingQueue(replacer: replacer, until: nil)
+    }
+
+    /// `processPendingQueue(replacer:)` that stops at `end` (`nil`: none), keeping what it did not reach.
+    public func processPendingQueue(replacer: any DeliveredNotificationReplacer, until end: ContinuousClock.Instant?) async -> PendingQueueSummary {
         var summary = PendingQueueSummary()
         guard let queue = configuration.pendingQueue else { return summary }
         let entries: [PendingMessage]
@@ -368,6 +406,10 @@ public final class SecretMessageExtension: ReportingServiceExtension {
             return summary
         }
         for (index, entry) in entries.enumerated() {
+            if let end, ContinuousClock.now >= end || Task.isCancelled {
+                summary.remaining = entries.count - index
+                return summary
+            }
             let request = NotificationRequest(identifier: entry.requestID, payload: entry.payload)
             let attempt = Attempt(handler: DeliverOnce { _ in }, best: Self.timeoutDelivery(request.content))
             let deadline = ContinuousClock.now.advanced(by: configuration.timeBudget)
@@ -377,8 +419,9 @@ public final class SecretMessageExtension: ReportingServiceExtension {
                 return summary
             }
             if let courier = configuration.receipts {
+                let until = ContinuousClock.now.advanced(by: courier.timeout)
                 delivery = await Self.sendReceiptOrReport(courier, delivery, request: request, now: configuration.clock.unixSeconds,
-                                                          deadline: ContinuousClock.now.advanced(by: courier.timeout))
+                                                          deadline: end.map { min($0, until) } ?? until)
             }
             switch delivery.outcome {
             case .decrypted, .held:
