@@ -87,6 +87,11 @@ public struct SealedPushSettings: Sendable {
         }
         let reveal = KeychainRevealKeyring(accessGroup: keychainAccessGroup, logger: logger)
         configuration.revealPublicKey = { try? reveal.activeRevealPublicKey() }
+        // Reveal v1 revision 3 §9: pending entries are sealed to the reveal public key, read from the app group (the
+        // Keychain does not read before the first unlock), and opened only with the reveal key (while unlocked).
+        let revealPublic = try? AppGroupRevealPublicKey(appGroup: appGroup)
+        configuration.pendingQueueSealKey = { revealPublic?.read() }
+        configuration.pendingQueueRevealKeys = reveal
         do { configuration.pendingQueue = try AppGroupPendingQueue(appGroup: appGroup, logger: logger) } catch {
             logger.error("the pending queue cannot be opened; messages that arrive before the first unlock are lost",
                          metadata: ["error": "\(error)"])
@@ -147,6 +152,13 @@ public enum SealedPushApp {
     public static func didLaunch(settings: SealedPushSettings, receiptTransport: (any ReceiptTransport)?) async -> LaunchSummary {
         var configuration = settings.serviceConfiguration(receiptTransport: receiptTransport)
         configuration.processesPendingQueueAfterDelivery = false
+        // The extension seals pending entries to this copy of the reveal public key (reveal v1 revision 3 §9).
+        if let key = try? KeychainRevealKeyring(accessGroup: settings.keychainAccessGroup, logger: configuration.logger).activeRevealPublicKey() {
+            do { try AppGroupRevealPublicKey(appGroup: settings.appGroup).write(key) } catch {
+                configuration.logger.error("the reveal public key could not be copied to the app group; pending messages stay sealed to the device key only",
+                                           metadata: ["error": "\(error)"])
+            }
+        }
         let receiver = SecretMessageExtension(configuration: configuration)
         let pending = await receiver.processPendingQueue(replacer: NotificationCenterReplacer(logger: configuration.logger))
         let receipts = await configuration.receipts?.flush(now: configuration.clock.unixSeconds) ?? OutboxFlushSummary()

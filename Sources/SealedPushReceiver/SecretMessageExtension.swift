@@ -57,6 +57,14 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         /// unlock) is kept there, still sealed, and opened by `processPendingQueue(replacer:)` once the key reads.
         /// `nil`: such a message is lost (its notification keeps `(Encrypted)`).
         public var pendingQueue: (any PendingQueue)? = nil
+        /// The key a pending-queue entry is sealed to again when it is queued (reveal v1 revision 3 §9): the device's
+        /// reveal *public* key, which the extension reads before the first unlock (on iOS from an app-group file of
+        /// class `none`; it is public). `nil` (the default): the entry keeps the payload as it arrived, sealed to the
+        /// device key only, which an extraction after the first unlock opens.
+        public var pendingQueueSealKey: @Sendable () -> BoxPublicKey? = { nil }
+        /// The reveal keys that open sealed pending-queue entries; they read only while the phone is unlocked, so the
+        /// queue is processed only then. `nil`: sealed entries wait.
+        public var pendingQueueRevealKeys: (any DeviceKeyProvider)? = nil
         /// Replaces the notification of a pending message once it opens (reveal v1 §9); `nil`: the queue is
         /// processed only by an explicit `processPendingQueue(replacer:)` (the app, on launch).
         public var notificationReplacer: (any DeliveredNotificationReplacer)? = nil
@@ -280,7 +288,8 @@ public final class SecretMessageExtension: ReportingServiceExtension {
             if let reveal = opened.body.reveal {
                 // Reveal v1 §3: the text stays sealed to the reveal key; iOS gets the placeholder alert only.
                 var delivery = ExtensionDelivery(content: Self.heldContent(opened.body, reveal: reveal, category: configuration.revealCategory,
-                                                                           original: original), outcome: .held)
+                                                                           original: original, hidesThread: configuration.previews == .hidden),
+                                                 outcome: .held)
                 delivery.receiptTicket = opened.body.receipt.map {
                     ReceiptTicket(request: $0, messageID: opened.body.id, expiresAt: opened.body.expiresAt, revealable: true)
                 }
@@ -334,8 +343,14 @@ public final class SecretMessageExtension: ReportingServiceExtension {
             return delivery
         }
         if queueIfLocked, failure.reason == .keychainLocked, let queue = configuration.pendingQueue, deviceKeyIsLocked(request) {
-            let entry = PendingMessage(requestID: request.identifier, thread: request.content.threadIdentifier, receivedAt: now,
+            var entry = PendingMessage(requestID: request.identifier, thread: request.content.threadIdentifier, receivedAt: now,
                                        payload: request.content.userInfo)
+            if let revealKey = configuration.pendingQueueSealKey() {
+                do { entry = try SealedPendingEntry.seal(entry, to: revealKey) } catch {
+                    configuration.logger.error("a pending message could not be sealed to the reveal key; kept sealed to the device key only",
+                                               metadata: ["error": "\(error)"])
+                }
+            }
             do {
                 try queue.append(entry)
                 content.userInfo[RevealFormat.pendingUserInfoKey] = .string(request.identifier)
@@ -397,7 +412,19 @@ public final class SecretMessageExtension: ReportingServiceExtension {
     }
 
     /// `processPendingQueue(replacer:)` that stops at `end` (`nil`: none), keeping what it did not reach.
+    ///
+    /// When more than `summaryThreshold` (3) notifications were replaced, the replacer is asked for one summary alert
+    /// (`summarize(replaced:)`): the replacements themselves are silent.
     public func processPendingQueue(replacer: any DeliveredNotificationReplacer, until end: ContinuousClock.Instant?) async -> PendingQueueSummary {
+        let summary = await drainPendingQueue(replacer: replacer, until: end)
+        if summary.replaced > Self.summaryThreshold { await replacer.summarize(replaced: summary.replaced) }
+        return summary
+    }
+
+    /// Beyond this many notifications replaced in one pass over the pending queue, one summary alert is posted.
+    public static let summaryThreshold = 3
+
+    private func drainPendingQueue(replacer: any DeliveredNotificationReplacer, until end: ContinuousClock.Instant?) async -> PendingQueueSummary {
         var summary = PendingQueueSummary()
         guard let queue = configuration.pendingQueue else { return summary }
         let entries: [PendingMessage]
@@ -405,10 +432,48 @@ public final class SecretMessageExtension: ReportingServiceExtension {
             configuration.logger.error("the pending queue cannot be read", metadata: ["error": "\(error)"])
             return summary
         }
-        for (index, entry) in entries.enumerated() {
+        let window = ReceiverPolicy.defaultReplayWindowSeconds
+        let now = configuration.clock.unixSeconds
+        for (index, queued) in entries.enumerated() {
             if let end, ContinuousClock.now >= end || Task.isCancelled {
                 summary.remaining = entries.count - index
                 return summary
+            }
+            // Past what any message can be opened at (its own expiry is sealed inside): dropped unopened.
+            if now - queued.receivedAt > window {
+                summary.expired += 1
+                if !removePending(queue, queued.requestID) {
+                    summary.remaining = entries.count - index
+                    return summary
+                }
+                continue
+            }
+            var entry = queued
+            if SealedPendingEntry.isSealed(queued) {
+                // Revision 3: sealed to the reveal key, which reads only while the phone is unlocked.
+                var opened: PendingMessage?
+                if let kid = SealedPendingEntry.keyID(of: queued), let keys = configuration.pendingQueueRevealKeys {
+                    switch keys.lookUpKey(id: kid) {
+                    case let .found(pair): opened = SealedPendingEntry.open(queued, with: pair)
+                    case .locked:
+                        summary.remaining = entries.count - index
+                        return summary
+                    default: opened = nil
+                    }
+                } else if configuration.pendingQueueRevealKeys == nil {
+                    summary.remaining = entries.count - index
+                    return summary
+                }
+                guard let opened else {
+                    configuration.logger.notice("a pending entry does not open with the reveal key; removed, its notification keeps (Encrypted)")
+                    summary.failed += 1
+                    if !removePending(queue, queued.requestID) {
+                        summary.remaining = entries.count - index
+                        return summary
+                    }
+                    continue
+                }
+                entry = opened
             }
             let request = NotificationRequest(identifier: entry.requestID, payload: entry.payload)
             let attempt = Attempt(handler: DeliverOnce { _ in }, best: Self.timeoutDelivery(request.content))
@@ -442,6 +507,17 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         return summary
     }
 
+    /// Removes one entry of the pending queue; `false` (logged) when the queue could not be written.
+    private func removePending(_ queue: any PendingQueue, _ requestID: String) -> Bool {
+        do {
+            try queue.remove(requestIDs: [requestID])
+            return true
+        } catch {
+            configuration.logger.error("the pending queue could not be updated", metadata: ["error": "\(error)"])
+            return false
+        }
+    }
+
     /// Sets the thread, badge and sound the body names (what a held or preview notification keeps).
     private static func applyThreadBadgeSound(_ body: MessageBody, to content: inout NotificationContent) {
         if let thread = body.threadID { content.threadIdentifier = thread }
@@ -452,12 +528,16 @@ public final class SecretMessageExtension: ReportingServiceExtension {
     /// The content handed to iOS for a reveal message (reveal v1 §3): the outer alert, thread, sound and
     /// badge, the reveal `category`, and userInfo without `ENCRYPTED_DATA`, with `SEALEDPUSH_REVEAL` set to the
     /// `reveal` envelope and `data` not merged. The envelope is not opened.
-    static func heldContent(_ body: MessageBody, reveal: String, category: String, original: NotificationContent) -> NotificationContent {
+    ///
+    /// `hidesThread` (the preview policy `none`, revision 3): no thread identifier, not even the push's own.
+    static func heldContent(_ body: MessageBody, reveal: String, category: String, original: NotificationContent,
+                            hidesThread: Bool = false) -> NotificationContent {
         var content = original
         content.title = body.alert.title ?? ""
         content.subtitle = body.alert.subtitle ?? ""
         content.body = body.alert.body ?? ""
         applyThreadBadgeSound(body, to: &content)
+        if hidesThread { content.threadIdentifier = "" }
         content.categoryIdentifier = category
         content.attachments = []
         content.userInfo[WireFormat.encryptedDataKey] = nil
@@ -467,7 +547,8 @@ public final class SecretMessageExtension: ReportingServiceExtension {
 
     /// The content handed to iOS for an opened ordinary message under the preview policy `title` or `none`
     /// (reveal v1 §5): the decrypted title and subtitle (`title`) or the placeholder's (`none`), the body
-    /// `Press and hold to read`, the reveal category, thread, sound and badge; userInfo without `ENCRYPTED_DATA`,
+    /// `Press and hold to read`, the reveal category, the message's thread, sound and badge under `title` (no thread,
+    /// the push's own badge and sound under `none`); userInfo without `ENCRYPTED_DATA`,
     /// with `SEALEDPUSH_LOCAL` set to `local` (the message sealed again to the reveal key, §5.1), `data` not merged.
     static func previewContent(_ body: MessageBody, policy: PreviewPolicy, category: String, local: String,
                                original: NotificationContent) -> NotificationContent {
@@ -477,7 +558,13 @@ public final class SecretMessageExtension: ReportingServiceExtension {
             content.subtitle = body.alert.subtitle ?? ""
         }
         content.body = RevealFormat.pressAndHoldText
-        applyThreadBadgeSound(body, to: &content)
+        if policy == .hidden {
+            // Revision 3: under `none` nothing from the sealed body reaches iOS's store, not even the thread (it names a
+            // conversation), badge or sound: no thread at all, the push's own badge and sound.
+            content.threadIdentifier = ""
+        } else {
+            applyThreadBadgeSound(body, to: &content)
+        }
         content.categoryIdentifier = category
         content.attachments = []
         content.userInfo[WireFormat.encryptedDataKey] = nil

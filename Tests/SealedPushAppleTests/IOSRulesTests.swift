@@ -246,6 +246,39 @@ private func attachment(url: String) throws -> ([UInt8], AttachmentDescriptor) {
         #expect(StandInDevice.$current.withValue(device) { SealedPushApp.wipeKeychainAfterInstall(settings: settings, defaults: empty) })
     }
 
+    @Test("replacements after the unlock are passive and silent; more than three get one summary alert")
+    func silentReplacements() async throws {
+        let center = UNUserNotificationCenter.current()
+        let ids = (1...5).map { "silent-\(UUID().uuidString)-\($0)" }
+        for id in ids {
+            let shown = UNMutableNotificationContent()
+            shown.body = SecretMessageExtension.placeholderText
+            shown.sound = .default
+            center.add(UNNotificationRequest(identifier: id, content: shown, trigger: nil))
+        }
+        defer { center.removeDeliveredNotifications(withIdentifiers: ids + [NotificationCenterReplacer.summaryIdentifier]) }
+        /// A replacer counting what it was asked, over the real one.
+        final class Counting: DeliveredNotificationReplacer {
+            let real = NotificationCenterReplacer()
+            let summaries = Mutex<[Int]>([])
+            func replaceDelivered(_ request: SealedPushReceiver.NotificationRequest) async -> Bool { await real.replaceDelivered(request) }
+            func summarize(replaced count: Int) async {
+                summaries.withLock { $0.append(count) }
+                await real.summarize(replaced: count)
+            }
+        }
+        let replacer = Counting()
+        for id in ids {
+            #expect(await replacer.replaceDelivered(.init(identifier: id, content: NotificationContent(title: "t", body: "b", sound: "default"))))
+        }
+        let replaced = center.standInDelivered.filter { ids.contains($0.identifier) }
+        #expect(replaced.count == 5)
+        #expect(replaced.allSatisfy { $0.content.interruptionLevel == .passive && $0.content.sound == nil })
+        await replacer.summarize(replaced: 5)
+        let summary = try #require(center.standInDelivered.first { $0.identifier == NotificationCenterReplacer.summaryIdentifier })
+        #expect(summary.content.sound != nil && summary.content.interruptionLevel == .active && summary.content.body.contains("5"))
+    }
+
     @Test("no path hands iOS ENCRYPTED_DATA: a request whose userInfo is not JSON gets the placeholder without it")
     func nonJSONUserInfoNeverPassesThePayload() async throws {
         let temp = try TempDirectory()
