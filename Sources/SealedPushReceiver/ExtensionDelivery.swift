@@ -14,6 +14,16 @@ public enum PreviewPolicy: String, Sendable, Codable, CaseIterable {
     case hidden = "none"
 }
 
+/// What the service extension makes of a push without `ENCRYPTED_DATA` (outcome `notEncrypted`).
+public enum PlaintextHandling: Sendable, Equatable {
+    /// Shown as it came (the simulated device's default; anyone who can push for the app can show any text).
+    case passThrough
+    /// The push's text is not shown: empty title and subtitle, body `(Encrypted)`.
+    case placeholder
+    /// Not shown at all: empty content (iOS with the filtering entitlement shows nothing).
+    case suppress
+}
+
 /// What the extension did with one request, reported with the content it delivered.
 public enum ExtensionOutcome: Sendable, Equatable, Hashable {
     /// The message opened and passed every check: the content is the decrypted message.

@@ -87,6 +87,11 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         /// simulated device): they run after the handler, as `flushesOutboxAfterDelivery` and
         /// `processesPendingQueueAfterDelivery` say.
         public var maintenanceBudget: Duration? = nil
+        /// What a push without `ENCRYPTED_DATA` becomes: `passThrough` (the default, the simulated device: shown as it
+        /// came), `placeholder` (`(Encrypted)`, none of its text) or `suppress` (empty content; needs the filtering
+        /// entitlement). The outcome is `notEncrypted` in all three. Anyone who can push for the app (a leaked `.p8`, a
+        /// compromised backend) can show any text under `passThrough`.
+        public var plaintext: PlaintextHandling = .passThrough
 
         /// A configuration; by default the system clock, a 30-second budget and a `sealedpush.extension` logger.
         public init(keys: any DeviceKeyProvider, policy: @escaping @Sendable () throws(OpenFailure) -> ReceiverPolicy = { ReceiverPolicy() },
@@ -271,8 +276,26 @@ public final class SecretMessageExtension: ReportingServiceExtension {
     private func open(_ request: NotificationRequest, now: Int64, queueIfLocked: Bool, body onOpen: (MessageBody) -> Void) -> ExtensionDelivery {
         let original = request.content
         guard let value = original.userInfo[WireFormat.encryptedDataKey] else {
-            configuration.logger.info("payload has no ENCRYPTED_DATA; passed through", metadata: ["reason": "\(ReasonCode.notEncrypted)"])
-            return ExtensionDelivery(content: original, outcome: .notEncrypted)
+            switch configuration.plaintext {
+            case .passThrough:
+                configuration.logger.info("payload has no ENCRYPTED_DATA; passed through", metadata: ["reason": "\(ReasonCode.notEncrypted)"])
+                return ExtensionDelivery(content: original, outcome: .notEncrypted)
+            case .placeholder:
+                configuration.logger.notice("payload has no ENCRYPTED_DATA; its text is not shown (plaintext is refused)",
+                                            metadata: ["reason": "\(ReasonCode.notEncrypted)"])
+                var content = original
+                content.title = ""
+                content.subtitle = ""
+                content.body = Self.placeholderText
+                content.attachments = []
+                return ExtensionDelivery(content: content, outcome: .notEncrypted)
+            case .suppress:
+                configuration.logger.notice("payload has no ENCRYPTED_DATA; suppressed (plaintext is refused)",
+                                            metadata: ["reason": "\(ReasonCode.notEncrypted)"])
+                var delivery = ExtensionDelivery(content: NotificationContent(), outcome: .notEncrypted)
+                delivery.suppressed = true
+                return delivery
+            }
         }
         guard case let .string(encrypted) = value else {
             return fallback(request, OpenFailure(.malformedPayload, "ENCRYPTED_DATA is not a string"), now: now, queueIfLocked: false)

@@ -15,6 +15,7 @@ import FoundationNetworking
 import SealedPushReceiver
 import SealedPushWire
 import SealedPushCrypto
+import SealedPushKeyring
 import SealedPushSender
 import SealedPushTestSupport
 
@@ -155,6 +156,7 @@ private func attachment(url: String) throws -> ([UInt8], AttachmentDescriptor) {
             RuleService(root: temp.path + "/a") { _, _ in
                 var configuration = SecretMessageExtension.Configuration(keys: InMemoryKeys([deviceKey]))
                 configuration.receipts = ReceiptCourier(transport: transport, outbox: outbox)
+                configuration.maintenanceBudget = .seconds(30)   // the order is under test, not the 2 s default (a loaded machine)
                 return configuration
             }
         }
@@ -224,28 +226,6 @@ private func attachment(url: String) throws -> ([UInt8], AttachmentDescriptor) {
         }
     }
 
-    @Test("UserDefaults reads as empty before the first unlock: the first-launch wipe does nothing then")
-    func wipeWaitsForTheFirstUnlock() throws {
-        let temp = try TempDirectory()
-        let group = "group.com.example.wipe-\(UUID().uuidString)"
-        StandInAppGroups.register(group, at: URL(fileURLWithPath: temp.path + "/container"))
-        defer { StandInAppGroups.unregister(group) }
-        let access = "TEAM.wipe-\(UUID().uuidString)"
-        let settings = SealedPushSettings(keychainAccessGroup: access, appGroup: group, logSubsystem: "t")
-        let item: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: BoxKeyPair.service,
-                                   kSecAttrAccount as String: "k", kSecAttrAccessGroup as String: access, kSecValueData as String: Data([1])]
-        #expect(SecItemAdd(item as CFDictionary, nil) == errSecSuccess)
-        // The app has run before (the marker is set), but before the first unlock iOS shows it empty defaults.
-        let empty = try #require(UserDefaults(suiteName: "sealedpush-rules-\(UUID().uuidString)"))
-        let device = StandInDevice(lock: .beforeFirstUnlock)
-        let wiped = StandInDevice.$current.withValue(device) { SealedPushApp.wipeKeychainAfterInstall(settings: settings, defaults: empty) }
-        #expect(!wiped)
-        #expect(StandInKeychain.items.contains { $0.service == BoxKeyPair.service && $0.account == "k" }, "the keys of this installation were wiped")
-        // Once unlocked, a real first launch (empty defaults) does wipe.
-        device.lockState = .unlocked
-        #expect(StandInDevice.$current.withValue(device) { SealedPushApp.wipeKeychainAfterInstall(settings: settings, defaults: empty) })
-    }
-
     @Test("replacements after the unlock are passive and silent; more than three get one summary alert")
     func silentReplacements() async throws {
         let center = UNUserNotificationCenter.current()
@@ -293,5 +273,111 @@ private func attachment(url: String) throws -> ([UInt8], AttachmentDescriptor) {
         #expect(!got.userInfoKeys.contains(WireFormat.encryptedDataKey))
         #expect(got.body == SecretMessageExtension.placeholderText)
     }
+}
+#endif
+
+#if os(Linux)
+/// An app with the default settings over a fresh app group container and keychain access group.
+private final class StrictApp {
+    let temp: TempDirectory
+    let group = "group.com.example.strict-\(UUID().uuidString)"
+    let access = "TEAM.strict-\(UUID().uuidString)"
+    var settings: SealedPushSettings
+    let signer = SigningKeyPair.generate()
+    let record: DeviceKeyRecord
+
+    init() throws {
+        temp = try TempDirectory()
+        StandInAppGroups.register(group, at: URL(fileURLWithPath: temp.path + "/container"))
+        settings = SealedPushSettings(keychainAccessGroup: access, appGroup: group, logSubsystem: "t")
+        record = try KeychainDeviceKeySet(accessGroup: access).generate()
+    }
+    deinit { StandInAppGroups.unregister(group) }
+
+    func deliver(signed: Bool = true, id: String = UUID().uuidString) async throws -> ExtensionDelivery {
+        var message = SecretMessage(title: "Agent K", body: "The eagle lands at noon.")
+        message.messageID = id
+        let sealed = try NotificationSender(signer: signed ? signer : nil).seal(message, to: record)
+        guard case let .object(payload) = try JSON.parse(sealed.payload) else { throw KeychainError.param("payload") }
+        return await deliver(SealedPushReceiver.NotificationRequest(identifier: id, payload: payload))
+    }
+
+    func deliver(_ request: SealedPushReceiver.NotificationRequest) async -> ExtensionDelivery {
+        await SecretMessageExtension(configuration: settings.serviceConfiguration(receiptTransport: nil)).delivery(for: request)
+    }
+
+    func plaintextPush() -> SealedPushReceiver.NotificationRequest {
+        SealedPushReceiver.NotificationRequest(identifier: "plain", payload: JSONObject([
+            ("aps", .object(JSONObject([("alert", .object(JSONObject([("title", .string("Bank")), ("body", .string("Send your PIN"))]))),
+                                        ("mutable-content", .int(1)), ("sound", .string("default"))]))),
+        ]))
+    }
+}
+
+// The keychain stand-in is one process-wide store: these run inside the serialized keychain suite.
+extension KeychainDeviceKeysTests {
+@Suite("Strict by default (issue 45 item 3), and the first-launch wipe before the first unlock", .timeLimit(.minutes(5))) struct StrictDefaultsTests {
+    init() { TestLogging.quiet() }
+
+    @Test("UserDefaults reads as empty before the first unlock: the first-launch wipe does nothing then")
+    func wipeWaitsForTheFirstUnlock() throws {
+        let temp = try TempDirectory()
+        let group = "group.com.example.wipe-\(UUID().uuidString)"
+        StandInAppGroups.register(group, at: URL(fileURLWithPath: temp.path + "/container"))
+        defer { StandInAppGroups.unregister(group) }
+        let access = "TEAM.wipe-\(UUID().uuidString)"
+        let settings = SealedPushSettings(keychainAccessGroup: access, appGroup: group, logSubsystem: "t")
+        let item: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: BoxKeyPair.service,
+                                   kSecAttrAccount as String: "k", kSecAttrAccessGroup as String: access, kSecValueData as String: Data([1])]
+        #expect(SecItemAdd(item as CFDictionary, nil) == errSecSuccess)
+        // The app has run before (the marker is set), but before the first unlock iOS shows it empty defaults.
+        let empty = try #require(UserDefaults(suiteName: "sealedpush-rules-\(UUID().uuidString)"))
+        let device = StandInDevice(lock: .beforeFirstUnlock)
+        let wiped = StandInDevice.$current.withValue(device) { SealedPushApp.wipeKeychainAfterInstall(settings: settings, defaults: empty) }
+        #expect(!wiped)
+        #expect(StandInKeychain.items.contains { $0.service == BoxKeyPair.service && $0.account == "k" }, "the keys of this installation were wiped")
+        // Once unlocked, a real first launch (empty defaults) does wipe.
+        device.lockState = .unlocked
+        #expect(StandInDevice.$current.withValue(device) { SealedPushApp.wipeKeychainAfterInstall(settings: settings, defaults: empty) })
+    }
+
+
+    @Test("signatures .required (the default): with no trusted sender every message fails signatureRequired, signed or not")
+    func requiredWithoutTrustedSender() async throws {
+        let app = try StrictApp()
+        #expect(app.settings.signatures == .required)
+        #expect(try await app.deliver(signed: true).outcome == .fallback(.signatureRequired))
+        #expect(try await app.deliver(signed: false).outcome == .fallback(.signatureRequired))
+        #expect(SealedPushSettings.noTrustedSenderAdvice.contains("KeychainTrustStore.trust"))
+        // Trusted: signed opens, unsigned is refused.
+        try KeychainTrustStore(accessGroup: app.access).trust(SenderKeyRecord(publicKey: app.signer.publicKey))
+        #expect(try await app.deliver(signed: true).outcome == .decrypted)
+        #expect(try await app.deliver(signed: false).outcome == .fallback(.signatureRequired))
+        // Even if the trust store's own setting says optional, `.required` wins.
+        try KeychainTrustStore(accessGroup: app.access).setSignatures(.optional)
+        #expect(try await app.deliver(signed: false).outcome == .fallback(.signatureRequired))
+    }
+
+    @Test("signatures .notRequired(reason:): the trust store's rule (unsigned accepted until a sender is trusted)")
+    func notRequired() async throws {
+        let app = try StrictApp()
+        app.settings.signatures = .notRequired(reason: "a test of the opt-out")
+        #expect(try await app.deliver(signed: false).outcome == .decrypted)
+    }
+
+    @Test("a push without ENCRYPTED_DATA is refused by default: (Encrypted) without its text, suppressed with the filtering entitlement, shown only when allowed")
+    func plaintextRefused() async throws {
+        let app = try StrictApp()
+        let refused = await app.deliver(app.plaintextPush())
+        #expect(refused.outcome == .notEncrypted)
+        #expect(refused.content.title == "" && refused.content.body == SecretMessageExtension.placeholderText)
+        app.settings.hasFilteringEntitlement = true
+        let suppressed = await app.deliver(app.plaintextPush())
+        #expect(suppressed.outcome == .notEncrypted && suppressed.suppressed && suppressed.content == NotificationContent())
+        app.settings.plaintext = .show(reason: "a test of the opt-out")
+        let shown = await app.deliver(app.plaintextPush())
+        #expect(shown.outcome == .notEncrypted && shown.content.body == "Send your PIN")
+    }
+}
 }
 #endif

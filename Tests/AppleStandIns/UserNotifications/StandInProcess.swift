@@ -231,8 +231,8 @@ public final class StandInExtensionProcess: @unchecked Sendable {
     /// The identifiers still in flight.
     public var inFlight: [String] { state.withLock { Array($0.inFlight.keys) } }
 
-    /// Waits (at most `seconds`) until `identifiers` all got content.
-    public func wait(for identifiers: [String], seconds: Double = 10) async {
+    /// Waits (at most `seconds`, 60 by default) until `identifiers` all got content.
+    public func wait(for identifiers: [String], seconds: Double = 60) async {
         let end = Date().addingTimeInterval(seconds)
         while Date() < end {
             let done = state.withLock { s in identifiers.allSatisfy { s.delivered[$0] != nil } }
