@@ -113,6 +113,7 @@ public struct SealedPushSettings: Sendable {
         let url = reportURL
         var courier = ReceiptCourier(transport: transport, outbox: outbox, reportURL: { url }, logger: logger)
         courier.revealTickets = outbox
+        courier.revealTicketLifetime = AppGroupReceiptOutbox.defaultMaximumAgeSeconds
         return courier
     }
 

@@ -234,12 +234,15 @@ public struct ReceiptCourier: Sendable {
 
     /// The longest a `revealed` receipt ticket is kept for a message without `exp`: 7 days (the outbox's age limit).
     public static let revealTicketLifetimeSeconds: Int64 = 7 * 86_400
+    /// How long this courier keeps a `revealed` ticket at most, seconds (`revealTicketLifetimeSeconds` unless set; the
+    /// iOS settings keep 24 hours: a ticket holds a receipt token readable after the first unlock).
+    public var revealTicketLifetime: Int64 = ReceiptCourier.revealTicketLifetimeSeconds
 
     /// Keeps a held (or preview-limited) message's receipt for the content extension's `revealed` receipt;
     /// a failure is logged and the receipt is then not sent (never the message's failure).
     public func keepRevealTicket(_ request: ReceiptRequest, messageID: String, requestIdentifier: String, expiresAt: Int64?, now: Int64) {
         guard let revealTickets else { return }
-        let keepUntil = min(expiresAt ?? .max, now + Self.revealTicketLifetimeSeconds)
+        let keepUntil = min(expiresAt ?? .max, now + revealTicketLifetime)
         do {
             try revealTickets.keepTicket(RevealReceiptTicket(request: request, messageID: messageID, keepUntil: keepUntil),
                                          requestIdentifier: requestIdentifier, now: now)

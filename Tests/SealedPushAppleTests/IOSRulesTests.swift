@@ -259,6 +259,17 @@ private func attachment(url: String) throws -> ([UInt8], AttachmentDescriptor) {
         #expect(summary.content.sound != nil && summary.content.interruptionLevel == .active && summary.content.body.contains("5"))
     }
 
+    @Test("the phone's receipt outbox keeps an entry (a bearer token readable after the first unlock) at most 24 hours")
+    func outboxKeepsADay() throws {
+        let temp = try TempDirectory()
+        let outbox = AppGroupReceiptOutbox(directory: URL(fileURLWithPath: temp.path + "/SealedPush"))
+        #expect(outbox.maximumAgeSeconds == 24 * 3600)
+        let t0: Int64 = 1_800_000_000
+        try outbox.enqueue(url: "https://r.example/r", message: .delivered(id: "m", token: "AQEBAQEBAQEBAQEBAQEBAQ", at: t0, attachments: nil), now: t0)
+        #expect(try outbox.queues(now: t0 + 23 * 3600).flatMap(\.entries).count == 1)
+        #expect(try outbox.queues(now: t0 + 25 * 3600).flatMap(\.entries).isEmpty)
+    }
+
     @Test("no path hands iOS ENCRYPTED_DATA: a request whose userInfo is not JSON gets the placeholder without it")
     func nonJSONUserInfoNeverPassesThePayload() async throws {
         let temp = try TempDirectory()
