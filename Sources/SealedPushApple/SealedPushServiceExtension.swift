@@ -43,6 +43,35 @@ open class SealedPushServiceExtension: UNNotificationServiceExtension {
     /// Opens `request`'s `ENCRYPTED_DATA` and calls `contentHandler` once with the content to show.
     nonisolated open override func didReceive(_ request: UNNotificationRequest,
                                                withContentHandler contentHandler: @escaping (UNNotificationContent) -> Void) {
+        start(request) { content, _ in contentHandler(content) }
+    }
+
+    /// The content to hand iOS for `request` and what happened to it: the entry point for an app whose notification
+    /// service extension is its own class (not a subclass of this one).
+    ///
+    /// The app keeps one instance of a subclass (its `configuration(for:)`, and `finalContent(_:for:)` if it likes),
+    /// awaits this from its `didReceive(_:withContentHandler:)` and forwards `serviceExtensionTimeWillExpire()` to it
+    /// (the best attempt is then returned at once). It returns exactly once; nothing runs after it returns.
+    nonisolated public func content(for request: UNNotificationRequest) async -> (UNNotificationContent, ExtensionOutcome) {
+        let box: ContentBox = await withCheckedContinuation { continuation in
+            start(request) { content, outcome in continuation.resume(returning: ContentBox(content: content, outcome: outcome)) }
+        }
+        return (box.content, box.outcome)
+    }
+
+    /// The app's last word on the content before it is handed to iOS (called once per request, on any thread): set
+    /// the category, interruption level, relevance score, or make it a communication notification
+    /// (`content.updating(from: intent)`). Return the content to hand over; the default returns `content`.
+    ///
+    /// Reveal and preview rules are applied after it: title, subtitle, body, thread, userInfo and attachments are put
+    /// back as SealedPush made them, so the hook cannot show hidden text; suppressed content (the filtering
+    /// entitlement) does not go through it. `delivery` says what happened (`delivery.outcome`).
+    nonisolated open func finalContent(_ content: UNMutableNotificationContent, for delivery: ExtensionDelivery) -> UNNotificationContent {
+        content
+    }
+
+    /// The work of `didReceive` and `content(for:)`: `deliver` is called once with the content and its outcome.
+    nonisolated func start(_ request: UNNotificationRequest, deliver contentHandler: @escaping (UNNotificationContent, ExtensionOutcome) -> Void) {
         // In flight from the first instruction: an expiry from here on is this request's, even before its
         // receiver exists (the receiver is attached below, and expires at once if the expiry came first).
         let token = inFlight.begin()
@@ -63,7 +92,9 @@ open class SealedPushServiceExtension: UNNotificationServiceExtension {
             configuration.logger.error("the attachments directory cannot be made or is not private (0700, ours); attachments are left out",
                                        metadata: ["root": "\(attachmentsRootDirectory)"])
         }
-        let handler = AppleContentHandler(original: request.content, handler: contentHandler, logger: configuration.logger)
+        let handler = AppleContentHandler(original: request.content, handler: contentHandler, logger: configuration.logger) { [self] in
+            finalContent($0, for: $1)
+        }
         guard let content = NotificationContent(request.content) else {
             // userInfo is not JSON (APNs payloads always are): the placeholder, without ENCRYPTED_DATA.
             configuration.logger.notice("userInfo is not JSON; the placeholder is shown", metadata: ["reason": "\(ReasonCode.invalidPayload)"])
@@ -207,14 +238,32 @@ final class AttachmentDirectories: Sendable {
 /// threads at once.
 final class AppleContentHandler: @unchecked Sendable {
     private let original: UNNotificationContent
-    private let handler: (UNNotificationContent) -> Void
+    private let handler: (UNNotificationContent, ExtensionOutcome) -> Void
+    private let finalize: (UNMutableNotificationContent, ExtensionDelivery) -> UNNotificationContent
     private let used = Mutex(false)
     private let logger: Logging.Logger
 
-    init(original: UNNotificationContent, handler: @escaping (UNNotificationContent) -> Void, logger: Logging.Logger) {
+    init(original: UNNotificationContent, handler: @escaping (UNNotificationContent, ExtensionOutcome) -> Void, logger: Logging.Logger,
+         finalize: @escaping (UNMutableNotificationContent, ExtensionDelivery) -> UNNotificationContent = { c, _ in c }) {
         self.original = original
         self.handler = handler
         self.logger = logger
+        self.finalize = finalize
+    }
+
+    /// The app's hook applied to `content`, then what SealedPush decided put back (title, subtitle, body, thread,
+    /// userInfo, attachments): the hook changes presentation, never what is shown of the message.
+    private func finalized(_ content: UNNotificationContent, _ delivery: ExtensionDelivery) -> UNNotificationContent {
+        guard let mutable = content.mutableCopy() as? UNMutableNotificationContent else { return content }
+        let hooked = finalize(mutable, delivery)
+        guard let result = hooked.mutableCopy() as? UNMutableNotificationContent else { return content }
+        result.title = content.title
+        result.subtitle = content.subtitle
+        result.body = content.body
+        result.threadIdentifier = content.threadIdentifier
+        result.userInfo = content.userInfo
+        result.attachments = content.attachments
+        return result
     }
 
     /// Whether this call is the first; later calls do nothing (iOS ignores them too).
@@ -225,25 +274,34 @@ final class AppleContentHandler: @unchecked Sendable {
     func deliver(_ delivered: ExtensionDelivery, original converted: NotificationContent) {
         guard claim() else { return }
         if delivered.suppressed {
-            handler(UNNotificationContent())
+            handler(UNNotificationContent(), delivered.outcome)
             return
         }
-        handler(original.applying(delivered.content, over: converted, logger: logger))
+        handler(finalized(original.applying(delivered.content, over: converted, logger: logger), delivered), delivered.outcome)
     }
 
     /// Hands iOS the request's content with body `(Encrypted)` and userInfo without `ENCRYPTED_DATA` (what a request
     /// whose userInfo is not JSON gets: never the payload as it came).
     func deliverPlaceholder() {
         guard claim() else { return }
+        let outcome = ExtensionOutcome.fallback(.invalidPayload)
         guard let copy = original.mutableCopy() as? UNMutableNotificationContent else {
-            handler(UNNotificationContent())
+            handler(UNNotificationContent(), outcome)
             return
         }
         copy.body = SecretMessageExtension.placeholderText
         copy.userInfo = copy.userInfo.filter { ($0.key.base as? String) != WireFormat.encryptedDataKey }
         copy.attachments = []
-        handler(copy)
+        handler(finalized(copy, ExtensionDelivery(content: NotificationContent(body: SecretMessageExtension.placeholderText), outcome: outcome)), outcome)
     }
+}
+
+/// A content and its outcome, carried out of the content handler to `content(for:)`.
+///
+/// `@unchecked Sendable`: the content is made for this one hand-over and not touched by its maker afterwards.
+struct ContentBox: @unchecked Sendable {
+    let content: UNNotificationContent
+    let outcome: ExtensionOutcome
 }
 
 /// The key provider of an extension that did not configure one: the key store cannot be asked.

@@ -270,6 +270,46 @@ private func attachment(url: String) throws -> ([UInt8], AttachmentDescriptor) {
         #expect(try outbox.queues(now: t0 + 25 * 3600).flatMap(\.entries).isEmpty)
     }
 
+    @Test("content(for:): an app's own extension gets the content and the outcome; the final-content hook changes presentation only")
+    func entryPointAndFinalContentHook() async throws {
+        /// A subclass whose hook sets presentation and tries to put text back.
+        final class Hooked: SealedPushServiceExtension {
+            let root: String
+            let keys: [BoxKeyPair]
+            init(root: String, keys: [BoxKeyPair]) {
+                self.root = root
+                self.keys = keys
+                super.init()
+            }
+            override var attachmentsRootDirectory: String { root }
+            override func configuration(for request: UNNotificationRequest) -> SecretMessageExtension.Configuration {
+                SecretMessageExtension.Configuration(keys: InMemoryKeys(keys))
+            }
+            override func finalContent(_ content: UNMutableNotificationContent, for delivery: ExtensionDelivery) -> UNNotificationContent {
+                content.categoryIdentifier = "APP_CATEGORY"
+                content.interruptionLevel = .timeSensitive
+                content.relevanceScore = 0.9
+                content.title = "from the hook"
+                content.body = "The eagle lands at noon."
+                content.userInfo["leak"] = "yes"
+                return content
+            }
+        }
+        let temp = try TempDirectory()
+        let opens = Hooked(root: temp.path + "/a", keys: [deviceKey])
+        let (content, outcome) = await opens.content(for: try push(SecretMessage(title: "Lunch?", body: "At noon"), identifier: "r1"))
+        #expect(outcome == .decrypted)
+        #expect(content.title == "Lunch?" && content.body == "At noon", "the hook changed the message's text")
+        #expect(content.categoryIdentifier == "APP_CATEGORY" && content.interruptionLevel == .timeSensitive && content.relevanceScore == 0.9)
+        #expect(content.userInfo["leak"] == nil)
+        // A message that cannot be opened: the hook cannot put text back.
+        let locked = Hooked(root: temp.path + "/b", keys: [])
+        let (fallback, why) = await locked.content(for: try push(SecretMessage(title: "secret", body: "text"), identifier: "r2"))
+        #expect(why == .fallback(.unknownKey))
+        #expect(fallback.body == SecretMessageExtension.placeholderText && fallback.title != "from the hook")
+        #expect(!fallback.userInfo.keys.contains { ($0.base as? String) == WireFormat.encryptedDataKey })
+    }
+
     @Test("no path hands iOS ENCRYPTED_DATA: a request whose userInfo is not JSON gets the placeholder without it")
     func nonJSONUserInfoNeverPassesThePayload() async throws {
         let temp = try TempDirectory()

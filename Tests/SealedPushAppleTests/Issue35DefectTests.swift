@@ -177,7 +177,7 @@ private final class ExpiringService: SealedPushServiceExtension {
     func docsMatchTheExamples() throws {
         let docs = try String(contentsOf: root.appendingPathComponent("docs/ios.md"), encoding: .utf8)
         let blocks = docs.components(separatedBy: "```swift\n").dropFirst().map { $0.components(separatedBy: "```")[0] }
-        for file in ["NotificationService.swift", "NotificationViewController.swift"] {
+        for file in ["NotificationService.swift", "NotificationViewController.swift", "SharedSettings.swift"] {
             let text = try String(contentsOf: root.appendingPathComponent("Tests/AppleStandIns/ExampleExtension/" + file), encoding: .utf8)
             // The file without its opening comment (which says where docs/ios.md shows it).
             let code = text.split(separator: "\n", omittingEmptySubsequences: false).drop { $0.hasPrefix("//") }.joined(separator: "\n")
@@ -185,7 +185,8 @@ private final class ExpiringService: SealedPushServiceExtension {
         }
         // Every other Swift block is a run of lines, in order, of one of the compiled example files (the app code:
         // keys, trust, launch). The package manifest line of §1 is the one block that is not Swift code of an app.
-        let examples = try ["NotificationService.swift", "NotificationViewController.swift", "AppKeys.swift", "AppLaunch.swift"].map {
+        let examples = try ["NotificationService.swift", "NotificationViewController.swift", "AppKeys.swift", "AppLaunch.swift",
+                            "SharedSettings.swift"].map {
             try String(contentsOf: root.appendingPathComponent("Tests/AppleStandIns/ExampleExtension/" + $0), encoding: .utf8)
                 .split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
         }
