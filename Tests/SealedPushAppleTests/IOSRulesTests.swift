@@ -409,6 +409,25 @@ extension KeychainDeviceKeysTests {
         #expect(try await app.deliver(signed: false).outcome == .fallback(.signatureRequired))
     }
 
+    @Test("KeychainDeviceKeys for the reveal service is whenUnlockedThisDeviceOnly and checks the class it reads back")
+    func revealServiceIsAlwaysWhenUnlocked() throws {
+        let access = "TEAM.reveal-\(UUID().uuidString)"
+        let keys = KeychainDeviceKeys(accessGroup: access, service: RevealKeyPair.service)
+        #expect(keys.accessibility == .whenUnlockedThisDeviceOnly)
+        // An item of the reveal service added after-first-unlock (another library, an older version) is refused.
+        let pair = BoxKeyPair.generate()
+        let item: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: RevealKeyPair.service,
+                                   kSecAttrAccount as String: pair.keyID.hex, kSecAttrAccessGroup as String: access,
+                                   kSecAttrAccessible as String: kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly,
+                                   kSecUseDataProtectionKeychain as String: true,
+                                   kSecValueData as String: Data(pair.secretKey.unsafeCopyToArray())]
+        #expect(SecItemAdd(item as CFDictionary, nil) == errSecSuccess)
+        guard case .unknown = keys.lookUpKey(id: pair.keyID) else {
+            Issue.record("a reveal key readable after the first unlock was used")
+            return
+        }
+    }
+
     @Test("signatures .notRequired(reason:): the trust store's rule (unsigned accepted until a sender is trusted)")
     func notRequired() async throws {
         let app = try StrictApp()
