@@ -136,8 +136,15 @@ public struct AppGroupReceiptOutbox: ReceiptOutbox, RevealReceiptTickets, Sendab
     /// Throws `invalidEntry` for an entry that is not bounded: a URL that is not a receipt URL (over 2048 bytes, not
     /// https or loopback http), or a body over 4096 bytes.
     public func enqueue(url: String, message: ReceiptMessage, now: Int64) throws(AppGroupStoreError) {
-        let entry: ReceiptOutboxState.NewEntry
+        try enqueue(url: url, message: message, now: now, expiresAt: nil)
+    }
+
+    /// `enqueue(url:message:now:)` for a message that expires at `expiresAt`: the entry is dropped (and counted) once
+    /// it has, or after `maximumAgeSeconds`, whichever comes first.
+    public func enqueue(url: String, message: ReceiptMessage, now: Int64, expiresAt: Int64?) throws(AppGroupStoreError) {
+        var entry: ReceiptOutboxState.NewEntry
         do { entry = try ReceiptOutboxState.NewEntry(url: url, message: message) } catch { throw .invalidEntry(error.description) }
+        entry.expiresAt = expiresAt
         try modifyOutbox { o in o.enqueue(entry, now: now, limits: limits) }
     }
 

@@ -343,7 +343,7 @@ public final class SecretMessageExtension: ReportingServiceExtension {
             }
             onOpen(opened.body)
             var delivery = ExtensionDelivery(content: Self.decryptedContent(opened.body, original: original), outcome: .decrypted)
-            delivery.receiptTicket = opened.body.receipt.map { ReceiptTicket(request: $0, messageID: opened.body.id) }
+            delivery.receiptTicket = opened.body.receipt.map { ReceiptTicket(request: $0, messageID: opened.body.id, expiresAt: opened.body.expiresAt) }
             return delivery
         } catch {
             return fallback(request, error, now: now, queueIfLocked: queueIfLocked)
@@ -632,7 +632,8 @@ extension SecretMessageExtension {
                                          expiresAt: ticket.expiresAt, now: now)
             }
             delivery.receipt = await courier.sendReceipt(ticket.request, messageID: ticket.messageID,
-                                                         attachments: receiptAttachmentCounts(delivery), now: now, deadline: deadline)
+                                                         attachments: receiptAttachmentCounts(delivery), now: now, deadline: deadline,
+                                                         expiresAt: ticket.expiresAt)
         case let .fallback(reason):
             // The envelope's key id when the envelope reads (a malformed one has none to give).
             let kid = request.content.userInfo[WireFormat.encryptedDataKey]?.stringValue.flatMap { try? Envelope(base64: $0).keyID }

@@ -259,7 +259,7 @@ private func attachment(url: String) throws -> ([UInt8], AttachmentDescriptor) {
         #expect(summary.content.sound != nil && summary.content.interruptionLevel == .active && summary.content.body.contains("5"))
     }
 
-    @Test("the phone's receipt outbox keeps an entry (a bearer token readable after the first unlock) at most 24 hours")
+    @Test("the phone's receipt outbox keeps an entry (a bearer token readable after the first unlock) at most 24 hours or the message's ttl")
     func outboxKeepsADay() throws {
         let temp = try TempDirectory()
         let outbox = AppGroupReceiptOutbox(directory: URL(fileURLWithPath: temp.path + "/SealedPush"))
@@ -268,6 +268,11 @@ private func attachment(url: String) throws -> ([UInt8], AttachmentDescriptor) {
         try outbox.enqueue(url: "https://r.example/r", message: .delivered(id: "m", token: "AQEBAQEBAQEBAQEBAQEBAQ", at: t0, attachments: nil), now: t0)
         #expect(try outbox.queues(now: t0 + 23 * 3600).flatMap(\.entries).count == 1)
         #expect(try outbox.queues(now: t0 + 25 * 3600).flatMap(\.entries).isEmpty)
+        // A message that expires sooner: its receipt goes with it (the shorter of 24 hours and the message's ttl).
+        try outbox.enqueue(url: "https://r.example/r", message: .delivered(id: "n", token: "AQEBAQEBAQEBAQEBAQEBAQ", at: t0, attachments: nil),
+                           now: t0, expiresAt: t0 + 600)
+        #expect(try outbox.queues(now: t0 + 599).flatMap(\.entries).count == 1)
+        #expect(try outbox.queues(now: t0 + 601).flatMap(\.entries).isEmpty)
     }
 
     @Test("content(for:): an app's own extension gets the content and the outcome; the final-content hook changes presentation only")
