@@ -45,8 +45,8 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         /// Whether the receipt outbox is flushed after the content was handed over (default `true`: the
         /// simulated device). On iOS the process may be suspended right after the handler, and a flush
         /// then holding the outbox's file lock in the shared container gets it killed (`0xdead10cc`): the
-        /// Apple base class sets `false` unless the outbox is the app group's (whose lock is never held across a
-        /// POST), and the app flushes (on launch, a `BGTaskScheduler` task).
+        /// Apple base class sets `false` and `maintenanceBudget` instead (the flush runs before the handler), and
+        /// the app flushes the rest (on launch, a `BGTaskScheduler` task). Ignored when `maintenanceBudget` is set.
         public var flushesOutboxAfterDelivery: Bool = true
         /// The device's active reveal public key, readable after first unlock (only the secret is
         /// `whenUnlockedThisDeviceOnly`): what an ordinary message is sealed again to under the preview policy

@@ -1,4 +1,5 @@
 import Testing
+import Synchronization
 import Foundation
 import SealedPushCrypto
 import SealedPushWire
@@ -82,6 +83,28 @@ struct PendingQueueTests {
         #expect(stored.first { $0.requestID == "REQ-A" }?.body == "The eagle lands at noon.")
         let held = try #require(stored.first { $0.requestID == "REQ-B" })
         #expect(held.body == "Press and hold to read" && held.userInfo[RevealFormat.userInfoKey] != nil, "a reveal message is held")
+    }
+
+    @Test("more than three notifications replaced in one pass: the replacer is asked for one summary; three or fewer: none")
+    func summaryPastThree() async throws {
+        /// Replaces everything and records the summaries asked for.
+        final class Recording: DeliveredNotificationReplacer {
+            let summaries = Mutex<[Int]>([])
+            func replaceDelivered(_ request: NotificationRequest) async -> Bool { true }
+            func summarize(replaced count: Int) async { summaries.withLock { $0.append(count) } }
+        }
+        for (count, expected) in [(4, [4]), (3, [])] {
+            let phone = try RevealPhone()
+            _ = try phone.store.reboot()
+            for n in 0..<count {
+                _ = await phone.device.deliver(try phone.payload(reveal: false, id: "msg-s\(n)"), requestIdentifier: "REQ-S\(n)")
+            }
+            _ = try phone.store.unlock()
+            let replacer = Recording()
+            let summary = await SecretMessageExtension(configuration: phone.device.extensionConfiguration()).processPendingQueue(replacer: replacer)
+            #expect(summary.replaced == count)
+            #expect(replacer.summaries.withLock { $0 } == expected)
+        }
     }
 
     @Test("an entry that waited longer than any message can be opened (the 30-day replay window) is dropped unopened")

@@ -37,7 +37,18 @@ public final class StandInDevice: Sendable {
 
     /// A file operation the rules judge.
     public enum FileOperation: String, Sendable {
-        case read, create, write, lock, fsync, rename
+        /// Opening to read.
+        case read
+        /// Creating a file or directory.
+        case create
+        /// Writing bytes.
+        case write
+        /// Taking a `flock`.
+        case lock
+        /// `fsync` / `F_FULLFSYNC`.
+        case fsync
+        /// Renaming over a file.
+        case rename
     }
 
     /// The device the running code belongs to (`nil`: no rules, as for code outside an extension process).
@@ -131,18 +142,26 @@ public final class StandInDevice: Sendable {
 
 /// Stand-in only: what a content handler received, as a Sendable snapshot.
 public struct StandInDelivered: Sendable, Equatable {
+    /// The text, thread and category.
     public var title, subtitle, body, thread, category: String
+    /// The badge.
     public var badge: Int?
+    /// Whether a sound is set.
     public var hasSound: Bool
+    /// The interruption level.
     public var interruptionLevel: UNNotificationInterruptionLevel
+    /// The userInfo keys, sorted.
     public var userInfoKeys: [String]
+    /// The userInfo as text (to look for strings in it).
     public var userInfoText: String
+    /// The attachments' file paths.
     public var attachmentFiles: [String]
     /// Whether the content is `UNNotificationContent()` with nothing set.
     public var isEmpty: Bool
     /// Whether any alert text is set.
     public var hasAlertText: Bool { !(title.isEmpty && subtitle.isEmpty && body.isEmpty) }
 
+    /// A snapshot of `c`.
     public init(_ c: UNNotificationContent) {
         title = c.title; subtitle = c.subtitle; body = c.body; thread = c.threadIdentifier; category = c.categoryIdentifier
         badge = c.badge?.intValue
