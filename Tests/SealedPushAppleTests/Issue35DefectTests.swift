@@ -15,6 +15,7 @@ import SealedPushCrypto
 import SealedPushSender
 import SealedPushTestSupport
 @testable import SealedPushAppleExampleExtension
+@testable import SealedPushAppleExampleContentExtension
 
 /// The repository's root.
 private let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -177,8 +178,11 @@ private final class ExpiringService: SealedPushServiceExtension {
     func docsMatchTheExamples() throws {
         let docs = try String(contentsOf: root.appendingPathComponent("docs/ios.md"), encoding: .utf8)
         let blocks = docs.components(separatedBy: "```swift\n").dropFirst().map { $0.components(separatedBy: "```")[0] }
+        let paths = ["NotificationService.swift": "ExampleExtension", "SharedSettings.swift": "ExampleExtension",
+                     "NotificationViewController.swift": "ExampleContentExtension", "AppKeys.swift": "ExampleApp", "AppLaunch.swift": "ExampleApp"]
+        func example(_ file: String) -> URL { root.appendingPathComponent("Tests/AppleStandIns/\(paths[file]!)/" + file) }
         for file in ["NotificationService.swift", "NotificationViewController.swift", "SharedSettings.swift"] {
-            let text = try String(contentsOf: root.appendingPathComponent("Tests/AppleStandIns/ExampleExtension/" + file), encoding: .utf8)
+            let text = try String(contentsOf: example(file), encoding: .utf8)
             // The file without its opening comment (which says where docs/ios.md shows it).
             let code = text.split(separator: "\n", omittingEmptySubsequences: false).drop { $0.hasPrefix("//") }.joined(separator: "\n")
             #expect(blocks.contains(code), "docs/ios.md has no code block equal to \(file)")
@@ -187,7 +191,7 @@ private final class ExpiringService: SealedPushServiceExtension {
         // keys, trust, launch). The package manifest line of §1 is the one block that is not Swift code of an app.
         let examples = try ["NotificationService.swift", "NotificationViewController.swift", "AppKeys.swift", "AppLaunch.swift",
                             "SharedSettings.swift"].map {
-            try String(contentsOf: root.appendingPathComponent("Tests/AppleStandIns/ExampleExtension/" + $0), encoding: .utf8)
+            try String(contentsOf: example($0), encoding: .utf8)
                 .split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
         }
         for block in blocks where !block.contains("<this repository's URL>") {
