@@ -47,6 +47,14 @@ let sodium: [Target.Dependency] = [
              condition: .when(platforms: [.iOS, .macOS, .macCatalyst, .visionOS], traits: ["AppleSodium"])),
 ]
 
+/// What each example target of docs/ios.md links (the stand-ins in place of Apple's frameworks on Linux).
+let exampleDependencies: [Target.Dependency] = [
+    "SealedPushAppleOnStandIns", "SealedPushReceiver", "SealedPushKeyring", "SealedPushKeychain", "SealedPushCrypto",
+    "SealedPushWire", .product(name: "Logging", package: "swift-log"),
+    .target(name: "AppleStandInUIKit", condition: .when(platforms: [.linux])),
+    .target(name: "AppleStandInUserNotificationsUI", condition: .when(platforms: [.linux])),
+]
+
 let package = Package(
     name: "SealedPush",
     // The modules an iOS notification service extension links (SealedPushCrypto, SealedPushWire,
@@ -178,14 +186,25 @@ let package = Package(
             path: "Tests/AppleStandIns/SealedPushApple",
             swiftSettings: strict + appleStandIns
         ),
-        // Test-only: the extension docs/ios.md shows, built with Xcode 26's default MainActor isolation.
+        // Test-only: the three targets of the app docs/ios.md shows, as an Xcode project has them — the service
+        // extension, the content extension and the app — each built with Xcode 26's default MainActor isolation,
+        // sharing one file only (SharedSettings.swift, symlinked into the other two).
         .target(
             name: "SealedPushAppleExampleExtension",
-            dependencies: ["SealedPushAppleOnStandIns", "SealedPushReceiver", "SealedPushKeyring", "SealedPushKeychain", "SealedPushCrypto",
-                           "SealedPushWire", .product(name: "Logging", package: "swift-log"),
-                           .target(name: "AppleStandInUIKit", condition: .when(platforms: [.linux])),
-                           .target(name: "AppleStandInUserNotificationsUI", condition: .when(platforms: [.linux]))],
+            dependencies: exampleDependencies,
             path: "Tests/AppleStandIns/ExampleExtension",
+            swiftSettings: strict + appleStandIns + [.defaultIsolation(MainActor.self)]
+        ),
+        .target(
+            name: "SealedPushAppleExampleContentExtension",
+            dependencies: exampleDependencies,
+            path: "Tests/AppleStandIns/ExampleContentExtension",
+            swiftSettings: strict + appleStandIns + [.defaultIsolation(MainActor.self)]
+        ),
+        .target(
+            name: "SealedPushAppleExampleApp",
+            dependencies: exampleDependencies,
+            path: "Tests/AppleStandIns/ExampleApp",
             swiftSettings: strict + appleStandIns + [.defaultIsolation(MainActor.self)]
         ),
         // Shared helpers for the test targets (vector loading, in-memory keys, the process runner).
@@ -236,7 +255,8 @@ let package = Package(
         .testTarget(
             name: "SealedPushAppleTests",
             dependencies: [
-                "SealedPushAppleOnStandIns", "SealedPushAppleExampleExtension", "SealedPushReceiver", "SealedPushKeyring", "SealedPushWire",
+                "SealedPushAppleOnStandIns", "SealedPushAppleExampleExtension", "SealedPushAppleExampleContentExtension",
+                "SealedPushAppleExampleApp", "SealedPushReceiver", "SealedPushKeyring", "SealedPushWire",
                 "SealedPushCrypto", "SealedPushSender", "SealedPushTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .target(name: "AppleStandInUserNotifications", condition: .when(platforms: [.linux])),

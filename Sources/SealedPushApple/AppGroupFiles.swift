@@ -136,6 +136,9 @@ struct SystemAppGroupFiles: AppGroupFileSystem {
     }
 
     func createDirectory(at url: URL, protection: AppGroupFileProtection) throws(AppGroupStoreError) {
+        let existed = FileManager.default.fileExists(atPath: url.path)
+        if !existed { try DataProtection.check(.create, url.path, creating: protection) }
+        defer { if !existed { DataProtection.created(url.path, protection: protection) } }
         do {
             try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true,
                                                     attributes: [.protectionKey: protection.fileProtectionType, .posixPermissions: 0o700])
@@ -145,8 +148,10 @@ struct SystemAppGroupFiles: AppGroupFileSystem {
     }
 
     func createFile(at url: URL, protection: AppGroupFileProtection) throws(AppGroupStoreError) {
+        try DataProtection.check(.create, url.path, creating: protection)
         do {
             try Data().write(to: url, options: [.withoutOverwriting, protection.writingOption])
+            DataProtection.created(url.path, protection: protection)
         } catch {
             throw AppGroupStoreError.from(error, operation: "create", file: url.lastPathComponent)
         }
@@ -197,6 +202,7 @@ enum PosixFiles {
             throw .posix(errno, operation: "open", file: name)
         }
         defer { close(fd) }
+        try DataProtection.check(.read, url.path)
         var info = stat()
         guard fstat(fd, &info) == 0 else { throw .posix(errno, operation: "inspect", file: name) }
         guard (info.st_mode & S_IFMT) == S_IFREG else { return .oversized }
@@ -320,6 +326,7 @@ struct AppGroupFile: Sendable {
         }
         guard fd >= 0 else { throw .posix(errno, operation: "open the lock of", file: name) }
         defer { close(fd) }   // closing the descriptor also releases the lock
+        try DataProtection.check(.lock, lockURL.path)
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: lockTimeout)
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {
@@ -350,12 +357,16 @@ struct AppGroupFile: Sendable {
         var closed = false
         defer { if !closed { close(fd) } }
         _ = fchmod(fd, 0o600)
+        try DataProtection.check(.write, temporary.path)
         try PosixFiles.writeAll(fd, bytes, file: name)
+        try DataProtection.check(.fsync, temporary.path)
         guard PosixFiles.sync(fd) else { throw .posix(errno, operation: "sync", file: name) }
         closed = true
         guard close(fd) == 0 else { throw .posix(errno, operation: "close", file: name) }
+        try DataProtection.check(.rename, url.path)
         guard rename(temporary.path, url.path) == 0 else { throw .posix(errno, operation: "rename a new version over", file: name) }
         renamed = true
+        DataProtection.created(url.path, protection: protection)   // the class moved with the file
         try PosixFiles.syncDirectory(directory, file: name)
     }
 

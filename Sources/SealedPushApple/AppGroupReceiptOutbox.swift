@@ -22,7 +22,8 @@ public import Logging
 ///   `[{"request", "url", "token", "id", "until"}]`.
 ///
 /// **Bounds** (as the Linux store): at most `capacity` (1000) entries and `maximumEncodedBytes` (512 KiB) encoded,
-/// none older than `maximumAgeSeconds` (7 days): the oldest are dropped first and counted at their origin; each
+/// none older than `maximumAgeSeconds` (24 hours on the phone: a queued receipt holds a bearer token readable after the
+/// first unlock, so it is not kept longer than a day): the oldest are dropped first and counted at their origin; each
 /// entry's URL is a receipt URL (at most 2048 bytes) and its body at most 4096 bytes, else `enqueue` refuses it.
 /// Entries are kept per origin (`scheme://host:port`), each with its own dropped count (reported only to it) and
 /// backoff (`backoffBaseSeconds` doubling per failure in a row, at most `backoffCapSeconds`). At most
@@ -56,6 +57,8 @@ public struct AppGroupReceiptOutbox: ReceiptOutbox, RevealReceiptTickets, Sendab
     public static let maximumRevealTickets = RevealTicketList.maximumCount
     /// The most `(reason, kid)` pairs the report window keeps; beyond it the least recently reported go.
     public static let maximumReportWindowPairs = 1000
+    /// The default `maximumAgeSeconds` on the phone: 24 hours (the Linux store keeps 7 days).
+    public static let defaultMaximumAgeSeconds: Int64 = 24 * 3600
     /// The default `maximumEncodedBytes`: 512 KiB.
     public static let defaultMaximumEncodedBytes = ReceiptOutboxLimits.defaultMaximumEncodedBytes
     /// The largest file of the three that is read (1 MiB); a larger one is damaged.
@@ -67,7 +70,7 @@ public struct AppGroupReceiptOutbox: ReceiptOutbox, RevealReceiptTickets, Sendab
     public let limits: ReceiptOutboxLimits
     /// The most entries kept; beyond it the oldest are dropped and counted (1000).
     public var capacity: Int { limits.capacity }
-    /// Entries older than this many seconds are dropped and counted (7 days).
+    /// Entries older than this many seconds are dropped and counted (24 hours by default).
     public var maximumAgeSeconds: Int64 { limits.maximumAgeSeconds }
     /// The most bytes the encoded outbox may hold; beyond it the oldest entries are dropped and counted (512 KiB, at
     /// most half the read limit).
@@ -85,7 +88,7 @@ public struct AppGroupReceiptOutbox: ReceiptOutbox, RevealReceiptTickets, Sendab
     let files: any AppGroupFileSystem
 
     /// The outbox in `directory` (a directory of the app group container; made `0700` if missing).
-    public init(directory: URL, capacity: Int = 1000, maximumAgeSeconds: Int64 = 7 * 86_400,
+    public init(directory: URL, capacity: Int = 1000, maximumAgeSeconds: Int64 = AppGroupReceiptOutbox.defaultMaximumAgeSeconds,
                 maximumEncodedBytes: Int = AppGroupReceiptOutbox.defaultMaximumEncodedBytes,
                 backoffBaseSeconds: Int64 = 60, backoffCapSeconds: Int64 = 3600, lockTimeout: Duration = .seconds(1),
                 logger: Logging.Logger = Logging.Logger(label: "sealedpush.receipts")) {
@@ -96,7 +99,7 @@ public struct AppGroupReceiptOutbox: ReceiptOutbox, RevealReceiptTickets, Sendab
 
     /// The outbox in `SealedPush` in the container of the app group `groupIdentifier`; throws `containerUnavailable`
     /// when the process's App Groups entitlement does not list the group.
-    public init(appGroup groupIdentifier: String, capacity: Int = 1000, maximumAgeSeconds: Int64 = 7 * 86_400,
+    public init(appGroup groupIdentifier: String, capacity: Int = 1000, maximumAgeSeconds: Int64 = AppGroupReceiptOutbox.defaultMaximumAgeSeconds,
                 maximumEncodedBytes: Int = AppGroupReceiptOutbox.defaultMaximumEncodedBytes,
                 backoffBaseSeconds: Int64 = 60, backoffCapSeconds: Int64 = 3600, lockTimeout: Duration = .seconds(1),
                 logger: Logging.Logger = Logging.Logger(label: "sealedpush.receipts")) throws(AppGroupStoreError) {
@@ -133,8 +136,15 @@ public struct AppGroupReceiptOutbox: ReceiptOutbox, RevealReceiptTickets, Sendab
     /// Throws `invalidEntry` for an entry that is not bounded: a URL that is not a receipt URL (over 2048 bytes, not
     /// https or loopback http), or a body over 4096 bytes.
     public func enqueue(url: String, message: ReceiptMessage, now: Int64) throws(AppGroupStoreError) {
-        let entry: ReceiptOutboxState.NewEntry
+        try enqueue(url: url, message: message, now: now, expiresAt: nil)
+    }
+
+    /// `enqueue(url:message:now:)` for a message that expires at `expiresAt`: the entry is dropped (and counted) once
+    /// it has, or after `maximumAgeSeconds`, whichever comes first.
+    public func enqueue(url: String, message: ReceiptMessage, now: Int64, expiresAt: Int64?) throws(AppGroupStoreError) {
+        var entry: ReceiptOutboxState.NewEntry
         do { entry = try ReceiptOutboxState.NewEntry(url: url, message: message) } catch { throw .invalidEntry(error.description) }
+        entry.expiresAt = expiresAt
         try modifyOutbox { o in o.enqueue(entry, now: now, limits: limits) }
     }
 

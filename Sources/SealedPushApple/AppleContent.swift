@@ -52,7 +52,8 @@ extension UNNotificationContent {
     /// deleted (it holds plaintext) and the failure logged.
     public func applying(_ delivered: NotificationContent, over converted: NotificationContent, logger: Logging.Logger)
         -> UNNotificationContent {
-        guard let apple = mutableCopy() as? UNMutableNotificationContent else { return self }
+        // Never `self`: it may hold ENCRYPTED_DATA.
+        guard let apple = mutableCopy() as? UNMutableNotificationContent else { return UNNotificationContent() }
         apple.title = delivered.title
         apple.subtitle = delivered.subtitle
         apple.body = delivered.body
@@ -62,10 +63,18 @@ extension UNNotificationContent {
         if delivered.sound != converted.sound {
             apple.sound = delivered.sound.map { $0 == "default" ? UNNotificationSound.default : UNNotificationSound(named: UNNotificationSoundName($0)) }
         }
-        if delivered.userInfo != converted.userInfo, let userInfo = NotificationContent.userInfo(delivered.userInfo) {
-            apple.userInfo = userInfo
+        if delivered.userInfo != converted.userInfo {
+            if let userInfo = NotificationContent.userInfo(delivered.userInfo) {
+                apple.userInfo = userInfo
+            } else {
+                // Not representable: at least never hand the sealed payload back.
+                apple.userInfo = apple.userInfo.filter { ($0.key.base as? String) != WireFormat.encryptedDataKey }
+            }
         }
         apple.attachments = delivered.attachments.compactMap { attachment in
+            // Class C explicitly: iOS must read the file on a locked phone (under default-data-protection =
+            // NSFileProtectionComplete a file without a class would be class A).
+            DataProtection.setProtection(.completeUntilFirstUserAuthentication, path: attachment.url)
             do {
                 return try UNNotificationAttachment(identifier: attachment.identifier, url: URL(fileURLWithPath: attachment.url),
                                                     options: AttachmentOptions.options(for: attachment))

@@ -3,6 +3,7 @@ public import SealedPushWire
 public import SealedPushCrypto
 public import Logging
 public import Security
+import SealedPushKeyring
 import Foundation
 
 /// Device private keys in the Keychain, shared by the app and its extension through an access group.
@@ -30,13 +31,15 @@ public struct KeychainDeviceKeys: DeviceKeyProvider {
     /// Where lookups that fail with an unexpected status are logged (the status, never key material).
     public var logger: Logging.Logger
 
-    /// Keys in `accessGroup` under `service`, in class `accessibility`.
+    /// Keys in `accessGroup` under `service`, in class `accessibility`. Reveal keys (service `sealedpush.reveal-key`)
+    /// are always `whenUnlockedThisDeviceOnly`, whatever `accessibility` says, and read back with their class
+    /// checked: a reveal key readable after the first unlock would undo what reveal v1 §1 promises.
     public init(accessGroup: String, service: String = KeychainDeviceKeys.defaultService,
                 accessibility: KeychainAccessibility = .afterFirstUnlockThisDeviceOnly,
                 logger: Logging.Logger = Logging.Logger(label: "sealedpush.keychain")) {
         self.accessGroup = accessGroup
         self.service = service
-        self.accessibility = accessibility
+        self.accessibility = service == RevealKeyPair.service ? .whenUnlockedThisDeviceOnly : accessibility
         self.logger = logger
     }
 

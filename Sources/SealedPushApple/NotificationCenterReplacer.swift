@@ -17,9 +17,27 @@ public struct NotificationCenterReplacer: DeliveredNotificationReplacer {
     /// Where a failed replacement is logged (its error, never the content).
     public var logger: Logging.Logger
 
+    /// The text of the one alert posted when more than three notifications were replaced at once (no message text).
+    public var summaryText: @Sendable (Int) -> String = { "\($0) messages arrived while your phone was locked" }
+    /// The request identifier of the summary alert (a later summary replaces it).
+    public static let summaryIdentifier = "sealedpush.pending-summary"
+
     /// A replacer over the app's notification center.
     public init(logger: Logging.Logger = Logging.Logger(label: "sealedpush.pending")) {
         self.logger = logger
+    }
+
+    /// Posts one alert (default sound, `.active`) saying how many notifications were replaced.
+    public func summarize(replaced count: Int) async {
+        let content = UNMutableNotificationContent()
+        content.body = summaryText(count)
+        content.sound = .default
+        content.interruptionLevel = .active
+        let request = UNNotificationRequest(identifier: Self.summaryIdentifier, content: content, trigger: nil)
+        let failure: String? = await withCheckedContinuation { continuation in
+            UNUserNotificationCenter.current().add(request) { error in continuation.resume(returning: error.map { "\($0)" }) }
+        }
+        if let failure { logger.error("the summary alert could not be posted", metadata: ["error": "\(failure)"]) }
     }
 
     /// Replaces the delivered notification `request.identifier`; `false` when it is no longer delivered or iOS refused.
@@ -32,6 +50,11 @@ public struct NotificationCenterReplacer: DeliveredNotificationReplacer {
         }
         guard shown.contains(identifier) else { return false }
         let content = UNMutableNotificationContent().applying(request.content, over: NotificationContent(), logger: logger)
+        // Silent: ten messages that waited for the unlock must not give ten alerts at once (one summary does).
+        if let mutable = content as? UNMutableNotificationContent {
+            mutable.interruptionLevel = .passive
+            mutable.sound = nil
+        }
         let replacement = UNNotificationRequest(identifier: identifier, content: content, trigger: nil)
         let failure: String? = await withCheckedContinuation { continuation in
             UNUserNotificationCenter.current().add(replacement) { error in

@@ -22,8 +22,9 @@ import Foundation
 open class SealedPushServiceExtension: UNNotificationServiceExtension {
     /// The requests being worked on; shared with their result handlers.
     private let inFlight = InFlightRequests()
-    /// Each request's private attachments directory.
-    private let directories = AttachmentDirectories()
+    /// Each request's private attachments directory: one registry for the whole process, since iOS runs several
+    /// instances of the extension in one process, with requests in parallel.
+    private var directories: AttachmentDirectories { AttachmentDirectories.process }
 
     /// The extension; iOS creates the subclass with `init()`.
     public nonisolated override init() {
@@ -42,6 +43,35 @@ open class SealedPushServiceExtension: UNNotificationServiceExtension {
     /// Opens `request`'s `ENCRYPTED_DATA` and calls `contentHandler` once with the content to show.
     nonisolated open override func didReceive(_ request: UNNotificationRequest,
                                                withContentHandler contentHandler: @escaping (UNNotificationContent) -> Void) {
+        start(request) { content, _ in contentHandler(content) }
+    }
+
+    /// The content to hand iOS for `request` and what happened to it: the entry point for an app whose notification
+    /// service extension is its own class (not a subclass of this one).
+    ///
+    /// The app keeps one instance of a subclass (its `configuration(for:)`, and `finalContent(_:for:)` if it likes),
+    /// awaits this from its `didReceive(_:withContentHandler:)` and forwards `serviceExtensionTimeWillExpire()` to it
+    /// (the best attempt is then returned at once). It returns exactly once; nothing runs after it returns.
+    nonisolated public func content(for request: UNNotificationRequest) async -> (UNNotificationContent, ExtensionOutcome) {
+        let box: ContentBox = await withCheckedContinuation { continuation in
+            start(request) { content, outcome in continuation.resume(returning: ContentBox(content: content, outcome: outcome)) }
+        }
+        return (box.content, box.outcome)
+    }
+
+    /// The app's last word on the content before it is handed to iOS (called once per request, on any thread): set
+    /// the category, interruption level, relevance score, or make it a communication notification
+    /// (`content.updating(from: intent)`). Return the content to hand over; the default returns `content`.
+    ///
+    /// Reveal and preview rules are applied after it: title, subtitle, body, thread, userInfo and attachments are put
+    /// back as SealedPush made them, so the hook cannot show hidden text; suppressed content (the filtering
+    /// entitlement) does not go through it. `delivery` says what happened (`delivery.outcome`).
+    nonisolated open func finalContent(_ content: UNMutableNotificationContent, for delivery: ExtensionDelivery) -> UNNotificationContent {
+        content
+    }
+
+    /// The work of `didReceive` and `content(for:)`: `deliver` is called once with the content and its outcome.
+    nonisolated func start(_ request: UNNotificationRequest, deliver contentHandler: @escaping (UNNotificationContent, ExtensionOutcome) -> Void) {
         // In flight from the first instruction: an expiry from here on is this request's, even before its
         // receiver exists (the receiver is attached below, and expires at once if the expiry came first).
         let token = inFlight.begin()
@@ -49,30 +79,35 @@ open class SealedPushServiceExtension: UNNotificationServiceExtension {
         // iOS killed) left under the root is removed first.
         let directory = directories.begin(ObjectIdentifier(request), root: attachmentsRootDirectory)
         var configuration = configuration(for: request)
-        // After the handler iOS may suspend the process: a flush that held a file lock in the shared container
-        // across its POSTs would get it killed (0xdead10cc). The app group outbox holds its lock only inside one
-        // synchronous change, so with it what waits goes out on this run (the "next extension run" for what an
-        // earlier one queued); with any other outbox the app flushes.
-        if !(configuration.receipts?.outbox is AppGroupReceiptOutbox) { configuration.flushesOutboxAfterDelivery = false }
+        // iOS may suspend the process the moment the content handler is called, and a suspended process holding a
+        // file lock in the shared container is killed (0xdead10cc): nothing runs after the handler. The outbox
+        // flush and the pending queue run before it, within `maintenanceBudget` (2 s unless the configuration
+        // says otherwise); what they do not reach waits for the next request or the app
+        // (`SealedPushApp.didLaunch`, from launch and from a `BGAppRefreshTask`).
+        configuration.flushesOutboxAfterDelivery = false
+        configuration.processesPendingQueueAfterDelivery = false
+        if configuration.maintenanceBudget == nil { configuration.maintenanceBudget = Self.defaultMaintenanceBudget }
         directories.configured(ObjectIdentifier(request))
         if directory == nil {
             configuration.logger.error("the attachments directory cannot be made or is not private (0700, ours); attachments are left out",
                                        metadata: ["root": "\(attachmentsRootDirectory)"])
         }
-        let handler = AppleContentHandler(original: request.content, handler: contentHandler, logger: configuration.logger)
+        let handler = AppleContentHandler(original: request.content, handler: contentHandler, logger: configuration.logger) { [self] in
+            finalContent($0, for: $1)
+        }
         guard let content = NotificationContent(request.content) else {
-            // userInfo is not JSON (APNs payloads always are): show what iOS gave.
-            configuration.logger.notice("userInfo is not JSON; content passed through", metadata: ["reason": "\(ReasonCode.invalidPayload)"])
+            // userInfo is not JSON (APNs payloads always are): the placeholder, without ENCRYPTED_DATA.
+            configuration.logger.notice("userInfo is not JSON; the placeholder is shown", metadata: ["reason": "\(ReasonCode.invalidPayload)"])
             inFlight.remove(token)
             directories.end(directory)
-            handler.deliverOriginal()
+            handler.deliverPlaceholder()
             return
         }
         let ours = NotificationRequest(identifier: request.identifier, content: content)
         let receiver = SecretMessageExtension(configuration: configuration)
         if inFlight.attach(receiver, to: token) { receiver.serviceExtensionTimeWillExpire() }   // the expiry came while this call was starting
         receiver.didReceive(ours) { [inFlight, directories] delivery in
-            handler.deliver(delivery.content, original: content)
+            handler.deliver(delivery, original: content)
             inFlight.remove(token)
             directories.end(directory)
         }
@@ -94,6 +129,10 @@ open class SealedPushServiceExtension: UNNotificationServiceExtension {
         guard let directory = directories.directory(of: ObjectIdentifier(request)) else { return nil }
         return try? AttachmentPipeline(fetcher: fetcher, directory: directory, policy: policy)
     }
+
+    /// How long the outbox flush and the pending queue may hold a request's content handler (2 s): iOS may suspend
+    /// the process as soon as the handler is called, so they run before it.
+    public static let defaultMaintenanceBudget: Duration = .seconds(2)
 
     /// Delivers the best attempt of every request in flight now (once each) and cancels their work.
     nonisolated open override func serviceExtensionTimeWillExpire() {
@@ -151,6 +190,9 @@ final class InFlightRequests: Sendable {
 /// The private attachments directory of each request in flight, under a root emptied of everything else
 /// whenever a request starts.
 final class AttachmentDirectories: Sendable {
+    /// The process's registry (every instance of every subclass shares it).
+    static let process = AttachmentDirectories()
+
     /// The directories of requests in flight, and (only while `configuration(for:)` runs) which request has which.
     private let state = Mutex<(live: Set<String>, byRequest: [ObjectIdentifier: String])>(([], [:]))
 
@@ -159,11 +201,15 @@ final class AttachmentDirectories: Sendable {
     func begin(_ request: ObjectIdentifier, root: String) -> String? {
         state.withLock { s -> String? in
             guard (try? PrivateDirectory.prepare(root, create: true)) != nil else { return nil }
+            // Class C explicitly (new files take their directory's class): under the entitlement
+            // default-data-protection = NSFileProtectionComplete an attachment could not be written on a locked phone.
+            DataProtection.setProtection(.completeUntilFirstUserAuthentication, path: root)
             for name in (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [] where !s.live.contains(root + "/" + name) {
                 try? FileManager.default.removeItem(atPath: root + "/" + name)
             }
             let directory = root + "/" + UUID().uuidString
             guard (try? PrivateDirectory.prepare(directory, create: true)) != nil else { return nil }
+            DataProtection.setProtection(.completeUntilFirstUserAuthentication, path: directory)
             s.live.insert(directory)
             s.byRequest[request] = directory
             return directory
@@ -192,30 +238,70 @@ final class AttachmentDirectories: Sendable {
 /// threads at once.
 final class AppleContentHandler: @unchecked Sendable {
     private let original: UNNotificationContent
-    private let handler: (UNNotificationContent) -> Void
+    private let handler: (UNNotificationContent, ExtensionOutcome) -> Void
+    private let finalize: (UNMutableNotificationContent, ExtensionDelivery) -> UNNotificationContent
     private let used = Mutex(false)
     private let logger: Logging.Logger
 
-    init(original: UNNotificationContent, handler: @escaping (UNNotificationContent) -> Void, logger: Logging.Logger) {
+    init(original: UNNotificationContent, handler: @escaping (UNNotificationContent, ExtensionOutcome) -> Void, logger: Logging.Logger,
+         finalize: @escaping (UNMutableNotificationContent, ExtensionDelivery) -> UNNotificationContent = { c, _ in c }) {
         self.original = original
         self.handler = handler
         self.logger = logger
+        self.finalize = finalize
+    }
+
+    /// The app's hook applied to `content`, then what SealedPush decided put back (title, subtitle, body, thread,
+    /// userInfo, attachments): the hook changes presentation, never what is shown of the message.
+    private func finalized(_ content: UNNotificationContent, _ delivery: ExtensionDelivery) -> UNNotificationContent {
+        guard let mutable = content.mutableCopy() as? UNMutableNotificationContent else { return content }
+        let hooked = finalize(mutable, delivery)
+        guard let result = hooked.mutableCopy() as? UNMutableNotificationContent else { return content }
+        result.title = content.title
+        result.subtitle = content.subtitle
+        result.body = content.body
+        result.threadIdentifier = content.threadIdentifier
+        result.userInfo = content.userInfo
+        result.attachments = content.attachments
+        return result
     }
 
     /// Whether this call is the first; later calls do nothing (iOS ignores them too).
     private func claim() -> Bool { used.withLock { used in defer { used = true }; return !used } }
 
-    /// Hands iOS `delivered` applied over a mutable copy of the request's content.
-    func deliver(_ delivered: NotificationContent, original converted: NotificationContent) {
+    /// Hands iOS `delivered` applied over a mutable copy of the request's content; a suppressed delivery (the
+    /// filtering entitlement) hands `UNNotificationContent()`, nothing set, as Apple's contract asks.
+    func deliver(_ delivered: ExtensionDelivery, original converted: NotificationContent) {
         guard claim() else { return }
-        handler(original.applying(delivered, over: converted, logger: logger))
+        if delivered.suppressed {
+            handler(UNNotificationContent(), delivered.outcome)
+            return
+        }
+        handler(finalized(original.applying(delivered.content, over: converted, logger: logger), delivered), delivered.outcome)
     }
 
-    /// Hands iOS the request's content unchanged.
-    func deliverOriginal() {
+    /// Hands iOS the request's content with body `(Encrypted)` and userInfo without `ENCRYPTED_DATA` (what a request
+    /// whose userInfo is not JSON gets: never the payload as it came).
+    func deliverPlaceholder() {
         guard claim() else { return }
-        handler(original)
+        let outcome = ExtensionOutcome.fallback(.invalidPayload)
+        guard let copy = original.mutableCopy() as? UNMutableNotificationContent else {
+            handler(UNNotificationContent(), outcome)
+            return
+        }
+        copy.body = SecretMessageExtension.placeholderText
+        copy.userInfo = copy.userInfo.filter { ($0.key.base as? String) != WireFormat.encryptedDataKey }
+        copy.attachments = []
+        handler(finalized(copy, ExtensionDelivery(content: NotificationContent(body: SecretMessageExtension.placeholderText), outcome: outcome)), outcome)
     }
+}
+
+/// A content and its outcome, carried out of the content handler to `content(for:)`.
+///
+/// `@unchecked Sendable`: the content is made for this one hand-over and not touched by its maker afterwards.
+struct ContentBox: @unchecked Sendable {
+    let content: UNNotificationContent
+    let outcome: ExtensionOutcome
 }
 
 /// The key provider of an extension that did not configure one: the key store cannot be asked.

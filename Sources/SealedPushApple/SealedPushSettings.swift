@@ -11,9 +11,31 @@ import Foundation
 /// configurations SealedPush recommends (`SealedPushServiceExtension.standardConfiguration`,
 /// `SealedPushRevealViewController.standardConfiguration`, `SealedPushApp`).
 ///
-/// Safe by default: signatures are verified and required as soon as the app trusts a sender key
-/// (`KeychainTrustStore`), and replays are refused (`guardsReplays`); turning either off is explicit.
+/// Strict by default: every message must be signed by a sender the app trusts (`signatures`, `.required`: with no
+/// trusted sender every message is refused as `signatureRequired`), a push without `ENCRYPTED_DATA` is never shown as
+/// it came (`plaintext`, `.refuse`), and replays are refused (`guardsReplays`); each opt-out is explicit.
 public struct SealedPushSettings: Sendable {
+    /// Whether messages must be signed by a trusted sender.
+    public enum SignaturePolicy: Sendable, Equatable {
+        /// Every message must be signed by a sender in the trust store (`KeychainTrustStore.trust`); with none trusted,
+        /// every message is refused (`signatureRequired`) and the log says so. The default.
+        case required
+        /// Signatures are verified when present and required only once the app trusts a sender (or the trust store's
+        /// setting says so). Costs: until the app trusts a sender, anyone who has the device's public key record (the
+        /// server, its database, its backups) can make a message that opens. `reason` documents why in the app's code.
+        case notRequired(reason: String)
+    }
+
+    /// What a push without `ENCRYPTED_DATA` becomes.
+    public enum PlaintextPolicy: Sendable, Equatable {
+        /// Not shown as it came: `(Encrypted)` without its text, or nothing with the filtering entitlement (outcome
+        /// `notEncrypted`). The default.
+        case refuse
+        /// Shown as it came. Costs: anyone who can push for the app (a leaked `.p8` key, a compromised backend) shows any
+        /// text, signatures or not. `reason` documents why in the app's code.
+        case show(reason: String)
+    }
+
     /// The keychain access group the app and its extensions share (`TEAMID.` followed by the group in the
     /// `keychain-access-groups` entitlement): device keys, reveal keys, trusted senders, preview policy.
     public var keychainAccessGroup: String
@@ -35,6 +57,30 @@ public struct SealedPushSettings: Sendable {
     public var reportURL: String? = nil
     /// Which attachment URLs are fetched (`.production`: https to public hosts only).
     public var attachmentPolicy: AttachmentURLPolicy = .production
+    /// What the log says when signatures are required and no sender is trusted.
+    static let noTrustedSenderAdvice = "no trusted sender: every message is refused (signatureRequired). Trust your server's sender key "
+        + "record in the app (KeychainTrustStore.trust), or set SealedPushSettings.signatures = .notRequired(reason:)"
+
+    /// Whether messages must be signed by a trusted sender (default `.required`).
+    public var signatures: SignaturePolicy = .required
+    /// What a push without `ENCRYPTED_DATA` becomes (default `.refuse`).
+    public var plaintext: PlaintextPolicy = .refuse
+
+    /// The receiver policy under `signatures`, read per message from `trust`. Under `.required` with no trusted sender
+    /// every message fails `signatureRequired`, logged with what to do.
+    func receiverPolicy(_ trust: KeychainTrustStore, logger: Logging.Logger) -> @Sendable () throws(OpenFailure) -> ReceiverPolicy {
+        let signatures = self.signatures
+        return { () throws(OpenFailure) -> ReceiverPolicy in
+            var policy = try trust.receiverPolicy()
+            guard signatures == .required else { return policy }
+            guard !policy.trustedSenders.isEmpty else {
+                logger.error("\(Self.noTrustedSenderAdvice)")
+                throw OpenFailure(.signatureRequired, "signatures are required and no sender is trusted")
+            }
+            policy.requireSignature = true
+            return policy
+        }
+    }
 
     /// The settings of an app: its keychain access group, app group and logging subsystem.
     public init(keychainAccessGroup: String, appGroup: String, logSubsystem: String) {
@@ -67,6 +113,7 @@ public struct SealedPushSettings: Sendable {
         let url = reportURL
         var courier = ReceiptCourier(transport: transport, outbox: outbox, reportURL: { url }, logger: logger)
         courier.revealTickets = outbox
+        courier.revealTicketLifetime = AppGroupReceiptOutbox.defaultMaximumAgeSeconds
         return courier
     }
 
@@ -77,9 +124,10 @@ public struct SealedPushSettings: Sendable {
         let trust = KeychainTrustStore(accessGroup: keychainAccessGroup)
         var configuration = SecretMessageExtension.Configuration(
             keys: KeychainDeviceKeyring(accessGroup: keychainAccessGroup, logger: logger),
-            policy: { () throws(OpenFailure) -> ReceiverPolicy in try trust.receiverPolicy() },
+            policy: receiverPolicy(trust, logger: logger),
             replayGuard: replayGuard(logger: logger), logger: logger)
         configuration.revealCategory = revealCategory
+        if case .refuse = plaintext { configuration.plaintext = hasFilteringEntitlement ? .suppress : .placeholder }
         do { configuration.previews = try trust.previews() } catch {
             // Never show more than the user chose: an unreadable setting hands over no text.
             logger.error("the preview setting cannot be read; no text is handed over", metadata: ["error": "\(error)"])
@@ -87,6 +135,11 @@ public struct SealedPushSettings: Sendable {
         }
         let reveal = KeychainRevealKeyring(accessGroup: keychainAccessGroup, logger: logger)
         configuration.revealPublicKey = { try? reveal.activeRevealPublicKey() }
+        // Reveal v1 revision 3 §9: pending entries are sealed to the reveal public key, read from the app group (the
+        // Keychain does not read before the first unlock), and opened only with the reveal key (while unlocked).
+        let revealPublic = try? AppGroupRevealPublicKey(appGroup: appGroup)
+        configuration.pendingQueueSealKey = { revealPublic?.read() }
+        configuration.pendingQueueRevealKeys = reveal
         do { configuration.pendingQueue = try AppGroupPendingQueue(appGroup: appGroup, logger: logger) } catch {
             logger.error("the pending queue cannot be opened; messages that arrive before the first unlock are lost",
                          metadata: ["error": "\(error)"])
@@ -105,7 +158,7 @@ public struct SealedPushSettings: Sendable {
         let reveal = KeychainRevealKeyring(accessGroup: keychainAccessGroup, logger: logger)
         var configuration = RevealContentExtension.Configuration(
             revealKeys: reveal, deviceKeys: KeychainDeviceKeyring(accessGroup: keychainAccessGroup, logger: logger),
-            policy: { () throws(OpenFailure) -> ReceiverPolicy in try trust.receiverPolicy() },
+            policy: receiverPolicy(trust, logger: logger),
             replayGuard: replayGuard(logger: logger), protectedDataAvailable: { reveal.isReadable() }, logger: logger)
         configuration.receipts = courier(transport: receiptTransport, logger: logger)
         return configuration
@@ -147,6 +200,13 @@ public enum SealedPushApp {
     public static func didLaunch(settings: SealedPushSettings, receiptTransport: (any ReceiptTransport)?) async -> LaunchSummary {
         var configuration = settings.serviceConfiguration(receiptTransport: receiptTransport)
         configuration.processesPendingQueueAfterDelivery = false
+        // The extension seals pending entries to this copy of the reveal public key (reveal v1 revision 3 §9).
+        if let key = try? KeychainRevealKeyring(accessGroup: settings.keychainAccessGroup, logger: configuration.logger).activeRevealPublicKey() {
+            do { try AppGroupRevealPublicKey(appGroup: settings.appGroup).write(key) } catch {
+                configuration.logger.error("the reveal public key could not be copied to the app group; pending messages stay sealed to the device key only",
+                                           metadata: ["error": "\(error)"])
+            }
+        }
         let receiver = SecretMessageExtension(configuration: configuration)
         let pending = await receiver.processPendingQueue(replacer: NotificationCenterReplacer(logger: configuration.logger))
         let receipts = await configuration.receipts?.flush(now: configuration.clock.unixSeconds) ?? OutboxFlushSummary()

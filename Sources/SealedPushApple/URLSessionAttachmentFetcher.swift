@@ -33,6 +33,11 @@ public final class URLSessionAttachmentFetcher: AttachmentFetcher, @unchecked Se
     private let session: URLSession
     private let downloads: DownloadDelegate
 
+    /// The process's fetcher: one session for every request of every instance of the extension (iOS runs several
+    /// instances in one process, with requests in parallel; a session per instance or per request would multiply
+    /// connections and memory). Its task identifiers are per session, and the delegate keys its state by them.
+    public static let shared = URLSessionAttachmentFetcher()
+
     /// A fetcher over an ephemeral session without a response cache (nothing of the object is kept in
     /// memory or on disk by URLSession beyond the download file).
     public convenience init() {

@@ -41,6 +41,9 @@ public final class URLSessionReceiptTransport: ReceiptTransport, @unchecked Send
     private let session: URLSession
     private let exchanges: ReceiptExchangeDelegate
 
+    /// The process's transport: one session for every request of every instance of the extension.
+    public static let shared = URLSessionReceiptTransport()
+
     /// A transport over an ephemeral session with no cache, cookie or credential store.
     public convenience init() {
         let configuration = URLSessionConfiguration.ephemeral

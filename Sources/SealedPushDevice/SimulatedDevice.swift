@@ -45,6 +45,9 @@ public struct SimulatedDevice: Sendable {
         // the notification store the queue's messages replace their placeholders in.
         configuration.revealPublicKey = { try? RevealKeyring(store: store).export().publicKey }
         configuration.pendingQueue = FilePendingQueue(store: store)
+        // Revision 3: pending entries sealed to the reveal public key, opened only with the reveal key (unlocked).
+        configuration.pendingQueueSealKey = configuration.revealPublicKey
+        configuration.pendingQueueRevealKeys = RevealKeyring(store: store)
         configuration.notificationReplacer = NotificationStoreReplacer(store: store, logger: logger)
         return configuration
     }

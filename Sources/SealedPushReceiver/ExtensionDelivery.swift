@@ -14,6 +14,16 @@ public enum PreviewPolicy: String, Sendable, Codable, CaseIterable {
     case hidden = "none"
 }
 
+/// What the service extension makes of a push without `ENCRYPTED_DATA` (outcome `notEncrypted`).
+public enum PlaintextHandling: Sendable, Equatable {
+    /// Shown as it came (the simulated device's default; anyone who can push for the app can show any text).
+    case passThrough
+    /// The push's text is not shown: empty title and subtitle, body `(Encrypted)`.
+    case placeholder
+    /// Not shown at all: empty content (iOS with the filtering entitlement shows nothing).
+    case suppress
+}
+
 /// What the extension did with one request, reported with the content it delivered.
 public enum ExtensionOutcome: Sendable, Equatable, Hashable {
     /// The message opened and passed every check: the content is the decrypted message.
@@ -55,6 +65,9 @@ public struct ExtensionDelivery: Sendable, Equatable {
     /// For an opened message with `attachments`: the ones not attached and why (those attached are in
     /// `content.attachments`); `nil` when the message had none. Never changes `outcome`.
     public var attachmentFailures: [AttachmentFailure]?
+    /// Whether the message is to be suppressed (the filtering entitlement): `content` is then empty, and on iOS the
+    /// extension hands over `UNNotificationContent()` with nothing set.
+    public var suppressed = false
 
     /// A delivery from its content and outcome.
     public init(content: NotificationContent, outcome: ExtensionOutcome, attachmentFailures: [AttachmentFailure]? = nil) {

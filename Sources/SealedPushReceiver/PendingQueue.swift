@@ -1,4 +1,5 @@
 public import SealedPushWire
+public import SealedPushCrypto
 
 /// The pending queue of reveal v1 §9: one file that can be read and written before the first unlock (iOS
 /// file protection `none`), bounded to `maxEntries` entries and `maxBytes` bytes (the oldest dropped first and
@@ -24,6 +25,14 @@ public protocol DeliveredNotificationReplacer: Sendable {
     /// Replaces the delivered notification `request.identifier` with `request.content`; returns `false`, and changes
     /// nothing, when no such notification is shown any more (the user removed it).
     func replaceDelivered(_ request: NotificationRequest) async -> Bool
+    /// Called once after a pass over the pending queue replaced more than `SecretMessageExtension.summaryThreshold`
+    /// notifications (each replaced silently): one alert that says how many arrived. The default does nothing.
+    func summarize(replaced count: Int) async
+}
+
+extension DeliveredNotificationReplacer {
+    /// Does nothing (a replacer without a summary alert).
+    public func summarize(replaced count: Int) async {}
 }
 
 /// What one pass over the pending queue did (reveal v1 §9).
@@ -36,7 +45,46 @@ public struct PendingQueueSummary: Sendable, Equatable {
     public var failed = 0
     /// Entries left in the queue because the device key still cannot be read (or the queue could not be updated).
     public var remaining = 0
+    /// Entries dropped unopened because they waited longer than a message can be opened (the replay window after
+    /// `received_at`: the message's own expiry is sealed inside it).
+    public var expired = 0
 
     /// An empty summary.
     public init() {}
+}
+
+/// A pending-queue entry sealed again to the device's reveal public key (reveal v1 revision 3 §9): what the queue
+/// holds then is `{request_id, thread: "", received_at, payload: {"SEALEDPUSH_QUEUED": envelope}}`, where the
+/// envelope (key id of the reveal key, sealed box) holds the whole entry, thread and payload included, as JSON. Its
+/// secret reads only while the phone is unlocked, so an extraction after the first unlock opens nothing in the queue.
+public enum SealedPendingEntry {
+    /// The payload member holding the sealed entry.
+    public static let payloadKey = "SEALEDPUSH_QUEUED"
+
+    /// `entry` sealed to `revealKey`.
+    public static func seal(_ entry: PendingMessage, to revealKey: BoxPublicKey) throws(CryptoError) -> PendingMessage {
+        let plain = SecureBytes(JSON.serialize(.object(entry.jsonObject)))
+        let box = try SealedBox.seal(plain, to: revealKey)
+        let envelope = Envelope(keyID: revealKey.keyID, sealedBox: box)
+        return PendingMessage(requestID: entry.requestID, thread: "", receivedAt: entry.receivedAt,
+                              payload: JSONObject([(payloadKey, .string(envelope.base64))]))
+    }
+
+    /// The reveal key's id of a sealed entry; `nil` for an entry kept as it arrived (no reveal key when queued).
+    public static func keyID(of entry: PendingMessage) -> KeyID? {
+        guard let text = entry.payload[payloadKey]?.stringValue else { return nil }
+        return try? Envelope(base64: text).keyID
+    }
+
+    /// Whether `entry` is sealed to a reveal key.
+    public static func isSealed(_ entry: PendingMessage) -> Bool { entry.payload[payloadKey] != nil }
+
+    /// The entry inside a sealed one, opened with `revealKey`; `nil` when it does not open or is not an entry.
+    public static func open(_ entry: PendingMessage, with revealKey: BoxKeyPair) -> PendingMessage? {
+        guard let text = entry.payload[payloadKey]?.stringValue, let envelope = try? Envelope(base64: text),
+              let plain = try? SealedBox.open(bytes: envelope.sealedBox, with: revealKey),
+              case let .object(o)? = try? plain.withSpan({ span throws(JSONError) in try JSON.parse(span) }),
+              let inner = PendingMessage(json: o), inner.requestID == entry.requestID else { return nil }
+        return inner
+    }
 }

@@ -83,6 +83,9 @@ public protocol ReceiptTransport: Sendable {
 public protocol ReceiptOutbox: Sendable {
     /// Adds an entry (dropping the oldest beyond the outbox's bounds, counted as dropped at their origins).
     func enqueue(url: String, message: ReceiptMessage, now: Int64) throws
+    /// Adds an entry that is not kept past `expiresAt` (the message's `exp`); by default `enqueue(url:message:now:)`,
+    /// which keeps it as long as the outbox's age limit.
+    func enqueue(url: String, message: ReceiptMessage, now: Int64, expiresAt: Int64?) throws
     /// The entries waiting by origin, each origin's oldest first, with its dropped count not yet reported and its
     /// backoff; entries older than the outbox's age limit are dropped (and counted) first.
     func queues(now: Int64) throws -> [ReceiptOriginQueue]
@@ -93,6 +96,13 @@ public protocol ReceiptOutbox: Sendable {
     /// Records a failure of `(reason, kid)` at `now`: returns how many failures a report sent now stands for,
     /// or `nil` when a report for the pair was made less than `window` seconds ago (this one is counted for the next).
     func noteFailure(reason: ReasonCode, kid: KeyID?, now: Int64, window: Int64) throws -> Int?
+}
+
+extension ReceiptOutbox {
+    /// `enqueue(url:message:now:)`: an outbox that keeps no per-entry expiry keeps the entry its age limit.
+    public func enqueue(url: String, message: ReceiptMessage, now: Int64, expiresAt: Int64?) throws {
+        try enqueue(url: url, message: message, now: now)
+    }
 }
 
 /// What a content extension needs to send a held message's `revealed` receipt (reveal v1 §6): the outer
@@ -217,13 +227,14 @@ public struct ReceiptCourier: Sendable {
     }
 
     /// The receipt for an opened message (§2): sent by `deadline`, else queued. `nil` when it could be neither.
+    /// A receipt queued is kept no longer than `expiresAt` (the message's `exp`), when given.
     public func sendReceipt(_ request: ReceiptRequest, messageID: String, attachments: ReceiptAttachmentCounts?, now: Int64,
-                            deadline: ContinuousClock.Instant) async -> ReceiptStatus? {
+                            deadline: ContinuousClock.Instant, expiresAt: Int64? = nil) async -> ReceiptStatus? {
         let message = ReceiptMessage.delivered(id: messageID, token: request.token, at: now, attachments: attachments)
         let result = await post(message, to: request.url, deadline: deadline)
         if case .accepted = result { return .sent }
         do {
-            try outbox.enqueue(url: request.url, message: message, now: now)
+            try outbox.enqueue(url: request.url, message: message, now: now, expiresAt: expiresAt)
             deferOrigin(of: request.url, after: result, now: now)
             return .queued
         } catch {
@@ -234,12 +245,15 @@ public struct ReceiptCourier: Sendable {
 
     /// The longest a `revealed` receipt ticket is kept for a message without `exp`: 7 days (the outbox's age limit).
     public static let revealTicketLifetimeSeconds: Int64 = 7 * 86_400
+    /// How long this courier keeps a `revealed` ticket at most, seconds (`revealTicketLifetimeSeconds` unless set; the
+    /// iOS settings keep 24 hours: a ticket holds a receipt token readable after the first unlock).
+    public var revealTicketLifetime: Int64 = ReceiptCourier.revealTicketLifetimeSeconds
 
     /// Keeps a held (or preview-limited) message's receipt for the content extension's `revealed` receipt;
     /// a failure is logged and the receipt is then not sent (never the message's failure).
     public func keepRevealTicket(_ request: ReceiptRequest, messageID: String, requestIdentifier: String, expiresAt: Int64?, now: Int64) {
         guard let revealTickets else { return }
-        let keepUntil = min(expiresAt ?? .max, now + Self.revealTicketLifetimeSeconds)
+        let keepUntil = min(expiresAt ?? .max, now + revealTicketLifetime)
         do {
             try revealTickets.keepTicket(RevealReceiptTicket(request: request, messageID: messageID, keepUntil: keepUntil),
                                          requestIdentifier: requestIdentifier, now: now)

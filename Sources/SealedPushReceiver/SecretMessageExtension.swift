@@ -45,8 +45,8 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         /// Whether the receipt outbox is flushed after the content was handed over (default `true`: the
         /// simulated device). On iOS the process may be suspended right after the handler, and a flush
         /// then holding the outbox's file lock in the shared container gets it killed (`0xdead10cc`): the
-        /// Apple base class sets `false` unless the outbox is the app group's (whose lock is never held across a
-        /// POST), and the app flushes (on launch, a `BGTaskScheduler` task).
+        /// Apple base class sets `false` and `maintenanceBudget` instead (the flush runs before the handler), and
+        /// the app flushes the rest (on launch, a `BGTaskScheduler` task). Ignored when `maintenanceBudget` is set.
         public var flushesOutboxAfterDelivery: Bool = true
         /// The device's active reveal public key, readable after first unlock (only the secret is
         /// `whenUnlockedThisDeviceOnly`): what an ordinary message is sealed again to under the preview policy
@@ -57,6 +57,14 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         /// unlock) is kept there, still sealed, and opened by `processPendingQueue(replacer:)` once the key reads.
         /// `nil`: such a message is lost (its notification keeps `(Encrypted)`).
         public var pendingQueue: (any PendingQueue)? = nil
+        /// The key a pending-queue entry is sealed to again when it is queued (reveal v1 revision 3 §9): the device's
+        /// reveal *public* key, which the extension reads before the first unlock (on iOS from an app-group file of
+        /// class `none`; it is public). `nil` (the default): the entry keeps the payload as it arrived, sealed to the
+        /// device key only, which an extraction after the first unlock opens.
+        public var pendingQueueSealKey: @Sendable () -> BoxPublicKey? = { nil }
+        /// The reveal keys that open sealed pending-queue entries; they read only while the phone is unlocked, so the
+        /// queue is processed only then. `nil`: sealed entries wait.
+        public var pendingQueueRevealKeys: (any DeviceKeyProvider)? = nil
         /// Replaces the notification of a pending message once it opens (reveal v1 §9); `nil`: the queue is
         /// processed only by an explicit `processPendingQueue(replacer:)` (the app, on launch).
         public var notificationReplacer: (any DeliveredNotificationReplacer)? = nil
@@ -72,6 +80,18 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         /// shown as `(Encrypted)`. Leave `false` without the entitlement: iOS would then show the payload as it
         /// arrived. Default `false`.
         public var suppressesReplays: Bool = false
+        /// When set, the outbox flush and the pending queue run *before* the content handler, within this budget
+        /// (and never past the request's deadline), and nothing runs after it: what iOS requires, since it may
+        /// suspend the process the moment the handler is called (a suspended process holding a file lock in a
+        /// shared container is killed, `0xdead10cc`). The Apple base class sets 2 seconds. `nil` (the default, the
+        /// simulated device): they run after the handler, as `flushesOutboxAfterDelivery` and
+        /// `processesPendingQueueAfterDelivery` say.
+        public var maintenanceBudget: Duration? = nil
+        /// What a push without `ENCRYPTED_DATA` becomes: `passThrough` (the default, the simulated device: shown as it
+        /// came), `placeholder` (`(Encrypted)`, none of its text) or `suppress` (empty content; needs the filtering
+        /// entitlement). The outcome is `notEncrypted` in all three. Anyone who can push for the app (a leaked `.p8`, a
+        /// compromised backend) can show any text under `passThrough`.
+        public var plaintext: PlaintextHandling = .passThrough
 
         /// A configuration; by default the system clock, a 30-second budget and a `sealedpush.extension` logger.
         public init(keys: any DeviceKeyProvider, policy: @escaping @Sendable () throws(OpenFailure) -> ReceiverPolicy = { ReceiverPolicy() },
@@ -132,6 +152,15 @@ public final class SecretMessageExtension: ReportingServiceExtension {
             if let courier = configuration.receipts {
                 let hold = min(deadline, ContinuousClock.now.advanced(by: configuration.receiptHold))
                 delivery = await Self.sendReceiptOrReport(courier, delivery, request: request, now: now, deadline: hold)
+            }
+            if let budget = configuration.maintenanceBudget {
+                // Nothing after the handler (iOS): the outbox and the pending queue get `budget` before it. An expiry
+                // meanwhile hands over this delivery (the best attempt) and cancels what is left.
+                let final = delivery
+                attempt.state.withLock { $0.best = final }
+                await maintenance(until: min(deadline, ContinuousClock.now.advanced(by: budget)), after: delivery)
+                attempt.handler(delivery)
+                return
             }
             attempt.handler(delivery)
             // The outbox is flushed once this delivery's content was handed over.
@@ -247,8 +276,26 @@ public final class SecretMessageExtension: ReportingServiceExtension {
     private func open(_ request: NotificationRequest, now: Int64, queueIfLocked: Bool, body onOpen: (MessageBody) -> Void) -> ExtensionDelivery {
         let original = request.content
         guard let value = original.userInfo[WireFormat.encryptedDataKey] else {
-            configuration.logger.info("payload has no ENCRYPTED_DATA; passed through", metadata: ["reason": "\(ReasonCode.notEncrypted)"])
-            return ExtensionDelivery(content: original, outcome: .notEncrypted)
+            switch configuration.plaintext {
+            case .passThrough:
+                configuration.logger.info("payload has no ENCRYPTED_DATA; passed through", metadata: ["reason": "\(ReasonCode.notEncrypted)"])
+                return ExtensionDelivery(content: original, outcome: .notEncrypted)
+            case .placeholder:
+                configuration.logger.notice("payload has no ENCRYPTED_DATA; its text is not shown (plaintext is refused)",
+                                            metadata: ["reason": "\(ReasonCode.notEncrypted)"])
+                var content = original
+                content.title = ""
+                content.subtitle = ""
+                content.body = Self.placeholderText
+                content.attachments = []
+                return ExtensionDelivery(content: content, outcome: .notEncrypted)
+            case .suppress:
+                configuration.logger.notice("payload has no ENCRYPTED_DATA; suppressed (plaintext is refused)",
+                                            metadata: ["reason": "\(ReasonCode.notEncrypted)"])
+                var delivery = ExtensionDelivery(content: NotificationContent(), outcome: .notEncrypted)
+                delivery.suppressed = true
+                return delivery
+            }
         }
         guard case let .string(encrypted) = value else {
             return fallback(request, OpenFailure(.malformedPayload, "ENCRYPTED_DATA is not a string"), now: now, queueIfLocked: false)
@@ -264,7 +311,8 @@ public final class SecretMessageExtension: ReportingServiceExtension {
             if let reveal = opened.body.reveal {
                 // Reveal v1 §3: the text stays sealed to the reveal key; iOS gets the placeholder alert only.
                 var delivery = ExtensionDelivery(content: Self.heldContent(opened.body, reveal: reveal, category: configuration.revealCategory,
-                                                                           original: original), outcome: .held)
+                                                                           original: original, hidesThread: configuration.previews == .hidden),
+                                                 outcome: .held)
                 delivery.receiptTicket = opened.body.receipt.map {
                     ReceiptTicket(request: $0, messageID: opened.body.id, expiresAt: opened.body.expiresAt, revealable: true)
                 }
@@ -295,7 +343,7 @@ public final class SecretMessageExtension: ReportingServiceExtension {
             }
             onOpen(opened.body)
             var delivery = ExtensionDelivery(content: Self.decryptedContent(opened.body, original: original), outcome: .decrypted)
-            delivery.receiptTicket = opened.body.receipt.map { ReceiptTicket(request: $0, messageID: opened.body.id) }
+            delivery.receiptTicket = opened.body.receipt.map { ReceiptTicket(request: $0, messageID: opened.body.id, expiresAt: opened.body.expiresAt) }
             return delivery
         } catch {
             return fallback(request, error, now: now, queueIfLocked: queueIfLocked)
@@ -311,16 +359,21 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         content.body = Self.placeholderText
         content.userInfo[WireFormat.encryptedDataKey] = nil
         if failure.reason == .replayed, configuration.suppressesReplays {
-            // The filtering entitlement: no alert text, so iOS shows nothing (a replay is never shown twice).
-            content.title = ""
-            content.subtitle = ""
-            content.body = ""
-            content.attachments = []
-            return ExtensionDelivery(content: content, outcome: .fallback(failure.reason))
+            // The filtering entitlement: Apple's contract is empty content (`UNNotificationContent()`), nothing else
+            // set, and iOS shows nothing (a replay is never shown twice).
+            var delivery = ExtensionDelivery(content: NotificationContent(), outcome: .fallback(failure.reason))
+            delivery.suppressed = true
+            return delivery
         }
         if queueIfLocked, failure.reason == .keychainLocked, let queue = configuration.pendingQueue, deviceKeyIsLocked(request) {
-            let entry = PendingMessage(requestID: request.identifier, thread: request.content.threadIdentifier, receivedAt: now,
+            var entry = PendingMessage(requestID: request.identifier, thread: request.content.threadIdentifier, receivedAt: now,
                                        payload: request.content.userInfo)
+            if let revealKey = configuration.pendingQueueSealKey() {
+                do { entry = try SealedPendingEntry.seal(entry, to: revealKey) } catch {
+                    configuration.logger.error("a pending message could not be sealed to the reveal key; kept sealed to the device key only",
+                                               metadata: ["error": "\(error)"])
+                }
+            }
             do {
                 try queue.append(entry)
                 content.userInfo[RevealFormat.pendingUserInfoKey] = .string(request.identifier)
@@ -352,6 +405,24 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         return ExtensionDelivery(content: content, outcome: .timeExpired)
     }
 
+    /// The work iOS allows only before the content handler: the outbox flush, then (when this delivery's device key
+    /// read) the pending queue, both stopped at `end`. Cancelled with the request (an expiry).
+    private func maintenance(until end: ContinuousClock.Instant, after delivery: ExtensionDelivery) async {
+        if let courier = configuration.receipts, !Task.isCancelled {
+            let now = configuration.clock.unixSeconds
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { _ = await courier.flush(now: now) }
+                group.addTask { try? await Task.sleep(until: end, clock: .continuous) }
+                await group.next()
+                group.cancelAll()
+            }
+        }
+        if let replacer = configuration.notificationReplacer, configuration.pendingQueue != nil, !Task.isCancelled,
+           ContinuousClock.now < end, delivery.outcome != .fallback(.keychainLocked) {
+            _ = await processPendingQueue(replacer: replacer, until: end)
+        }
+    }
+
     /// Opens what waits in the pending queue (reveal v1 §9), oldest first: every wire v1 check, expiry judged at
     /// the time the message arrived, the replay rule by request identifier. An entry that opens replaces its
     /// notification through `replacer` with what §5 hands iOS under the current preview policy (left alone when
@@ -360,6 +431,23 @@ public final class SecretMessageExtension: ReportingServiceExtension {
     ///
     /// The app calls this on launch; the service extension calls it after a delivery whose key could be read.
     public func processPendingQueue(replacer: any DeliveredNotificationReplacer) async -> PendingQueueSummary {
+        await processPendingQueue(replacer: replacer, until: nil)
+    }
+
+    /// `processPendingQueue(replacer:)` that stops at `end` (`nil`: none), keeping what it did not reach.
+    ///
+    /// When more than `summaryThreshold` (3) notifications were replaced, the replacer is asked for one summary alert
+    /// (`summarize(replaced:)`): the replacements themselves are silent.
+    public func processPendingQueue(replacer: any DeliveredNotificationReplacer, until end: ContinuousClock.Instant?) async -> PendingQueueSummary {
+        let summary = await drainPendingQueue(replacer: replacer, until: end)
+        if summary.replaced > Self.summaryThreshold { await replacer.summarize(replaced: summary.replaced) }
+        return summary
+    }
+
+    /// Beyond this many notifications replaced in one pass over the pending queue, one summary alert is posted.
+    public static let summaryThreshold = 3
+
+    private func drainPendingQueue(replacer: any DeliveredNotificationReplacer, until end: ContinuousClock.Instant?) async -> PendingQueueSummary {
         var summary = PendingQueueSummary()
         guard let queue = configuration.pendingQueue else { return summary }
         let entries: [PendingMessage]
@@ -367,7 +455,49 @@ public final class SecretMessageExtension: ReportingServiceExtension {
             configuration.logger.error("the pending queue cannot be read", metadata: ["error": "\(error)"])
             return summary
         }
-        for (index, entry) in entries.enumerated() {
+        let window = ReceiverPolicy.defaultReplayWindowSeconds
+        let now = configuration.clock.unixSeconds
+        for (index, queued) in entries.enumerated() {
+            if let end, ContinuousClock.now >= end || Task.isCancelled {
+                summary.remaining = entries.count - index
+                return summary
+            }
+            // Past what any message can be opened at (its own expiry is sealed inside): dropped unopened.
+            if now - queued.receivedAt > window {
+                summary.expired += 1
+                if !removePending(queue, queued.requestID) {
+                    summary.remaining = entries.count - index
+                    return summary
+                }
+                continue
+            }
+            var entry = queued
+            if SealedPendingEntry.isSealed(queued) {
+                // Revision 3: sealed to the reveal key, which reads only while the phone is unlocked.
+                var opened: PendingMessage?
+                if let kid = SealedPendingEntry.keyID(of: queued), let keys = configuration.pendingQueueRevealKeys {
+                    switch keys.lookUpKey(id: kid) {
+                    case let .found(pair): opened = SealedPendingEntry.open(queued, with: pair)
+                    case .locked:
+                        summary.remaining = entries.count - index
+                        return summary
+                    default: opened = nil
+                    }
+                } else if configuration.pendingQueueRevealKeys == nil {
+                    summary.remaining = entries.count - index
+                    return summary
+                }
+                guard let opened else {
+                    configuration.logger.notice("a pending entry does not open with the reveal key; removed, its notification keeps (Encrypted)")
+                    summary.failed += 1
+                    if !removePending(queue, queued.requestID) {
+                        summary.remaining = entries.count - index
+                        return summary
+                    }
+                    continue
+                }
+                entry = opened
+            }
             let request = NotificationRequest(identifier: entry.requestID, payload: entry.payload)
             let attempt = Attempt(handler: DeliverOnce { _ in }, best: Self.timeoutDelivery(request.content))
             let deadline = ContinuousClock.now.advanced(by: configuration.timeBudget)
@@ -377,8 +507,9 @@ public final class SecretMessageExtension: ReportingServiceExtension {
                 return summary
             }
             if let courier = configuration.receipts {
+                let until = ContinuousClock.now.advanced(by: courier.timeout)
                 delivery = await Self.sendReceiptOrReport(courier, delivery, request: request, now: configuration.clock.unixSeconds,
-                                                          deadline: ContinuousClock.now.advanced(by: courier.timeout))
+                                                          deadline: end.map { min($0, until) } ?? until)
             }
             switch delivery.outcome {
             case .decrypted, .held:
@@ -399,6 +530,17 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         return summary
     }
 
+    /// Removes one entry of the pending queue; `false` (logged) when the queue could not be written.
+    private func removePending(_ queue: any PendingQueue, _ requestID: String) -> Bool {
+        do {
+            try queue.remove(requestIDs: [requestID])
+            return true
+        } catch {
+            configuration.logger.error("the pending queue could not be updated", metadata: ["error": "\(error)"])
+            return false
+        }
+    }
+
     /// Sets the thread, badge and sound the body names (what a held or preview notification keeps).
     private static func applyThreadBadgeSound(_ body: MessageBody, to content: inout NotificationContent) {
         if let thread = body.threadID { content.threadIdentifier = thread }
@@ -409,12 +551,16 @@ public final class SecretMessageExtension: ReportingServiceExtension {
     /// The content handed to iOS for a reveal message (reveal v1 §3): the outer alert, thread, sound and
     /// badge, the reveal `category`, and userInfo without `ENCRYPTED_DATA`, with `SEALEDPUSH_REVEAL` set to the
     /// `reveal` envelope and `data` not merged. The envelope is not opened.
-    static func heldContent(_ body: MessageBody, reveal: String, category: String, original: NotificationContent) -> NotificationContent {
+    ///
+    /// `hidesThread` (the preview policy `none`, revision 3): no thread identifier, not even the push's own.
+    static func heldContent(_ body: MessageBody, reveal: String, category: String, original: NotificationContent,
+                            hidesThread: Bool = false) -> NotificationContent {
         var content = original
         content.title = body.alert.title ?? ""
         content.subtitle = body.alert.subtitle ?? ""
         content.body = body.alert.body ?? ""
         applyThreadBadgeSound(body, to: &content)
+        if hidesThread { content.threadIdentifier = "" }
         content.categoryIdentifier = category
         content.attachments = []
         content.userInfo[WireFormat.encryptedDataKey] = nil
@@ -424,7 +570,8 @@ public final class SecretMessageExtension: ReportingServiceExtension {
 
     /// The content handed to iOS for an opened ordinary message under the preview policy `title` or `none`
     /// (reveal v1 §5): the decrypted title and subtitle (`title`) or the placeholder's (`none`), the body
-    /// `Press and hold to read`, the reveal category, thread, sound and badge; userInfo without `ENCRYPTED_DATA`,
+    /// `Press and hold to read`, the reveal category, the message's thread, sound and badge under `title` (no thread,
+    /// the push's own badge and sound under `none`); userInfo without `ENCRYPTED_DATA`,
     /// with `SEALEDPUSH_LOCAL` set to `local` (the message sealed again to the reveal key, §5.1), `data` not merged.
     static func previewContent(_ body: MessageBody, policy: PreviewPolicy, category: String, local: String,
                                original: NotificationContent) -> NotificationContent {
@@ -434,7 +581,13 @@ public final class SecretMessageExtension: ReportingServiceExtension {
             content.subtitle = body.alert.subtitle ?? ""
         }
         content.body = RevealFormat.pressAndHoldText
-        applyThreadBadgeSound(body, to: &content)
+        if policy == .hidden {
+            // Revision 3: under `none` nothing from the sealed body reaches iOS's store, not even the thread (it names a
+            // conversation), badge or sound: no thread at all, the push's own badge and sound.
+            content.threadIdentifier = ""
+        } else {
+            applyThreadBadgeSound(body, to: &content)
+        }
         content.categoryIdentifier = category
         content.attachments = []
         content.userInfo[WireFormat.encryptedDataKey] = nil
@@ -479,7 +632,8 @@ extension SecretMessageExtension {
                                          expiresAt: ticket.expiresAt, now: now)
             }
             delivery.receipt = await courier.sendReceipt(ticket.request, messageID: ticket.messageID,
-                                                         attachments: receiptAttachmentCounts(delivery), now: now, deadline: deadline)
+                                                         attachments: receiptAttachmentCounts(delivery), now: now, deadline: deadline,
+                                                         expiresAt: ticket.expiresAt)
         case let .fallback(reason):
             // The envelope's key id when the envelope reads (a malformed one has none to give).
             let kid = request.content.userInfo[WireFormat.encryptedDataKey]?.stringValue.flatMap { try? Envelope(base64: $0).keyID }

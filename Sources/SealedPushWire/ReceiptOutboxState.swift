@@ -97,6 +97,8 @@ public struct ReceiptOutboxState: Sendable, Equatable {
         public let origin: String
         /// What it says.
         public let message: ReceiptMessage
+        /// When the message it is about expires, if known: the entry is dropped after it.
+        public var expiresAt: Int64? = nil
 
         /// Checks `url` and `message`; throws what is wrong with them.
         public init(url: String, message: ReceiptMessage) throws(ReceiptOutboxEntryProblem) {
@@ -140,7 +142,7 @@ public struct ReceiptOutboxState: Sendable, Equatable {
     /// Adds `entry` at `now` and drops (and counts) entries past the age limit. The count and byte bounds are applied
     /// by `boundedEncoding(limits:)`, when the outbox is written.
     public mutating func enqueue(_ entry: NewEntry, now: Int64, limits: ReceiptOutboxLimits) {
-        entries.append(ReceiptOutboxEntry(sequence: next, url: entry.url, message: entry.message, queuedAt: now))
+        entries.append(ReceiptOutboxEntry(sequence: next, url: entry.url, message: entry.message, queuedAt: now, expiresAt: entry.expiresAt))
         next += 1
         origins[entry.origin, default: Origin()].touched = now
         prune(now: now, limits: limits)
@@ -256,7 +258,7 @@ public struct ReceiptOutboxState: Sendable, Equatable {
     }
 
     private static func isTooOld(_ entry: ReceiptOutboxEntry, now: Int64, limits: ReceiptOutboxLimits) -> Bool {
-        now - entry.queuedAt > limits.maximumAgeSeconds
+        now - entry.queuedAt > limits.maximumAgeSeconds || entry.expiresAt.map { now > $0 } ?? false
     }
 
     /// An origin record with no entries that holds nothing, or was last queued to longer ago than the age limit.
@@ -276,8 +278,10 @@ public struct ReceiptOutboxState: Sendable, Equatable {
     }
 
     static func entryValue(_ e: ReceiptOutboxEntry) -> JSONValue {
-        .object(JSONObject([("seq", .int(Int64(clamping: e.sequence))), ("url", .string(e.url)), ("queued_at", .int(e.queuedAt)),
-                            ("body", .object(e.message.jsonObject()))]))
+        var members: [(String, JSONValue)] = [("seq", .int(Int64(clamping: e.sequence))), ("url", .string(e.url)), ("queued_at", .int(e.queuedAt)),
+                                              ("body", .object(e.message.jsonObject()))]
+        if let until = e.expiresAt { members.append(("until", .int(until))) }
+        return .object(JSONObject(members))
     }
 
     static func originValue(_ origin: String, _ s: Origin) -> JSONValue {
@@ -312,7 +316,12 @@ public struct ReceiptOutboxState: Sendable, Equatable {
             guard case let .object(e) = value, case let .int(seq)? = e["seq"], seq >= 1, case let .string(url)? = e["url"],
                   let origin = HTTPURL(url)?.origin, case let .int(queuedAt)? = e["queued_at"], case let .object(body)? = e["body"],
                   let (message, _) = ReceiptMessage.parse(JSON.serialize(.object(body))) else { return nil }
-            out.entries.append(ReceiptOutboxEntry(sequence: UInt64(seq), url: url, message: message, queuedAt: queuedAt))
+            var until: Int64?
+            if let value = e["until"] {
+                guard case let .int(t) = value else { return nil }
+                until = t
+            }
+            out.entries.append(ReceiptOutboxEntry(sequence: UInt64(seq), url: url, message: message, queuedAt: queuedAt, expiresAt: until))
             if out.origins[origin] == nil { out.origins[origin] = Origin(touched: queuedAt) }
         }
         self = out

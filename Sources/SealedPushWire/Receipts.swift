@@ -270,13 +270,16 @@ public struct ReceiptOutboxEntry: Sendable, Equatable {
     public var message: ReceiptMessage
     /// When it was queued (device clock, Unix seconds).
     public var queuedAt: Int64
+    /// When the message it is about expires (its `exp`), if known: the entry is not kept past it (`"until"`).
+    public var expiresAt: Int64?
 
     /// An entry from its parts.
-    public init(sequence: UInt64, url: String, message: ReceiptMessage, queuedAt: Int64) {
+    public init(sequence: UInt64, url: String, message: ReceiptMessage, queuedAt: Int64, expiresAt: Int64? = nil) {
         self.sequence = sequence
         self.url = url
         self.message = message
         self.queuedAt = queuedAt
+        self.expiresAt = expiresAt
     }
 }
 

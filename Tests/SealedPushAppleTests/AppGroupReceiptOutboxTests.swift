@@ -63,7 +63,7 @@ extension AppGroupAndReceiptTests {
             waiting = try outbox.pending(now: t0 + 4 + 7 * 86_400)
             #expect(waiting.entries.map(\.message) == [receipt(5)] && waiting.dropped == 0)
             let defaults = AppGroupReceiptOutbox(directory: dir.url)
-            #expect(defaults.capacity == 1000 && defaults.maximumAgeSeconds == 7 * 86_400 && defaults.maximumEncodedBytes == 512 * 1024)
+            #expect(defaults.capacity == 1000 && defaults.maximumAgeSeconds == 24 * 3600 && defaults.maximumEncodedBytes == 512 * 1024)
             #expect(defaults.backoffBaseSeconds == 60 && defaults.backoffCapSeconds == 3600)
         }
 

@@ -15,6 +15,7 @@ import SealedPushCrypto
 import SealedPushSender
 import SealedPushTestSupport
 @testable import SealedPushAppleExampleExtension
+@testable import SealedPushAppleExampleContentExtension
 
 /// The repository's root.
 private let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -177,16 +178,20 @@ private final class ExpiringService: SealedPushServiceExtension {
     func docsMatchTheExamples() throws {
         let docs = try String(contentsOf: root.appendingPathComponent("docs/ios.md"), encoding: .utf8)
         let blocks = docs.components(separatedBy: "```swift\n").dropFirst().map { $0.components(separatedBy: "```")[0] }
-        for file in ["NotificationService.swift", "NotificationViewController.swift"] {
-            let text = try String(contentsOf: root.appendingPathComponent("Tests/AppleStandIns/ExampleExtension/" + file), encoding: .utf8)
+        let paths = ["NotificationService.swift": "ExampleExtension", "SharedSettings.swift": "ExampleExtension",
+                     "NotificationViewController.swift": "ExampleContentExtension", "AppKeys.swift": "ExampleApp", "AppLaunch.swift": "ExampleApp"]
+        func example(_ file: String) -> URL { root.appendingPathComponent("Tests/AppleStandIns/\(paths[file]!)/" + file) }
+        for file in ["NotificationService.swift", "NotificationViewController.swift", "SharedSettings.swift"] {
+            let text = try String(contentsOf: example(file), encoding: .utf8)
             // The file without its opening comment (which says where docs/ios.md shows it).
             let code = text.split(separator: "\n", omittingEmptySubsequences: false).drop { $0.hasPrefix("//") }.joined(separator: "\n")
             #expect(blocks.contains(code), "docs/ios.md has no code block equal to \(file)")
         }
         // Every other Swift block is a run of lines, in order, of one of the compiled example files (the app code:
         // keys, trust, launch). The package manifest line of §1 is the one block that is not Swift code of an app.
-        let examples = try ["NotificationService.swift", "NotificationViewController.swift", "AppKeys.swift", "AppLaunch.swift"].map {
-            try String(contentsOf: root.appendingPathComponent("Tests/AppleStandIns/ExampleExtension/" + $0), encoding: .utf8)
+        let examples = try ["NotificationService.swift", "NotificationViewController.swift", "AppKeys.swift", "AppLaunch.swift",
+                            "SharedSettings.swift"].map {
+            try String(contentsOf: example($0), encoding: .utf8)
                 .split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
         }
         for block in blocks where !block.contains("<this repository's URL>") {

@@ -17,6 +17,8 @@ import SealedPushKeyring
 import SealedPushSender
 import SealedPushTestSupport
 @testable import SealedPushAppleExampleExtension
+@testable import SealedPushAppleExampleApp
+@testable import SealedPushAppleExampleContentExtension
 
 private let group = "ABCDE12345.com.example.shared"
 
@@ -204,7 +206,7 @@ extension KeychainDeviceKeysTests {
 
     @Test("the example content extension: protectedDataAvailable is false on a locked phone, true unlocked; the app code registers a record with reveal")
     @MainActor func exampleLockProbe() throws {
-        let record = try setUpDeviceKeys()   // Tests/AppleStandIns/ExampleExtension/AppKeys.swift
+        let record = try setUpDeviceKeys()   // Tests/AppleStandIns/ExampleApp/AppKeys.swift
         #expect(record.reveal != nil)
         let controller = NotificationViewController()
         let content = UNMutableNotificationContent()

@@ -32,6 +32,8 @@ private final class SafeApp {
         directory = try AppGroupTempDirectory()
         StandInAppGroups.register(appGroup, at: directory.url)
         settings = SealedPushSettings(keychainAccessGroup: keychainGroup, appGroup: appGroup, logSubsystem: "com.example.tests")
+        // These tests exercise the trust store's own rule; StrictDefaultsTests the default `.required`.
+        settings.signatures = .notRequired(reason: "tests of the trust store's rule")
         UNUserNotificationCenter.current().standInReset()
     }
     deinit { StandInAppGroups.unregister(appGroup) }

@@ -1,4 +1,5 @@
 import Testing
+import Synchronization
 import Foundation
 import SealedPushCrypto
 import SealedPushWire
@@ -28,7 +29,9 @@ struct PendingQueueTests {
         #expect(try phone.device.pendingQueue.status() == PendingQueueStatus(pending: 1, dropped: 0))
         let entry = try #require(try phone.device.pendingQueue.entries().first)
         #expect(entry.requestID == "REQ-P1" && entry.receivedAt == phone.now)
-        #expect(entry.payload[WireFormat.encryptedDataKey] != nil, "the queue keeps the payload, still sealed")
+        // Revision 3: the whole entry sealed again to the reveal public key; nothing of it (thread included) in clear.
+        #expect(entry.payload[WireFormat.encryptedDataKey] == nil && entry.payload[SealedPendingEntry.payloadKey] != nil && entry.thread == "",
+                "the queue keeps the entry sealed to the reveal key")
         phone.expectNoSecretStored()
 
         // Still before first unlock: processing keeps everything.
@@ -60,7 +63,7 @@ struct PendingQueueTests {
         }
     }
 
-    @Test("a later push whose key reads processes the queue after its own content was shown")
+    @Test("a later push processes the queue only while the phone is unlocked (revision 3: entries sealed to the reveal key)")
     func nextExtensionRun() async throws {
         let phone = try RevealPhone()
         _ = try phone.store.reboot()
@@ -68,14 +71,55 @@ struct PendingQueueTests {
         _ = await phone.device.deliver(try phone.payload(reveal: true, id: "msg-b"), requestIdentifier: "REQ-B")
         #expect(try phone.device.pendingQueue.status().pending == 2)
         _ = try phone.store.unlock()
-        _ = try phone.store.lock()  // unlocked once: the device key reads while locked
-        let result = await phone.device.deliver(try phone.payload(reveal: false, id: "msg-c"), requestIdentifier: "REQ-C")
+        _ = try phone.store.lock()  // unlocked once: the device key reads while locked, the reveal key does not
+        let locked = await phone.device.deliver(try phone.payload(reveal: false, id: "msg-c"), requestIdentifier: "REQ-C")
+        #expect(locked.outcome == .decrypted)
+        #expect(try phone.device.pendingQueue.status().pending == 2, "the queue opened with after-first-unlock keys")
+        _ = try phone.store.unlock()
+        let result = await phone.device.deliver(try phone.payload(reveal: false, id: "msg-d"), requestIdentifier: "REQ-D")
         #expect(result.outcome == .decrypted)
         #expect(try phone.device.pendingQueue.status().pending == 0)
         let stored = try NotificationCenterStore(store: phone.store).entries()
         #expect(stored.first { $0.requestID == "REQ-A" }?.body == "The eagle lands at noon.")
         let held = try #require(stored.first { $0.requestID == "REQ-B" })
         #expect(held.body == "Press and hold to read" && held.userInfo[RevealFormat.userInfoKey] != nil, "a reveal message is held")
+    }
+
+    @Test("more than three notifications replaced in one pass: the replacer is asked for one summary; three or fewer: none")
+    func summaryPastThree() async throws {
+        /// Replaces everything and records the summaries asked for.
+        final class Recording: DeliveredNotificationReplacer {
+            let summaries = Mutex<[Int]>([])
+            func replaceDelivered(_ request: NotificationRequest) async -> Bool { true }
+            func summarize(replaced count: Int) async { summaries.withLock { $0.append(count) } }
+        }
+        for (count, expected) in [(4, [4]), (3, [])] {
+            let phone = try RevealPhone()
+            _ = try phone.store.reboot()
+            for n in 0..<count {
+                _ = await phone.device.deliver(try phone.payload(reveal: false, id: "msg-s\(n)"), requestIdentifier: "REQ-S\(n)")
+            }
+            _ = try phone.store.unlock()
+            let replacer = Recording()
+            let summary = await SecretMessageExtension(configuration: phone.device.extensionConfiguration()).processPendingQueue(replacer: replacer)
+            #expect(summary.replaced == count)
+            #expect(replacer.summaries.withLock { $0 } == expected)
+        }
+    }
+
+    @Test("an entry that waited longer than any message can be opened (the 30-day replay window) is dropped unopened")
+    func staleEntriesDroppedUnopened() async throws {
+        let phone = try RevealPhone()
+        _ = try phone.store.reboot()
+        _ = await phone.device.deliver(try phone.payload(reveal: false, id: "msg-old"), requestIdentifier: "REQ-OLD")
+        #expect(try phone.device.pendingQueue.status().pending == 1)
+        phone.time.value.withLock { $0 += ReceiverPolicy.defaultReplayWindowSeconds + 60 }
+        _ = try phone.store.unlock()
+        let summary = await phone.device.processPendingQueue()
+        #expect(summary.expired == 1 && summary.replaced == 0 && summary.remaining == 0)
+        #expect(try phone.device.pendingQueue.status().pending == 0)
+        let stored = try NotificationCenterStore(store: phone.store).entries()
+        #expect(stored.first { $0.requestID == "REQ-OLD" }?.body == "(Encrypted)")
     }
 
     @Test("expiry is judged when the message arrived; a message that fails a check is dropped and keeps (Encrypted)")

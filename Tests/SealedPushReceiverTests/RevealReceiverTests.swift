@@ -343,7 +343,12 @@ struct PreviewPolicyTests {
         let delivery = try await deliver(rig, policy, sealed)
         #expect(delivery.outcome == .decrypted)
         let c = delivery.content
-        #expect(c.threadIdentifier == "ops-7" && c.sound == "chime.caf" && c.badge == 3)
+        if policy == .hidden {
+            // Revision 3: under `none` nothing of the sealed body reaches iOS, not the thread, badge or sound either.
+            #expect(c.threadIdentifier == "" && c.sound == original.sound && c.badge == original.badge)
+        } else {
+            #expect(c.threadIdentifier == "ops-7" && c.sound == "chime.caf" && c.badge == 3)
+        }
         switch policy {
         case .full:
             #expect(c.title == "Agent K" && c.subtitle == "Field report" && c.body == "The eagle lands at noon.")

@@ -5,15 +5,12 @@ import SealedPushReceiver
 import UserNotifications
 
 nonisolated final class NotificationService: SealedPushServiceExtension {
-    /// Where the app and its extensions keep SealedPush's keys and state (the same in all three targets).
-    static let settings = SealedPushSettings(keychainAccessGroup: "ABCDE12345.com.example.shared",
-                                             appGroup: "group.com.example",
-                                             logSubsystem: "com.example.app.NotificationService")
-    /// One URLSession each for attachments and receipts, reused by every request of the extension process.
-    let fetcher = URLSessionAttachmentFetcher()
-    let receipts = URLSessionReceiptTransport()
-
+    /// Where the app and its extensions keep SealedPush's keys and state (SharedSettings.swift, in all three targets).
+    static let settings = SharedSettings.sealedPush(logSubsystem: "com.example.app.NotificationService")
     override func configuration(for request: UNNotificationRequest) -> SecretMessageExtension.Configuration {
-        standardConfiguration(for: request, settings: Self.settings, fetcher: fetcher, receiptTransport: receipts)
+        // One URLSession each for attachments and receipts for the whole process: iOS runs several instances of this
+        // class in one process, with requests in parallel.
+        standardConfiguration(for: request, settings: Self.settings, fetcher: URLSessionAttachmentFetcher.shared,
+                              receiptTransport: URLSessionReceiptTransport.shared)
     }
 }

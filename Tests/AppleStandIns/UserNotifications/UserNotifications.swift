@@ -79,6 +79,12 @@ open class UNNotificationAttachment: NSObject {
         guard URL.isFileURL, FileManager.default.fileExists(atPath: URL.path, isDirectory: &isDirectory), !isDirectory.boolValue else {
             throw NSError(domain: "UNErrorDomain", code: 100, userInfo: nil)   // UNError.attachmentInvalidURL
         }
+        // iOS reads the file to validate it: a file whose protection class is not available in the lock state
+        // cannot be attached (StandInProcess.swift).
+        if let device = StandInDevice.current, !device.opens(device.protection(of: URL.path)) {
+            device.violation("attachment \(URL.lastPathComponent) is of a protection class the locked phone cannot read")
+            throw NSError(domain: "UNErrorDomain", code: 101, userInfo: nil)   // UNError.attachmentUnrecognizedType
+        }
         self.init()
         self.identifier = identifier
         self.url = URL
@@ -262,6 +268,9 @@ open class UNUserNotificationCenter: NSObject {
 
     /// Schedules `request`; a request with the identifier of a delivered notification replaces it.
     open func add(_ request: UNNotificationRequest, withCompletionHandler completionHandler: (@Sendable ((any Error)?) -> Void)? = nil) {
+        if let device = StandInDevice.current, device.isSuspended {
+            device.violation("UNUserNotificationCenter.add after the content handler was called (process suspended)")
+        }
         lock.withLock {
             deliveredRequests.removeAll { $0.identifier == request.identifier }
             deliveredRequests.append((request.identifier, request, Date()))

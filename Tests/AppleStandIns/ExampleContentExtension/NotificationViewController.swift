@@ -6,12 +6,10 @@ import UIKit
 import UserNotifications
 
 final class NotificationViewController: SealedPushRevealViewController {
-    /// The same settings as the service extension's (keychain access group, app group, logging subsystem).
-    static let settings = SealedPushSettings(keychainAccessGroup: "ABCDE12345.com.example.shared",
-                                             appGroup: "group.com.example",
-                                             logSubsystem: "com.example.app.NotificationContent")
+    /// The same settings as the service extension's (SharedSettings.swift).
+    static let settings = SharedSettings.sealedPush(logSubsystem: "com.example.app.NotificationContent")
     /// One URLSession for the `revealed` receipts of this extension process.
-    private let receipts = URLSessionReceiptTransport()
+    private let receipts = URLSessionReceiptTransport.shared
     private let label = UILabel()
 
     override func viewDidLoad() {

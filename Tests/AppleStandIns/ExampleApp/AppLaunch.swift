@@ -12,13 +12,16 @@ func setUpTrust(senderRecordFromYourServer: [UInt8]) throws {
     try trust.setPreviews(.hidden)   // "none": iOS is handed only the placeholder; press and hold to read
 }
 
+/// The app's own settings (SharedSettings.swift: the same keychain access group and app group as the extensions').
+let appSettings = SharedSettings.sealedPush(logSubsystem: "com.example.app")
+
 /// Opens the pending queue and flushes the receipt outbox.
 func onLaunch() {
     // In the app, e.g. from application(_:didFinishLaunchingWithOptions:), and from a BGTaskScheduler task:
-    SealedPushApp.wipeKeychainAfterInstall(settings: NotificationService.settings)   // the first launch after an install only
+    SealedPushApp.wipeKeychainAfterInstall(settings: appSettings)   // the first launch after an install only
     Task {
-        let summary = await SealedPushApp.didLaunch(settings: NotificationService.settings,
-                                                    receiptTransport: URLSessionReceiptTransport())
+        let summary = await SealedPushApp.didLaunch(settings: appSettings,
+                                                    receiptTransport: URLSessionReceiptTransport.shared)
         _ = summary   // pending.replaced: notifications opened from the pending queue; receipts.sent: receipts delivered
     }
 }

@@ -1,0 +1,1 @@
+../ExampleExtension/SharedSettings.swift

@@ -1,0 +1,1 @@
+../../../Sources/SealedPushApple/DataProtection.swift
