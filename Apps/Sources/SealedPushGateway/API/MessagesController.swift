@@ -18,7 +18,8 @@ struct MessagesController {
                         throw GatewayError.invalidField("", "the Idempotency-Key header must be 1-255 printable ASCII characters")
                     }
                 }
-                let answer = try await gateway.postMessage(app: app, body: try await GatewayHTTP.body(request, limit: Gateway.maxMessageRequestBytes),
+                let answer = try await gateway.postMessage(app: app, body: try await GatewayHTTP.body(request, limit: app.config.mailbox.enabled
+                                                          ? Gateway.maxMessageRequestBytes : GatewayHTTP.maxBodyBytes),
                                                       idempotencyKey: key)
                 var response = GatewayHTTP.json(bytes: answer.body, status: answer.status)
                 if answer.replayed { response.headers[.idempotentReplayed] = "true" }

@@ -18,7 +18,8 @@ extension Gateway {
     static let maxMailboxBodyBytes = 1024
     /// How long a challenge may be answered (mailbox v1 §7).
     static let challengeLifetime: Int64 = 60_000
-    /// The largest `POST …/messages` body: 128 KiB, room for a 64 KiB mailbox message (mailbox v1 §4) in JSON.
+    /// The largest `POST …/messages` body of an app with its mailbox enabled: 128 KiB, room for a 64 KiB mailbox
+    /// message (mailbox v1 §4) in JSON; other apps keep 64 KiB.
     static let maxMessageRequestBytes = 128 * 1024
     /// The most handles one list holds.
     static let maxListedHandles = 100
