@@ -192,6 +192,10 @@ extension GatewaySuites {
                 let unknown = try await challenge("nobody")
                 #expect(unknown.status == 200)
                 #expect(MailboxChallenge.answer(sealed: unknown.json["sealed"]?.stringValue ?? "", with: keyPair) == nil)
+                // Nor does a device of one app named under another.
+                let otherApp = try await challenge("d1", app: "other")
+                #expect(otherApp.status == 200)
+                #expect(MailboxChallenge.answer(sealed: otherApp.json["sealed"]?.stringValue ?? "", with: keyPair) == nil)
                 // A wrong answer: 403, and the challenge is spent.
                 let other = try await challenge()
                 let wrong = try await g.api.call(.POST, "/v1/mailbox/list", key: nil, json: .object(JSONObject([
