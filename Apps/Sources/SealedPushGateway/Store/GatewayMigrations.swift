@@ -269,6 +269,8 @@ enum GatewayMigrations {
             "CREATE INDEX mailbox_device ON mailbox(app, device_id, created_at)",
             "CREATE INDEX mailbox_message ON mailbox(message_id)",
             "CREATE INDEX mailbox_expires ON mailbox(expires_at)",
+            // The sweep's search for rows whose grace ended: the waiting rows only.
+            "CREATE INDEX mailbox_waiting ON mailbox(fetched_at) WHERE gone IS NULL",
             "CREATE TABLE mailbox_envelopes (delivery_id TEXT PRIMARY KEY NOT NULL, envelope \(bytes) NOT NULL)",
             """
             CREATE TABLE mailbox_challenges (challenge_id TEXT PRIMARY KEY NOT NULL, app TEXT NOT NULL, device_id TEXT NOT NULL,

@@ -165,8 +165,8 @@ struct MailboxQueries: Sendable {
     let expire: String
     /// Marks an app's rows collected whose grace ended (binds: now, app, fetched at or before), returning delivery_id.
     let collectByGrace: String
-    /// Marks every app's rows collected whose grace ended by the default (binds: now, fetched at or before, then the
-    /// apps with their own grace are excluded by the caller's per-app statements first).
+    /// Deletes every envelope whose row is gone (or absent): it reads the envelopes (the waiting ones, few) and
+    /// probes each row by its key, returning delivery_id.
     let deleteGoneEnvelopes: String
     /// Deletes rows kept past their time (binds: before).
     let pruneRows: String
@@ -222,8 +222,9 @@ struct MailboxQueries: Sendable {
             RETURNING delivery_id
             """)
         deleteGoneEnvelopes = dialect.render("""
-            DELETE FROM mailbox_envelopes WHERE delivery_id IN (SELECT delivery_id FROM mailbox WHERE gone IS NOT NULL)
-                OR delivery_id NOT IN (SELECT delivery_id FROM mailbox) RETURNING delivery_id
+            DELETE FROM mailbox_envelopes WHERE NOT EXISTS (
+                SELECT 1 FROM mailbox m WHERE m.delivery_id = mailbox_envelopes.delivery_id AND m.gone IS NULL)
+            RETURNING delivery_id
             """)
         pruneRows = dialect.render("DELETE FROM mailbox WHERE expires_at < ?")
         pruneChallenges = dialect.render("DELETE FROM mailbox_challenges WHERE expires_at < ?")
