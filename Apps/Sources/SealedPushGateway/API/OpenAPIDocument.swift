@@ -2732,6 +2732,14 @@ enum OpenAPIDocument {
             "maxLength": 255,
             "pattern": "^[\\x20-\\x7e]+$",
             "description": "As the Idempotency-Key header of POST .../messages: per app, kept 24 hours."
+          },
+          "delivery": {
+            "type": "string",
+            "enum": [
+              "push",
+              "mailbox"
+            ],
+            "description": "How the message reaches its devices (mailbox v1 section 1): push (the sealed message rides in the push) or mailbox (the push carries only a handle, the device fetches the sealed message once from POST /v1/mailbox/fetch; up to the app's max_message_bytes). Without it, mailbox when the app has its mailbox enabled. mailbox for an app without it is 422 mailbox_disabled."
           }
         },
         "additionalProperties": false
