@@ -169,6 +169,7 @@ public enum GatewayHTTP {
                      body: ResponseBody(byteBuffer: ByteBuffer(string: OpenAPIDocument.json)))
         }
         ReceiptsController(gateway: gateway).addRoutes(to: &routes)
+        MailboxController(gateway: gateway).addRoutes(to: &routes)
         DevicesController(gateway: gateway).addRoutes(to: &routes)
         MessagesController(gateway: gateway).addRoutes(to: &routes)
         MatrixController(gateway: gateway).addRoutes(to: &routes)
@@ -176,12 +177,13 @@ public enum GatewayHTTP {
         return router
     }
 
-    /// The router of `device_listen`: only the device endpoints.
+    /// The router of `device_listen`: only the device endpoints (receipts, reports, the mailbox).
     public static func deviceRouter(_ gateway: Gateway, logger: Logger) -> Router<GatewayRequestContext> {
         let router = Router(context: GatewayRequestContext.self)
         router.add(middleware: RequestMiddleware(metrics: gateway.metrics, logger: logger))
         var routes = RouteTable(router)
         ReceiptsController(gateway: gateway).addRoutes(to: &routes)
+        MailboxController(gateway: gateway).addRoutes(to: &routes)
         routes.addMethodNotAllowed()
         return router
     }

@@ -236,13 +236,15 @@ struct MessageRequest {
     var receipt: Bool
     /// A reveal message (reveal v1 §8): the text sealed again to each device's reveal key; devices without one are skipped.
     var reveal: Bool
+    /// `"push"` or `"mailbox"` when the message names its mode (mailbox v1 §1); nil: the app's default.
+    var delivery: DeliveryMode?
 
     /// The longest `ttl` accepted: 30 days (APNs stores a push for a limited time).
     static let maximumTTL: Int64 = 30 * 86_400
 
     init(_ o: JSONObject) throws(GatewayError) {
         let r = try MemberReader(o, allowed: ["to", "title", "subtitle", "body", "thread_id", "category", "badge", "sound", "data",
-                                              "ttl", "collapse_id", "priority", "receipt", "reveal"])
+                                              "ttl", "collapse_id", "priority", "receipt", "reveal", "delivery"])
         guard case let .object(toObject)? = o["to"] else {
             throw GatewayError.invalidField("/to", "to is required: {\"user_id\": …}, {\"user_ids\": […]} or {\"device_ids\": […]}")
         }
@@ -280,5 +282,10 @@ struct MessageRequest {
         }
         receipt = try r.bool("receipt") ?? true
         reveal = try r.bool("reveal") ?? false
+        switch o["delivery"] {
+        case nil, .null?: delivery = nil
+        case let .string(s)? where DeliveryMode(rawValue: s) != nil: delivery = DeliveryMode(rawValue: s)
+        default: throw GatewayError.invalidField("/delivery", "delivery must be \"push\" (the message rides in the push) or \"mailbox\" (the push carries a handle)")
+        }
     }
 }

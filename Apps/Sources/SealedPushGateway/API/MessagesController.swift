@@ -18,7 +18,9 @@ struct MessagesController {
                         throw GatewayError.invalidField("", "the Idempotency-Key header must be 1-255 printable ASCII characters")
                     }
                 }
-                let answer = try await gateway.postMessage(app: app, body: try await GatewayHTTP.body(request), idempotencyKey: key)
+                let answer = try await gateway.postMessage(app: app, body: try await GatewayHTTP.body(request, limit: app.config.mailbox.enabled
+                                                          ? Gateway.maxMessageRequestBytes : GatewayHTTP.maxBodyBytes),
+                                                      idempotencyKey: key)
                 var response = GatewayHTTP.json(bytes: answer.body, status: answer.status)
                 if answer.replayed { response.headers[.idempotentReplayed] = "true" }
                 return response
@@ -41,8 +43,17 @@ struct MessagesController {
         }
         routes.on("v1/apps/:app/messages/:message_id", .delete) { request, context in
             try await api.call(request, context, [.send]) { app in
-                try await gateway.cancelMessage(app: app, messageID: try GatewayHTTP.pathMessageID(context))
-                return Response(status: .noContent)
+                let query = request.uri.queryParameters
+                let retract = query.get("retract")
+                guard retract == nil || retract == "shown" else {
+                    throw GatewayError.invalidField("", "the query parameter retract takes only shown (mailbox v1 §6)")
+                }
+                let retracted = try await gateway.cancelMessage(app: app, messageID: try GatewayHTTP.pathMessageID(context), retractShown: retract != nil)
+                // Mailbox v1 §6: with ?retract=shown the answer lists each retracted delivery; without, 204 as before.
+                guard retract != nil else { return Response(status: .noContent) }
+                return GatewayHTTP.json(.object(JSONObject([("deliveries", .array(retracted.map {
+                    .object(JSONObject([("delivery_id", .string($0.deliveryID)), ("retraction", .string($0.retraction))]))
+                }))])))
             }
         }
         routes.on("v1/apps/:app/events", .get) { request, context in

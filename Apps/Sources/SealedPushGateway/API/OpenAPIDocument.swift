@@ -710,6 +710,50 @@ enum OpenAPIDocument {
         "summary": "Delete a message; its deliveries not yet sent end cancelled",
         "description": "Scope: send.",
         "responses": {
+          "200": {
+            "description": "With retract=shown: each mailbox delivery retracted, and whether a retraction push was queued for it.",
+            "headers": {
+              "Request-Id": {
+                "$ref": "#/components/headers/Request-Id"
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "type": "object",
+                  "required": [
+                    "deliveries"
+                  ],
+                  "properties": {
+                    "deliveries": {
+                      "type": "array",
+                      "items": {
+                        "type": "object",
+                        "required": [
+                          "delivery_id",
+                          "retraction"
+                        ],
+                        "properties": {
+                          "delivery_id": {
+                            "type": "string"
+                          },
+                          "retraction": {
+                            "type": "string",
+                            "enum": [
+                              "sent",
+                              "not_needed"
+                            ]
+                          }
+                        },
+                        "additionalProperties": false
+                      }
+                    }
+                  },
+                  "additionalProperties": false
+                }
+              }
+            }
+          },
           "204": {
             "$ref": "#/components/responses/NoContent"
           },
@@ -734,7 +778,21 @@ enum OpenAPIDocument {
           "503": {
             "$ref": "#/components/responses/Unavailable"
           }
-        }
+        },
+        "parameters": [
+          {
+            "name": "retract",
+            "in": "query",
+            "required": false,
+            "schema": {
+              "type": "string",
+              "enum": [
+                "shown"
+              ]
+            },
+            "description": "Mailbox v1 section 6: also send a retraction push for each retracted mailbox delivery whose push was accepted, under the same collapse id; the answer is then 200 listing each retracted delivery."
+          }
+        ]
       }
     },
     "/v1/receipts": {
@@ -976,6 +1034,225 @@ enum OpenAPIDocument {
           },
           "503": {
             "$ref": "#/components/responses/Unavailable"
+          }
+        }
+      }
+    },
+    "/v1/mailbox/fetch": {
+      "post": {
+        "operationId": "fetchMailbox",
+        "summary": "A mailbox message by its handle, once (mailbox v1 section 3); no bearer key, body at most 1 KiB",
+        "security": [],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "$ref": "#/components/schemas/MailboxFetchRequest"
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "The sealed envelope: the delivery waits, or was first fetched less than fetch_grace ago and its receipt has not arrived.",
+            "headers": {
+              "Request-Id": {
+                "$ref": "#/components/headers/Request-Id"
+              },
+              "Cache-Control": {
+                "schema": {
+                  "type": "string",
+                  "const": "no-store"
+                }
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/MailboxEnvelope"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/PublicBadRequest"
+          },
+          "404": {
+            "description": "One answer for every wrong handle: no such delivery, a wrong token, a malformed handle (unknown_handle).",
+            "headers": {
+              "Request-Id": {
+                "$ref": "#/components/headers/Request-Id"
+              }
+            },
+            "content": {
+              "application/problem+json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Problem404"
+                }
+              }
+            }
+          },
+          "410": {
+            "description": "Gone: collected, retracted or expired (reason).",
+            "headers": {
+              "Request-Id": {
+                "$ref": "#/components/headers/Request-Id"
+              }
+            },
+            "content": {
+              "application/problem+json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Problem410"
+                }
+              }
+            }
+          },
+          "413": {
+            "$ref": "#/components/responses/PublicTooLarge"
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
+          },
+          "429": {
+            "$ref": "#/components/responses/PublicRateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/Internal"
+          },
+          "503": {
+            "$ref": "#/components/responses/PublicUnavailable"
+          }
+        }
+      }
+    },
+    "/v1/mailbox/challenge": {
+      "post": {
+        "operationId": "challengeMailbox",
+        "summary": "A challenge sealed to the device's key, to ask for the list (mailbox v1 section 7); no bearer key",
+        "security": [],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "$ref": "#/components/schemas/MailboxChallengeRequest"
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "The challenge; an unknown app or device gets one all the same (sealed to a random key).",
+            "headers": {
+              "Request-Id": {
+                "$ref": "#/components/headers/Request-Id"
+              },
+              "Cache-Control": {
+                "schema": {
+                  "type": "string",
+                  "const": "no-store"
+                }
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/MailboxChallenge"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/PublicBadRequest"
+          },
+          "413": {
+            "$ref": "#/components/responses/PublicTooLarge"
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
+          },
+          "429": {
+            "$ref": "#/components/responses/PublicRateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/Internal"
+          },
+          "503": {
+            "$ref": "#/components/responses/PublicUnavailable"
+          }
+        }
+      }
+    },
+    "/v1/mailbox/list": {
+      "post": {
+        "operationId": "listMailbox",
+        "summary": "The device's waiting mailbox deliveries with fresh handles (mailbox v1 section 7); no bearer key",
+        "security": [],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "$ref": "#/components/schemas/MailboxListRequest"
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "Oldest first, at most 100; each handle is new (the old token no longer fetches).",
+            "headers": {
+              "Request-Id": {
+                "$ref": "#/components/headers/Request-Id"
+              },
+              "Cache-Control": {
+                "schema": {
+                  "type": "string",
+                  "const": "no-store"
+                }
+              }
+            },
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/MailboxList"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/PublicBadRequest"
+          },
+          "403": {
+            "description": "The challenge is unknown, expired, already answered, or the answer is wrong (wrong_answer).",
+            "headers": {
+              "Request-Id": {
+                "$ref": "#/components/headers/Request-Id"
+              }
+            },
+            "content": {
+              "application/problem+json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Problem403"
+                }
+              }
+            }
+          },
+          "413": {
+            "$ref": "#/components/responses/PublicTooLarge"
+          },
+          "415": {
+            "$ref": "#/components/responses/UnsupportedMediaType"
+          },
+          "429": {
+            "$ref": "#/components/responses/PublicRateLimited"
+          },
+          "500": {
+            "$ref": "#/components/responses/Internal"
+          },
+          "503": {
+            "$ref": "#/components/responses/PublicUnavailable"
           }
         }
       }
@@ -1224,7 +1501,10 @@ enum OpenAPIDocument {
         "properties": {
           "type": {
             "type": "string",
-            "const": "urn:sealedpush:problem:forbidden"
+            "enum": [
+              "urn:sealedpush:problem:forbidden",
+              "urn:sealedpush:problem:wrong_answer"
+            ]
           },
           "title": {
             "type": "string"
@@ -1256,7 +1536,10 @@ enum OpenAPIDocument {
         "properties": {
           "type": {
             "type": "string",
-            "const": "urn:sealedpush:problem:not_found"
+            "enum": [
+              "urn:sealedpush:problem:not_found",
+              "urn:sealedpush:problem:unknown_handle"
+            ]
           },
           "title": {
             "type": "string"
@@ -1387,7 +1670,9 @@ enum OpenAPIDocument {
             "enum": [
               "urn:sealedpush:problem:idempotency_conflict",
               "urn:sealedpush:problem:too_many_deliveries",
-              "urn:sealedpush:problem:platform_not_configured"
+              "urn:sealedpush:problem:platform_not_configured",
+              "urn:sealedpush:problem:mailbox_disabled",
+              "urn:sealedpush:problem:message_too_large"
             ]
           },
           "title": {
@@ -1857,6 +2142,14 @@ enum OpenAPIDocument {
             "type": "boolean",
             "default": false,
             "description": "A reveal message (reveal v1 sections 2 and 8): iOS is shown only a placeholder (Press and hold to read) and the text is sealed again to each device's reveal key, opened when the user presses and holds on an unlocked phone. Devices whose record has no reveal key are listed in skipped with reason no_reveal_key. Less text fits: a message too large is 413 with how many bytes of title, subtitle and body do."
+          },
+          "delivery": {
+            "type": "string",
+            "enum": [
+              "push",
+              "mailbox"
+            ],
+            "description": "How the message reaches its devices (mailbox v1 section 1): push (the sealed message rides in the push) or mailbox (the push carries only a handle, the device fetches the sealed message once from POST /v1/mailbox/fetch; up to the app's max_message_bytes). Without it, mailbox when the app has its mailbox enabled. mailbox for an app without it is 422 mailbox_disabled."
           }
         },
         "additionalProperties": false
@@ -1901,6 +2194,13 @@ enum OpenAPIDocument {
                 },
                 "state": {
                   "const": "queued"
+                },
+                "delivery": {
+                  "type": "string",
+                  "enum": [
+                    "push",
+                    "mailbox"
+                  ]
                 }
               },
               "additionalProperties": false
@@ -1968,6 +2268,7 @@ enum OpenAPIDocument {
             "enum": [
               "queued",
               "accepted",
+              "fetched",
               "delivered",
               "rejected",
               "unregistered",
@@ -2043,6 +2344,18 @@ enum OpenAPIDocument {
             "type": "integer",
             "minimum": 0,
             "description": "Grows with each change of the delivery."
+          },
+          "delivery": {
+            "type": "string",
+            "enum": [
+              "push",
+              "mailbox"
+            ],
+            "description": "The delivery's mode (mailbox v1 section 1); in GET .../messages/{message_id}."
+          },
+          "fetched_at": {
+            "$ref": "#/components/schemas/NullableTime",
+            "description": "When a mailbox delivery was first fetched (mailbox v1 section 3)."
           }
         },
         "additionalProperties": false
@@ -2112,6 +2425,7 @@ enum OpenAPIDocument {
             "type": "string",
             "enum": [
               "delivery.accepted",
+              "delivery.fetched",
               "delivery.delivered",
               "delivery.rejected",
               "delivery.unregistered",
@@ -2418,6 +2732,14 @@ enum OpenAPIDocument {
             "maxLength": 255,
             "pattern": "^[\\x20-\\x7e]+$",
             "description": "As the Idempotency-Key header of POST .../messages: per app, kept 24 hours."
+          },
+          "delivery": {
+            "type": "string",
+            "enum": [
+              "push",
+              "mailbox"
+            ],
+            "description": "How the message reaches its devices (mailbox v1 section 1): push (the sealed message rides in the push) or mailbox (the push carries only a handle, the device fetches the sealed message once from POST /v1/mailbox/fetch; up to the app's max_message_bytes). Without it, mailbox when the app has its mailbox enabled. mailbox for an app without it is 422 mailbox_disabled."
           }
         },
         "additionalProperties": false
@@ -2643,6 +2965,174 @@ enum OpenAPIDocument {
           },
           "key_record": {
             "$ref": "#/components/schemas/KeyRecord"
+          }
+        },
+        "additionalProperties": false
+      },
+      "Problem410": {
+        "type": "object",
+        "title": "Problem410",
+        "description": "RFC 9457 problem details for 410 (mailbox v1 section 3): the message was handed out and confirmed or its grace ended (collected), the sender retracted it (retracted), or it expired (expired).",
+        "required": [
+          "type",
+          "title",
+          "status",
+          "detail",
+          "reason"
+        ],
+        "properties": {
+          "type": {
+            "type": "string",
+            "const": "urn:sealedpush:problem:gone"
+          },
+          "title": {
+            "type": "string"
+          },
+          "status": {
+            "type": "integer",
+            "const": 410
+          },
+          "detail": {
+            "type": "string"
+          },
+          "reason": {
+            "type": "string",
+            "enum": [
+              "collected",
+              "retracted",
+              "expired"
+            ]
+          }
+        }
+      },
+      "MailboxFetchRequest": {
+        "type": "object",
+        "required": [
+          "handle"
+        ],
+        "properties": {
+          "handle": {
+            "type": "string",
+            "maxLength": 1000,
+            "description": "The handle of the push: 1.<delivery id>.<token>."
+          }
+        },
+        "additionalProperties": false
+      },
+      "MailboxEnvelope": {
+        "type": "object",
+        "required": [
+          "envelope",
+          "message_id",
+          "expires_at"
+        ],
+        "properties": {
+          "envelope": {
+            "type": "string",
+            "description": "Standard base64 of the wire v1 envelope."
+          },
+          "message_id": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 64
+          },
+          "expires_at": {
+            "$ref": "#/components/schemas/Time"
+          }
+        },
+        "additionalProperties": false
+      },
+      "MailboxChallengeRequest": {
+        "type": "object",
+        "required": [
+          "app",
+          "device_id"
+        ],
+        "properties": {
+          "app": {
+            "type": "string",
+            "pattern": "^[a-z0-9][a-z0-9._-]{0,63}$"
+          },
+          "device_id": {
+            "$ref": "#/components/schemas/Id"
+          }
+        },
+        "additionalProperties": false
+      },
+      "MailboxChallenge": {
+        "type": "object",
+        "required": [
+          "challenge_id",
+          "sealed",
+          "expires_in"
+        ],
+        "properties": {
+          "challenge_id": {
+            "type": "string"
+          },
+          "sealed": {
+            "type": "string",
+            "description": "Standard base64 of a sealed box of 32 random bytes to the device's public key."
+          },
+          "expires_in": {
+            "type": "integer",
+            "const": 60
+          }
+        },
+        "additionalProperties": false
+      },
+      "MailboxListRequest": {
+        "type": "object",
+        "required": [
+          "challenge_id",
+          "answer"
+        ],
+        "properties": {
+          "challenge_id": {
+            "type": "string",
+            "maxLength": 200
+          },
+          "answer": {
+            "type": "string",
+            "maxLength": 200,
+            "description": "base64url (no padding) of the 32 bytes the sealed box holds."
+          }
+        },
+        "additionalProperties": false
+      },
+      "MailboxList": {
+        "type": "object",
+        "required": [
+          "handles"
+        ],
+        "properties": {
+          "handles": {
+            "type": "array",
+            "maxItems": 100,
+            "items": {
+              "type": "object",
+              "required": [
+                "handle",
+                "message_id",
+                "created_at",
+                "expires_at"
+              ],
+              "properties": {
+                "handle": {
+                  "type": "string"
+                },
+                "message_id": {
+                  "type": "string"
+                },
+                "created_at": {
+                  "$ref": "#/components/schemas/Time"
+                },
+                "expires_at": {
+                  "$ref": "#/components/schemas/Time"
+                }
+              },
+              "additionalProperties": false
+            }
           }
         },
         "additionalProperties": false

@@ -100,6 +100,7 @@ public struct DeliveryWorker: Service {
             gateway.logger.error("cannot prune old records; retrying at the next interval", metadata: ["error": "\(String(describing: type(of: error)))"])
         }
         if deleted > 0 { gateway.logger.info("pruned messages and events past their keeping time", metadata: ["rows": "\(deleted)"]) }
+        await gateway.sweepMailbox()
     }
 
     /// One app's loop for one platform: claim what is due and fits in the free slots, send each in a child task,

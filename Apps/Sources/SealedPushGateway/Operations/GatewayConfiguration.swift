@@ -129,6 +129,8 @@ public struct GatewayAppConfiguration: Sendable {
     public let webhook: WebhookConfiguration?
     /// The Matrix push gateway section (matrix v1 §1), or `nil`: the app takes no Matrix notifications.
     public var matrix: MatrixAppSettings? = nil
+    /// Mailbox mode (mailbox v1 §1): off unless the app's `mailbox` section enables it.
+    public var mailbox: MailboxSettings = .disabled
 }
 
 /// An app's webhook (gateway v1 §8): the URL events are POSTed to and the secret they are signed with, and
@@ -428,7 +430,7 @@ struct ConfigReader {
     mutating func app(_ value: JSONValue, at pointer: String) throws(GatewayConfigurationError) -> GatewayAppConfiguration {
         guard case let .object(o) = value else { throw GatewayConfigurationError(pointer, "each app must be an object") }
         try allowOnly(o, at: pointer, ["id", "topic", "apns", "fcm", "webpush", "sender_keychain", "api_keys", "max_in_flight", "max_queue",
-                                       "max_fanout", "rate_limit", "webhook", "matrix"])
+                                       "max_fanout", "rate_limit", "webhook", "matrix", "mailbox"])
         let id = try string(o, "id", at: pointer)!
         guard GatewayConfiguration.isValidAppID(id) else {
             throw GatewayConfigurationError("\(pointer)/id", "must match [a-z0-9][a-z0-9._-]{0,63}")
@@ -470,7 +472,7 @@ struct ConfigReader {
             keys.append(APIKeyEntry(id: keyName, sha256: digest, scopes: scopes))
         }
         let webhook = try self.webhook(o, at: pointer)
-        return GatewayAppConfiguration(
+        var app = GatewayAppConfiguration(
             id: id, apns: apns, fcm: fcm, webpush: webpush, senderKeychain: sender, apiKeys: keys,
             maxInFlight: try integer(o, "max_in_flight", at: pointer, default: 100, range: 1...10_000),
             maxQueue: try integer(o, "max_queue", at: pointer, default: 1_000_000, range: 1...1_000_000_000),
@@ -484,6 +486,8 @@ struct ConfigReader {
                 case .webpush: webpush != nil
                 }
             }))
+        app.mailbox = try mailboxSection(o, at: pointer)
+        return app
     }
 
     /// `"topic"` and `"apns": {"auth_key", "key_id", "team_id", "production_url"?, "sandbox_url"?, "ca_cert"?}`, or nil

@@ -12,7 +12,7 @@ struct FCMPlatformSender: PlatformSender {
     let client: FCMClient
 
     func send(_ claim: ClaimedDelivery, now: Int64) async -> PushAnswer {
-        let body: [UInt8]
+        var body: [UInt8]
         do {
             body = try FCMMessage.body(token: claim.address, envelope: claim.payload, priority: claim.priority,
                                        messageTTL: claim.apnsExpiration == 0 ? 0 : 1, expiresAt: Date(timeIntervalSince1970: Double(claim.expiresAt) / 1000),
@@ -20,6 +20,13 @@ struct FCMPlatformSender: PlatformSender {
         } catch {
             if case .expired = error { return .retry(status: nil, reason: "ttl_expired", retryAfter: nil) }  // written expired by the state machine
             return .rejected(status: nil, reason: "invalid_message", attempted: false)
+        }
+        // Mailbox v1 §2: a mailbox delivery's FCM message carries only its handle, as `data.sealedpush_fetch`.
+        if MailboxPush.isHandle(claim.payload) {
+            guard let replaced = MailboxPush.fcmBody(replacingDataOf: body, handle: String(decoding: claim.payload, as: UTF8.self)) else {
+                return .rejected(status: nil, reason: "invalid_message", attempted: false)
+            }
+            body = replaced
         }
         let result = await client.send(body)
         switch result.outcome {

@@ -260,11 +260,17 @@ extension Gateway {
     }
 
     /// Cancels a message's deliveries not yet sent (`DELETE …/messages/{id}`).
-    func cancelMessage(app: AppRuntime, messageID: String) async throws {
+    /// Cancels a message's unsent deliveries and retracts its mailbox deliveries (mailbox v1 §6); with
+    /// `retractShown`, queues a retraction push for each retracted delivery whose push was accepted: what each
+    /// retracted delivery came to (`sent` or `not_needed`).
+    @discardableResult
+    func cancelMessage(app: AppRuntime, messageID: String, retractShown: Bool = false) async throws -> [(deliveryID: String, retraction: String)] {
+        let retracted = try await retractMailbox(app: app, messageID: messageID)
         guard let cancelled = try await store.cancelMessage(app: app.config.id, messageID: messageID, now: now) else {
             throw GatewayError.notFound("no message with this id in this app")
         }
         metrics.delivery(app: app.config.id, state: .cancelled, count: cancelled)
+        return try await queueRetractionPushes(app: app, messageID: messageID, retracted: retracted, shown: retractShown)
     }
 
     // MARK: Events (gateway v1 §8)

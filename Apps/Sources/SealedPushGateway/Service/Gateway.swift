@@ -405,6 +405,7 @@ public final class Gateway: Sendable {
                         devicesOf prefetched: [String: [DeviceRecord]]? = nil) async throws -> PreparedMessage {
         guard !draining.withLockedValue({ $0 }) else { throw GatewayError.unavailable("the gateway is shutting down; retry against another instance or later") }
         let request = try MessageRequest(body)
+        let mode = try deliveryMode(of: request, app: app)
         let appID = app.config.id
         func devicesOf(_ user: String) async throws -> [DeviceRecord] {
             if let prefetched { return prefetched[user] ?? [] }
@@ -477,9 +478,17 @@ public final class Gateway: Sendable {
         message.topic = app.config.apns?.topic
         if request.receipt { message.receiptURL = configuration.publicURL + "/v1/receipts" }
         if request.reveal { message.reveal = .standard }
-        let sealedResults = try await sealing.seal(message, to: targets.map(\.record), with: app.sender)
         var deliveries: [NewDelivery] = []
         deliveries.reserveCapacity(targets.count)
+        // Mailbox v1: sealed once per device with `dlv`, kept at the gateway; the push carries only a handle.
+        let mailbox = mode == .mailbox
+            ? try await mailboxDeliveries(app: app, request: request, messageID: messageID, created: created, expiresAt: expiresAt, targets: targets)
+            : nil
+        if let mailbox {
+            deliveries = mailbox.deliveries
+            skipped += mailbox.skipped
+        }
+        let sealedResults = mailbox != nil ? [] : try await sealing.seal(message, to: targets.map(\.record), with: app.sender)
         for ((device, record), result) in zip(targets, sealedResults) {
             let sealed: SealedNotification
             switch result {
@@ -506,7 +515,8 @@ public final class Gateway: Sendable {
         var answer = JSONObject([
             ("message_id", .string(messageID)), ("created_at", GatewayTime.json(created)), ("expires_at", GatewayTime.json(expiresAt)),
             ("deliveries", .array(deliveries.map { d in
-                .object(JSONObject([("delivery_id", .string(d.deliveryID)), ("device_id", .string(d.deviceID)), ("state", "queued")]))
+                .object(JSONObject([("delivery_id", .string(d.deliveryID)), ("device_id", .string(d.deviceID)), ("state", "queued"),
+                                    ("delivery", .string(d.mailbox == nil ? "push" : "mailbox"))]))
             })),
         ])
         answer["skipped"] = .array(skipped.map { .object(JSONObject([("device_id", .string($0.0)), ("reason", .string($0.1))])) })
@@ -561,9 +571,15 @@ public final class Gateway: Sendable {
         guard let m = try await store.message(app: app.config.id, messageID: messageID) else {
             throw GatewayError.notFound("no message with this id in this app")
         }
+        let mailbox = try await mailboxStore?.mailboxDeliveries(messageID: messageID) ?? [:]
         return JSONObject([
             ("message_id", .string(messageID)), ("created_at", GatewayTime.json(m.createdAt)), ("expires_at", GatewayTime.json(m.expiresAt)),
-            ("deliveries", .array(m.deliveries.map { .object(Self.json($0)) })),
+            ("deliveries", .array(m.deliveries.map { d in
+                var o = Self.json(d)
+                o["delivery"] = .string(mailbox[d.deliveryID] == nil ? "push" : "mailbox")
+                if let fetched = mailbox[d.deliveryID] { o["fetched_at"] = GatewayTime.json(fetched) }
+                return .object(o)
+            })),
         ])
     }
 

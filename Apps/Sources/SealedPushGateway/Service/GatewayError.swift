@@ -38,6 +38,8 @@ public enum GatewayError: Error, Sendable, Equatable {
     case tooManyDeliveries(deliveries: Int, limit: Int)
     /// 422 `platform_not_configured`: the device's platform has no section in the app's configuration (platforms v1 §1).
     case platformNotConfigured(PushPlatform)
+    /// 422 with a code of its own (mailbox v1: `mailbox_disabled`, `message_too_large`), its title, detail and field.
+    case unprocessable(code: String, title: String, detail: String, field: String?)
     /// 429 `rate_limited`.
     case rateLimited(retryAfter: Int)
     /// 503 `unavailable`: shutting down, queue full, database unreachable; retry after `retryAfter` seconds.
@@ -135,6 +137,8 @@ public enum GatewayError: Error, Sendable, Equatable {
             return Problem(.unprocessableContent, "platform_not_configured", "Platform not configured",
                            "this app does not serve \(platform.rawValue) devices: its operator adds a \(platform.rawValue) section to the app in the gateway's configuration",
                            field: "/platform")
+        case let .unprocessable(code, title, detail, field):
+            return Problem(.unprocessableContent, code, title, detail, field: field)
         case let .rateLimited(retryAfter):
             var p = Problem(.tooManyRequests, "rate_limited", "Rate limited", "too many requests; retry after the number of seconds in Retry-After")
             p.headers = [(.retryAfter, String(retryAfter))]

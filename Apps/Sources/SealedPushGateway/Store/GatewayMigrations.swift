@@ -248,12 +248,19 @@ enum GatewayMigrations {
             "DROP INDEX deliveries_due",
             "CREATE INDEX deliveries_due ON deliveries(app, platform, next_attempt_at) WHERE state = 'queued'",
         ]),
-        // v11 (#47): PostgreSQL wakes the workers of every instance. A statement that inserts deliveries or events
+        // v11 (mailbox v1): a mailbox delivery's row beside its delivery (the SHA-256 of its handle's token, when it
+        // was first fetched and how often, and why it is gone: `collected`, `retracted` or `expired`), its sealed
+        // envelope in a table of its own, whose row is DELETED when the delivery is gone (the bytes, not a flag),
+        // and the list's single-use challenges (§7), kept in the store so that every instance answers them. A retraction
+        // push (§6) carries a handle of its own to the retracted delivery: its token's hash is `retraction_sha256`.
+        GatewayMigration(version: 11, sqlite: mailboxSchema(integer: "INTEGER", bytes: "BLOB"),
+                         postgres: mailboxSchema(integer: "BIGINT", bytes: "BYTEA")),
+        // v12 (#47): PostgreSQL wakes the workers of every instance. A statement that inserts deliveries or events
         // notifies `sealedpush_deliveries` / `sealedpush_events` once per app it touched (a statement-level trigger
         // over its transition table: no extra round trip, and PostgreSQL sends the notification at commit, so a
         // listener never claims before the rows are visible; notifications alike within a transaction are sent
         // once). SQLite, one process, announces in the process instead (`StoreWakeHandler`).
-        GatewayMigration(version: 11, sqlite: [], postgres: [
+        GatewayMigration(version: 12, sqlite: [], postgres: [
             """
             CREATE FUNCTION sealedpush_notify_deliveries() RETURNS trigger LANGUAGE plpgsql AS $$
             BEGIN
@@ -274,6 +281,28 @@ enum GatewayMigrations {
                 + "FOR EACH STATEMENT EXECUTE FUNCTION sealedpush_notify_events()",
         ]),
     ]
+
+    /// Version 11's statements with each dialect's integer and byte-string types.
+    static func mailboxSchema(integer: String, bytes: String) -> [String] {
+        [
+            """
+            CREATE TABLE mailbox (
+                delivery_id TEXT PRIMARY KEY NOT NULL, app TEXT NOT NULL, device_id TEXT NOT NULL, message_id TEXT NOT NULL,
+                handle_sha256 \(bytes) NOT NULL, created_at \(integer) NOT NULL, expires_at \(integer) NOT NULL,
+                fetched_at \(integer), fetches INTEGER NOT NULL DEFAULT 0, gone TEXT, gone_at \(integer), retraction_sha256 \(bytes))
+            """,
+            "CREATE INDEX mailbox_device ON mailbox(app, device_id, created_at)",
+            "CREATE INDEX mailbox_message ON mailbox(message_id)",
+            "CREATE INDEX mailbox_expires ON mailbox(expires_at)",
+            // The sweep's search for rows whose grace ended: the waiting rows only.
+            "CREATE INDEX mailbox_waiting ON mailbox(fetched_at) WHERE gone IS NULL",
+            "CREATE TABLE mailbox_envelopes (delivery_id TEXT PRIMARY KEY NOT NULL, envelope \(bytes) NOT NULL)",
+            """
+            CREATE TABLE mailbox_challenges (challenge_id TEXT PRIMARY KEY NOT NULL, app TEXT NOT NULL, device_id TEXT NOT NULL,
+                answer_sha256 \(bytes) NOT NULL, expires_at \(integer) NOT NULL)
+            """,
+        ]
+    }
 
     /// Where the two schemas differ on purpose once every version is applied: a test reads both catalogs and
     /// allows these differences, and no other.

@@ -96,6 +96,8 @@ public enum DeliveryState: String, Sendable, Equatable, CaseIterable {
     case queued
     /// APNs answered 200.
     case accepted
+    /// Its sealed message was first fetched by its handle (mailbox v1 §3): between `accepted` and `delivered`.
+    case fetched
     /// The device's receipt arrived.
     case delivered
     /// APNs refused it for good.
@@ -110,7 +112,7 @@ public enum DeliveryState: String, Sendable, Equatable, CaseIterable {
     /// Whether nothing moves it any more.
     public var isFinal: Bool {
         switch self {
-        case .queued, .accepted: false
+        case .queued, .accepted, .fetched: false
         default: true
         }
     }
@@ -245,6 +247,9 @@ public struct NewDelivery: Sendable {
     public var apnsID: String
     /// The push service it goes through (the payload is that platform's: see `ClaimedDelivery.platform`).
     public var platform: PushPlatform = .apns
+    /// In mailbox mode (mailbox v1), its envelope and handle's hash, kept apart from the push (whose payload then
+    /// carries only the handle); nil in push mode.
+    public var mailbox: NewMailboxEntry? = nil
 }
 
 /// An idempotency key's stored answer (gateway v1 §5).

@@ -15,6 +15,8 @@ public enum GatewayEventType: String, Sendable, Equatable, CaseIterable {
     case deliveryExpired = "delivery.expired"
     /// The delivery's device or message was deleted, or its token reassigned, before it was sent.
     case deliveryCancelled = "delivery.cancelled"
+    /// A mailbox delivery was first fetched by its handle (mailbox v1 §3).
+    case deliveryFetched = "delivery.fetched"
     /// The device's `revealed` receipt arrived: the user pressed and held (reveal v1 §8).
     case deliveryRevealed = "delivery.revealed"
     /// APNs said a device's token is gone and the device is now `unregistered`.
@@ -25,6 +27,7 @@ public enum GatewayEventType: String, Sendable, Equatable, CaseIterable {
         switch state {
         case .queued: nil
         case .accepted: .deliveryAccepted
+        case .fetched: .deliveryFetched
         case .delivered: .deliveryDelivered
         case .rejected: .deliveryRejected
         case .unregistered: .deliveryUnregistered

@@ -749,6 +749,7 @@ public final class PostgresGatewayStore: GatewayStore {
             let p = (first..<first + 14).map { "$\($0)" }
             return "(\(p[0]), $1, \(p[1]), \(p[2]), \(p[3]), \(p[4]), \(p[5]), \(p[6]), \(p[7]), \(p[8]), \(p[9]), \(p[10]), \(p[11]), 'queued', 0, \(p[12]), \(p[12]), \(p[12]), 1, \(p[13]))"
         }
+        try await insertMailboxRows(conn, messages)
     }
 
     /// `head` (an `INSERT … VALUES`) for `items`, at most `chunk` rows a statement: `$1` binds `app`, and `row`
@@ -973,9 +974,10 @@ public final class PostgresGatewayStore: GatewayStore {
             }
             var changed = false
             switch state {
-            case .queued, .accepted, .expired, .cancelled:
+            case .queued, .accepted, .fetched, .expired, .cancelled:
                 try await insertDeliveryEvents(conn, try await run(conn, Self.queries.deliver, [.int(now), .int(now), .text(id)]), now: now)
                 changed = true
+                try await collectMailbox(conn, deliveryID: id, now: now)
             default:
                 break
             }

@@ -96,6 +96,8 @@ public final class SQLiteGatewayStore: GatewayStore {
         // on disk, so the writer connection (the only one that commits) runs with FULL.
         try await pool.writeWithoutTransaction { db in
             try db.execute(sql: "PRAGMA synchronous = FULL")
+            // Deleted rows' bytes are overwritten with zeros (mailbox v1 §3: an envelope is deleted, not flagged).
+            try db.execute(sql: "PRAGMA secure_delete = ON")
             try db.execute(sql: "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY NOT NULL, applied_at INTEGER NOT NULL)")
         }
         let current = try await pool.writeWithoutTransaction { db in
@@ -405,6 +407,7 @@ public final class SQLiteGatewayStore: GatewayStore {
                       .integer(Int(d.apnsExpiration)), .integer(Int(message.expiresAt)), .text(d.apnsID),
                       .integer(Int(message.createdAt)), .integer(Int(message.createdAt)), .integer(Int(message.createdAt)),
                       .text(d.platform.rawValue)])
+            if let entry = d.mailbox { try insertMailbox(db, message, d, entry) }
         }
         if let idempotency { try upsertIdempotency(db, app: message.app, key: idempotency.key, answer: idempotency.answer) }
     }
@@ -575,9 +578,10 @@ public final class SQLiteGatewayStore: GatewayStore {
             }
             var changed = false
             switch state {
-            case .queued, .accepted, .expired, .cancelled:
+            case .queued, .accepted, .fetched, .expired, .cancelled:
                 try insertDeliveryEvents(db, try db.run(Self.queries.deliver, [.int(now), .int(now), .text(id)]), now: now)
                 changed = true
+                try collectMailbox(db, deliveryID: id, now: now)
             default:
                 break
             }
