@@ -21,9 +21,9 @@ public enum StoreWake: Sendable, Hashable {
         }
     }
 
-    /// The channel the `deliveries` insert trigger notifies (migration 11), its payload the app id.
+    /// The channel the `deliveries` insert trigger notifies (migration 12), its payload the app id.
     static let deliveriesChannel = "sealedpush_deliveries"
-    /// The channel the `events` insert trigger notifies (migration 11), its payload the app id.
+    /// The channel the `events` insert trigger notifies (migration 12), its payload the app id.
     static let eventsChannel = "sealedpush_events"
 
     /// The wake-up a notification on `channel` with `payload` (an app id) stands for; nil for another channel.
