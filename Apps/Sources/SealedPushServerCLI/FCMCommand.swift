@@ -214,7 +214,7 @@ struct FCMCommand: AsyncParsableCommand {
                   sealedpush-server fcm serve --service-account sa.json --device $FCM_TOKEN=./android
                 """)
 
-        @Option(name: .long, help: ArgumentHelp("The Firebase project id (letters, digits, '-', '_', '.', ':').", valueName: "ID"))
+        @Option(name: .long, help: ArgumentHelp("The Firebase project id: 6-30 lowercase letters, digits or '-', starting with a letter.", valueName: "ID"))
         var project: String
 
         @Option(name: .long, help: ArgumentHelp("The JSON key file to create (it must not exist).", valueName: "FILE"))

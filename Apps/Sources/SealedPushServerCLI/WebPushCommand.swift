@@ -59,13 +59,14 @@ struct WebPushCommand: AsyncParsableCommand {
                 stops accepting, lets requests in flight finish, hands the browsers what was accepted, and exits 0.
 
                 Example:
-                  sealedpush keys generate --keychain ./browser > device.json
-                  sealedpush device subscribe --keychain ./browser --endpoint https://127.0.0.1:8443/push/browser-1
+                  sealedpush keys generate --keychain ./browser --no-reveal > device.json
+                  sealedpush device subscribe --keychain ./browser --endpoint https://127.0.0.1:8444/push/browser-1
                   sealedpush-server webpush serve --subscription browser-1=./browser --ca-out webpush-ca.pem
                 """)
 
-        @Option(name: .long, help: ArgumentHelp("The address to listen on.", valueName: "HOST:PORT"))
-        var listen = HostPort(host: "127.0.0.1", port: 8443)
+        /// Its own default port (8444), so that it runs beside `fcm serve` (8443) and `apns serve` (2197).
+        @Option(name: .long, help: ArgumentHelp("The address to listen on (default 127.0.0.1:8444, beside fcm serve's 8443).", valueName: "HOST:PORT"))
+        var listen = HostPort(host: "127.0.0.1", port: 8444)
 
         @OptionGroup var logging: LoggingOptions
 

@@ -47,7 +47,7 @@ struct GatewayFCMTests {
         var options = GatewayOptions()
         options.makePlatformSender = { _, platform, _ in
             guard platform == .fcm else { return nil }
-            let configuration = try FCMClientConfiguration(serviceAccount: account)
+            let configuration = try FCMClientConfiguration(serviceAccount: account, tokenURL: account.tokenURI)
             return FCMPlatformSender(client: FCMClient(configuration: configuration, serviceAccount: account, transport: fcm))
         }
         return options

@@ -24,11 +24,16 @@ public enum GatewayServer {
         let configuration = gateway.configuration
         var httpLogger = logger
         httpLogger.logLevel = max(logger.logLevel, .notice)  // Hummingbird's own per-connection lines stay quiet
-        func server(_ name: String, _ router: Router<GatewayRequestContext>, _ address: GatewayConfiguration.HostAndPort, _ serverName: String) -> any Service {
-            Application(
+        func server(_ name: String, _ router: Router<GatewayRequestContext>, _ address: GatewayConfiguration.HostAndPort, _ serverName: String,
+                    perSource: Bool = true) -> any Service {
+            // The API and device listeners cap each source's connections (the admin listener is the operator's).
+            let sources = perSource ? SourceConnections(limit: configuration.http.maxConnectionsPerSource, exempt: configuration.trustedProxies,
+                                                        onRefused: { gateway.metrics.connectionRefused(listener: name) }) : nil
+            return Application(
                 router: router,
                 server: .http1(configuration: HTTP1Channel.Configuration(
-                    additionalChannelHandlers: [RequestDeadlineHandler(limits: configuration.http)])),
+                    additionalChannelHandlers: (sources.map { [SourceConnectionLimitHandler(connections: $0)] } ?? [])
+                        + [RequestDeadlineHandler(limits: configuration.http)])),
                 configuration: ApplicationConfiguration(
                     address: .hostname(address.host, port: address.port), serverName: serverName,
                     availableConnectionsDelegate: MaximumAvailableConnections(configuration.http.maxConnections)),
@@ -40,7 +45,7 @@ public enum GatewayServer {
         services.append(GatewayResources(gateway: gateway))  // then: it stops after the servers, closing the clients and the store
         var gated: [any Service] = [
             server("api", GatewayHTTP.apiRouter(gateway, logger: logger), configuration.listen, "sealedpush-gateway"),
-            server("admin", GatewayHTTP.adminRouter(gateway, logger: logger), configuration.adminListen, "sealedpush-gateway-admin"),
+            server("admin", GatewayHTTP.adminRouter(gateway, logger: logger), configuration.adminListen, "sealedpush-gateway-admin", perSource: false),
         ]
         if let device = configuration.deviceListen {
             gated.append(server("device", GatewayHTTP.deviceRouter(gateway, logger: logger), device, "sealedpush-gateway-device"))
