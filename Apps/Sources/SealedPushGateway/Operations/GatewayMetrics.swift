@@ -101,6 +101,11 @@ public final class GatewayMetrics: Sendable {
         counter("sealedpush_gateway_connections_refused_total", [("listener", listener)]).increment()
     }
 
+    /// Declares `listener`'s refusal counter at zero, so that the series is on `/metrics` from the start.
+    func declareConnectionRefusals(listener: String) {
+        _ = counter("sealedpush_gateway_connections_refused_total", [("listener", listener)])
+    }
+
     /// `sealedpush_gateway_http_requests_total{route,status}` and `sealedpush_gateway_http_request_duration_seconds{route}`.
     func http(route: String, status: Int, duration: Duration) {
         counter("sealedpush_gateway_http_requests_total", [("route", route), ("status", String(status))])

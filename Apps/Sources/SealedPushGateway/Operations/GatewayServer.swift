@@ -27,6 +27,7 @@ public enum GatewayServer {
         func server(_ name: String, _ router: Router<GatewayRequestContext>, _ address: GatewayConfiguration.HostAndPort, _ serverName: String,
                     perSource: Bool = true) -> any Service {
             // The API and device listeners cap each source's connections (the admin listener is the operator's).
+            if perSource { gateway.metrics.declareConnectionRefusals(listener: name) }
             let sources = perSource ? SourceConnections(limit: configuration.http.maxConnectionsPerSource, exempt: configuration.trustedProxies,
                                                         onRefused: { gateway.metrics.connectionRefused(listener: name) }) : nil
             return Application(
