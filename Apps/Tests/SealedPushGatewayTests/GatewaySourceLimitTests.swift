@@ -81,3 +81,40 @@ extension GatewaySuites {
         }
     }
 }
+
+extension GatewaySuites {
+    /// #44 pilot 5: on SIGTERM the listeners keep answering (receipts, reports) for `http.drain_linger` after the
+    /// drain ended, then close; the default is 10 s.
+    @Suite("Gateway shutdown: the drain's linger", .serialized, .timeLimit(.minutes(3)))
+    struct GatewayDrainLingerTests {
+        @Test func theListenersAnswerDuringTheLingerThenClose() async throws {
+            let limits = JSONObject([("drain_linger", .int(3))])
+            try await withGateway("linger", extraRoot: JSONObject([("http", .object(limits))])) { g in
+                await g.group.triggerGracefulShutdown()
+                // The drain ends at once (nothing in flight); the API still answers during the linger.
+                try await Task.sleep(for: .milliseconds(500))
+                let (channel, answer) = try await rawConnection(port: g.apiPort, from: "127.0.0.5",
+                                                                sending: "GET /openapi.json HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                let closed = channel.closeFuture
+                _ = await bounded(.seconds(30)) { (try? await closed.get()) != nil }
+                #expect(String(decoding: answer.bytes.withLockedValue { $0 }.prefix(12), as: UTF8.self) == "HTTP/1.1 200", "the API answers during the linger")
+                let ready = try await g.admin.call(.GET, "/readyz", key: nil)
+                #expect(ready.status == 503 && ready.json["status"]?.stringValue == "draining", "\(ready.text)")
+                let running = g.running
+                let ended = await bounded(.seconds(60)) { _ = await running.result; return true }
+                #expect(ended == true, "the gateway stops after its linger")
+            }
+        }
+
+        @Test func theLingerIsConfigured() throws {
+            let directory = try GatewayHarness.parseTestDirectory("linger-config")
+            defer { try? FileManager.default.removeItem(at: directory) }
+            func limits(_ http: String) throws -> GatewayConfiguration.HTTPLimits {
+                try GatewayConfiguration.parse(Array(configurationText(http.isEmpty ? "" : #""http": \#(http),"#, app: "").utf8), baseDirectory: directory.path).http
+            }
+            #expect(try limits("").drainLinger == .seconds(10))
+            #expect(try limits(#"{"drain_linger": 0}"#).drainLinger == .zero)
+            #expect(throws: GatewayConfigurationError.self) { try limits(#"{"drain_linger": 301}"#) }
+        }
+    }
+}

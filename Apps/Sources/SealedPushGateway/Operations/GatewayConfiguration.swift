@@ -213,6 +213,9 @@ public struct GatewayConfiguration: Sendable {
         /// Connections one source address holds at once on the API and device listeners
         /// (`max_connections_per_source`; default a quarter of `max_connections`, at most 256, at least 1).
         public var maxConnectionsPerSource: Int = 256
+        /// How long the listeners keep answering after the drain ended on SIGTERM (`drain_linger`, seconds, default
+        /// 10): receipts of pushes accepted just before the stop still land here, not on a closed port.
+        public var drainLinger: Duration = .seconds(10)
 
         /// The defaults.
         public init() {}
@@ -621,20 +624,22 @@ struct ConfigReader {
         return secret
     }
 
-    /// `"http": {"header_timeout", "body_timeout", "idle_timeout", "max_connections", "max_connections_per_source"}`, each optional.
+    /// `"http": {"header_timeout", "body_timeout", "idle_timeout", "max_connections", "max_connections_per_source",
+    /// "drain_linger"}`, each optional.
     func httpLimits(_ root: JSONObject) throws(GatewayConfigurationError) -> GatewayConfiguration.HTTPLimits {
         var limits = GatewayConfiguration.HTTPLimits()
         guard let value = root["http"], value != .null else { return limits }
         guard case let .object(o) = value else {
-            throw GatewayConfigurationError("/http", "must be an object {\"header_timeout\", \"body_timeout\", \"idle_timeout\", \"max_connections\", \"max_connections_per_source\"} (seconds and counts)")
+            throw GatewayConfigurationError("/http", "must be an object {\"header_timeout\", \"body_timeout\", \"idle_timeout\", \"max_connections\", \"max_connections_per_source\", \"drain_linger\"} (seconds and counts)")
         }
-        try allowOnly(o, at: "/http", ["header_timeout", "body_timeout", "idle_timeout", "max_connections", "max_connections_per_source"])
+        try allowOnly(o, at: "/http", ["header_timeout", "body_timeout", "idle_timeout", "max_connections", "max_connections_per_source", "drain_linger"])
         limits.headerTimeout = .seconds(try integer(o, "header_timeout", at: "/http", default: 10, range: 1...3600))
         limits.bodyTimeout = .seconds(try integer(o, "body_timeout", at: "/http", default: 10, range: 1...3600))
         limits.idleTimeout = .seconds(try integer(o, "idle_timeout", at: "/http", default: 60, range: 1...86_400))
         limits.maxConnections = try integer(o, "max_connections", at: "/http", default: 4096, range: 1...1_000_000)
         limits.maxConnectionsPerSource = try integer(o, "max_connections_per_source", at: "/http",
                                                      default: max(1, min(256, limits.maxConnections / 4)), range: 1...1_000_000)
+        limits.drainLinger = .seconds(try integer(o, "drain_linger", at: "/http", default: 10, range: 0...300))
         return limits
     }
 
