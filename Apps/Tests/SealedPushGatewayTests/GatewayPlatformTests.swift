@@ -316,8 +316,10 @@ struct GatewayPlatformTests {
         var subscription = try #require(try JSON.parse(subscribed.stdout).objectValue)
 
         let caPath = dir.appendingPathComponent("webpush-ca.pem").path
+        let capturePath = dir.appendingPathComponent("captured.jsonl").path
         let serve = try ChildProcess(launching: ProjectPaths.sealedpushServerBinary,
-                                     ["webpush", "serve", "--listen", "127.0.0.1:0", "--ca-out", caPath, "--subscription", "browser-1=\(keychain)"],
+                                     ["webpush", "serve", "--listen", "127.0.0.1:0", "--ca-out", caPath, "--subscription", "browser-1=\(keychain)",
+                                      "--capture", capturePath],
                                      readLines: true)
         defer { _ = serve.terminate(grace: .seconds(15)) }
         let listening = try #require(try await offPool { serve.waitForLine(startingWith: "listening on ", within: .seconds(60)) }, "webpush serve did not start")
@@ -348,6 +350,18 @@ struct GatewayPlatformTests {
             #expect(delivery["platform"]?.stringValue == "webpush" && delivery["platform_status"] == .int(201))
             #expect(delivery["platform_id"]?.stringValue?.hasPrefix(origin + "/message/") == true, "\(delivery)")
         }
+        // #44 pilot 4: `--capture FILE` wrote the request as the push service received it, one JSON line (0600).
+        let captured = try String(contentsOfFile: capturePath, encoding: .utf8).split(separator: "\n")
+        try #require(captured.count == 1, "\(captured)")
+        let line = try #require(try JSON.parse(Array(captured[0].utf8)).objectValue)
+        #expect(line["path"]?.stringValue == "/push/browser-1")
+        let headers = (line["headers"]?.arrayValue ?? []).compactMap { $0.arrayValue?.compactMap(\.stringValue) }
+        #expect(headers.contains { $0.first?.lowercased() == "content-encoding" && $0.last == "aes128gcm" }, "\(headers)")
+        #expect(headers.contains { $0.first?.lowercased() == "authorization" && ($0.last ?? "").hasPrefix("vapid t=") }, "\(headers)")
+        let body = try #require(line["body_base64url"]?.stringValue.flatMap { WebPushBase64URL.decode($0) })
+        #expect(body.count > 86 && body.count <= 4096, "an RFC 8291 body: \(body.count) bytes")
+        let mode = try FileManager.default.attributesOfItem(atPath: capturePath)[.posixPermissions] as? Int
+        #expect(mode.map { $0 & 0o077 } == 0, "the capture holds VAPID tokens: owner-only")
     }
 }
 
