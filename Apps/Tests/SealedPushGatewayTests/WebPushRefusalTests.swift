@@ -27,6 +27,11 @@ struct WebPushRefusalTests {
         #expect(refusals.pausedOrigins == [origin])
         #expect(!refusals.isPaused("https://other.example.net"))
         #expect(refusals.takeChanges().map(\.paused) == [true])
+        // Paused, deliveries there wait — but one every 5 minutes goes through, so that the origin can come back.
+        #expect(refusals.holds(origin, now: 601_200))
+        #expect(!refusals.holds(origin, now: 601_100 + 300_000), "the probe after 5 minutes")
+        #expect(refusals.holds(origin, now: 601_100 + 300_001), "one probe, then waiting again")
+        #expect(!refusals.holds("https://other.example.net", now: 601_200))
         // A delivery there that succeeds resumes it, and its refusals start afresh.
         refusals.accepted(origin: origin)
         #expect(!refusals.isPaused(origin))

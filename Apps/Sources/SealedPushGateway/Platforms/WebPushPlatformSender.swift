@@ -41,7 +41,7 @@ struct WebPushPlatformSender: PlatformSender {
         do { endpoint = try policy.check(claim.address) } catch {
             return .rejected(status: nil, reason: Self.reason(error), attempted: false)
         }
-        if refusals.isPaused(endpoint.origin) { return .held(reason: "credentials_paused", retryAfter: Self.pausedOriginRecheck) }
+        if refusals.holds(endpoint.origin, now: now) { return .held(reason: "credentials_paused", retryAfter: Self.pausedOriginRecheck) }
         let answer = await post(claim, to: endpoint, now: now)
         switch answer {
         case .accepted: refusals.accepted(origin: endpoint.origin)

@@ -19,6 +19,8 @@ final class WebPushRefusals: Sendable {
         var refusals: [String: Int64] = [:]
         var paused = false
         var lastSeen: Int64 = 0
+        /// When a delivery was last let through to the paused origin, to see whether it accepts again.
+        var lastProbe: Int64 = 0
     }
 
     private struct State {
@@ -29,10 +31,27 @@ final class WebPushRefusals: Sendable {
 
     private let state = NIOLockedValueBox(State())
 
-    init(threshold: Int = 5, window: Duration = .seconds(600), maximumOrigins: Int = 1024) {
+    /// How often one delivery is let through to a paused origin (milliseconds): its success resumes the origin.
+    let probeInterval: Int64
+
+    init(threshold: Int = 5, window: Duration = .seconds(600), maximumOrigins: Int = 1024, probeInterval: Duration = .seconds(300)) {
         self.threshold = max(1, threshold)
         self.window = window.milliseconds
         self.maximumOrigins = maximumOrigins
+        self.probeInterval = probeInterval.milliseconds
+    }
+
+    /// Whether a delivery to `origin` at `now` (Unix ms) waits: true while the origin is paused, except for one
+    /// delivery every `probeInterval`, let through so that "a delivery to that origin succeeds" (platforms v1 §3)
+    /// can happen at all; its refusal keeps the origin paused, its acceptance resumes it.
+    func holds(_ origin: String, now: Int64) -> Bool {
+        state.withLockedValue { s -> Bool in
+            guard var entry = s.origins[origin], entry.paused else { return false }
+            guard now - entry.lastProbe >= probeInterval else { return true }
+            entry.lastProbe = now
+            s.origins[origin] = entry
+            return false
+        }
     }
 
     /// Whether deliveries to `origin` are paused.
@@ -54,6 +73,7 @@ final class WebPushRefusals: Sendable {
             let pauses = !entry.paused && entry.refusals.count >= threshold
             if pauses {
                 entry.paused = true
+                entry.lastProbe = now
                 s.changes.append((origin, true))
             }
             s.origins[origin] = entry
