@@ -52,6 +52,14 @@ public enum PrivateFile {
         let mode = UInt32(info.st_mode) & 0o7777
         guard mode & 0o077 == 0 else { throw .accessibleByOthers(mode: mode) }
         guard Int(info.st_size) <= limit else { throw .tooLarge(limit: limit) }
+        do { return try readAll(fd, limit: limit) } catch { throw error.code == 0 ? .tooLarge(limit: limit) : .readFailed(errno: error.code) }
+    }
+
+    /// The read of an open descriptor failed (`code`: errno), or it held more than the limit (`code` 0).
+    struct ReadFailure: Error { let code: Int32 }
+
+    /// Every byte of `fd` (at most `limit`), into wiped storage.
+    static func readAll(_ fd: Int32, limit: Int) throws(ReadFailure) -> SecureBytes {
         // One byte more than the limit, to notice a file that grew after fstat.
         var buffer = SecureBytes(zeros: limit + 1)
         var total = 0
@@ -68,9 +76,70 @@ public enum PrivateFile {
                 total += n
             }
         }
-        if let failure { throw .readFailed(errno: failure) }
-        guard total <= limit else { throw .tooLarge(limit: limit) }
+        if let failure { throw ReadFailure(code: failure) }
+        guard total <= limit else { throw ReadFailure(code: 0) }
         return buffer.slice(0..<total)
+    }
+
+    /// How a mounted secret file was shared when `readSecret` read it.
+    public struct SecretAccess: Sendable, Equatable {
+        /// Its permission bits.
+        public let mode: UInt32
+        /// Whether another user owns it (read through the group's or the owner's grant, never writable by this user).
+        public let ownedByAnotherUser: Bool
+        /// Whether its group may read or write it (a warning, not a refusal: a secret mounted for the service's group).
+        public var groupAccess: Bool { mode & 0o070 != 0 }
+    }
+
+    /// Why a mounted secret file cannot be used.
+    public enum SecretProblem: Error, Sendable, Equatable {
+        /// There is no such file, or it cannot be opened (`errno`).
+        case unreadable(errno: Int32)
+        /// The path is not a regular file (a directory, a device, a FIFO…).
+        case notRegularFile(isDirectory: Bool)
+        /// Any user may read or write it (`mode`: the permission bits).
+        case accessibleByOthers(mode: UInt32)
+        /// Another user (`owner`) owns it and this process may write it (through its group).
+        case writableByThisUser(owner: UInt32, mode: UInt32)
+        /// It is longer than `limit` bytes.
+        case tooLarge(limit: Int)
+        /// Reading failed (`errno`).
+        case readFailed(errno: Int32)
+    }
+
+    /// The bytes of a secret a service is given (an APNs key, a service account, a VAPID key, a password), in
+    /// `SecureBytes`, with how the file is shared: the rule of gateway v1 §1 for mounted secrets. The file is opened
+    /// once — a symbolic link is followed, as a Kubernetes or systemd-credentials mount makes one — and everything is
+    /// checked on the open descriptor (`fstat`) and read from it, so nothing can be swapped between the check and the
+    /// read. Refused: anything but a regular file, any access for other users, and a file owned by another user that
+    /// this process could write. Group access is reported (`SecretAccess.groupAccess`), for a warning.
+    public static func readSecret(_ path: String, limit: Int = 64 * 1024) throws(SecretProblem) -> (bytes: SecureBytes, access: SecretAccess) {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+        guard fd >= 0 else { throw .unreadable(errno: errno) }
+        defer { closeFile(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw .unreadable(errno: errno) }
+        let kind = UInt32(info.st_mode) & UInt32(S_IFMT)
+        guard kind == UInt32(S_IFREG) else { throw .notRegularFile(isDirectory: kind == UInt32(S_IFDIR)) }
+        let mode = UInt32(info.st_mode) & 0o7777
+        guard mode & 0o007 == 0 else { throw .accessibleByOthers(mode: mode) }
+        let owner = UInt32(info.st_uid)
+        let another = owner != UInt32(geteuid())
+        if another, mode & 0o020 != 0, isMember(ofGroup: UInt32(info.st_gid)) { throw .writableByThisUser(owner: owner, mode: mode) }
+        guard Int(info.st_size) <= limit else { throw .tooLarge(limit: limit) }
+        do {
+            return (try readAll(fd, limit: limit), SecretAccess(mode: mode, ownedByAnotherUser: another))
+        } catch {
+            throw error.code == 0 ? .tooLarge(limit: limit) : .readFailed(errno: error.code)
+        }
+    }
+
+    /// Whether this process's effective or supplementary groups include `group`.
+    static func isMember(ofGroup group: UInt32) -> Bool {
+        if UInt32(getegid()) == group { return true }
+        var groups = [gid_t](repeating: 0, count: 256)
+        let n = getgroups(Int32(groups.count), &groups)
+        return n > 0 && groups.prefix(Int(n)).contains { UInt32($0) == group }
     }
 }
 

@@ -58,9 +58,20 @@ public struct FCMClientConfiguration: Sendable {
         }
         let project = projectID ?? serviceAccount.projectID
         guard FCMServiceAccount.isValidProjectID(project) else {
-            throw .invalidConfiguration("fcm.project_id must be a Firebase project id (letters, digits, '-', '_', '.', ':')")
+            throw .invalidConfiguration("fcm.project_id must be \(FCMServiceAccount.projectIDRule)")
         }
-        let token = tokenURL ?? serviceAccount.tokenURI
+        // The signed assertion goes to Google's token URL only, unless the configuration names another explicitly: a
+        // key file whose token_uri points elsewhere would otherwise hand it to whoever wrote that URL.
+        let token: String
+        if let tokenURL {
+            token = tokenURL
+        } else {
+            guard FCMServiceAccount.googleTokenURIs.contains(serviceAccount.tokenURI) else {
+                throw .invalidConfiguration("the service account's token_uri is not Google's token URL (https://oauth2.googleapis.com/token); "
+                    + "set fcm.token_url explicitly to exchange assertions elsewhere (a local FCM: its /token URL)")
+            }
+            token = serviceAccount.tokenURI
+        }
         guard FCMServiceAccount.isHTTPSURL(token) else { throw .invalidConfiguration("fcm.token_url must be an https URL") }
         self.url = base
         self.projectID = project

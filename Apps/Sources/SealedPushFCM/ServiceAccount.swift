@@ -87,7 +87,7 @@ public struct FCMServiceAccount: Sendable {
             return value
         }
         _ = try string("type", #"the string "service_account" (this file is another kind of Google credential)"#) { $0 == "service_account" }
-        let projectID = try string("project_id", "a project id: 1–128 letters, digits, '-', '_', '.' or ':'", FCMServiceAccount.isValidProjectID)
+        let projectID = try string("project_id", FCMServiceAccount.projectIDRule, FCMServiceAccount.isValidProjectID)
         let keyID = try string("private_key_id", "a key id: 1–128 printable ASCII characters", FCMServiceAccount.isPrintableASCII)
         let email = try string("client_email", "the service account's e-mail address", FCMServiceAccount.isPlausibleEmail)
         let tokenURI = try string("token_uri", "an https URL (Google's is https://oauth2.googleapis.com/token)", FCMServiceAccount.isHTTPSURL)
@@ -121,11 +121,22 @@ public struct FCMServiceAccount: Sendable {
         return key
     }
 
-    /// Project ids as Google makes them (`[a-z][a-z0-9-]{4,28}[a-z0-9]`), loosened to anything safe in a URL path.
-    static func isValidProjectID(_ s: String) -> Bool {
-        (1...128).contains(s.utf8.count) && s.utf8.allSatisfy { c in
-            (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2D || c == 0x5F || c == 0x2E || c == 0x3A
-        }
+    /// Google's token endpoints: where a service account's assertion may go unless the configuration names another
+    /// (`fcm.token_url`) explicitly. The first is what the console writes today; the others are older key files'.
+    public static let googleTokenURIs: Set<String> = [
+        "https://oauth2.googleapis.com/token", "https://www.googleapis.com/oauth2/v4/token", "https://accounts.google.com/o/oauth2/token",
+    ]
+
+    /// What a project id is, in words (errors).
+    public static let projectIDRule = "a Google Cloud project id: 6–30 lowercase letters, digits or '-', starting with a letter and not ending with '-'"
+
+    /// Project ids as Google makes them: `[a-z][a-z0-9-]{4,28}[a-z0-9]`.
+    public static func isValidProjectID(_ s: String) -> Bool {
+        let b = Array(s.utf8)
+        guard (6...30).contains(b.count), let first = b.first, let last = b.last else { return false }
+        let lower = { (c: UInt8) in c >= 0x61 && c <= 0x7A }
+        let digit = { (c: UInt8) in c >= 0x30 && c <= 0x39 }
+        return lower(first) && (lower(last) || digit(last)) && b.allSatisfy { lower($0) || digit($0) || $0 == 0x2D }
     }
 
     static func isPrintableASCII(_ s: String) -> Bool {
@@ -149,7 +160,7 @@ extension FCMServiceAccount {
     /// bytes (write them with mode 0600). Real service accounts come from the Google Cloud console.
     public static func generate(project: String, tokenURI: String) throws(FCMServiceAccountError) -> (account: FCMServiceAccount, json: SecureBytes) {
         guard isValidProjectID(project) else {
-            throw .generationFailed(detail: "the project id must be 1–128 letters, digits, '-', '_', '.' or ':'")
+            throw .generationFailed(detail: "the project id must be \(projectIDRule)")
         }
         guard isHTTPSURL(tokenURI) else { throw .generationFailed(detail: "the token URI must be an https URL") }
         let key: _RSA.Signing.PrivateKey

@@ -7,6 +7,7 @@ import NIOCore
 import NIOSSL
 public import SealedPushAPNsServer
 public import ServiceLifecycle
+import SealedPushWire
 
 /// Why the local FCM could not be set up.
 public struct LocalFCMServerError: Error, CustomStringConvertible, Sendable {
@@ -35,6 +36,8 @@ public final class LocalFCMServer: Service, Sendable {
     /// How long every answer is held back (`--latency`).
     public let latency: Duration
     let onAccepted: @Sendable (AcceptedFCMMessage) -> Void
+    /// Receives each accepted request as received (`fcm serve --capture FILE`), when set.
+    let capture: (@Sendable (CapturedFCMRequest) -> Void)?
     let onListening: @Sendable (Int) async -> Void
     let logger: Logger
 
@@ -43,7 +46,9 @@ public final class LocalFCMServer: Service, Sendable {
     public init(rules: LocalFCMRules, authority: LocalCertificateAuthority, host: String = "127.0.0.1", port: Int = 8443,
                 latency: Duration = .zero, logger: Logger = Logger(label: "sealedpush.fcm-serve"),
                 onListening: @escaping @Sendable (Int) async -> Void = { _ in },
-                onAccepted: @escaping @Sendable (AcceptedFCMMessage) -> Void = { _ in }) {
+                onAccepted: @escaping @Sendable (AcceptedFCMMessage) -> Void = { _ in },
+                capture: (@Sendable (CapturedFCMRequest) -> Void)? = nil) {
+        self.capture = capture
         self.rules = rules
         self.authority = authority
         self.host = host
@@ -67,7 +72,7 @@ public final class LocalFCMServer: Service, Sendable {
         }
         tls.minimumTLSVersion = .tlsv12
         tls.applicationProtocols = ["http/1.1"]
-        let rules = self.rules, logger = self.logger, onAccepted = self.onAccepted, latency = self.latency
+        let rules = self.rules, logger = self.logger, onAccepted = self.onAccepted, latency = self.latency, capture = self.capture
         let responder = CallbackResponder<BasicRequestContext> { request, _ in
             var headers: [String: String] = [:]
             for field in request.headers {
@@ -92,7 +97,10 @@ public final class LocalFCMServer: Service, Sendable {
             for (name, value) in answer.headers {
                 if let fieldName = HTTPField.Name(name) { fields[fieldName] = value }
             }
-            if let accepted = answer.accepted { onAccepted(accepted) }
+            if let accepted = answer.accepted {
+                capture?(CapturedFCMRequest(path: request.uri.path, headers: request.headers.map { ($0.name.rawName, $0.value) }, body: body))
+                onAccepted(accepted)
+            }
             return Response(status: .init(code: answer.status), headers: fields,
                             body: ResponseBody(byteBuffer: ByteBuffer(bytes: answer.body)))
         }
@@ -137,5 +145,25 @@ public final class LocalFCMServer: Service, Sendable {
             metadata["reason"] = "\(answer.summary)"
             logger.info("refused", metadata: metadata)
         }
+    }
+}
+
+/// One accepted `messages:send` request as the local FCM received it, for `fcm serve --capture FILE`.
+public struct CapturedFCMRequest: Sendable {
+    /// The request's path (`/v1/projects/…/messages:send`).
+    public let path: String
+    /// Its headers, in order, as received.
+    public let headers: [(name: String, value: String)]
+    /// Its body, as received (FCM's JSON).
+    public let body: [UInt8]
+
+    /// The JSON line `--capture` writes: `{"path", "headers": [[name, value], …], "body"}` (the body as text).
+    public var jsonLine: [UInt8] {
+        let object = JSONObject([
+            ("path", .string(path)),
+            ("headers", .array(headers.map { .array([.string($0.name), .string($0.value)]) })),
+            ("body", .string(String(decoding: body, as: UTF8.self))),
+        ])
+        return JSON.serialize(.object(object)) + [0x0A]
     }
 }

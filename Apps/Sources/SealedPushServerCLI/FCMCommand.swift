@@ -85,6 +85,9 @@ struct FCMCommand: AsyncParsableCommand {
 
         @OptionGroup var logging: LoggingOptions
 
+        @Option(name: .long, help: ArgumentHelp("Append each accepted messages:send request, as received, to FILE as a JSON line: {\"path\", \"headers\": [[name, value], …], \"body\"} (mode 0600; it holds bearer tokens).", valueName: "FILE"))
+        var capture: String?
+
         @Option(name: .customLong("ca-out"), help: ArgumentHelp("Where to write the CA certificate clients must trust.", valueName: "FILE"))
         var caOut = "fcm-ca.pem"
 
@@ -170,6 +173,13 @@ struct FCMCommand: AsyncParsableCommand {
             }
             let (host, caOut, tokenURI) = (listen.host, self.caOut, account.tokenURI)
             let deviceLines = lines
+            var onCapture: (@Sendable (CapturedFCMRequest) -> Void)?
+            if let capture {
+                guard let sink = CaptureSink(path: capture) else {
+                    throw CLIError("cannot open \(capture) for --capture; check that its directory exists and is writable")
+                }
+                onCapture = { @Sendable (request: CapturedFCMRequest) in sink.append(request.jsonLine) }
+            }
             let server = LocalFCMServer(
                 rules: LocalFCMRules(configuration: configuration), authority: authority, host: host, port: listen.port,
                 latency: latency.duration, logger: Logger(label: "sealedpush.fcm-serve"),
@@ -181,7 +191,7 @@ struct FCMCommand: AsyncParsableCommand {
                                    + "point clients' token URL (the gateway's fcm.token_url) at \(base)/token")
                     }
                 },
-                onAccepted: { message in deviceLines[message.token]?.enqueue(message) })
+                onAccepted: { message in deviceLines[message.token]?.enqueue(message) }, capture: onCapture)
             // The devices come first: the group stops the server first, then lets the devices finish what it accepted.
             var services: [any Service] = Array(deviceLines.values)
             services.append(server)
@@ -214,7 +224,7 @@ struct FCMCommand: AsyncParsableCommand {
                   sealedpush-server fcm serve --service-account sa.json --device $FCM_TOKEN=./android
                 """)
 
-        @Option(name: .long, help: ArgumentHelp("The Firebase project id (letters, digits, '-', '_', '.', ':').", valueName: "ID"))
+        @Option(name: .long, help: ArgumentHelp("The Firebase project id: 6-30 lowercase letters, digits or '-', starting with a letter.", valueName: "ID"))
         var project: String
 
         @Option(name: .long, help: ArgumentHelp("The JSON key file to create (it must not exist).", valueName: "FILE"))

@@ -59,15 +59,19 @@ struct WebPushCommand: AsyncParsableCommand {
                 stops accepting, lets requests in flight finish, hands the browsers what was accepted, and exits 0.
 
                 Example:
-                  sealedpush keys generate --keychain ./browser > device.json
-                  sealedpush device subscribe --keychain ./browser --endpoint https://127.0.0.1:8443/push/browser-1
+                  sealedpush keys generate --keychain ./browser --no-reveal > device.json
+                  sealedpush device subscribe --keychain ./browser --endpoint https://127.0.0.1:8444/push/browser-1
                   sealedpush-server webpush serve --subscription browser-1=./browser --ca-out webpush-ca.pem
                 """)
 
-        @Option(name: .long, help: ArgumentHelp("The address to listen on.", valueName: "HOST:PORT"))
-        var listen = HostPort(host: "127.0.0.1", port: 8443)
+        /// Its own default port (8444), so that it runs beside `fcm serve` (8443) and `apns serve` (2197).
+        @Option(name: .long, help: ArgumentHelp("The address to listen on (default 127.0.0.1:8444, beside fcm serve's 8443).", valueName: "HOST:PORT"))
+        var listen = HostPort(host: "127.0.0.1", port: 8444)
 
         @OptionGroup var logging: LoggingOptions
+
+        @Option(name: .long, help: ArgumentHelp("Append each accepted request, as received, to FILE as a JSON line: {\"path\", \"headers\": [[name, value], …], \"body_base64url\"} (mode 0600; it holds VAPID tokens).", valueName: "FILE"))
+        var capture: String?
 
         @Option(name: .customLong("ca-out"), help: ArgumentHelp("Where to write the CA certificate clients must trust.", valueName: "FILE"))
         var caOut = "webpush-ca.pem"
@@ -158,10 +162,21 @@ struct WebPushCommand: AsyncParsableCommand {
                 throw CLIError("cannot write the CA certificate to \(caOut) (--ca-out); check that its directory exists and is writable")
             }
             let lines = browsers
-            let server = LocalWebPushServer(rules: LocalWebPushRules(configuration: configuration), authority: authority,
-                                            logger: Logger(label: "sealedpush.webpush-serve")) { push in
-                lines[push.subscription]?.enqueue(push)
+            var sink: CaptureSink?
+            if let capture {
+                guard let opened = CaptureSink(path: capture) else {
+                    throw CLIError("cannot open \(capture) for --capture; check that its directory exists and is writable")
+                }
+                sink = opened
             }
+            let captured = sink
+            var onCapture: (@Sendable (CapturedWebPushRequest) -> Void)?
+            if let captured {
+                onCapture = { @Sendable (request: CapturedWebPushRequest) in captured.append(request.jsonLine) }
+            }
+            let server = LocalWebPushServer(rules: LocalWebPushRules(configuration: configuration), authority: authority,
+                                            logger: Logger(label: "sealedpush.webpush-serve"),
+                                            onAccepted: { push in lines[push.subscription]?.enqueue(push) }, capture: onCapture)
             let caOut = self.caOut
             let app = try server.application { origin in
                 // Unbuffered, so a parent reading the pipe sees the line at once.
@@ -274,4 +289,24 @@ extension SimulatedDeviceLine where Message == AcceptedWebPush {
         }
         return delivery.result
     }
+}
+
+/// The file `--capture` appends JSON lines to: created 0600 (it holds VAPID tokens), opened for appending, one
+/// write per line.
+final class CaptureSink: Sendable {
+    let descriptor: FileDescriptor
+
+    /// The file at `path`, created (0600) or opened for appending; nil when it cannot be.
+    init?(path: String) {
+        guard let descriptor = try? FileDescriptor.open(FilePath(path), .writeOnly, options: [.append, .create],
+                                                        permissions: [.ownerReadWrite]) else { return nil }
+        self.descriptor = descriptor
+    }
+
+    /// Appends `line` (a JSON line with its newline); `O_APPEND` keeps concurrent lines whole.
+    func append(_ line: [UInt8]) {
+        _ = try? descriptor.writeAll(line)
+    }
+
+    deinit { try? descriptor.close() }
 }

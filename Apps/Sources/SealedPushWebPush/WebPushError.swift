@@ -202,13 +202,15 @@ extension WebPushError.EndpointProblem {
         case .notHTTPS: return "is not https: push services are reached over https only"
         case .userinfo: return "carries user information (user@host): remove it"
         case .invalidHost: return "has no valid host name"
-        case let .ipLiteral(origin): return "\(origin) names an IP address: a push service endpoint must use a host name"
-        case let .localhost(origin): return "\(origin) is a localhost name: set \"allow_private_endpoints\" for a local push service"
-        case let .portNotAllowed(origin, port):
-            return "\(origin) uses port \(port): only 443 is allowed unless the app lists it in \"webpush\": {\"allow_ports\": […]}"
-        case let .noAddresses(origin): return "\(origin) resolves to no address"
-        case let .notPublic(origin, addressClass):
-            return "\(origin) resolves to a \(addressClass.rawValue) address, not a public one: the gateway connects to public addresses only"
+        // The endpoint is a capability URL chosen by whoever registered the device: no part of it, its origin
+        // included, is quoted in an error (platforms v1 §1), which may reach a problem's detail or a log.
+        case .ipLiteral: return "names an IP address: a push service endpoint must use a host name"
+        case .localhost: return "is a localhost name: set \"allow_private_endpoints\" for a local push service"
+        case let .portNotAllowed(_, port):
+            return "uses port \(port): only 443 is allowed unless the app lists it in \"webpush\": {\"allow_ports\": […]}"
+        case .noAddresses: return "resolves to no address"
+        case let .notPublic(_, addressClass):
+            return "resolves to a \(addressClass.rawValue) address, not a public one: the gateway connects to public addresses only"
         }
     }
 }

@@ -29,18 +29,23 @@ public final class LocalWebPushServer: Sendable {
     public let authority: LocalCertificateAuthority
     let logger: Logger
     let onAccepted: @Sendable (AcceptedWebPush) -> Void
+    /// Receives each accepted request as received (`webpush serve --capture FILE`), when set.
+    let capture: (@Sendable (CapturedWebPushRequest) -> Void)?
     let boundOrigin = Mutex<String?>(nil)
     let counts = Mutex((accepted: 0, refused: 0))
 
     /// The header every answer carries: a development server.
     public static let serverName = "sealedpush-local-webpush (development only)"
 
-    /// A service with `rules` and TLS identity `authority`; `onAccepted` receives each accepted message as it is answered.
+    /// A service with `rules` and TLS identity `authority`; `onAccepted` receives each accepted message as it is answered,
+    /// `capture` (when given) each accepted request as received.
     public init(rules: LocalWebPushRules, authority: LocalCertificateAuthority, logger: Logger = Logger(label: "sealedpush.webpush-serve"),
-                onAccepted: @escaping @Sendable (AcceptedWebPush) -> Void = { _ in }) {
+                onAccepted: @escaping @Sendable (AcceptedWebPush) -> Void = { _ in },
+                capture: (@Sendable (CapturedWebPushRequest) -> Void)? = nil) {
         self.rules = rules
         self.authority = authority
         self.logger = logger
+        self.capture = capture
         self.onAccepted = onAccepted
     }
 
@@ -94,6 +99,7 @@ public final class LocalWebPushServer: Sendable {
                 "subscription": "\(id)", "message": "\(push.messageID)", "bytes": "\(push.body.count)", "ttl": "\(push.ttl)",
                 "urgency": "\(push.urgency.rawValue)",
             ])
+            capture?(CapturedWebPushRequest(path: path, headers: request.headers.map { ($0.name.rawName, $0.value) }, body: push.body))
             onAccepted(push)
             var headers = HTTPFields()
             headers[.location] = (origin ?? "") + "/message/" + push.messageID
@@ -141,5 +147,25 @@ public final class LocalWebPushServer: Sendable {
         } catch {
             return .failure(error)
         }
+    }
+}
+
+/// One accepted request as the service received it, for `webpush serve --capture FILE`: what a push service sees.
+public struct CapturedWebPushRequest: Sendable {
+    /// The request's path (`/push/ID`).
+    public let path: String
+    /// Its headers, in order, as received.
+    public let headers: [(name: String, value: String)]
+    /// Its body, as received (the RFC 8291 body).
+    public let body: [UInt8]
+
+    /// The JSON line `--capture` writes: `{"path", "headers": [[name, value], …], "body_base64url"}`.
+    public var jsonLine: [UInt8] {
+        let object = JSONObject([
+            ("path", .string(path)),
+            ("headers", .array(headers.map { .array([.string($0.name), .string($0.value)]) })),
+            ("body_base64url", .string(WebPushBase64URL.encode(body))),
+        ])
+        return JSON.serialize(.object(object)) + [0x0A]
     }
 }

@@ -57,11 +57,11 @@ struct FCMServeCLITests {
         let again = try ChildProcess.sealedpushServer(["fcm", "generate-service-account", "--project", "demo-project", "--out", "sa.json"],
                                                       in: directory)
         #expect(again.status != 0 && again.stderr.contains("already exists"), "\(again.stderr)")
-        let other = try ChildProcess.sealedpushServer(["fcm", "generate-service-account", "--project", "p2", "--out", "sa2.json",
+        let other = try ChildProcess.sealedpushServer(["fcm", "generate-service-account", "--project", "project-two", "--out", "sa2.json",
                                                        "--token-uri", "https://fcm.test:9443/token"], in: directory)
         #expect(other.status == 0, "\(other.stderr)")
         #expect(other.stdoutText.contains("token_uri https://fcm.test:9443/token") && !other.stdoutText.contains("PRIVATE KEY"))
-        let plain = try ChildProcess.sealedpushServer(["fcm", "generate-service-account", "--project", "p3", "--out", "sa3.json",
+        let plain = try ChildProcess.sealedpushServer(["fcm", "generate-service-account", "--project", "project-three", "--out", "sa3.json",
                                                        "--token-uri", "http://127.0.0.1/token"], in: directory)
         #expect(plain.status != 0 && plain.stderr.contains("https"), "\(plain.stderr)")
         let badProject = try ChildProcess.sealedpushServer(["fcm", "generate-service-account", "--project", "no spaces", "--out", "sa4.json"],

@@ -20,7 +20,7 @@ struct FCMClientTests {
             let n = sends.withLock { $0 += 1; return $0 }
             return answers[min(n, answers.count) - 1]
         }
-        let configuration = try FCMClientConfiguration(serviceAccount: account, now: { clock.date })
+        let configuration = try FCMClientConfiguration(serviceAccount: account, tokenURL: Fixtures.tokenURI, now: { clock.date })
         return (FCMClient(configuration: configuration, serviceAccount: account, transport: transport), transport)
     }
 
@@ -83,6 +83,25 @@ struct FCMClientTests {
         #expect(throws: FCMClientError.self) { try FCMClientConfiguration(serviceAccount: account, url: "http://fcm.googleapis.com") }
         #expect(throws: FCMClientError.self) { try FCMClientConfiguration(serviceAccount: account, url: "https://fcm.googleapis.com/v1") }
         #expect(throws: FCMClientError.self) { try FCMClientConfiguration(serviceAccount: account, projectID: "a/b") }
+    }
+
+    /// #44 E: the signed assertion goes to Google's token URL unless `fcm.token_url` names another explicitly; a
+    /// project id is Google's syntax.
+    @Test("A service account's token_uri is Google's unless token_url is set; project ids are Google's syntax")
+    func tokenURIAndProjectID() throws {
+        let account = try Fixtures.account()  // token_uri https://oauth2.example.test/token
+        #expect(throws: FCMClientError.self) { try FCMClientConfiguration(serviceAccount: account) }
+        #expect(try FCMClientConfiguration(serviceAccount: account, tokenURL: "https://oauth2.example.test/token").tokenURL == "https://oauth2.example.test/token")
+        let google = FCMServiceAccount(projectID: account.projectID, privateKeyID: account.privateKeyID, clientEmail: account.clientEmail,
+                                       tokenURI: "https://oauth2.googleapis.com/token", privateKey: account.privateKey)
+        #expect(try FCMClientConfiguration(serviceAccount: google).tokenURL == "https://oauth2.googleapis.com/token")
+        for good in ["demo-project", "my-app-12345", "abcdef", String(repeating: "a", count: 30)] {
+            #expect(FCMServiceAccount.isValidProjectID(good), "\(good)")
+        }
+        for bad in ["a.b.c.d.e", "example.com:proj", "Demo-project", "1project", "proj-", "short", String(repeating: "a", count: 31), "proj_ect", "proj ect"] {
+            #expect(!FCMServiceAccount.isValidProjectID(bad), "\(bad)")
+            #expect(throws: FCMClientError.self) { try FCMClientConfiguration(serviceAccount: google, projectID: bad) }
+        }
     }
 
     @Test("The AsyncHTTPClient transport: a refused connection is a typed failure; a missing CA file is named")

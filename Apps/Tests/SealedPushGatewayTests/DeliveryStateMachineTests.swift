@@ -127,7 +127,7 @@ struct DeliveryStateMachineTests {
             case .retry: expected.apnsStatus = 503
             case let .final(_, status, _, _): expected.apnsStatus = status
             case .paused: expected.apnsStatus = 403
-            case .handBack: break
+            case .held, .handBack: break
             }
             #expect(row == expected, "\(outcome)")
         }

@@ -80,6 +80,14 @@ extension GatewaySuites {
             #expect(lines.contains { $0.hasPrefix("EXPOSE") && $0.contains("8080") && $0.contains("9090") })
             #expect(lines.contains("STOPSIGNAL SIGTERM"))
             #expect(lines.contains { $0.hasPrefix("ENTRYPOINT") && $0.contains("sealedpush-server") && $0.contains("gateway") })
+            // #44 pilot 8: the build context is only the binary — no .build, .git or keys/ (secrets are mounted).
+            for name in [".containerignore", ".dockerignore"] {
+                let ignore = try String(contentsOf: ProjectPaths.root.appendingPathComponent(name), encoding: .utf8)
+                let rules = ignore.split(separator: "\n").map(String.init).filter { !$0.hasPrefix("#") && !$0.isEmpty }
+                #expect(rules.first == "*", "\(name) must exclude everything first: \(rules)")
+                #expect(rules.dropFirst().allSatisfy { $0.hasPrefix("!Apps/.build/") && $0.hasSuffix("/sealedpush-server") }, "\(name): \(rules)")
+                #expect(rules.contains("!Apps/.build/image/sealedpush-server"), "make image's binary is in the context")
+            }
         }
 
         @Test("make install strips the binaries, checks they run, prints their sizes; a stripped sealedpush-server still runs")

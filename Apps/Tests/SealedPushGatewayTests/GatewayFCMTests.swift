@@ -47,7 +47,7 @@ struct GatewayFCMTests {
         var options = GatewayOptions()
         options.makePlatformSender = { _, platform, _ in
             guard platform == .fcm else { return nil }
-            let configuration = try FCMClientConfiguration(serviceAccount: account)
+            let configuration = try FCMClientConfiguration(serviceAccount: account, tokenURL: account.tokenURI)
             return FCMPlatformSender(client: FCMClient(configuration: configuration, serviceAccount: account, transport: fcm))
         }
         return options
@@ -175,9 +175,10 @@ struct GatewayFCMTests {
         try #require(made.status == 0, "generate-service-account: \(made.stderr)")
         let token = "e2e-device:APA91bH-" + String(repeating: "t", count: 40)
         let caPath = dir.appendingPathComponent("fcm-ca.pem").path
+        let capturePath = dir.appendingPathComponent("captured.jsonl").path
         let serve = try ChildProcess(launching: ProjectPaths.sealedpushServerBinary,
                                      ["fcm", "serve", "--listen", "127.0.0.1:0", "--service-account", account, "--ca-out", caPath,
-                                      "--device", "\(token)=\(keychain)"], readLines: true)
+                                      "--device", "\(token)=\(keychain)", "--capture", capturePath], readLines: true)
         defer { _ = serve.terminate(grace: .seconds(15)) }
         let listening = try #require(try await offPool { serve.waitForLine(startingWith: "listening on ", within: .seconds(60)) }, "fcm serve did not start")
         let base = String(listening.dropFirst("listening on ".count).split(separator: " ")[0])
@@ -201,5 +202,15 @@ struct GatewayFCMTests {
             #expect(delivery["platform"]?.stringValue == "fcm" && delivery["platform_status"] == .int(200))
             #expect(delivery["platform_id"]?.stringValue?.hasPrefix("projects/chat-e2e/messages/") == true, "\(delivery)")
         }
+        // #44 pilot 4: `--capture FILE` wrote the messages:send request as received, one JSON line (0600).
+        let captured = try String(contentsOfFile: capturePath, encoding: .utf8).split(separator: "\n")
+        try #require(captured.count == 1, "\(captured)")
+        let line = try #require(try JSON.parse(Array(captured[0].utf8)).objectValue)
+        #expect(line["path"]?.stringValue == "/v1/projects/chat-e2e/messages:send")
+        let body = try #require(line["body"]?.stringValue.flatMap { try? JSON.parse(Array($0.utf8)).objectValue })
+        let message = try #require(body["message"]?.objectValue)
+        #expect(message["token"]?.stringValue == token && message["data"]?.objectValue?["ENCRYPTED_DATA"] != nil && message["notification"] == nil)
+        let mode = try FileManager.default.attributesOfItem(atPath: capturePath)[.posixPermissions] as? Int
+        #expect(mode.map { $0 & 0o077 } == 0, "the capture holds bearer tokens: owner-only")
     }
 }

@@ -174,6 +174,8 @@ final class GatewayHarness: Sendable {
                 app("other", [key("other", Keys.otherApp, ["send", "devices", "read"])]),
             ])),
         ])
+        // No linger after the drain in tests (a test that wants one sets `http` itself).
+        config["http"] = .object(JSONObject([("drain_linger", .int(0))]))
         for m in extraRoot { config[m.key] = m.value }
         let path = directory.appendingPathComponent("gateway.json")
         try Data(JSON.serialize(.object(config))).write(to: path)

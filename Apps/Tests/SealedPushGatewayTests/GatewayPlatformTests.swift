@@ -15,6 +15,11 @@ struct StubResolver: GatewayAddressResolver {
     func addresses(of host: String) async throws -> [[UInt8]] { table[host] ?? [] }
 }
 
+/// A resolver that is down: every lookup fails (#44 pilot 6: `503`, not the client's fault).
+struct FailingResolver: GatewayAddressResolver {
+    func addresses(of host: String) async throws -> [[UInt8]] { throw AddressResolutionUnavailable(code: -3) }
+}
+
 /// A resolver that never answers (until cancelled).
 struct StallingResolver: GatewayAddressResolver {
     func addresses(of host: String) async throws -> [[UInt8]] {
@@ -123,6 +128,15 @@ struct GatewayPlatformTests {
                 ("user_id", "u-a"), ("platform", "blackberry"), ("key_record", .object(phone.record)),
             ])))
             #expect(unknown.status == 400 && unknown.json["field"]?.stringValue == "/platform")
+        }
+        // A resolver that fails is not the client's fault: 503 with Retry-After, never a 400.
+        var failing = Self.options()
+        failing.addressResolver = FailingResolver()
+        try await withGateway("platform-registration-failing", options: failing, extraApp: section) { g in
+            let phone = try Phone(in: g.directory, name: "browser", token: "")
+            let answer = try await g.api.call(.PUT, "/v1/apps/chat/devices/browser-8", json: Self.registration(phone, keys: WebPushUserAgentKeys.generate()))
+            #expect(answer.status == 503 && answer.header("Retry-After") == "5", "\(answer.text)")
+            #expect(!answer.text.contains("push.example.net"), "no part of the endpoint in the problem")
         }
         // A name whose resolver does not answer: the registration answers 503 with Retry-After within about 5 s.
         var stalled = Self.options()
@@ -246,12 +260,18 @@ struct GatewayPlatformTests {
         }
         #expect(answer(201, [("Location", "https://p.example/m/1")]) == .accepted(status: 201, platformID: "https://p.example/m/1"))
         #expect(answer(202) == .accepted(status: 202, platformID: nil))
+        // #44 F: a stranger's Location is kept only bounded and in URL characters.
+        #expect(answer(201, [("Location", "https://p.example/m/" + String(repeating: "a", count: 600))]) == .accepted(status: 201, platformID: nil))
+        #expect(answer(201, [("Location", "https://p.example/<script>alert(1)</script>")]) == .accepted(status: 201, platformID: nil))
+        #expect(answer(201, [("Location", "https://p.example/m/\"onload=x")]) == .accepted(status: 201, platformID: nil))
+        #expect(answer(201, [("Location", "https://fcm.googleapis.com/0:1234%7Cabc")]) == .accepted(status: 201, platformID: "https://fcm.googleapis.com/0:1234%7Cabc"))
         #expect(answer(410) == .unregistered(status: 410, reason: "gone", registeredBefore: 1_000_000))
         #expect(answer(404) == .unregistered(status: 404, reason: "not_found", registeredBefore: 1_000_000))
         #expect(answer(400) == .rejected(status: 400, reason: "bad_request", attempted: true))
         #expect(answer(413) == .rejected(status: 413, reason: "payload_too_large", attempted: true))
-        #expect(answer(401) == .paused(status: 401, reason: "vapid_unauthorized"))
-        #expect(answer(403) == .paused(status: 403, reason: "vapid_forbidden"))
+        // Revision 2: a refusal rejects that delivery only (WebPushRefusalTests pause an origin, never the app).
+        #expect(answer(401) == .rejected(status: 401, reason: "vapid_refused", attempted: true))
+        #expect(answer(403) == .rejected(status: 403, reason: "vapid_refused", attempted: true))
         #expect(answer(429, [("Retry-After", "30")]) == .retry(status: 429, reason: "rate_limited", retryAfter: .seconds(30)))
         #expect(answer(503, [("Retry-After", "Thu, 01 Jan 1970 00:17:00 GMT")]) == .retry(status: 503, reason: "server_error", retryAfter: .seconds(20)))
         #expect(answer(500) == .retry(status: 500, reason: "server_error", retryAfter: nil))
@@ -296,8 +316,10 @@ struct GatewayPlatformTests {
         var subscription = try #require(try JSON.parse(subscribed.stdout).objectValue)
 
         let caPath = dir.appendingPathComponent("webpush-ca.pem").path
+        let capturePath = dir.appendingPathComponent("captured.jsonl").path
         let serve = try ChildProcess(launching: ProjectPaths.sealedpushServerBinary,
-                                     ["webpush", "serve", "--listen", "127.0.0.1:0", "--ca-out", caPath, "--subscription", "browser-1=\(keychain)"],
+                                     ["webpush", "serve", "--listen", "127.0.0.1:0", "--ca-out", caPath, "--subscription", "browser-1=\(keychain)",
+                                      "--capture", capturePath],
                                      readLines: true)
         defer { _ = serve.terminate(grace: .seconds(15)) }
         let listening = try #require(try await offPool { serve.waitForLine(startingWith: "listening on ", within: .seconds(60)) }, "webpush serve did not start")
@@ -328,6 +350,18 @@ struct GatewayPlatformTests {
             #expect(delivery["platform"]?.stringValue == "webpush" && delivery["platform_status"] == .int(201))
             #expect(delivery["platform_id"]?.stringValue?.hasPrefix(origin + "/message/") == true, "\(delivery)")
         }
+        // #44 pilot 4: `--capture FILE` wrote the request as the push service received it, one JSON line (0600).
+        let captured = try String(contentsOfFile: capturePath, encoding: .utf8).split(separator: "\n")
+        try #require(captured.count == 1, "\(captured)")
+        let line = try #require(try JSON.parse(Array(captured[0].utf8)).objectValue)
+        #expect(line["path"]?.stringValue == "/push/browser-1")
+        let headers = (line["headers"]?.arrayValue ?? []).compactMap { $0.arrayValue?.compactMap(\.stringValue) }
+        #expect(headers.contains { $0.first?.lowercased() == "content-encoding" && $0.last == "aes128gcm" }, "\(headers)")
+        #expect(headers.contains { $0.first?.lowercased() == "authorization" && ($0.last ?? "").hasPrefix("vapid t=") }, "\(headers)")
+        let body = try #require(line["body_base64url"]?.stringValue.flatMap { WebPushBase64URL.decode($0) })
+        #expect(body.count > 86 && body.count <= 4096, "an RFC 8291 body: \(body.count) bytes")
+        let mode = try FileManager.default.attributesOfItem(atPath: capturePath)[.posixPermissions] as? Int
+        #expect(mode.map { $0 & 0o077 } == 0, "the capture holds VAPID tokens: owner-only")
     }
 }
 

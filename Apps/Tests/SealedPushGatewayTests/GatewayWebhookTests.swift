@@ -293,19 +293,19 @@ extension GatewaySuites {
             #expect(!"\(rotating)".contains("old-yyy"))
             #expect(try parse(#"{"url": "https://backend.example.com/hook", "secret_file": "good.secret", "previous_secret_file": null}"#).apps[0].webhook?.signingSecrets.count == 1)
             let refused: [(String, String)] = [
-                (#"{"url": "https://backend.example.com/hook", "secret_file": "good.secret", "previous_secret_file": "good.secret"}"#, "/apps/0/webhook/previous_secret_file"),
-                (#"{"url": "https://backend.example.com/hook", "secret_file": "good.secret", "previous_secret_file": "open.secret"}"#, "/apps/0/webhook/previous_secret_file"),
-                (#"{"url": "https://backend.example.com/hook", "secret_file": "good.secret", "previous_secret_file": "short.secret"}"#, "/apps/0/webhook/previous_secret_file"),
-                (#"{"url": "https://backend.example.com/hook", "secret_file": "good.secret", "previous_secret_file": 7}"#, "/apps/0/webhook/previous_secret_file"),
-                (#""https://x.example""#, "/apps/0/webhook"),
-                (#"{"url": "http://backend.example.com/hook", "secret_file": "good.secret"}"#, "/apps/0/webhook/url"),
-                (#"{"url": "ftp://backend.example.com/hook", "secret_file": "good.secret"}"#, "/apps/0/webhook/url"),
-                (#"{"secret_file": "good.secret"}"#, "/apps/0/webhook/url"),
-                (#"{"url": "https://backend.example.com/hook"}"#, "/apps/0/webhook/secret_file"),
-                (#"{"url": "https://backend.example.com/hook", "secret_file": "missing.secret"}"#, "/apps/0/webhook/secret_file"),
-                (#"{"url": "https://backend.example.com/hook", "secret_file": "open.secret"}"#, "/apps/0/webhook/secret_file"),
-                (#"{"url": "https://backend.example.com/hook", "secret_file": "short.secret"}"#, "/apps/0/webhook/secret_file"),
-                (#"{"url": "https://backend.example.com/hook", "secret_file": "good.secret", "events": []}"#, "/apps/0/webhook/events"),
+                (#"{"url": "https://backend.example.com/hook", "secret_file": "good.secret", "previous_secret_file": "good.secret"}"#, "/apps/chat/webhook/previous_secret_file"),
+                (#"{"url": "https://backend.example.com/hook", "secret_file": "good.secret", "previous_secret_file": "open.secret"}"#, "/apps/chat/webhook/previous_secret_file"),
+                (#"{"url": "https://backend.example.com/hook", "secret_file": "good.secret", "previous_secret_file": "short.secret"}"#, "/apps/chat/webhook/previous_secret_file"),
+                (#"{"url": "https://backend.example.com/hook", "secret_file": "good.secret", "previous_secret_file": 7}"#, "/apps/chat/webhook/previous_secret_file"),
+                (#""https://x.example""#, "/apps/chat/webhook"),
+                (#"{"url": "http://backend.example.com/hook", "secret_file": "good.secret"}"#, "/apps/chat/webhook/url"),
+                (#"{"url": "ftp://backend.example.com/hook", "secret_file": "good.secret"}"#, "/apps/chat/webhook/url"),
+                (#"{"secret_file": "good.secret"}"#, "/apps/chat/webhook/url"),
+                (#"{"url": "https://backend.example.com/hook"}"#, "/apps/chat/webhook/secret_file"),
+                (#"{"url": "https://backend.example.com/hook", "secret_file": "missing.secret"}"#, "/apps/chat/webhook/secret_file"),
+                (#"{"url": "https://backend.example.com/hook", "secret_file": "open.secret"}"#, "/apps/chat/webhook/secret_file"),
+                (#"{"url": "https://backend.example.com/hook", "secret_file": "short.secret"}"#, "/apps/chat/webhook/secret_file"),
+                (#"{"url": "https://backend.example.com/hook", "secret_file": "good.secret", "events": []}"#, "/apps/chat/webhook/events"),
             ]
             for (webhook, member) in refused {
                 #expect {

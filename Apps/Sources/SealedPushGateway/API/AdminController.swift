@@ -20,8 +20,8 @@ struct AdminController {
         routes.on("/", .get) { _, _ -> Response in
             Response(status: .ok, headers: Self.dashboardHeaders, body: ResponseBody(byteBuffer: ByteBuffer(string: try await gateway.dashboardPage())))
         }
-        routes.on("healthz", .get) { _, _ in GatewayHTTP.json(.object(JSONObject([("status", "ok")]))) }
-        routes.on("readyz", .get) { _, _ in
+        routes.onGetAndHead("healthz") { _, _ in GatewayHTTP.json(.object(JSONObject([("status", "ok")]))) }
+        routes.onGetAndHead("readyz") { _, _ in
             let (ready, body) = await gateway.readiness()
             return GatewayHTTP.json(.object(body), status: ready ? .ok : .serviceUnavailable)
         }

@@ -97,6 +97,17 @@ struct RouteTable {
         if let i = methods.firstIndex(where: { $0.path == path }) { methods[i].methods.append(method) } else { methods.append((path, [method])) }
     }
 
+    /// Adds `handler` for `GET` on `path`, and `HEAD` answered as that `GET` without its body (same status, same
+    /// headers but the length), as probes and monitors send it.
+    mutating func onGetAndHead(_ path: String, _ handler: @escaping @Sendable (Request, GatewayRequestContext) async throws -> Response) {
+        on(path, .get, handler)
+        on(path, .head) { request, context in
+            var response = try await handler(request, context)
+            response.body = ResponseBody()
+            return response
+        }
+    }
+
     /// Adds, after the routes, the middleware that turns "no route" on a known path into `405`: Hummingbird runs the
     /// middleware added last only around its not-found answer.
     func addMethodNotAllowed() {
@@ -164,7 +175,7 @@ public enum GatewayHTTP {
         router.add(middleware: RequestMiddleware(metrics: gateway.metrics, logger: logger))
         router.add(middleware: MatrixErrorMiddleware())  // Matrix errors under /_matrix/ (matrix v1 §2)
         var routes = RouteTable(router)
-        routes.on("openapi.json", .get) { _, _ -> Response in
+        routes.onGetAndHead("openapi.json") { _, _ -> Response in
             Response(status: .ok, headers: [.contentType: "application/json"],
                      body: ResponseBody(byteBuffer: ByteBuffer(string: OpenAPIDocument.json)))
         }

@@ -74,7 +74,7 @@ enum DeliveryStateMachine {
         case let .retry(_, s, _): (attempted, status) = (true, s)
         case let .final(_, s, _, a): (attempted, status) = (a, s)
         case let .paused(s, _): (attempted, status) = (false, s)
-        case .handBack: (attempted, status) = (false, nil)
+        case .handBack, .held: (attempted, status) = (false, nil)
         }
         guard row.state == .queued else {
             // Final meanwhile (delivered by its receipt): an APNs answer that comes after that only sets apns_status
@@ -121,6 +121,15 @@ enum DeliveryStateMachine {
             if state == .unregistered {
                 unregister = DeviceUnregistration(app: claim.app, platform: claim.platform, environment: claim.environment, address: claim.address, reason: reason,
                                                   registeredBefore: unregisteredAt ?? now + 1, at: now)
+            }
+        case let .held(until, reason):
+            if let cancel = current.pendingCancel {
+                row.state = .cancelled
+                row.reason = cancel
+            } else {
+                // Looked at again at `until`, or at expiry (the next claim then writes it `expired`).
+                row.reason = reason
+                row.nextAttemptAt = min(until, claim.expiresAt)
             }
         case let .paused(s, _):
             row.apnsStatus = s

@@ -208,7 +208,23 @@ public struct DeliveryWorker: Service {
         if case let .unregistered(_, _, before) = answer { unregisteredAt = before }
         let outcome = outcome(of: answer, claim: claim, cancelled: Task.isCancelled && isDraining)
         if case let .paused(_, why) = outcome { pause(app, claim.platform, why) }
+        if claim.platform == .webpush { reportOrigins(app) }
         await write(claim, app: app, outcome, unregisteredAt: unregisteredAt)
+    }
+
+    /// Logs each Web Push origin the app's subscriptions paused or resumed since the last look, and sets its gauge
+    /// (`sealedpush_webpush_origin_paused{app,origin}`).
+    func reportOrigins(_ app: AppRuntime) {
+        for change in app.webpushRefusals.takeChanges() {
+            gateway.metrics.originPaused(app: app.config.id, origin: change.origin, change.paused)
+            if change.paused {
+                gateway.logger.error("\(app.webpushRefusals.threshold) distinct subscriptions at one push service refused this app's VAPID key within 10 minutes (401/403) and none there accepted: its Web Push to that origin waits until a delivery there succeeds or the configuration is reloaded (SIGHUP); other origins still send. Check the VAPID key and subject if this is a real push service",
+                                     metadata: ["app": "\(app.config.id)", "origin": "\(change.origin)", "reason": "credentials_paused"])
+            } else {
+                gateway.logger.notice("a Web Push origin that was paused accepted a delivery: sending there again",
+                                      metadata: ["app": "\(app.config.id)", "origin": "\(change.origin)"])
+            }
+        }
     }
 
     /// What a push service's answer means for the delivery (gateway v1 §6, platforms v1 §2–§3): the same rules
@@ -227,6 +243,8 @@ public struct DeliveryWorker: Service {
             return retry(claim, status: status, reason: reason, notBefore: retryAfter)
         case let .paused(status, reason):
             return .paused(status: status, reason: reason)
+        case let .held(reason, retryAfter):
+            return .held(until: gateway.now + max(1, retryAfter.milliseconds), reason: reason)
         case .handBack:
             return .handBack
         }

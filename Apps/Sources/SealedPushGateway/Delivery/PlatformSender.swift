@@ -16,6 +16,8 @@ enum PushAnswer: Sendable, Equatable {
     case retry(status: Int?, reason: String, retryAfter: Duration?)
     /// The app's credentials for this service were refused: its deliveries wait until it is fixed.
     case paused(status: Int?, reason: String)
+    /// Not attempted, and not counted: the delivery waits `retryAfter` (its Web Push origin is paused).
+    case held(reason: String, retryAfter: Duration)
     /// Not attempted (shutdown): the delivery goes back untouched.
     case handBack
 
@@ -25,6 +27,7 @@ enum PushAnswer: Sendable, Equatable {
         case let .accepted(status, _): (String(status), "")
         case let .unregistered(status, reason, _), let .rejected(status, reason, _), let .retry(status, reason, _), let .paused(status, reason):
             (status.map(String.init) ?? "none", reason)
+        case let .held(reason, _): ("none", reason)
         case .handBack: ("none", "shutdown")
         }
     }
@@ -32,7 +35,7 @@ enum PushAnswer: Sendable, Equatable {
     /// Whether a request reached the service (an answer without one, a handed-back attempt, is not counted).
     var madeRequest: Bool {
         switch self {
-        case .handBack: false
+        case .handBack, .held: false
         case let .rejected(_, _, attempted): attempted
         default: true
         }

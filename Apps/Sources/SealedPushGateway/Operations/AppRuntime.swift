@@ -35,6 +35,8 @@ final class AppRuntime: Sendable {
     let paused = NIOLockedValueBox<[PushPlatform: String]>([:])
     /// Queued deliveries, as last counted (max_queue).
     let queued = NIOLockedValueBox(0)
+    /// Deliveries of messages sealed but not yet stored (`QueueReservation`), counted against `max_queue` too.
+    let reservedQueue = NIOLockedValueBox(0)
     /// Wakes each platform's delivery loop.
     let wakes: [PushPlatform: WakeSignal] = Dictionary(uniqueKeysWithValues: PushPlatform.allCases.map { ($0, WakeSignal()) })
     /// Wakes the app's webhook loop: a new event, a finished POST.
@@ -42,11 +44,19 @@ final class AppRuntime: Sendable {
 
     /// The endpoint rules of the app's Web Push section (the defaults when it has none).
     let webpushPolicy: WebPushEndpointPolicy
+    /// The app's Web Push name lookups, at registration and at each new connection (platforms v1 §4.1).
+    let lookups: AddressLookups
+    /// The push-service origins this app's Web Push is paused at (platforms v1 §3); a reload starts afresh.
+    let webpushRefusals: WebPushRefusals
 
     init(config: GatewayAppConfiguration, makeClient: APNsSenderFactory, makePlatformSender: PlatformSenderFactory? = nil,
          context: PlatformContext = PlatformContext(), logger: Logger) throws(GatewayConfigurationError) {
         self.config = config
         webpushPolicy = WebPushEndpointPolicy(allowPorts: config.webpush?.allowPorts ?? [], allowPrivateEndpoints: config.webpush?.allowPrivateEndpoints ?? false)
+        let lookups = AddressLookups(resolver: context.resolver, limit: context.deadlines.lookupsPerApp, deadline: context.deadlines.resolve)
+        self.lookups = lookups
+        let refusals = WebPushRefusals()
+        webpushRefusals = refusals
         var signer: SigningKeyPair?
         if let dir = config.senderKeychain {
             do {
@@ -72,7 +82,7 @@ final class AppRuntime: Sendable {
         }
         for platform in config.platforms where platform != .apns {
             do {
-                senders[platform] = try makePlatformSender?(config, platform, logger) ?? Self.makePlatformSender(config, platform, context: context, logger)
+                senders[platform] = try makePlatformSender?(config, platform, logger) ?? Self.makePlatformSender(config, platform, context: context, lookups: lookups, refusals: refusals, logger)
             } catch let error as GatewayConfigurationError { throw error } catch {
                 throw GatewayConfigurationError("/apps/\(config.id)/\(platform.rawValue)", "cannot set up the \(platform.rawValue) sender: \(error)")
             }
@@ -93,7 +103,10 @@ final class AppRuntime: Sendable {
     /// Why the app is paused, for the readiness and the dashboard: the reason of an app that serves one platform,
     /// else each paused platform's (`fcm: PERMISSION_DENIED`); nil while every platform sends.
     var pausedSummary: String? {
-        let reasons = paused.withLockedValue { $0 }
+        var reasons = paused.withLockedValue { $0 }
+        if reasons[.webpush] == nil, case let origins = webpushRefusals.pausedOrigins, !origins.isEmpty {
+            reasons[.webpush] = "credentials_paused at " + origins.joined(separator: ", ")
+        }
         guard !reasons.isEmpty else { return nil }
         if senders.count == 1, let only = reasons.first { return only.value }
         return reasons.sorted { $0.key < $1.key }.map { "\($0.key.rawValue): \($0.value)" }.joined(separator: "; ")
@@ -112,7 +125,9 @@ final class AppRuntime: Sendable {
     static func makeAPNsClient(_ config: GatewayAppConfiguration, _ environment: APNsEnvironmentName, _ logger: Logger) throws -> any APNsSending {
         guard let apns = config.apns else { throw GatewayConfigurationError("/apps/\(config.id)/apns", "is missing") }
         let key: APNsSigningKey
-        do { key = try APNsSigningKey(p8File: apns.authKeyPath, keyID: apns.keyID, teamID: apns.teamID) } catch {
+        // Read by the one secret-file check (opened once, checked on the open file), then parsed from its bytes.
+        let pem = try GatewaySecretFile.read(apns.authKeyPath, member: "/apps/\(config.id)/apns/auth_key", what: "the .p8 key Apple issued").bytes
+        do { key = try APNsSigningKey(pem: pem, keyID: apns.keyID, teamID: apns.teamID, source: apns.authKeyPath) } catch {
             throw GatewayConfigurationError("/apps/\(config.id)/apns/auth_key", error.description)
         }
         let url = environment == .production ? apns.productionURL : apns.sandboxURL
@@ -184,7 +199,7 @@ final class WakeSignal: Sendable {
 extension AppRuntime {
     /// The real sender of `platform` (FCM or Web Push) from the app's section, its keys read and checked now.
     static func makePlatformSender(_ config: GatewayAppConfiguration, _ platform: PushPlatform, context: PlatformContext,
-                                   _ logger: Logger) throws -> any PlatformSender {
+                                   lookups: AddressLookups, refusals: WebPushRefusals, _ logger: Logger) throws -> any PlatformSender {
         switch platform {
         case .apns:
             throw GatewayConfigurationError("/apps/\(config.id)/apns", "is made by the APNs client factory")
@@ -192,7 +207,8 @@ extension AppRuntime {
             guard let settings = config.webpush else { throw GatewayConfigurationError("/apps/\(config.id)/webpush", "is missing") }
             let member = "/apps/\(config.id)/webpush"
             let key: VAPIDKey
-            do { key = try VAPIDKey(pemFile: settings.vapidKeyPath) } catch { throw GatewayConfigurationError(member + "/vapid_key", error.description) }
+            let pem = try GatewaySecretFile.read(settings.vapidKeyPath, member: member + "/vapid_key", what: "the VAPID key (P-256, PKCS#8 PEM)").bytes
+            do { key = try VAPIDKey(pem: pem, source: settings.vapidKeyPath) } catch { throw GatewayConfigurationError(member + "/vapid_key", error.description) }
             let subject: VAPIDSubject
             do { subject = try VAPIDSubject(settings.subject) } catch { throw GatewayConfigurationError(member + "/subject", error.description) }
             var roots: [UInt8]?
@@ -201,18 +217,21 @@ extension AppRuntime {
                 roots = Array(data)
             }
             let client: PinnedHTTPSClient
-            do { client = try PinnedHTTPSClient(additionalRootsPEM: roots) } catch {
+            do { client = try PinnedHTTPSClient(additionalRootsPEM: roots, timeout: context.deadlines.request, connectTimeout: context.deadlines.connect) } catch {
                 throw GatewayConfigurationError(member + "/ca_cert", "is not a PEM certificate; give the CA that `sealedpush-server webpush serve --ca-out` wrote")
             }
             let clock = context.clock
             return WebPushPlatformSender(policy: WebPushEndpointPolicy(allowPorts: settings.allowPorts, allowPrivateEndpoints: settings.allowPrivateEndpoints),
                                          vapid: VAPIDTokenCache(key: key, subject: subject, clock: { clock.wall().milliseconds / 1000 }),
-                                         resolver: context.resolver, client: client)
+                                         lookups: lookups, client: client, refusals: refusals)
         case .fcm:
             guard let settings = config.fcm else { throw GatewayConfigurationError("/apps/\(config.id)/fcm", "is missing") }
             let member = "/apps/\(config.id)/fcm"
             let account: FCMServiceAccount
-            do { account = try FCMServiceAccount(file: settings.serviceAccountPath) } catch {
+            let json = try GatewaySecretFile.read(settings.serviceAccountPath, member: member + "/service_account",
+                                                  what: "the Google service-account key file (JSON) of the Firebase project",
+                                                  limit: FCMServiceAccount.maximumFileSize).bytes
+            do { account = try FCMServiceAccount(json: json, source: settings.serviceAccountPath) } catch {
                 throw GatewayConfigurationError(member + "/service_account", error.description)
             }
             let clock = context.clock
@@ -234,4 +253,36 @@ struct PlatformContext: Sendable {
     var clock: SealedPushClock = .system
     /// Resolves Web Push endpoints' hosts.
     var resolver: any GatewayAddressResolver = SystemAddressResolver()
+    /// The Web Push deadlines (platforms v1 §4.1).
+    var deadlines = WebPushDeadlines()
+}
+
+extension PlatformContext {
+    /// The context of the gateway's `options`.
+    init(options: GatewayOptions) {
+        self.init(clock: options.clock, resolver: options.addressResolver, deadlines: options.webPushDeadlines)
+    }
+}
+
+/// A message's place in its app's `max_queue`, taken before it is sealed and given back when it is dropped: a stored
+/// message's deliveries are counted in `queued` by then, a refused one's are free again. Concurrent messages, and
+/// the messages of one batch, each see the others' reservations.
+final class QueueReservation: Sendable {
+    let app: AppRuntime
+    let count: Int
+
+    /// Reserves `count` deliveries; nil when the queue, its reservations and these would exceed `max_queue`.
+    init?(app: AppRuntime, count: Int) {
+        let queued = app.queued.withLockedValue { $0 }
+        let fits = app.reservedQueue.withLockedValue { reserved -> Bool in
+            guard queued + reserved + count <= app.config.maxQueue else { return false }
+            reserved += count
+            return true
+        }
+        guard fits else { return nil }
+        self.app = app
+        self.count = count
+    }
+
+    deinit { app.reservedQueue.withLockedValue { $0 -= count } }
 }

@@ -1,6 +1,7 @@
 import SealedPushWire
 import SealedPushCrypto
 import SealedPushAPNs
+import SealedPushFCM
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -9,7 +10,7 @@ import Foundation
 
 /// Why a gateway configuration cannot be used; names the member (a JSON pointer) and what to do, never a secret.
 public struct GatewayConfigurationError: Error, CustomStringConvertible, Sendable, Equatable {
-    /// The member at fault, as a JSON pointer into the file (`/apps/0/apns/auth_key`); empty for the whole file.
+    /// The member at fault, as a JSON pointer into the file (`/apps/chat/apns/auth_key`: an app is named by its id once it is known); empty for the whole file.
     public let member: String
     /// What is wrong and what to do.
     public let problem: String
@@ -220,6 +221,12 @@ public struct GatewayConfiguration: Sendable {
         public var idleTimeout: Duration = .seconds(60)
         /// Connections each listener holds at once (`max_connections`, default 4096).
         public var maxConnections: Int = 4096
+        /// Connections one source address holds at once on the API and device listeners
+        /// (`max_connections_per_source`; default a quarter of `max_connections`, at most 256, at least 1).
+        public var maxConnectionsPerSource: Int = 256
+        /// How long the listeners keep answering after the drain ended on SIGTERM (`drain_linger`, seconds, default
+        /// 10): receipts of pushes accepted just before the stop still land here, not on a closed port.
+        public var drainLinger: Duration = .seconds(10)
 
         /// The defaults.
         public init() {}
@@ -340,6 +347,16 @@ public struct GatewayConfiguration: Sendable {
             }
             apps.append(app)
         }
+        // A key hash listed in two apps would authenticate for the first only: refused, naming both.
+        var owners: [[UInt8]: String] = [:]
+        for app in apps {
+            for key in app.apiKeys {
+                if let other = owners[key.sha256], other != app.id {
+                    throw GatewayConfigurationError("/apps/\(app.id)/api_keys", "the key \"\(key.id)\" has the same sha256 as a key of app \"\(other)\"; a key belongs to one app: make another with `sealedpush-server gateway new-api-key`")
+                }
+                owners[key.sha256] = app.id
+            }
+        }
         try checkMatrixAppIDs(apps)
         var listenNotify = true
         if let value = root["listen_notify"], value != .null {
@@ -435,6 +452,8 @@ struct ConfigReader {
         guard GatewayConfiguration.isValidAppID(id) else {
             throw GatewayConfigurationError("\(pointer)/id", "must match [a-z0-9][a-z0-9._-]{0,63}")
         }
+        // From here the app is named by its id, not its index (`/apps/chat/apns/auth_key`), as at run time.
+        let pointer = "/apps/\(id)"
         let apns = try apnsSection(o, at: pointer)
         let fcm = try fcmSection(o, at: pointer)
         let webpush = try webpushSection(o, at: pointer)
@@ -531,8 +550,8 @@ struct ConfigReader {
         let account = resolve(try string(fcm, "service_account", at: at)!)
         try checkSecretFile(account, member: "\(at)/service_account", what: "the Google service-account key file (JSON) of the Firebase project")
         let project = try string(fcm, "project_id", at: at, required: false)
-        if let project, project.isEmpty || project.utf8.count > 128 || !project.utf8.allSatisfy({ $0 == 0x2d || ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x7a) }) {
-            throw GatewayConfigurationError("\(at)/project_id", "must be the Firebase project id (lowercase letters, digits and -), or null for the service account's")
+        if let project, !FCMServiceAccount.isValidProjectID(project) {
+            throw GatewayConfigurationError("\(at)/project_id", "must be \(FCMServiceAccount.projectIDRule), or null for the service account's")
         }
         return FCMAppSettings(serviceAccountPath: account, projectID: project,
                               url: try httpsURL(fcm, "url", at: at, example: "https://127.0.0.1:8443", default: "https://fcm.googleapis.com"),
@@ -629,29 +648,31 @@ struct ConfigReader {
 
     /// A webhook secret file's contents, whitespace trimmed: checked like every secret file, and long enough.
     mutating func webhookSecret(_ path: String, member: String) throws(GatewayConfigurationError) -> [UInt8] {
-        try checkSecretFile(path, member: member, what: "a file holding the webhook secret (e.g. `openssl rand -hex 32 > webhook.secret`)")
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw GatewayConfigurationError(member, "cannot read \(path); check its owner and permissions")
-        }
-        let secret = Array(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+        let read = try GatewaySecretFile.read(path, member: member, what: "a file holding the webhook secret (e.g. `openssl rand -hex 32 > webhook.secret`)")
+        if let warning = read.warning { warnings.append(warning) }
+        let secret = Array(String(decoding: read.bytes.unsafeCopyToArray(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).utf8)
         guard secret.count >= Self.minimumWebhookSecret else {
             throw GatewayConfigurationError(member, "\(path) holds fewer than \(Self.minimumWebhookSecret) bytes once whitespace is trimmed; write a long random secret, e.g. `openssl rand -hex 32`")
         }
         return secret
     }
 
-    /// `"http": {"header_timeout", "body_timeout", "idle_timeout", "max_connections"}`, each optional.
+    /// `"http": {"header_timeout", "body_timeout", "idle_timeout", "max_connections", "max_connections_per_source",
+    /// "drain_linger"}`, each optional.
     func httpLimits(_ root: JSONObject) throws(GatewayConfigurationError) -> GatewayConfiguration.HTTPLimits {
         var limits = GatewayConfiguration.HTTPLimits()
         guard let value = root["http"], value != .null else { return limits }
         guard case let .object(o) = value else {
-            throw GatewayConfigurationError("/http", "must be an object {\"header_timeout\", \"body_timeout\", \"idle_timeout\", \"max_connections\"} (seconds and a count)")
+            throw GatewayConfigurationError("/http", "must be an object {\"header_timeout\", \"body_timeout\", \"idle_timeout\", \"max_connections\", \"max_connections_per_source\", \"drain_linger\"} (seconds and counts)")
         }
-        try allowOnly(o, at: "/http", ["header_timeout", "body_timeout", "idle_timeout", "max_connections"])
+        try allowOnly(o, at: "/http", ["header_timeout", "body_timeout", "idle_timeout", "max_connections", "max_connections_per_source", "drain_linger"])
         limits.headerTimeout = .seconds(try integer(o, "header_timeout", at: "/http", default: 10, range: 1...3600))
         limits.bodyTimeout = .seconds(try integer(o, "body_timeout", at: "/http", default: 10, range: 1...3600))
         limits.idleTimeout = .seconds(try integer(o, "idle_timeout", at: "/http", default: 60, range: 1...86_400))
         limits.maxConnections = try integer(o, "max_connections", at: "/http", default: 4096, range: 1...1_000_000)
+        limits.maxConnectionsPerSource = try integer(o, "max_connections_per_source", at: "/http",
+                                                     default: max(1, min(256, limits.maxConnections / 4)), range: 1...1_000_000)
+        limits.drainLinger = .seconds(try integer(o, "drain_linger", at: "/http", default: 10, range: 0...300))
         return limits
     }
 
@@ -691,27 +712,10 @@ struct ConfigReader {
         return url + (url.contains("?") ? "&" : "?") + "sslmode=require"
     }
 
-    /// A secret file (the `.p8`, the webhook secret) must be readable and not readable by others; group-readable
-    /// only warns (gateway v1 §1).
+    /// A secret file (the `.p8`, the service account, the VAPID key, the webhook secret, the password file) is
+    /// checked by the one check of `GatewaySecretFile` (gateway v1 §1): refused when any user may read or write it,
+    /// or when it belongs to another user and the gateway's user could write it; group access only warns.
     mutating func checkSecretFile(_ path: String, member: String, what: String = "the .p8 key Apple issued") throws(GatewayConfigurationError) {
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path) else {
-            throw GatewayConfigurationError(member, "cannot read \(path); give the path of \(what)")
-        }
-        let mode: Int? = switch attributes[.posixPermissions] {
-        case let mode as UInt: Int(mode)
-        case let mode as Int: mode
-        case let mode as UInt16: Int(mode)
-        default: nil
-        }
-        guard let mode else { throw GatewayConfigurationError(member, "cannot read the permissions of \(path)") }
-        if mode & 0o007 != 0 {
-            throw GatewayConfigurationError(member, "\(path) is readable by others (mode \(String(mode & 0o777, radix: 8))); run `chmod 600 \(path)` (or 640 for a group-mounted secret)")
-        }
-        if mode & 0o070 != 0 {
-            warnings.append("\(member): \(path) is readable by its group (mode \(String(mode & 0o777, radix: 8))); prefer chmod 600")
-        }
-        guard FileManager.default.isReadableFile(atPath: path) else {
-            throw GatewayConfigurationError(member, "cannot read \(path); check its owner and permissions")
-        }
+        if let warning = try GatewaySecretFile.read(path, member: member, what: what).warning { warnings.append(warning) }
     }
 }

@@ -89,6 +89,23 @@ public final class GatewayMetrics: Sendable {
         Gauge(label: "sealedpush_gateway_app_paused", dimensions: [("app", app)], factory: factory).record(paused ? 1 : 0)
     }
 
+    /// `sealedpush_webpush_origin_paused{app,origin}`: 1 while an app's Web Push to a push service origin is paused
+    /// by its subscriptions' refusals (platforms v1 §3); only origins that were paused get a series.
+    func originPaused(app: String, origin: String, _ paused: Bool) {
+        Gauge(label: "sealedpush_webpush_origin_paused", dimensions: [("app", app), ("origin", origin)], factory: factory).record(paused ? 1 : 0)
+    }
+
+    /// `sealedpush_gateway_connections_refused_total{listener}`: connections closed at once because their source
+    /// already held `http.max_connections_per_source` of that listener's.
+    func connectionRefused(listener: String) {
+        counter("sealedpush_gateway_connections_refused_total", [("listener", listener)]).increment()
+    }
+
+    /// Declares `listener`'s refusal counter at zero, so that the series is on `/metrics` from the start.
+    func declareConnectionRefusals(listener: String) {
+        _ = counter("sealedpush_gateway_connections_refused_total", [("listener", listener)])
+    }
+
     /// `sealedpush_gateway_http_requests_total{route,status}` and `sealedpush_gateway_http_request_duration_seconds{route}`.
     func http(route: String, status: Int, duration: Duration) {
         counter("sealedpush_gateway_http_requests_total", [("route", route), ("status", String(status))])

@@ -11,9 +11,9 @@ import UnixSignals
 
 /// The running gateway's services, in the order a `ServiceGroup` starts them (it shuts them down in
 /// reverse): the store's own (PostgreSQL: its client, then its heartbeat, which migrates first), the gateway's
-/// resources (which wait for the store to be ready), the HTTP servers, then the delivery and webhook workers — so
-/// on SIGTERM the workers drain first while the API still answers (`503` for new messages), the servers close
-/// after them, the resources close the store, and the store's client stops last. The servers and workers start
+/// resources (which wait for the store to be ready), the HTTP servers, the drain's linger, then the delivery and
+/// webhook workers — so on SIGTERM the workers drain first while the API still answers (`503` for new messages),
+/// the listeners keep answering (receipts, reports) for `http.drain_linger` more, the servers close after that, the resources close the store, and the store's client stops last. The servers and workers start
 /// once the store is ready (`Gateway.prepare()`): no request is answered before the migrations are done.
 public enum GatewayServer {
     /// The services of `gateway`: the store's services (`GatewayStore.services`), its resources, the API on
@@ -24,11 +24,17 @@ public enum GatewayServer {
         let configuration = gateway.configuration
         var httpLogger = logger
         httpLogger.logLevel = max(logger.logLevel, .notice)  // Hummingbird's own per-connection lines stay quiet
-        func server(_ name: String, _ router: Router<GatewayRequestContext>, _ address: GatewayConfiguration.HostAndPort, _ serverName: String) -> any Service {
-            Application(
+        func server(_ name: String, _ router: Router<GatewayRequestContext>, _ address: GatewayConfiguration.HostAndPort, _ serverName: String,
+                    perSource: Bool = true) -> any Service {
+            // The API and device listeners cap each source's connections (the admin listener is the operator's).
+            if perSource { gateway.metrics.declareConnectionRefusals(listener: name) }
+            let sources = perSource ? SourceConnections(limit: configuration.http.maxConnectionsPerSource, exempt: configuration.trustedProxies,
+                                                        onRefused: { gateway.metrics.connectionRefused(listener: name) }) : nil
+            return Application(
                 router: router,
                 server: .http1(configuration: HTTP1Channel.Configuration(
-                    additionalChannelHandlers: [RequestDeadlineHandler(limits: configuration.http)])),
+                    additionalChannelHandlers: (sources.map { [SourceConnectionLimitHandler(connections: $0)] } ?? [])
+                        + [RequestDeadlineHandler(limits: configuration.http)])),
                 configuration: ApplicationConfiguration(
                     address: .hostname(address.host, port: address.port), serverName: serverName,
                     availableConnectionsDelegate: MaximumAvailableConnections(configuration.http.maxConnections)),
@@ -40,11 +46,14 @@ public enum GatewayServer {
         services.append(GatewayResources(gateway: gateway))  // then: it stops after the servers, closing the clients and the store
         var gated: [any Service] = [
             server("api", GatewayHTTP.apiRouter(gateway, logger: logger), configuration.listen, "sealedpush-gateway"),
-            server("admin", GatewayHTTP.adminRouter(gateway, logger: logger), configuration.adminListen, "sealedpush-gateway-admin"),
+            server("admin", GatewayHTTP.adminRouter(gateway, logger: logger), configuration.adminListen, "sealedpush-gateway-admin", perSource: false),
         ]
         if let device = configuration.deviceListen {
             gated.append(server("device", GatewayHTTP.deviceRouter(gateway, logger: logger), device, "sealedpush-gateway-device"))
         }
+        // Between the servers and the workers: on SIGTERM it returns `http.drain_linger` after the drain ended, so
+        // the servers (receipts, reports) stop only then.
+        gated.append(DrainLinger(gateway: gateway, linger: configuration.http.drainLinger))
         gated.append(DeliveryWorker(gateway: gateway))
         gated.append(WebhookWorker(gateway: gateway))  // last: it stops first, handing back its events
         services += gated.map { StartsWhenReady($0, gateway: gateway) }
@@ -159,5 +168,21 @@ struct StartsWhenReady: Service {
         }
         guard ready else { return }
         try await service.run()
+    }
+}
+
+/// Holds the servers open for `linger` after the workers drained on SIGTERM: a device whose push was accepted just
+/// before the stop sends its receipt to a port that still answers (#44 pilot 5). `/readyz` says `draining`
+/// meanwhile, so a load balancer sends new traffic elsewhere; new messages are `503`.
+struct DrainLinger: Service {
+    let gateway: Gateway
+    let linger: Duration
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        guard linger > .zero, !Task.isCancelled else { return }
+        gateway.logger.notice("the listeners keep answering receipts and reports for the drain's linger, then close",
+                              metadata: ["linger_ms": "\(linger.milliseconds)"])
+        try? await Task.sleep(for: linger)
     }
 }

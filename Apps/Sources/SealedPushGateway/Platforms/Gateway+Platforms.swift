@@ -57,15 +57,17 @@ extension Gateway {
     }
 
     /// The endpoint rules of platforms v1 §1.1 at registration: every address the endpoint's host resolves to must
-    /// be public (unless the app allows private endpoints); `400` naming `/webpush/endpoint` otherwise.
+    /// be public (unless the app allows private endpoints); `400` naming `/webpush/endpoint` otherwise, and for a
+    /// name that does not exist. A resolver that fails or does not answer in time is `503` with `Retry-After`.
     func checkWebPushEndpoint(_ endpoint: String, app: AppRuntime) async throws {
         guard let parsed = try? app.webpushPolicy.check(endpoint) else { return }  // checked when the body was read
         let looked: [[UInt8]]?
-        do { looked = try await WebPushPlatformSender.addresses(of: parsed.host, resolver: options.addressResolver) } catch {
-            throw GatewayError.invalidField("/webpush/endpoint", "webpush/endpoint \(parsed.origin) could not be resolved; check the subscription, or retry")
+        do { looked = try await app.lookups.addresses(of: parsed.host) } catch {
+            // The resolver failed (an outage): not the client's fault.
+            throw GatewayError.unavailable("the gateway could not resolve the name of webpush/endpoint (its resolver failed); retry later", retryAfter: 5)
         }
         guard let addresses = looked else {
-            throw GatewayError.unavailable("the name of webpush/endpoint \(parsed.origin) did not resolve within 5 s; retry later", retryAfter: 5)
+            throw GatewayError.unavailable("the name of webpush/endpoint did not resolve in time; retry later", retryAfter: 5)
         }
         do { try app.webpushPolicy.checkAddresses(addresses, origin: parsed.origin) } catch {
             throw DeviceRegistration.webPushProblem(error)

@@ -2,12 +2,15 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import NIOSSL
+import NIOTLS
 import NIOHTTP1
 
 /// HTTPS/1.1 requests to addresses the caller resolved and checked, with the host's name for TLS (SNI and
 /// certificate verification) and `Host`: the client of the requests the gateway makes on a device's say-so
 /// (Web Push endpoints, platforms v1 §1.1). It never resolves a name itself, never follows a redirect, and
-/// reads at most `maximumBody` bytes of an answer.
+/// reads at most `maximumBody` bytes of an answer. Every step has a hard deadline closed on the connection's event
+/// loop (platforms v1 §4.1): the TCP connect and TLS handshake together, then the request until its whole answer is
+/// read; at a deadline the connection is closed and the request fails `.timedOut`, so no wait outlives it.
 ///
 /// Connections are kept alive between requests, one request at a time each (no pipelining): after an answer
 /// that allows it, the connection waits idle for the next request to the same host and port, for at most
@@ -35,13 +38,19 @@ struct PinnedHTTPSClient: Sendable {
 
     let group: any EventLoopGroup
     let sslContext: NIOSSLContext
+    /// The deadline of the TCP connect and the TLS handshake together (platforms v1 §4.1).
+    let connectTimeout: Duration
+    /// The deadline of one request, from its first byte written to the last byte of its answer read.
     let timeout: Duration
     let maximumBody: Int
     let pool: ConnectionPool
 
-    /// A client trusting the system's roots and `additionalRootsPEM` (the local push service's CA).
+    /// A client trusting the system's roots and `additionalRootsPEM` (the local push service's CA). `timeout` bounds
+    /// each request until its whole answer is read, `connectTimeout` (default: `timeout`) the TCP connect and TLS
+    /// handshake together; both are closed on the connection's event loop, whatever the far side does.
     init(group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, additionalRootsPEM: [UInt8]? = nil,
-         timeout: Duration = .seconds(10), maximumBody: Int = 4096, idleLimit: Duration = .seconds(30), maximumIdle: Int = 256) throws {
+         timeout: Duration = .seconds(10), connectTimeout: Duration? = nil, maximumBody: Int = 4096,
+         idleLimit: Duration = .seconds(30), maximumAge: Duration = .seconds(600), maximumIdle: Int = 256) throws {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12
         tls.applicationProtocols = ["http/1.1"]
@@ -49,21 +58,20 @@ struct PinnedHTTPSClient: Sendable {
         sslContext = try NIOSSLContext(configuration: tls)
         self.group = group
         self.timeout = timeout
+        self.connectTimeout = connectTimeout ?? timeout
         self.maximumBody = maximumBody
-        pool = ConnectionPool(idleLimit: idleLimit, maximumIdle: maximumIdle)
+        pool = ConnectionPool(idleLimit: idleLimit, maximumAge: maximumAge, maximumIdle: maximumIdle)
     }
 
     /// POSTs `body` to `https://host:port/path` over a new connection to `address` (4 or 16 bytes, checked by the
-    /// caller), within the deadline; the connection is kept for the next request to `host` and `port` when the
-    /// answer allows it.
+    /// caller): the connect and handshake within `connectTimeout`, the request and its whole answer within
+    /// `timeout`. The connection is kept for the next request to `host` and `port` when the answer allows it.
+    /// Cancelling the calling task closes the connection at once (`.timedOut`).
     func post(host: String, port: Int, address: [UInt8], path: String, headers: [(String, String)], body: [UInt8]) async throws(Failure) -> Response {
         let key = ConnectionPool.key(host: host, port: port)
         let request = self.request(host: host, port: port, path: path, headers: headers, body: body)
-        return try await withDeadline { holder in
-            let connection = try await self.connect(host: host, port: port, address: address, key: key)
-            holder.withLockedValue { $0 = connection }
-            return try await connection.send(request.head, request.body)
-        }
+        let connection = try await connect(host: host, port: port, address: address, key: key)
+        return try await exchange(request, on: connection)
     }
 
     /// POSTs over a connection kept from an earlier request to `host` and `port`; nil when none is waiting. A kept
@@ -73,10 +81,7 @@ struct PinnedHTTPSClient: Sendable {
         guard let connection = pool.take(ConnectionPool.key(host: host, port: port)) else { return nil }
         let request = self.request(host: host, port: port, path: path, headers: headers, body: body)
         do {
-            return .success(try await withDeadline { holder in
-                holder.withLockedValue { $0 = connection }
-                return try await connection.send(request.head, request.body)
-            })
+            return .success(try await exchange(request, on: connection))
         } catch {
             return .failure(error)
         }
@@ -93,54 +98,78 @@ struct PinnedHTTPSClient: Sendable {
         return (head, ByteBuffer(bytes: body))
     }
 
-    /// Runs `exchange` within the deadline. The connection it used (put in the holder) goes back to the pool after
-    /// an answer that keeps it alive, and is closed after anything else: a late answer never meets the next request.
-    private func withDeadline(_ exchange: @escaping @Sendable (NIOLockedValueBox<PooledConnection?>) async throws -> Response) async throws(Failure) -> Response {
-        let deadline = timeout
-        let holder = NIOLockedValueBox<PooledConnection?>(nil)
+    /// Sends one request on `connection` within the deadline. The connection goes back to the pool after an answer
+    /// that keeps it alive, and is closed after anything else: a late answer never meets the next request, and a
+    /// connection whose request timed out is never reused.
+    private func exchange(_ request: (head: HTTPRequestHead, body: ByteBuffer), on connection: PooledConnection) async throws(Failure) -> Response {
         do {
-            let response = try await withThrowingTaskGroup(of: Response?.self) { group in
-                group.addTask { try await exchange(holder) }
-                group.addTask {
-                    try await Task.sleep(for: deadline)
-                    return nil
-                }
-                defer { group.cancelAll() }
-                guard let first = try await group.next(), let response = first else { throw Failure.timedOut }
-                return response
-            }
-            if let connection = holder.withLockedValue({ $0 }) { pool.give(connection) }
+            let response = try await connection.send(request.head, request.body, within: timeout)
+            pool.give(connection)
             return response
         } catch {
-            holder.withLockedValue { $0 }?.close()
-            switch error {
-            case let failure as Failure: throw failure
-            case let tls as NIOSSLError:
-                if case .handshakeFailed = tls { throw .untrusted }
-                throw .connection
-            case is BoringSSLError: throw .untrusted
-            default: throw Task.isCancelled ? .timedOut : .connection
-            }
+            connection.close()
+            throw Self.failure(error)
         }
     }
 
-    private func connect(host: String, port: Int, address: [UInt8], key: String) async throws -> PooledConnection {
-        let socket = try SocketAddress.fromPacked(address, port: port)
+    /// A connection's error in the client's terms.
+    static func failure(_ error: any Error) -> Failure {
+        switch error {
+        case let failure as Failure: return failure
+        case let tls as NIOSSLError:
+            if case .handshakeFailed = tls { return .untrusted }
+            return .connection
+        case is BoringSSLError: return .untrusted
+        default: return .connection
+        }
+    }
+
+    /// A new connection to `address`, its TLS handshake done, within `connectTimeout`: a timer on the channel's event
+    /// loop, set before the connect starts, closes it at the deadline however far it got.
+    private func connect(host: String, port: Int, address: [UInt8], key: String) async throws(Failure) -> PooledConnection {
+        let socket: SocketAddress
+        do { socket = try SocketAddress.fromPacked(address, port: port) } catch { throw .connection }
         let sslContext = sslContext
         let tlsName = Self.isIPLiteral(host) ? nil : host
         let maximumBody = maximumBody
-        return try await ClientBootstrap(group: group)
-            .connectTimeout(.seconds(Int64(max(1, timeout.components.seconds))))
-            .connect(to: socket) { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: tlsName))
-                    try sync.addHTTPClientHandlers()
-                    let exchanger = ResponseExchanger(maximumBody: maximumBody)
-                    try sync.addHandler(exchanger)
-                    return PooledConnection(key: key, channel: channel, handler: exchanger)
+        let deadline = TimeAmount(connectTimeout)
+        let expired = NIOLockedValueBox(false)
+        let connection: PooledConnection
+        do {
+            connection = try await ClientBootstrap(group: group)
+                .connectTimeout(deadline)
+                .connect(to: socket) { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        let sync = channel.pipeline.syncOperations
+                        try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: tlsName))
+                        try sync.addHTTPClientHandlers()
+                        let exchanger = ResponseExchanger(maximumBody: maximumBody, handshake: channel.eventLoop.makePromise())
+                        try sync.addHandler(exchanger)
+                        let bound = NIOLoopBound(exchanger, eventLoop: channel.eventLoop)
+                        let timer = channel.eventLoop.scheduleTask(in: deadline) {
+                            expired.withLockedValue { $0 = true }
+                            bound.value.expire(Failure.timedOut)
+                            channel.close(promise: nil)
+                        }
+                        exchanger.handshake.futureResult.whenComplete { _ in timer.cancel() }
+                        return PooledConnection(key: key, channel: channel, handler: exchanger)
+                    }
                 }
+        } catch {
+            throw expired.withLockedValue { $0 } ? .timedOut : Self.failure(error)
+        }
+        let handshake = connection.handshake
+        do {
+            try await withTaskCancellationHandler {
+                try await handshake.get()
+            } onCancel: {
+                connection.expire()
             }
+        } catch {
+            connection.close()
+            throw expired.withLockedValue { $0 } ? .timedOut : Self.failure(error)
+        }
+        return connection
     }
 
     /// Whether `host` is an IP literal (dotted IPv4, or IPv6 in brackets), which TLS cannot name (no SNI).
@@ -156,20 +185,42 @@ final class PooledConnection: Sendable {
     let channel: any Channel
     let handler: NIOLoopBound<ResponseExchanger>
     let exchanger: ResponseExchanger.Shared
+    /// Completed when the TLS handshake is done (failed when the connection closes first).
+    let handshake: EventLoopFuture<Void>
+    /// When it was made: a connection is kept at most `ConnectionPool.maximumAge` in all.
+    let created = ContinuousClock.now
 
     init(key: String, channel: any Channel, handler: ResponseExchanger) {
         self.key = key
         self.channel = channel
         self.handler = NIOLoopBound(handler, eventLoop: channel.eventLoop)
         exchanger = handler.shared
+        handshake = handler.handshake.futureResult
     }
 
-    /// Writes the request and waits for its whole answer.
-    func send(_ head: HTTPRequestHead, _ body: ByteBuffer) async throws -> PinnedHTTPSClient.Response {
+    /// Writes the request and waits for its whole answer, at most `deadline`: a timer on the event loop fails the
+    /// request (`.timedOut`) and closes the connection, so the wait never outlives it. Cancelling the waiting task
+    /// does the same at once.
+    func send(_ head: HTTPRequestHead, _ body: ByteBuffer, within deadline: Duration) async throws -> PinnedHTTPSClient.Response {
         let promise = channel.eventLoop.makePromise(of: PinnedHTTPSClient.Response.self)
         let handler = handler
-        channel.eventLoop.execute { handler.value.start(head, body, promise) }
-        return try await promise.futureResult.get()
+        let eventLoop = channel.eventLoop
+        eventLoop.execute {
+            let timer = eventLoop.scheduleTask(in: TimeAmount(deadline)) { handler.value.expire(PinnedHTTPSClient.Failure.timedOut) }
+            promise.futureResult.whenComplete { _ in timer.cancel() }
+            handler.value.start(head, body, promise)
+        }
+        return try await withTaskCancellationHandler {
+            try await promise.futureResult.get()
+        } onCancel: {
+            self.expire()
+        }
+    }
+
+    /// Ends whatever waits on the connection (`.timedOut`) and closes it, on its event loop.
+    func expire() {
+        let handler = handler
+        channel.eventLoop.execute { handler.value.expire(PinnedHTTPSClient.Failure.timedOut) }
     }
 
     /// Whether the connection is open and its last answer allowed another request.
@@ -202,13 +253,35 @@ final class ResponseExchanger: ChannelDuplexHandler {
         didSet { shared.keepAlive.withLockedValue { [reusable] in $0 = reusable } }
     }
 
-    init(maximumBody: Int) { self.maximumBody = maximumBody }
+    /// Completed once the TLS handshake is done; failed if the connection closes or errs first.
+    let handshake: EventLoopPromise<Void>
+    var handshakeDone = false
+
+    init(maximumBody: Int, handshake: EventLoopPromise<Void>) {
+        self.maximumBody = maximumBody
+        self.handshake = handshake
+    }
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
         fail(PinnedHTTPSClient.Failure.connection)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let tls = event as? TLSUserEvent, case .handshakeCompleted = tls, !handshakeDone {
+            handshakeDone = true
+            handshake.succeed()
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    /// A deadline passed (or the caller gave up): fails what waits with `error` and closes the connection.
+    func expire(_ error: any Error) {
+        reusable = false
+        fail(error)
+        context?.close(promise: nil)
     }
 
     /// Writes a request; its answer completes `promise`. A connection already busy, or closed, fails it at once.
@@ -264,6 +337,10 @@ final class ResponseExchanger: ChannelDuplexHandler {
     }
 
     private func fail(_ error: any Error) {
+        if !handshakeDone {
+            handshakeDone = true
+            handshake.fail(error)
+        }
         if let promise = pending {
             pending = nil
             promise.fail(error)
@@ -271,15 +348,19 @@ final class ResponseExchanger: ChannelDuplexHandler {
     }
 }
 
-/// The connections waiting for their next request, by host and port: each waits at most `idleLimit`, and at most
-/// `maximumIdle` wait in all (the oldest is closed to make room).
+/// The connections waiting for their next request, by host and port: each waits at most `idleLimit` and is kept
+/// at most `maximumAge` since it was made, and at most `maximumIdle` wait in all (the oldest is closed to make room).
 final class ConnectionPool: Sendable {
     let idleLimit: Duration
+    /// How long a connection is kept in all, from when it was made (platforms v1 §1.1: 10 minutes), so that a
+    /// name's new addresses take effect.
+    let maximumAge: Duration
     let maximumIdle: Int
     private let idle = NIOLockedValueBox<[(connection: PooledConnection, since: ContinuousClock.Instant)]>([])
 
-    init(idleLimit: Duration, maximumIdle: Int) {
+    init(idleLimit: Duration, maximumAge: Duration = .seconds(600), maximumIdle: Int) {
         self.idleLimit = idleLimit
+        self.maximumAge = maximumAge
         self.maximumIdle = maximumIdle
     }
 
@@ -292,7 +373,7 @@ final class ConnectionPool: Sendable {
         let now = ContinuousClock.now
         let (found, expired) = idle.withLockedValue { list -> (PooledConnection?, [PooledConnection]) in
             let stale = { (entry: (connection: PooledConnection, since: ContinuousClock.Instant)) in
-                now - entry.since > self.idleLimit || !entry.connection.channel.isActive
+                now - entry.since > self.idleLimit || now - entry.connection.created > self.maximumAge || !entry.connection.channel.isActive
             }
             let expired = list.filter(stale).map(\.connection)
             list.removeAll(where: stale)
@@ -305,7 +386,7 @@ final class ConnectionPool: Sendable {
 
     /// Keeps `connection` for the next request when its last answer allowed it, else closes it.
     func give(_ connection: PooledConnection) {
-        guard connection.reusable else {
+        guard connection.reusable, ContinuousClock.now - connection.created <= maximumAge else {
             connection.close()
             return
         }

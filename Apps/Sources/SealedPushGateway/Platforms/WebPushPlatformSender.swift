@@ -12,14 +12,47 @@ import SealedPushReceiver
 struct WebPushPlatformSender: PlatformSender {
     let policy: WebPushEndpointPolicy
     let vapid: VAPIDTokenCache
-    let resolver: any GatewayAddressResolver
+    /// The app's name lookups: at most 4 at once, each abandoned after 5 s (platforms v1 §4.1).
+    let lookups: AddressLookups
     let client: PinnedHTTPSClient
+    /// The app's origins paused by their subscriptions' `401`/`403` (platforms v1 §3, revision 2).
+    let refusals: WebPushRefusals
+
+    /// How long a delivery to a paused origin waits before it is looked at again.
+    static let pausedOriginRecheck: Duration = .seconds(30)
+
+    /// A sender through the app's `lookups`, pausing origins in `refusals`.
+    init(policy: WebPushEndpointPolicy, vapid: VAPIDTokenCache, lookups: AddressLookups, client: PinnedHTTPSClient, refusals: WebPushRefusals = WebPushRefusals()) {
+        self.policy = policy
+        self.vapid = vapid
+        self.lookups = lookups
+        self.client = client
+        self.refusals = refusals
+    }
+
+    /// A sender resolving through `resolver` with the default lookup bounds.
+    init(policy: WebPushEndpointPolicy, vapid: VAPIDTokenCache, resolver: any GatewayAddressResolver, client: PinnedHTTPSClient,
+         refusals: WebPushRefusals = WebPushRefusals()) {
+        self.init(policy: policy, vapid: vapid, lookups: AddressLookups(resolver: resolver), client: client, refusals: refusals)
+    }
 
     func send(_ claim: ClaimedDelivery, now: Int64) async -> PushAnswer {
         let endpoint: WebPushEndpoint
         do { endpoint = try policy.check(claim.address) } catch {
             return .rejected(status: nil, reason: Self.reason(error), attempted: false)
         }
+        if refusals.holds(endpoint.origin, now: now) { return .held(reason: "credentials_paused", retryAfter: Self.pausedOriginRecheck) }
+        let answer = await post(claim, to: endpoint, now: now)
+        switch answer {
+        case .accepted: refusals.accepted(origin: endpoint.origin)
+        case .rejected(401?, _, _), .rejected(403?, _, _): refusals.refused(origin: endpoint.origin, endpoint: claim.address, now: now)
+        default: break
+        }
+        return answer
+    }
+
+    /// One attempt's request, its endpoint checked: resolve, check and connect (or reuse a kept connection), POST.
+    private func post(_ claim: ClaimedDelivery, to endpoint: WebPushEndpoint, now: Int64) async -> PushAnswer {
         let authorization: String
         do { authorization = try vapid.authorization(origin: endpoint.origin) } catch {
             return .paused(status: nil, reason: "vapid_key")
@@ -39,7 +72,8 @@ struct WebPushPlatformSender: PlatformSender {
         }
         let addresses: [[UInt8]]
         do {
-            guard let found = try await Self.addresses(of: endpoint.host, resolver: resolver) else {
+            guard let found = try await lookups.addresses(of: endpoint.host) else {
+                if Task.isCancelled { return .retry(status: nil, reason: "timeout", retryAfter: nil) }
                 return .retry(status: nil, reason: "dns_timeout", retryAfter: nil)
             }
             addresses = found
@@ -77,14 +111,16 @@ struct WebPushPlatformSender: PlatformSender {
         let status = response.status
         switch status {
         case 200, 201, 202:
-            return .accepted(status: status, platformID: response.headers.first(name: "Location").map { String($0.prefix(2048)) })
+            return .accepted(status: status, platformID: safePlatformID(response.headers.first(name: "Location")))
         case 404, 410:
             // A subscription that is gone does not come back; one registered again after this attempt began stays.
             return .unregistered(status: status, reason: status == 410 ? "gone" : "not_found", registeredBefore: now)
         case 400, 413:
             return .rejected(status: status, reason: status == 413 ? "payload_too_large" : "bad_request", attempted: true)
         case 401, 403:
-            return .paused(status: status, reason: status == 401 ? "vapid_unauthorized" : "vapid_forbidden")
+            // The endpoint was chosen by whoever registered the device: its refusal rejects this delivery only
+            // (platforms v1 §3, revision 2); `WebPushRefusals` pauses an origin where several subscriptions refuse.
+            return .rejected(status: status, reason: "vapid_refused", attempted: true)
         case 429, 500...599:
             return .retry(status: status, reason: status == 429 ? "rate_limited" : "server_error",
                           retryAfter: retryAfter(response.headers.first(name: "Retry-After"), now: now))
@@ -93,6 +129,30 @@ struct WebPushPlatformSender: PlatformSender {
         default:
             return .rejected(status: status, reason: "http_\(status)", attempted: true)
         }
+    }
+
+    /// The longest `Location` kept as a delivery's `platform_id`.
+    static let maximumPlatformID = 512
+
+    /// A push service's `Location` as a delivery's `platform_id`, shown through the API, the dashboard and webhooks:
+    /// the service was chosen by whoever registered the device, so only a bounded value of URL characters is kept
+    /// (at most `maximumPlatformID` bytes of letters, digits and `-._~:/?#@!$&+,;=%`); anything else is dropped (nil).
+    static func safePlatformID(_ location: String?) -> String? {
+        guard let location else { return nil }
+        let value = String(Substring(location).trimmingASCIISpaces())
+        guard !value.isEmpty, value.utf8.count <= maximumPlatformID, value.utf8.allSatisfy(isURLCharacter) else { return nil }
+        return value
+    }
+
+    /// The punctuation a kept `Location` may hold besides letters and digits.
+    static let urlPunctuation: Set<UInt8> = Set("-._~:/?#@!$&+,;=%".utf8)
+
+    /// Whether `c` is a letter, a digit or one of `urlPunctuation`.
+    static func isURLCharacter(_ c: UInt8) -> Bool {
+        let digit = c >= 0x30 && c <= 0x39
+        let upper = c >= 0x41 && c <= 0x5A
+        let lower = c >= 0x61 && c <= 0x7A
+        return digit || upper || lower || urlPunctuation.contains(c)
     }
 
     /// The delivery reason for an endpoint refused by the rules: `endpoint_not_public` or `invalid_endpoint`.
@@ -108,18 +168,10 @@ struct WebPushPlatformSender: PlatformSender {
     }
 
     /// `host`'s addresses (brackets of an IPv6 literal taken off), or nil when the resolver did not answer within
-    /// `limit`: a resolver that hangs holds neither a registration nor a delivery slot longer.
+    /// `limit`: a resolver that hangs, even one that ignores cancellation, holds neither a registration nor a
+    /// delivery slot longer (the lookup is abandoned, never awaited).
     static func addresses(of host: String, resolver: any GatewayAddressResolver, within limit: Duration = .seconds(5)) async throws -> [[UInt8]]? {
-        let name = unbracketed(host)
-        return try await withThrowingTaskGroup(of: [[UInt8]]?.self) { group in
-            group.addTask { try await resolver.addresses(of: name) }
-            group.addTask {
-                try await Task.sleep(for: limit)
-                return nil
-            }
-            defer { group.cancelAll() }
-            return try await group.next() ?? nil
-        }
+        try await AddressLookups(resolver: resolver, deadline: limit).addresses(of: host)
     }
 
     /// A host without the brackets of an IPv6 literal.

@@ -90,13 +90,19 @@ extension Gateway {
     /// The most messages in one batch.
     static let maxBatchMessages = 500
 
+    /// The most deliveries one batch queues: a message that would take it beyond is answered `503` (nothing of it
+    /// stored), to be sent in another request.
+    static let maxBatchDeliveries = 50_000
+
     /// `POST …/messages/batch` (gateway v1 §5.1): each message handled exactly as `POST …/messages` handles it
     /// alone — its own checks, its own `idempotency_key` and replay rule, one token of the app's rate limit, its
-    /// own `202` body or problem — in request order; the `200` body `{"results": […]}`. Every message the batch
-    /// accepts is written in **one transaction** after all are checked and sealed, and a result is `202` only once
-    /// that transaction committed (the store failing answers each of them `503`, nothing of them kept). The whole
-    /// request is refused only for a body that is not 1 to 500 message objects (`400`) and while shutting down
-    /// (`503`, nothing stored).
+    /// own place in the app's `max_queue` (reserved as it is sealed), its own `202` body or problem — in request
+    /// order; the `200` body `{"results": […]}`. The messages the batch accepts are written in chunks of at most
+    /// `batchChunkDeliveries` deliveries (one transaction each, written as the batch is sealed, so that a large batch
+    /// never holds all its sealed payloads at once), and a result is `202` only once its chunk committed (the store
+    /// failing answers that chunk's messages `503`, nothing of them kept). A batch queues at most
+    /// `maxBatchDeliveries` deliveries. The whole request is refused only for a body that is not 1 to 500 message
+    /// objects (`400`) and while shutting down (`503`, nothing stored).
     func postBatch(app: AppRuntime, body bytes: [UInt8], requestID: String) async throws -> [UInt8] {
         guard !draining.withLockedValue({ $0 }) else {
             throw GatewayError.unavailable("the gateway is shutting down; nothing of this batch was stored; retry against another instance or later")
@@ -111,28 +117,12 @@ extension Gateway {
         var batch = BatchState(count: items.count)
         defer { keysInFlight.withLockedValue { held in for slot in batch.slots { held.remove(slot) } } }
         batch.devices = await prefetchDevices(app: app, items)
+        let chunk = max(1, options.batchChunkDeliveries)
         for (index, item) in items.enumerated() {
             await prepareBatchItem(app: app, item, index: index, into: &batch, requestID: requestID)
+            if batch.pendingDeliveries >= chunk { await writeBatchChunk(app: app, into: &batch, requestID: requestID) }
         }
-        if !batch.pending.isEmpty {
-            do {
-                let kept = try await store.insertMessages(batch.pending.map { ($0.prepared.message, $0.prepared.idempotency) })
-                options.afterBatchCommit?()
-                for (entry, wasKept) in zip(batch.pending, kept) {
-                    if wasKept {
-                        stored(entry.prepared, app: app)
-                        batch.results[entry.index] = .object(JSONObject([("status", .int(202)), ("message", .object(entry.prepared.answerJSON))]))
-                    } else {
-                        batch.results[entry.index] = Self.problemResult(
-                            .conflict("a request with this Idempotency-Key is still being handled; retry after Retry-After seconds", retryAfter: 1))
-                    }
-                }
-            } catch {
-                let classified = GatewayError(classifying: error, requestID: requestID)
-                if case .internal = classified { logger.error("batch not stored", metadata: ["request_id": "\(requestID)", "error": "\(String(reflecting: type(of: error)))"]) }
-                for entry in batch.pending { batch.results[entry.index] = Self.problemResult(classified) }
-            }
-        }
+        await writeBatchChunk(app: app, into: &batch, requestID: requestID)
         // A key repeated in the batch answers as its repeat would alone: the first one's answer, replayed.
         for (index, first) in batch.repeats {
             if case var .object(result)? = batch.results[first], result["status"] == .int(202) {
@@ -146,6 +136,32 @@ extension Gateway {
         return JSON.serialize(.object(JSONObject([("results", .array(results))])))
     }
 
+    /// Writes the batch's sealed messages waiting to be stored in one transaction and records their results: `202`
+    /// once committed. Their queue reservations end with them (the stored ones are counted as queued).
+    func writeBatchChunk(app: AppRuntime, into batch: inout BatchState, requestID: String) async {
+        guard !batch.pending.isEmpty else { return }
+        let pending = batch.pending
+        batch.pending = []
+        batch.pendingDeliveries = 0
+        do {
+            let kept = try await store.insertMessages(pending.map { ($0.prepared.message, $0.prepared.idempotency) })
+            options.afterBatchCommit?()
+            for (entry, wasKept) in zip(pending, kept) {
+                if wasKept {
+                    stored(entry.prepared, app: app)
+                    batch.results[entry.index] = .object(JSONObject([("status", .int(202)), ("message", .object(entry.prepared.answerJSON))]))
+                } else {
+                    batch.results[entry.index] = Self.problemResult(
+                        .conflict("a request with this Idempotency-Key is still being handled; retry after Retry-After seconds", retryAfter: 1))
+                }
+            }
+        } catch {
+            let classified = GatewayError(classifying: error, requestID: requestID)
+            if case .internal = classified { logger.error("batch not stored", metadata: ["request_id": "\(requestID)", "error": "\(String(reflecting: type(of: error)))"]) }
+            for entry in pending { batch.results[entry.index] = Self.problemResult(classified) }
+        }
+    }
+
     /// What a batch holds while its messages are checked: each result once known, the messages to write, the
     /// idempotency slots it holds until it is answered, and the keys it has seen.
     struct BatchState {
@@ -153,6 +169,10 @@ extension Gateway {
         /// The devices of the users the batch names, read at once (nil: each message reads its own).
         var devices: [String: [DeviceRecord]]?
         var pending: [(index: Int, prepared: PreparedMessage)] = []
+        /// The deliveries of `pending`.
+        var pendingDeliveries = 0
+        /// The deliveries of every message of the batch accepted so far (written or pending).
+        var deliveries = 0
         var slots: [String] = []
         var keys: [String: (hmac: [UInt8], index: Int)] = [:]
         var repeats: [(index: Int, first: Int)] = []
@@ -225,6 +245,12 @@ extension Gateway {
                 idempotency = (key, hmac)
             }
             let prepared = try await prepareMessage(app: app, body: message, idempotency: idempotency, devicesOf: batch.devices)
+            let count = prepared.message.deliveries.count
+            guard batch.deliveries + count <= Self.maxBatchDeliveries else {
+                throw GatewayError.unavailable("this batch already queues \(batch.deliveries) deliveries and this message would add \(count) (at most \(Self.maxBatchDeliveries) per batch); nothing of it was stored: send it in another request", retryAfter: 1)
+            }
+            batch.deliveries += count
+            batch.pendingDeliveries += count
             batch.pending.append((index, prepared))
         } catch {
             let classified = GatewayError(classifying: error, requestID: requestID)

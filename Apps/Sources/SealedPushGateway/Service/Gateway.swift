@@ -41,6 +41,8 @@ public struct GatewayOptions: Sendable {
     var makePlatformSender: PlatformSenderFactory?
     /// Resolves Web Push endpoints' hosts, at registration and at each connection (tests pass their own).
     public var addressResolver: any GatewayAddressResolver = SystemAddressResolver()
+    /// The deadlines of each step toward a Web Push service (platforms v1 §4.1); tests shorten them.
+    var webPushDeadlines = WebPushDeadlines()
     /// Deliveries claimed per query.
     public var claimBatch = 256
     /// The longest the delivery worker waits for a batch's worth of free slots (a quarter of its share) while
@@ -69,6 +71,8 @@ public struct GatewayOptions: Sendable {
     /// Runs after a batch's transaction committed and before the batch is answered: the crash tests end the process
     /// there (`sealedpush-server gateway` sets it when `SEALEDPUSH_GATEWAY_FAULT=exit-after-batch-commit`). Nil in use.
     public var afterBatchCommit: (@Sendable () -> Void)?
+    /// The most deliveries a batch writes in one transaction (gateway v1 §5.1: large batches in chunks).
+    var batchChunkDeliveries = 5000
 
     /// The defaults.
     public init() {}
@@ -119,7 +123,7 @@ public final class Gateway: Sendable {
         var apps: [String: AppRuntime] = [:]
         for app in configuration.apps {
             apps[app.id] = try AppRuntime(config: app, makeClient: options.makeAPNsClient, makePlatformSender: options.makePlatformSender,
-                                          context: PlatformContext(clock: options.clock, resolver: options.addressResolver), logger: logger)
+                                          context: PlatformContext(options: options), logger: logger)
         }
         state = NIOLockedValueBox((configuration, apps))
         // New rows wake the loops that claim them: announced by this process's store, and on PostgreSQL by every
@@ -151,10 +155,8 @@ public final class Gateway: Sendable {
         case let .postgres(url):
             var password: String?
             if let file = configuration.databasePasswordFile {
-                guard let data = FileManager.default.contents(atPath: file) else {
-                    throw GatewayConfigurationError("/database_password_file", "cannot read \(file); check that it exists and is readable by the gateway's user")
-                }
-                var text = Substring(String(decoding: data, as: UTF8.self))
+                let data = try GatewaySecretFile.read(file, member: "/database_password_file", what: "a file holding the PostgreSQL password").bytes
+                var text = Substring(String(decoding: data.unsafeCopyToArray(), as: UTF8.self))
                 while let last = text.last, last.isWhitespace { text.removeLast() }
                 password = String(text)
             }
@@ -211,7 +213,7 @@ public final class Gateway: Sendable {
         var apps: [String: AppRuntime] = [:]
         for app in configuration.apps {
             apps[app.id] = try AppRuntime(config: app, makeClient: options.makeAPNsClient, makePlatformSender: options.makePlatformSender,
-                                          context: PlatformContext(clock: options.clock, resolver: options.addressResolver), logger: logger)
+                                          context: PlatformContext(options: options), logger: logger)
         }
         let old = state.withLockedValue { s -> [String: AppRuntime] in
             let old = s.apps
@@ -386,6 +388,8 @@ public final class Gateway: Sendable {
         let idempotency: (key: String, answer: IdempotentAnswer)?
         /// The `202` body as JSON (a batch's result embeds it as it is).
         let answerJSON: JSONObject
+        /// Its deliveries' place in the app's `max_queue`, held until it is stored or dropped.
+        let reservation: QueueReservation
         /// The `202` body.
         var answer: [UInt8] { idempotency?.answer.body ?? JSON.serialize(.object(answerJSON)) }
     }
@@ -463,8 +467,8 @@ public final class Gateway: Sendable {
         guard targets.count <= app.config.maxFanout else {
             throw GatewayError.tooManyDeliveries(deliveries: targets.count, limit: app.config.maxFanout)
         }
-        let queued = app.queued.withLockedValue { $0 }
-        guard queued + targets.count <= app.config.maxQueue else {
+        // Reserved now, so that concurrent messages (and a batch's next ones) see these deliveries (gateway v1 §5.1).
+        guard let reservation = QueueReservation(app: app, count: targets.count) else {
             throw GatewayError.unavailable("this app's queue is full (\(app.config.maxQueue) deliveries); retry later", retryAfter: 30)
         }
         let created = now
@@ -495,8 +499,8 @@ public final class Gateway: Sendable {
             case let .success(s): sealed = s
             case let .failure(error):
                 // Too large is the message's fault, whoever it goes to; any other refusal is this device's key.
-                if case .sealing(.payloadTooLarge) = error { throw sealProblem(error, request: request, message: message, record: record, app: app) }
-                if case .revealTooLarge = error { throw sealProblem(error, request: request, message: message, record: record, app: app) }
+                if case .sealing(.payloadTooLarge) = error { throw sealProblem(error, request: request, message: message, record: record, device: device, app: app) }
+                if case .revealTooLarge = error { throw sealProblem(error, request: request, message: message, record: record, device: device, app: app) }
                 skipped.append((device.deviceID, "bad_key_record"))
                 continue
             }
@@ -505,6 +509,10 @@ public final class Gateway: Sendable {
             do { payload = try platformPayload(sealed, device: device, request: request) } catch is UnusableDeviceKeys {
                 skipped.append((device.deviceID, "bad_key_record"))
                 continue
+            } catch let error as GatewayError {
+                // Too large for this device's platform: the 413 names that platform's limit and the body that fits.
+                if case .tooLarge = error { throw sizeProblem(request: request, message: message, record: record, device: device, app: app) }
+                throw error
             }
             deliveries.append(NewDelivery(
                 deliveryID: deliveryID, deviceID: device.deviceID, address: device.address, environment: device.environment,
@@ -523,11 +531,12 @@ public final class Gateway: Sendable {
         return PreparedMessage(
             message: NewMessage(app: appID, messageID: messageID, createdAt: created, expiresAt: expiresAt, deliveries: deliveries),
             idempotency: idempotency.map { ($0.key, IdempotentAnswer(bodyHMAC: $0.hmac, status: 202, body: JSON.serialize(.object(answer)), createdAt: created)) },
-            answerJSON: answer)
+            answerJSON: answer, reservation: reservation)
     }
 
     /// A sealing refusal as a problem; for a message too large, the largest `body` that fits with the other members as sent.
-    func sealProblem(_ error: SenderError, request: MessageRequest, message: SecretMessage, record: DeviceKeyRecord, app: AppRuntime) -> GatewayError {
+    func sealProblem(_ error: SenderError, request: MessageRequest, message: SecretMessage, record: DeviceKeyRecord, device: DeviceRecord,
+                     app: AppRuntime) -> GatewayError {
         if case let .revealTooLarge(_, _, largestText) = error {
             return GatewayError.tooLarge(largestText == 0
                 ? "the reveal message does not fit APNs's 4096 bytes once sealed even without text; remove data or shorten the other members"
@@ -536,6 +545,18 @@ public final class Gateway: Sendable {
         }
         guard case .sealing(.payloadTooLarge) = error else {
             return GatewayError.invalidField("", "the message cannot be sealed: check title, body, data and sound")
+        }
+        return sizeProblem(request: request, message: message, record: record, device: device, app: app)
+    }
+
+    /// The `413` for a message too large for `device`'s platform (#44 pilot 2): the limit of that platform — APNs's
+    /// 4096-byte payload, FCM's 4096 bytes of data, Web Push's 4096-byte encrypted body — and the largest `body` that
+    /// fits it, with the other members as sent, found by sealing (and encrypting) as the delivery would.
+    func sizeProblem(request: MessageRequest, message: SecretMessage, record: DeviceKeyRecord, device: DeviceRecord, app: AppRuntime) -> GatewayError {
+        let limit = switch device.platform {
+        case .apns: "APNs's 4096-byte payload"
+        case .fcm: "FCM's 4096 bytes of data"
+        case .webpush: "Web Push's 4096-byte encrypted body"
         }
         var low = 0, high = request.body.utf8.count
         let scalars = Array(request.body.unicodeScalars)
@@ -550,21 +571,26 @@ public final class Gateway: Sendable {
                 bytes += w
             }
             m.body = text
-            do { _ = try app.sender.seal(m, to: record) } catch {
+            let sealed: SealedNotification
+            do { sealed = try app.sender.seal(m, to: record) } catch {
                 if case .sealing(.payloadTooLarge) = error { return false }
+                return true  // refused for another reason than size (an empty body)
             }
-            return true  // sealed, or refused for another reason than size (an empty body)
+            do { _ = try platformPayload(sealed, device: device, request: request) } catch let error as GatewayError {
+                if case .tooLarge = error { return false }
+            } catch {}
+            return true
         }
         guard fits(0) else {
-            return GatewayError.tooLarge("the message does not fit APNs's 4096 bytes once sealed even with an empty body; shorten title, subtitle, data or the other members",
-                                    field: "/body")
+            return GatewayError.tooLarge("the message does not fit \(limit) once sealed even with an empty body, for a \(device.platform.rawValue) device; shorten title, subtitle, data or the other members",
+                                         field: "/body")
         }
         while low < high {
             let mid = (low + high + 1) / 2
             if fits(mid) { low = mid } else { high = mid - 1 }
         }
-        return GatewayError.tooLarge("the message does not fit APNs's 4096 bytes once sealed; with the other members as sent, body may hold at most \(low) bytes (UTF-8)",
-                                field: "/body")
+        return GatewayError.tooLarge("the message does not fit \(limit) once sealed, for a \(device.platform.rawValue) device; with the other members as sent, body may hold at most \(low) bytes (UTF-8)",
+                                     field: "/body")
     }
 
     func messageJSON(app: AppRuntime, messageID: String) async throws -> JSONObject {

@@ -205,6 +205,9 @@ public enum AttemptOutcome: Sendable, Equatable {
     case final(DeliveryState, status: Int?, reason: String, attempted: Bool)
     /// The app's credentials were refused: back to the queue, not counted, until the app is fixed.
     case paused(status: Int?, reason: String)
+    /// Not attempted and not counted: due again at `until` (Unix milliseconds), `reason` recorded (a Web Push
+    /// origin paused by its subscriptions' refusals, platforms v1 §3).
+    case held(until: Int64, reason: String)
     /// The attempt was not made (shutdown): hand the delivery back untouched.
     case handBack
 }
