@@ -280,8 +280,12 @@ extension Gateway {
                                       body: JSON.serialize(.object(JSONObject([("message_id", .string(message.messageID))]))), createdAt: message.createdAt)
         // The first key is written with the message, in its transaction; the others (a notification naming several
         // devices of one app) right after it.
+        // Its place in the app's `max_queue`, as for every message (gateway v1 §5.1): held until stored.
+        guard let reservation = QueueReservation(app: app, count: message.deliveries.count) else {
+            throw GatewayError.unavailable("this app's queue is full (\(app.config.maxQueue) deliveries); retry later", retryAfter: 30)
+        }
         try await store.insertMessage(message, idempotency: keys.first.map { (key: $0, answer: answer) })
-        stored(PreparedMessage(message: message, idempotency: nil, answerJSON: JSONObject([])), app: app)
+        stored(PreparedMessage(message: message, idempotency: nil, answerJSON: JSONObject([]), reservation: reservation), app: app)
         for key in keys.dropFirst() { try await store.storeIdempotentAnswer(app: app.config.id, key: key, answer: answer) }
         return skipped
     }
