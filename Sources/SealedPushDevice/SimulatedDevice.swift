@@ -40,6 +40,9 @@ public struct SimulatedDevice: Sendable {
             logger: logger,
             attachments: attachments)
         configuration.previews = previews
+        // A push without ENCRYPTED_DATA (`device config --plaintext`): shown as it came unless refused; a setting that
+        // cannot be read refuses, as an unreadable preview setting hides.
+        configuration.plaintext = ((try? plaintext()) ?? .refuse) == .refuse ? .placeholder : .passThrough
         let store = self.store
         // Reveal v1 §5.1 and §9: the reveal public key (a record readable in every lock state), the pending queue and
         // the notification store the queue's messages replace their placeholders in.
@@ -119,6 +122,39 @@ public struct SimulatedDevice: Sendable {
             throw .decode(path: "\(Self.settingsService)/\(Self.previewsAccount)", why: "the preview setting is not full, title or none")
         }
         return policy
+    }
+
+    static let plaintextAccount = "plaintext"
+
+    /// What the simulated device shows for a push without `ENCRYPTED_DATA` (outcome `notEncrypted`).
+    public enum PlaintextSetting: String, Sendable, CaseIterable {
+        /// Shown as `(Encrypted)`: anyone who can push for the app (a leaked key, a compromised backend) cannot show
+        /// their own text (`SealedPushSettings.plaintext` `.refuse`, the iOS default).
+        case refuse
+        /// Shown as it came (the simulator's default, kept so that existing scripts behave as before).
+        case show
+    }
+
+    /// The device's plaintext setting (`device config --plaintext`; default `show`).
+    public func plaintext() throws(KeychainError) -> PlaintextSetting {
+        let item: KeychainItem
+        do {
+            item = try store.read(itemClass: .genericPassword, service: Self.settingsService, account: Self.plaintextAccount,
+                                  accessGroup: store.accessGroups[0])
+        } catch .itemNotFound { return .show }
+        let text = String(decoding: item.data?.unsafeCopyToArray() ?? [], as: UTF8.self)
+        guard let setting = PlaintextSetting(rawValue: text) else {
+            throw .decode(path: "\(Self.settingsService)/\(Self.plaintextAccount)", why: "the plaintext setting is not refuse or show")
+        }
+        return setting
+    }
+
+    /// Sets the device's plaintext setting.
+    public func setPlaintext(_ setting: PlaintextSetting) throws(KeychainError) {
+        try store.modify(itemClass: .genericPassword, service: Self.settingsService, account: Self.plaintextAccount,
+                         accessGroup: store.accessGroups[0], accessibility: .alwaysThisDeviceOnly) { _ in
+            SecureBytes(Array(setting.rawValue.utf8))
+        }
     }
 
     /// Sets the device's preview policy.

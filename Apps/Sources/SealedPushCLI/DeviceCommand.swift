@@ -270,7 +270,8 @@ struct DeviceCommand: AsyncParsableCommand {
             abstract: "Print the device's lock state, report URL, preview policy, receipt outbox and pending queue.",
             discussion: """
                 With --json one object: {"lock_state": "beforeFirstUnlock|locked|unlocked", "report_url": URL|null, \
-                "previews": "full|title|none", "outbox": N, "outbox_dropped": N, "pending": N, "pending_dropped": N}. \
+                "previews": "full|title|none", "outbox": N, "outbox_dropped": N, "pending": N, "pending_dropped": N, \
+                "signatures": "required|optional", "plaintext": "refuse|show"}. \
                 `pending` counts the messages that arrived before the first unlock and wait, still sealed, to be \
                 opened (`device unlock`); `pending_dropped` those dropped to keep the queue within 100 entries and 512 KiB.
                 """)
@@ -284,6 +285,8 @@ struct DeviceCommand: AsyncParsableCommand {
             let url = try keychain { () throws(KeychainError) in try outbox.reportURL() }
             let waiting = try keychain { () throws(KeychainError) in try outbox.entries() }
             let previews = try keychain { () throws(KeychainError) in try device.previews() }
+            let required = try keychain { () throws(KeychainError) in try TrustStore(store: s).requireSignature() }
+            let plaintext = try keychain { () throws(KeychainError) in try device.plaintext() }
             let pending = try keychain { () throws(KeychainError) in try device.pendingQueue.status() }
             if output.json {
                 let object = JSONObject([
@@ -291,6 +294,7 @@ struct DeviceCommand: AsyncParsableCommand {
                     ("previews", .string(previews.rawValue)), ("outbox", .int(Int64(waiting.entries.count))),
                     ("outbox_dropped", .int(Int64(waiting.dropped))), ("pending", .int(Int64(pending.pending))),
                     ("pending_dropped", .int(Int64(pending.dropped))),
+                    ("signatures", .string(required ? "required" : "optional")), ("plaintext", .string(plaintext.rawValue)),
                 ])
                 print(String(decoding: JSON.serialize(.object(object)), as: UTF8.self))
                 return
@@ -298,6 +302,8 @@ struct DeviceCommand: AsyncParsableCommand {
             print(state.rawValue)
             print("report URL: \(url ?? "none")")
             print("previews: \(previews.rawValue)")
+            print("signatures: \(required ? "required" : "optional")")
+            print("plaintext: \(plaintext.rawValue)")
             print("receipt outbox: \(waiting.entries.count) waiting, \(waiting.dropped) dropped")
             print("pending queue: \(pending.pending) waiting for the device key, \(pending.dropped) dropped")
         }
@@ -315,9 +321,18 @@ struct DeviceCommand: AsyncParsableCommand {
                 read`) or `none` (the placeholder only). Under `title` and `none` the text stays sealed in the \
                 notification and `device expand` opens it. Reveal messages are held whatever the setting.
 
+                --signatures required refuses every unsigned message (signatureRequired), and with no trusted \
+                sender (`sealedpush trust add`) every message; optional (the default) accepts unsigned messages \
+                until a sender is trusted. It is the setting `sealedpush trust require-signature on|off` sets.
+
+                --plaintext refuse shows a push without ENCRYPTED_DATA as `(Encrypted)`, so that whoever can push \
+                for the app cannot show text of their own (as SealedPushSettings' default does on iOS); show (the \
+                simulator's default, kept for existing scripts) shows it as it came.
+
                 Examples: sealedpush device config --report-url https://push.example.com/reports
                           sealedpush device config --no-report-url
                           sealedpush device config --previews none
+                          sealedpush device config --signatures required --plaintext refuse
                 """)
         @OptionGroup var store: KeychainOptions
         @Option(name: .customLong("report-url"), help: ArgumentHelp("Where failure reports go (https; http only to localhost/127.0.0.1).", valueName: "URL"))
@@ -326,11 +341,15 @@ struct DeviceCommand: AsyncParsableCommand {
         var noReportURL = false
         @Option(help: ArgumentHelp("What iOS is handed for an ordinary message: full (default), title or none.", valueName: "full|title|none"))
         var previews: PreviewsArgument?
+        @Option(help: ArgumentHelp("Whether unsigned messages are refused: required or optional (default).", valueName: "required|optional"))
+        var signatures: SignaturesArgument?
+        @Option(help: ArgumentHelp("What a push without ENCRYPTED_DATA shows: refuse ((Encrypted)) or show (as it came; default).", valueName: "refuse|show"))
+        var plaintext: PlaintextArgument?
 
         func validate() throws {
             if reportURL != nil && noReportURL { throw ValidationError("Give only one of --report-url URL and --no-report-url.") }
-            guard reportURL != nil || noReportURL || previews != nil else {
-                throw ValidationError("Give --report-url URL, --no-report-url or --previews full|title|none.")
+            guard reportURL != nil || noReportURL || previews != nil || signatures != nil || plaintext != nil else {
+                throw ValidationError("Give --report-url URL, --no-report-url, --previews full|title|none, --signatures required|optional or --plaintext refuse|show.")
             }
             if let reportURL, let problem = ReceiptRequest.urlProblem(reportURL) {
                 throw ValidationError("--report-url \(problem); give an https URL (http only to localhost or 127.0.0.1).")
@@ -346,6 +365,14 @@ struct DeviceCommand: AsyncParsableCommand {
             if let previews {
                 try keychain { () throws(KeychainError) in try SimulatedDevice(store: s).setPreviews(previews.policy) }
                 print("previews: \(previews.policy.rawValue)")
+            }
+            if let signatures {
+                try keychain { () throws(KeychainError) in try TrustStore(store: s).setRequireSignature(signatures == .required) }
+                print("signatures: \(signatures.rawValue)")
+            }
+            if let plaintext {
+                try keychain { () throws(KeychainError) in try SimulatedDevice(store: s).setPlaintext(plaintext.setting) }
+                print("plaintext: \(plaintext.setting.rawValue)")
             }
         }
     }
@@ -490,6 +517,24 @@ struct PreviewsArgument: ExpressibleByArgument {
         self.policy = policy
     }
     static var allValueStrings: [String] { PreviewPolicy.allCases.map(\.rawValue) }
+}
+
+/// `--signatures required|optional`: whether the device refuses unsigned messages.
+enum SignaturesArgument: String, ExpressibleByArgument, CaseIterable {
+    /// Unsigned messages fail `signatureRequired` (and every message while no sender is trusted).
+    case required
+    /// Unsigned messages are accepted until a sender is trusted.
+    case optional
+}
+
+/// `--plaintext refuse|show`: the simulated device's plaintext setting.
+struct PlaintextArgument: ExpressibleByArgument {
+    let setting: SimulatedDevice.PlaintextSetting
+    init?(argument: String) {
+        guard let setting = SimulatedDevice.PlaintextSetting(rawValue: argument) else { return nil }
+        self.setting = setting
+    }
+    static var allValueStrings: [String] { SimulatedDevice.PlaintextSetting.allCases.map(\.rawValue) }
 }
 
 /// The device clock given on the command line.

@@ -102,6 +102,40 @@ struct NotAJSONObject: Error, CustomStringConvertible {
         #expect(dirAsFile.stderr.contains("is a directory"))
     }
 
+    /// The strict switches of #45 (`device config --signatures`, `--plaintext`): absent, today's behaviour (unsigned
+    /// accepted, plaintext shown as it came); `--plaintext refuse` shows a push without ENCRYPTED_DATA as
+    /// `(Encrypted)`; `--signatures required` refuses an unsigned message; both are in `device status`.
+    @Test func strictSwitchesRefusePlaintextAndUnsignedMessages() throws {
+        let d = try CLIDevice()
+        func status() throws -> JSONObject {
+            let r = try d.run(["device", "status", "--keychain", d.device, "--json"])
+            return try #require(try JSON.parse(r.stdout).objectValue, "\(r.stderr)")
+        }
+        #expect(try status()["signatures"] == .string("optional") && status()["plaintext"] == .string("show"))
+        let plain = Array(#"{"aps":{"alert":{"title":"Hello","body":"forged text"},"mutable-content":1}}"#.utf8)
+        #expect(shown(try d.push(plain).json, "body") == "forged text", "absent a setting, plaintext is shown as before")
+
+        let refuse = try d.run(["device", "config", "--plaintext", "refuse", "--keychain", d.device])
+        #expect(refuse.status == 0 && refuse.stdoutText.contains("plaintext: refuse"), "\(refuse.stderr)")
+        let refused = try d.push(plain)
+        #expect(reason(refused.json) == "notEncrypted" && shown(refused.json, "body") == "(Encrypted)", "\(refused.json)")
+        #expect(!refused.result.stdoutText.contains("forged text"))
+
+        #expect(outcome(try d.push(try d.seal()).json) == "decrypted", "unsigned accepted while signatures are optional")
+        let required = try d.run(["device", "config", "--signatures", "required", "--keychain", d.device])
+        #expect(required.status == 0 && required.stdoutText.contains("signatures: required"), "\(required.stderr)")
+        let unsigned = try d.push(try d.seal()).json
+        #expect(outcome(unsigned) == "fallback" && reason(unsigned) == "signatureRequired" && shown(unsigned, "body") == "(Encrypted)")
+        #expect(try status()["signatures"] == .string("required") && status()["plaintext"] == .string("refuse"))
+
+        #expect(try d.run(["device", "config", "--signatures", "optional", "--plaintext", "show", "--keychain", d.device]).status == 0)
+        #expect(outcome(try d.push(try d.seal()).json) == "decrypted")
+        for bad in [["--signatures", "maybe"], ["--plaintext", "hide"]] {
+            let r = try d.run(["device", "config"] + bad + ["--keychain", d.device])
+            #expect(r.status != 0 && r.stderr.contains(bad[0]), "\(bad): \(r.stderr)")
+        }
+    }
+
     @Test func simctlStylePayloadsAndPassThrough() throws {
         let d = try CLIDevice()
         let plain = #"{"Simulator Target Bundle":"com.example.app","aps":{"alert":{"title":"Hello","body":"plain"},"mutable-content":1}}"#
