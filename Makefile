@@ -239,9 +239,11 @@ TSAN_PACKAGES ?= root apps
 # (SealedPushFCMServerTests) — while the concurrency those binaries contain (the provider clients, the servers,
 # the gateway) is tested in process by the other modules; and the Web Push library's (SealedPushWebPushTests:
 # byte-level encryption tables and Python peers, no shared state); and the gateway's two end-to-end runs through
-# those binaries (theGatewayDeliversThroughTheLocal…: the same sender code runs in process in the platform suites).
+# those binaries (theGatewayDeliversThroughTheLocal…: the same sender code runs in process in the platform suites);
+# and the Matrix flow through a real Synapse (GatewayMatrixSynapseTests: a Python homeserver driving the same
+# endpoint GatewayMatrixTests runs in process).
 # A space-separated list of test-name patterns; `make sanitize TSAN_APPS_SKIP=` runs them all.
-TSAN_APPS_SKIP ?= SealedPushCLITests SealedPushWebPushServerTests SealedPushFCMServerTests SealedPushWebPushTests theGatewayDeliversThroughTheLocal
+TSAN_APPS_SKIP ?= SealedPushCLITests SealedPushWebPushServerTests SealedPushFCMServerTests SealedPushWebPushTests theGatewayDeliversThroughTheLocal GatewayMatrixSynapseTests
 sanitize: deps pydeps testdeps
 	@status=0; \
 	for san in $(SANITIZERS); do \
