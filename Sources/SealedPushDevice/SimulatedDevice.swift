@@ -112,16 +112,12 @@ public struct SimulatedDevice: Sendable {
 
     /// The device's preview policy (`device config --previews`; default `full`).
     public func previews() throws(KeychainError) -> PreviewPolicy {
-        let item: KeychainItem
-        do {
-            item = try store.read(itemClass: .genericPassword, service: Self.settingsService, account: Self.previewsAccount,
-                                  accessGroup: store.accessGroups[0])
-        } catch .itemNotFound { return .full }
-        let text = String(decoding: item.data?.unsafeCopyToArray() ?? [], as: UTF8.self)
-        guard let policy = PreviewPolicy(rawValue: text) else {
-            throw .decode(path: "\(Self.settingsService)/\(Self.previewsAccount)", why: "the preview setting is not full, title or none")
-        }
-        return policy
+        try setting(Self.previewsAccount, default: .full, expected: "full, title or none")
+    }
+
+    /// Sets the device's preview policy.
+    public func setPreviews(_ policy: PreviewPolicy) throws(KeychainError) {
+        try setSetting(Self.previewsAccount, policy.rawValue)
     }
 
     static let plaintextAccount = "plaintext"
@@ -137,31 +133,35 @@ public struct SimulatedDevice: Sendable {
 
     /// The device's plaintext setting (`device config --plaintext`; default `show`).
     public func plaintext() throws(KeychainError) -> PlaintextSetting {
-        let item: KeychainItem
-        do {
-            item = try store.read(itemClass: .genericPassword, service: Self.settingsService, account: Self.plaintextAccount,
-                                  accessGroup: store.accessGroups[0])
-        } catch .itemNotFound { return .show }
-        let text = String(decoding: item.data?.unsafeCopyToArray() ?? [], as: UTF8.self)
-        guard let setting = PlaintextSetting(rawValue: text) else {
-            throw .decode(path: "\(Self.settingsService)/\(Self.plaintextAccount)", why: "the plaintext setting is not refuse or show")
-        }
-        return setting
+        try setting(Self.plaintextAccount, default: .show, expected: "refuse or show")
     }
 
     /// Sets the device's plaintext setting.
     public func setPlaintext(_ setting: PlaintextSetting) throws(KeychainError) {
-        try store.modify(itemClass: .genericPassword, service: Self.settingsService, account: Self.plaintextAccount,
-                         accessGroup: store.accessGroups[0], accessibility: .alwaysThisDeviceOnly) { _ in
-            SecureBytes(Array(setting.rawValue.utf8))
-        }
+        try setSetting(Self.plaintextAccount, setting.rawValue)
     }
 
-    /// Sets the device's preview policy.
-    public func setPreviews(_ policy: PreviewPolicy) throws(KeychainError) {
-        try store.modify(itemClass: .genericPassword, service: Self.settingsService, account: Self.previewsAccount,
+    /// A device setting kept in the store under `sealedpush.policy`, or `fallback` when it was never set; a stored
+    /// value that is not one of `Value`'s is a decode error naming what it should be (`expected`).
+    private func setting<Value: RawRepresentable>(_ account: String, default fallback: Value,
+                                                  expected: String) throws(KeychainError) -> Value where Value.RawValue == String {
+        let item: KeychainItem
+        do {
+            item = try store.read(itemClass: .genericPassword, service: Self.settingsService, account: account,
+                                  accessGroup: store.accessGroups[0])
+        } catch .itemNotFound { return fallback }
+        let text = String(decoding: item.data?.unsafeCopyToArray() ?? [], as: UTF8.self)
+        guard let value = Value(rawValue: text) else {
+            throw .decode(path: "\(Self.settingsService)/\(account)", why: "the \(account) setting is not \(expected)")
+        }
+        return value
+    }
+
+    /// Stores a device setting under `sealedpush.policy` (readable in every lock state, never synced).
+    private func setSetting(_ account: String, _ raw: String) throws(KeychainError) {
+        try store.modify(itemClass: .genericPassword, service: Self.settingsService, account: account,
                          accessGroup: store.accessGroups[0], accessibility: .alwaysThisDeviceOnly) { _ in
-            SecureBytes(Array(policy.rawValue.utf8))
+            SecureBytes(Array(raw.utf8))
         }
     }
 

@@ -119,7 +119,10 @@ struct NotAJSONObject: Error, CustomStringConvertible {
         #expect(refuse.status == 0 && refuse.stdoutText.contains("plaintext: refuse"), "\(refuse.stderr)")
         let refused = try d.push(plain)
         #expect(reason(refused.json) == "notEncrypted" && shown(refused.json, "body") == "(Encrypted)", "\(refused.json)")
-        #expect(!refused.result.stdoutText.contains("forged text"))
+        let refusedShown = try #require(refused.json["notification"]?.objectValue)
+        for field in ["title", "subtitle", "body"] {
+            #expect(refusedShown[field]?.stringValue?.contains("forged text") != true, "\(field) shows the push's own text")
+        }
 
         #expect(outcome(try d.push(try d.seal()).json) == "decrypted", "unsigned accepted while signatures are optional")
         let required = try d.run(["device", "config", "--signatures", "required", "--keychain", d.device])

@@ -40,7 +40,9 @@ struct GatewayFCMTests {
         let (account, json) = try FCMServiceAccount.generate(project: "chat-test", tokenURI: "https://oauth2.example.test/token")
         try json.withUnsafeBytes { try Data($0).write(to: path) }
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path.path)
-        return (JSONObject([("fcm", .object(JSONObject([("service_account", .string(path.path))])))]), account, directory)
+        // The account's token_uri is not Google's, so the section names it explicitly (#44 E).
+        return (JSONObject([("fcm", .object(JSONObject([("service_account", .string(path.path)),
+                                                          ("token_url", .string("https://oauth2.example.test/token"))])))]), account, directory)
     }
 
     static func options(_ fcm: ScriptedFCM, account: FCMServiceAccount) -> GatewayOptions {

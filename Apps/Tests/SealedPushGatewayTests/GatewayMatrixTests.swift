@@ -361,7 +361,8 @@ extension GatewaySuites {
                 .object(JSONObject([
                     ("id", .string(id)), ("topic", "com.example.chat"),
                     ("apns", .object(JSONObject([("auth_key", "key.p8"), ("key_id", "KEY0000001"), ("team_id", "TEAM000001")]))),
-                    ("api_keys", .array([.object(JSONObject([("id", "k"), ("sha256", .string(String(repeating: "ab", count: 32))), ("scopes", .array(["send"]))]))])),
+                    // Each app its own key: one key hash in two apps is refused on its own (#44).
+                    ("api_keys", .array([.object(JSONObject([("id", "k"), ("sha256", .string(Digests.sha256(Array(id.utf8)).map { String(format: "%02x", $0) }.joined())), ("scopes", .array(["send"]))]))])),
                     ("matrix", matrix),
                 ]))
             }
@@ -377,14 +378,14 @@ extension GatewaySuites {
                 _ = try parse([app("chat", ios), app("other", ios)])
                 Issue.record("an app_id in two apps was taken")
             } catch {
-                #expect(error.member == "/apps/1/matrix/app_ids/im.example.ios" && error.problem.contains("\"chat\"") && error.problem.contains("\"other\""), "\(error)")
+                #expect(error.member == "/apps/other/matrix/app_ids/im.example.ios" && error.problem.contains("\"chat\"") && error.problem.contains("\"other\""), "\(error)")
             }
             let refusals: [(JSONValue, String)] = [
-                (.object(JSONObject([("app_ids", .object(JSONObject([("im.example.web", .object(JSONObject([("platform", "webpush")])))])))])), "/apps/0/matrix/app_ids/im.example.web/platform"),
-                (.object(JSONObject([("app_ids", .object(JSONObject([("im.x", .object(JSONObject([("platform", "apns")])))]))), ("allowed_sources", .array(["10.0.0.0/33"]))])), "/apps/0/matrix/allowed_sources/0"),
-                (.object(JSONObject([("app_ids", .object(JSONObject([("im.x", .object(JSONObject([("platform", "apns")])))]))), ("counts_only", "show")])), "/apps/0/matrix/counts_only"),
-                (.object(JSONObject([("app_ids", .object(JSONObject([])))])), "/apps/0/matrix/app_ids"),
-                (.object(JSONObject([("app_ids", .object(JSONObject([("im.x", .object(JSONObject([("platform", "apns")])))]))), ("format", "full")])), "/apps/0/matrix/format"),
+                (.object(JSONObject([("app_ids", .object(JSONObject([("im.example.web", .object(JSONObject([("platform", "webpush")])))])))])), "/apps/chat/matrix/app_ids/im.example.web/platform"),
+                (.object(JSONObject([("app_ids", .object(JSONObject([("im.x", .object(JSONObject([("platform", "apns")])))]))), ("allowed_sources", .array(["10.0.0.0/33"]))])), "/apps/chat/matrix/allowed_sources/0"),
+                (.object(JSONObject([("app_ids", .object(JSONObject([("im.x", .object(JSONObject([("platform", "apns")])))]))), ("counts_only", "show")])), "/apps/chat/matrix/counts_only"),
+                (.object(JSONObject([("app_ids", .object(JSONObject([])))])), "/apps/chat/matrix/app_ids"),
+                (.object(JSONObject([("app_ids", .object(JSONObject([("im.x", .object(JSONObject([("platform", "apns")])))]))), ("format", "full")])), "/apps/chat/matrix/format"),
             ]
             for (matrix, member) in refusals {
                 do throws(GatewayConfigurationError) {

@@ -200,14 +200,14 @@ extension ConfigReader {
 extension GatewayConfiguration {
     /// A Matrix `app_id` belongs to at most one app (matrix v1 §1): the error names both apps.
     static func checkMatrixAppIDs(_ apps: [GatewayAppConfiguration]) throws(GatewayConfigurationError) {
-        var owner: [String: (index: Int, app: String)] = [:]
-        for (n, app) in apps.enumerated() {
+        var owner: [String: String] = [:]
+        for app in apps {
             for id in (app.matrix?.appIDs.keys).map(Array.init)?.sorted() ?? [] {
                 if let first = owner[id] {
-                    throw GatewayConfigurationError("/apps/\(n)/matrix/app_ids/\(MemberReader.escape(id))",
-                                                    "the Matrix app_id \"\(id)\" is in app \"\(first.app)\" (/apps/\(first.index)) and in app \"\(app.id)\"; a Matrix app_id belongs to one app: remove it from one of them")
+                    throw GatewayConfigurationError("/apps/\(app.id)/matrix/app_ids/\(MemberReader.escape(id))",
+                                                    "the Matrix app_id \"\(id)\" is in app \"\(first)\" and in app \"\(app.id)\"; a Matrix app_id belongs to one app: remove it from one of them")
                 }
-                owner[id] = (n, app.id)
+                owner[id] = app.id
             }
         }
     }
