@@ -1,0 +1,213 @@
+import Testing
+import Synchronization
+import SealedPushCrypto
+import SealedPushWire
+import SealedPushReceiver
+import SealedPushTestSupport
+
+/// A fetcher that answers what it is told and counts its calls; `hangs` never answers (nor honours cancellation
+/// quickly), as a gateway that stalls.
+final class ScriptedMailboxFetcher: MailboxFetcher {
+    let answer: MailboxFetchResult
+    let hangs: Bool
+    private let state = Mutex<(calls: Int, deadlines: [Double], handles: [String])>((0, [], []))
+
+    init(_ answer: MailboxFetchResult, hangs: Bool = false) {
+        self.answer = answer
+        self.hangs = hangs
+    }
+
+    var calls: Int { state.withLock { $0.calls } }
+    var deadlines: [Double] { state.withLock { $0.deadlines } }
+
+    func fetch(_ handle: MailboxHandle, deadlineSeconds: Double) async -> MailboxFetchResult {
+        state.withLock {
+            $0.calls += 1
+            $0.deadlines.append(deadlineSeconds)
+            $0.handles.append(handle.description)
+        }
+        if hangs {
+            // Ignores its deadline and cancellation for an hour.
+            let _: Void = await withCheckedContinuation { c in
+                Task.detached {
+                    try? await Task.sleep(for: .seconds(3600))
+                    c.resume()
+                }
+            }
+        }
+        return answer
+    }
+}
+
+/// Mailbox v1 §5: the extension fetches by handle, checks `dlv` and opens the envelope as an `ENCRYPTED_DATA` message.
+@Suite("Mailbox: the extension fetches by handle (mailbox v1 §5)", .timeLimit(.minutes(2)))
+struct MailboxExtensionTests {
+    static let now: Int64 = 1_795_000_000
+    let device = BoxKeyPair.generate()
+
+    /// The envelope the gateway seals for delivery `deliveryID` (mailbox v1 §4).
+    func envelope(id: String = "m-1", deliveryID: String, body: String = "The eagle lands at noon.", exp: Int64? = nil) throws -> [UInt8] {
+        var message = MessageBody(kid: device.keyID, id: id, issuedAt: Self.now, alert: .init(title: "Agent K", body: body))
+        message.expiresAt = exp
+        let bytes = try MailboxSealing.bodyBytes(message, deliveryID: deliveryID)
+        return try MailboxSealing.seal(inner: InnerMessage.frame(body: bytes, recipient: device.keyID, signer: nil), to: device.publicKey,
+                                       maxMessageBytes: 32768)
+    }
+
+    /// The APNs push of mailbox v1 §2 for `handle`.
+    static func push(_ handle: String, extra: [(String, JSONValue)] = []) -> NotificationRequest {
+        let aps: JSONValue = .object(JSONObject([("alert", .object(JSONObject([("title", "New message"), ("body", "(Encrypted)")]))),
+                                                 ("mutable-content", .int(1))]))
+        return NotificationRequest(identifier: "REQ-1", payload: JSONObject([("aps", aps), (MailboxHandle.apnsKey, .string(handle))] + extra))
+    }
+
+    func configuration(_ fetcher: (any MailboxFetcher)?, replay: (any ReplayGuard)? = nil) -> SecretMessageExtension.Configuration {
+        var c = SecretMessageExtension.Configuration(keys: InMemoryKeys([device]), replayGuard: replay, clock: .fixed(unixSeconds: Self.now))
+        c.mailboxFetcher = fetcher
+        return c
+    }
+
+    static func expectNothingOfThePush(_ content: NotificationContent, _ handle: MailboxHandle, sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(content.userInfo[MailboxHandle.apnsKey] == nil, "the handle is not handed to iOS", sourceLocation: sourceLocation)
+        #expect(content.userInfo[WireFormat.encryptedDataKey] == nil, "no envelope is handed to iOS", sourceLocation: sourceLocation)
+        #expect(!"\(content.userInfo)".contains(handle.token), "the token is nowhere in userInfo", sourceLocation: sourceLocation)
+    }
+
+    @Test("200: the fetched envelope opens as an ENCRYPTED_DATA message; nothing of the push or the envelope reaches iOS")
+    func fetchesAndOpens() async throws {
+        let handle = try #require(MailboxHandle.make(deliveryID: "d_1"))
+        let fetcher = ScriptedMailboxFetcher(.envelope(try envelope(deliveryID: "d_1"), messageID: "m-1"))
+        let ext = SecretMessageExtension(configuration: configuration(fetcher, replay: InMemoryReplayGuard()))
+        let delivery = await ext.delivery(for: Self.push(handle.description))
+        #expect(delivery.outcome == .decrypted)
+        #expect(delivery.content.title == "Agent K" && delivery.content.body == "The eagle lands at noon.")
+        #expect(fetcher.calls == 1)
+        #expect(fetcher.deadlines.allSatisfy { $0 > 0 && $0 <= 10 }, "the fetch deadline is at most 10 s")
+        Self.expectNothingOfThePush(delivery.content, handle)
+    }
+
+    @Test("dlv naming another delivery (or none) is handleMismatch, (Encrypted), the id not recorded as seen")
+    func dlvMismatch() async throws {
+        let handle = try #require(MailboxHandle.make(deliveryID: "d_1"))
+        let replay = InMemoryReplayGuard()
+        let ext = SecretMessageExtension(configuration: configuration(ScriptedMailboxFetcher(.envelope(try envelope(deliveryID: "d_2"), messageID: "m-1")),
+                                                                      replay: replay))
+        let delivery = await ext.delivery(for: Self.push(handle.description))
+        #expect(delivery.outcome == .fallback(.handleMismatch))
+        #expect(delivery.content.body == "(Encrypted)" && delivery.content.title == "New message")
+        Self.expectNothingOfThePush(delivery.content, handle)
+        // The same message fetched under its own handle still opens (the mismatch did not mark it replayed).
+        let right = SecretMessageExtension(configuration: configuration(ScriptedMailboxFetcher(.envelope(try envelope(deliveryID: "d_1"), messageID: "m-1")),
+                                                                        replay: replay))
+        #expect(await right.delivery(for: Self.push(handle.description)).outcome == .decrypted)
+
+        // A push-mode envelope (no dlv at all) fetched by a handle is a mismatch too.
+        let plain = try MessageSealer.seal(body: MessageBody(kid: device.keyID, id: "m-2", issuedAt: Self.now, alert: .init(title: "x", body: "y")),
+                                           to: device.publicKey, signer: nil, padding: .bucket, payloadOverhead: 0)
+        let noDlv = SecretMessageExtension(configuration: configuration(ScriptedMailboxFetcher(.envelope(plain.bytes, messageID: "m-2"))))
+        #expect(await noDlv.delivery(for: Self.push(handle.description)).outcome == .fallback(.handleMismatch))
+    }
+
+    @Test("every check of wire v1 §5 still applies to a fetched envelope: an unknown key, an expired message, garbage")
+    func wireChecksApply() async throws {
+        let handle = try #require(MailboxHandle.make(deliveryID: "d_1"))
+        let other = SecretMessageExtension(configuration: {
+            var c = configuration(ScriptedMailboxFetcher(.envelope(try! envelope(deliveryID: "d_1"), messageID: "m-1")))
+            c.keys = InMemoryKeys([BoxKeyPair.generate()])
+            return c
+        }())
+        #expect(await other.delivery(for: Self.push(handle.description)).outcome == .fallback(.unknownKey))
+        let expired = SecretMessageExtension(configuration: configuration(
+            ScriptedMailboxFetcher(.envelope(try envelope(deliveryID: "d_1", exp: Self.now - 3600), messageID: "m-1"))))
+        #expect(await expired.delivery(for: Self.push(handle.description)).outcome == .fallback(.expired))
+        let garbage = SecretMessageExtension(configuration: configuration(ScriptedMailboxFetcher(.envelope([1, 2, 3], messageID: "m-1"))))
+        let g = await garbage.delivery(for: Self.push(handle.description))
+        #expect(g.outcome == .fallback(.malformedPayload) && g.content.body == "(Encrypted)")
+        Self.expectNothingOfThePush(g.content, handle)
+    }
+
+    @Test("404, a network failure or an answer over the limit: fetchFailed, (Encrypted), the handle kept to fetch later")
+    func fetchFailedKeepsTheHandle() async throws {
+        let handle = try #require(MailboxHandle.make(deliveryID: "d_1"))
+        for answer in [MailboxFetchResult.from(status: 404, body: Array(#"{"type":"unknown_handle"}"#.utf8)), .failed("connection refused"),
+                       .failed("the answer is over 262144 bytes")] {
+            let ext = SecretMessageExtension(configuration: configuration(ScriptedMailboxFetcher(answer)))
+            let delivery = await ext.delivery(for: Self.push(handle.description, extra: [("secret_hint", "do not show")]))
+            #expect(delivery.outcome == .fallback(.fetchFailed))
+            #expect(delivery.content.body == "(Encrypted)")
+            #expect(delivery.content.userInfo[MailboxHandle.apnsKey] == .string(handle.description))
+        }
+    }
+
+    @Test("410 collected is replayed, 410 expired is expired: (Encrypted), the worthless handle dropped")
+    func goneAnswers() async throws {
+        let handle = try #require(MailboxHandle.make(deliveryID: "d_1"))
+        for (answer, reason) in [(MailboxFetchResult.collected, ReasonCode.replayed), (.expired, .expired)] {
+            let ext = SecretMessageExtension(configuration: configuration(ScriptedMailboxFetcher(answer)))
+            let delivery = await ext.delivery(for: Self.push(handle.description))
+            #expect(delivery.outcome == .fallback(reason))
+            #expect(delivery.content.body == "(Encrypted)")
+            Self.expectNothingOfThePush(delivery.content, handle)
+        }
+        // With the filtering entitlement a collected message is a replay: suppressed, as wire v1 replays are.
+        var c = configuration(ScriptedMailboxFetcher(.collected))
+        c.suppressesReplays = true
+        let suppressed = await SecretMessageExtension(configuration: c).delivery(for: Self.push(handle.description))
+        #expect(suppressed.suppressed && suppressed.content == NotificationContent())
+    }
+
+    @Test("a push with both SEALEDPUSH_FETCH and ENCRYPTED_DATA is refused: malformedPayload, nothing fetched or opened")
+    func bothMembersRefused() async throws {
+        let handle = try #require(MailboxHandle.make(deliveryID: "d_1"))
+        let fetcher = ScriptedMailboxFetcher(.envelope(try envelope(deliveryID: "d_1"), messageID: "m-1"))
+        let sealed = try MessageSealer.seal(body: MessageBody(kid: device.keyID, id: "m-2", issuedAt: Self.now, alert: .init(title: "Hidden", body: "text")),
+                                            to: device.publicKey, signer: nil, padding: .bucket, payloadOverhead: 0)
+        let ext = SecretMessageExtension(configuration: configuration(fetcher))
+        let delivery = await ext.delivery(for: Self.push(handle.description, extra: [(WireFormat.encryptedDataKey, .string(sealed.base64))]))
+        #expect(delivery.outcome == .fallback(.malformedPayload))
+        #expect(delivery.content.body == "(Encrypted)" && delivery.content.title == "New message")
+        #expect(fetcher.calls == 0)
+        Self.expectNothingOfThePush(delivery.content, handle)
+    }
+
+    @Test("a malformed handle, or no mailbox URL configured: malformedPayload without a fetch")
+    func malformedOrUnconfigured() async throws {
+        let fetcher = ScriptedMailboxFetcher(.collected)
+        for bad in ["1.d_1.short", "2.d_1." + String(repeating: "A", count: 43), String(repeating: "x", count: 500)] {
+            let d = await SecretMessageExtension(configuration: configuration(fetcher)).delivery(for: Self.push(bad))
+            #expect(d.outcome == .fallback(.malformedPayload) && d.content.userInfo[MailboxHandle.apnsKey] == nil)
+        }
+        #expect(fetcher.calls == 0)
+        let handle = try #require(MailboxHandle.make(deliveryID: "d_1"))
+        let d = await SecretMessageExtension(configuration: configuration(nil)).delivery(for: Self.push(handle.description))
+        #expect(d.outcome == .fallback(.malformedPayload) && d.content.body == "(Encrypted)")
+    }
+
+    @Test("a gateway that never answers: the fetch deadline holds and the outcome is fetchFailed")
+    func hangingGateway() async throws {
+        let handle = try #require(MailboxHandle.make(deliveryID: "d_1"))
+        var c = configuration(ScriptedMailboxFetcher(.collected, hangs: true))
+        c.mailboxFetchBudget = .milliseconds(200)
+        let delivery = await SecretMessageExtension(configuration: c).delivery(for: Self.push(handle.description))
+        #expect(delivery.outcome == .fallback(.fetchFailed))
+        #expect(delivery.content.userInfo[MailboxHandle.apnsKey] == .string(handle.description))
+    }
+
+    @Test("the extension's expiry during a hanging fetch delivers the timeout content at once")
+    func expiryDuringFetch() async throws {
+        let handle = try #require(MailboxHandle.make(deliveryID: "d_1"))
+        let ext = SecretMessageExtension(configuration: configuration(ScriptedMailboxFetcher(.collected, hangs: true)))
+        let shown = Mutex<[ExtensionDelivery]>([])
+        let delivered: ExtensionDelivery = await withCheckedContinuation { done in
+            ext.didReceive(Self.push(handle.description)) { d in
+                if shown.withLock({ s -> Bool in s.append(d); return s.count == 1 }) { done.resume(returning: d) }
+            }
+            Task {
+                try? await Task.sleep(for: .milliseconds(50))
+                ext.serviceExtensionTimeWillExpire()
+            }
+        }
+        #expect(delivered.outcome == .timeExpired && delivered.content.subtitle == "(Encrypted)")
+        #expect(delivered.content.userInfo[WireFormat.encryptedDataKey] == nil)
+    }
+}
