@@ -122,10 +122,14 @@ public struct SealedPushSettings: Sendable {
     public func serviceConfiguration(receiptTransport: (any ReceiptTransport)?) -> SecretMessageExtension.Configuration {
         let logger = logger("sealedpush.extension")
         let trust = KeychainTrustStore(accessGroup: keychainAccessGroup)
+        let deviceKeys = KeychainDeviceKeyring(accessGroup: keychainAccessGroup, logger: logger)
         var configuration = SecretMessageExtension.Configuration(
-            keys: KeychainDeviceKeyring(accessGroup: keychainAccessGroup, logger: logger),
+            keys: deviceKeys,
             policy: receiverPolicy(trust, logger: logger),
             replayGuard: replayGuard(logger: logger), logger: logger)
+        // Mailbox v1 §5: before the first unlock (the device key's class unavailable) a mailbox push is not fetched and
+        // nothing is written: the handle waits in the notification and at the gateway.
+        configuration.deviceKeysReadable = { deviceKeys.isReadable() }
         configuration.revealCategory = revealCategory
         if case .refuse = plaintext { configuration.plaintext = hasFilteringEntitlement ? .suppress : .placeholder }
         do { configuration.previews = try trust.previews() } catch {

@@ -39,6 +39,15 @@ final class ScriptedMailboxFetcher: MailboxFetcher {
     }
 }
 
+/// A pending queue in memory that records appends.
+final class RecordingPendingQueue: PendingQueue {
+    let appended = Mutex<[PendingMessage]>([])
+    func append(_ message: PendingMessage) throws { appended.withLock { $0.append(message) } }
+    func entries() throws -> [PendingMessage] { appended.withLock { $0 } }
+    func remove(requestIDs: [String]) throws { appended.withLock { $0.removeAll { requestIDs.contains($0.requestID) } } }
+    func status() throws -> PendingQueueStatus { PendingQueueStatus(pending: appended.withLock { $0.count }, dropped: 0) }
+}
+
 /// Mailbox v1 §5: the extension fetches by handle, checks `dlv` and opens the envelope as an `ENCRYPTED_DATA` message.
 @Suite("Mailbox: the extension fetches by handle (mailbox v1 §5)", .timeLimit(.minutes(2)))
 struct MailboxExtensionTests {
@@ -181,6 +190,29 @@ struct MailboxExtensionTests {
         let handle = try #require(MailboxHandle.make(deliveryID: "d_1"))
         let d = await SecretMessageExtension(configuration: configuration(nil)).delivery(for: Self.push(handle.description))
         #expect(d.outcome == .fallback(.malformedPayload) && d.content.body == "(Encrypted)")
+    }
+
+    @Test("the device key unreadable (before the first unlock): no fetch, no pending-queue entry, the handle kept, keychainLocked")
+    func lockedNoFetchNoQueue() async throws {
+        let handle = try #require(MailboxHandle.make(deliveryID: "d_1"))
+        let fetcher = ScriptedMailboxFetcher(.envelope(try envelope(deliveryID: "d_1"), messageID: "m-1"))
+        let queue = RecordingPendingQueue()
+        var c = configuration(fetcher)
+        c.keys = InMemoryKeys([device], locked: true)
+        c.pendingQueue = queue
+        c.deviceKeysReadable = { false }
+        let delivery = await SecretMessageExtension(configuration: c).delivery(for: Self.push(handle.description))
+        #expect(fetcher.calls == 0)
+        #expect(queue.appended.withLock { $0.isEmpty }, "the gateway is the queue")
+        #expect(delivery.outcome == .fallback(.keychainLocked) && delivery.content.body == "(Encrypted)")
+        #expect(delivery.content.userInfo[MailboxHandle.apnsKey] == .string(handle.description))
+        #expect(delivery.content.userInfo[RevealFormat.pendingUserInfoKey] == nil)
+        // Locked between the probe and the open: the fetched envelope is not queued either, and the handle stays.
+        c.deviceKeysReadable = { true }
+        let raced = await SecretMessageExtension(configuration: c).delivery(for: Self.push(handle.description))
+        #expect(fetcher.calls == 1 && queue.appended.withLock { $0.isEmpty })
+        #expect(raced.outcome == .fallback(.keychainLocked) && raced.content.userInfo[MailboxHandle.apnsKey] == .string(handle.description))
+        #expect(raced.content.userInfo[WireFormat.encryptedDataKey] == nil)
     }
 
     @Test("a gateway that never answers: the fetch deadline holds and the outcome is fetchFailed")

@@ -1,0 +1,101 @@
+// Mailbox v1 §5 on iOS's rules (the stand-ins): before the first unlock a mailbox push is not fetched and leaves no
+// file behind; the gateway is the queue. In the serialized suite of KeychainDeviceKeysTests (one in-memory keychain).
+#if os(Linux)
+import Testing
+import Foundation
+import Security
+import Synchronization
+import FoundationNetworking
+import UserNotifications
+import SealedPushApple
+import SealedPushReceiver
+import SealedPushWire
+import SealedPushCrypto
+import SealedPushSender
+import SealedPushKeyring
+import SealedPushTestSupport
+
+private let mailboxKeychainGroup = "ABCDE12345.com.example.mailbox"
+private let mailboxAppGroup = "group.com.example.mailbox"
+
+/// Counts fetches; answers `.failed` (nothing to open).
+private final class CountingFetcher: MailboxFetcher {
+    let calls = Mutex(0)
+    func fetch(_ handle: MailboxHandle, deadlineSeconds: Double) async -> MailboxFetchResult {
+        calls.withLock { $0 += 1 }
+        return .failed("the test gateway answers nothing")
+    }
+}
+
+/// Every regular file under `url`, with its size.
+private func files(under url: URL) -> [String: Int] {
+    var out: [String: Int] = [:]
+    guard let walker = FileManager.default.enumerator(atPath: url.path) else { return out }
+    while let name = walker.nextObject() as? String {
+        let path = url.path + "/" + name
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue {
+            out[name] = ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? -1
+        }
+    }
+    return out
+}
+
+extension KeychainDeviceKeysTests {
+    @Test("before the first unlock a mailbox push is neither fetched nor queued: no file written, the handle kept, (Encrypted)")
+    func mailboxBeforeFirstUnlock() async throws {
+        TestLogging.quiet()
+        let directory = try AppGroupTempDirectory()
+        StandInAppGroups.register(mailboxAppGroup, at: directory.url)
+        defer { StandInAppGroups.unregister(mailboxAppGroup); StandInKeychain.setLockState(.unlocked) }
+        var settings = SealedPushSettings(keychainAccessGroup: mailboxKeychainGroup, appGroup: mailboxAppGroup, logSubsystem: "com.example.tests")
+        settings.signatures = .notRequired(reason: "a test of the mailbox's lock rule")
+        let keys = KeychainDeviceKeySet(accessGroup: mailboxKeychainGroup)
+        let record = try keys.generate()
+        let handle = try #require(MailboxHandle.make(deliveryID: "d_bfu"))
+        let aps: JSONValue = .object(JSONObject([("alert", .object(JSONObject([("title", "New message"), ("body", "(Encrypted)")]))),
+                                                 ("mutable-content", .int(1))]))
+        let push = NotificationRequest(identifier: "REQ-BFU", payload: JSONObject([("aps", aps), (MailboxHandle.apnsKey, .string(handle.description))]))
+
+        func deliver(_ request: NotificationRequest, _ fetcher: CountingFetcher) async -> ExtensionDelivery {
+            var configuration = settings.serviceConfiguration(receiptTransport: nil)
+            configuration.mailboxFetcher = fetcher
+            let receiver = SecretMessageExtension(configuration: configuration)
+            let delivery = await receiver.delivery(for: request)
+            await receiver.finishBackgroundWork()
+            return delivery
+        }
+
+        let device = StandInDevice(lock: .beforeFirstUnlock)
+        StandInKeychain.setLockState(.beforeFirstUnlock)
+        try await StandInDevice.$current.withValue(device) {
+            let fetcher = CountingFetcher()
+            _ = settings.serviceConfiguration(receiptTransport: nil)  // whatever making the configuration sets up
+            let before = files(under: directory.url)
+            let delivery = await deliver(push, fetcher)
+            #expect(fetcher.calls.withLock { $0 } == 0, "no fetch before the first unlock")
+            #expect(files(under: directory.url) == before, "nothing written: the gateway is the queue")
+            #expect(try AppGroupPendingQueue(appGroup: mailboxAppGroup).status().pending == 0)
+            #expect(delivery.outcome == .fallback(.keychainLocked))
+            #expect(delivery.content.body == "(Encrypted)")
+            #expect(delivery.content.userInfo[MailboxHandle.apnsKey] == .string(handle.description), "the handle waits in the notification")
+            #expect(delivery.content.userInfo[RevealFormat.pendingUserInfoKey] == nil)
+
+            // The control: a push-mode message at the same moment is queued (a write this test sees).
+            var message = SecretMessage(title: "Agent K", body: "The eagle lands at noon.")
+            message.messageID = "m-push"
+            let sealed = try NotificationSender().seal(message, to: record)
+            guard case let .object(payload) = try JSON.parse(sealed.payload) else { Issue.record("payload"); return }
+            _ = await deliver(NotificationRequest(identifier: "REQ-PUSH", payload: payload), fetcher)
+            #expect(files(under: directory.url) != before, "a push-mode message before the first unlock does write the pending queue")
+        }
+
+        // Unlocked once: the same push is fetched.
+        StandInKeychain.setLockState(.unlocked)
+        let fetcher = CountingFetcher()
+        let unlocked = await deliver(push, fetcher)
+        #expect(fetcher.calls.withLock { $0 } == 1)
+        #expect(unlocked.outcome == .fallback(.fetchFailed))
+    }
+}
+#endif
