@@ -55,6 +55,9 @@ public struct SealedPushSettings: Sendable {
     public var revealCategory = RevealFormat.defaultCategory
     /// Where failure reports go (receipts v1 §3); `nil` sends none.
     public var reportURL: String? = nil
+    /// The gateway's `public_url` for mailbox pushes (mailbox v1 §5): `https`, or `http` to loopback in development.
+    /// `nil` (the default), or a URL that is refused (logged): a push with `SEALEDPUSH_FETCH` is `malformedPayload`.
+    public var mailboxURL: String? = nil
     /// Which attachment URLs are fetched (`.production`: https to public hosts only).
     public var attachmentPolicy: AttachmentURLPolicy = .production
     /// What the log says when signatures are required and no sender is trusted.
@@ -130,6 +133,11 @@ public struct SealedPushSettings: Sendable {
         // Mailbox v1 §5: before the first unlock (the device key's class unavailable) a mailbox push is not fetched and
         // nothing is written: the handle waits in the notification and at the gateway.
         configuration.deviceKeysReadable = { deviceKeys.isReadable() }
+        if let mailboxURL {
+            do { configuration.mailboxFetcher = try URLSessionMailboxFetcher.shared(mailboxURL: mailboxURL) } catch {
+                logger.error("the mailbox URL is refused; mailbox pushes show (Encrypted)", metadata: ["error": "\(error)"])
+            }
+        }
         configuration.revealCategory = revealCategory
         if case .refuse = plaintext { configuration.plaintext = hasFilteringEntitlement ? .suppress : .placeholder }
         do { configuration.previews = try trust.previews() } catch {

@@ -97,5 +97,40 @@ extension KeychainDeviceKeysTests {
         #expect(fetcher.calls.withLock { $0 } == 1)
         #expect(unlocked.outcome == .fallback(.fetchFailed))
     }
+
+    @Test("SealedPushSettings.mailboxURL: the standard configuration fetches over URLSession and opens the message; a non-https URL is refused")
+    func settingsFetchOverURLSession() async throws {
+        TestLogging.quiet()
+        let directory = try AppGroupTempDirectory()
+        StandInAppGroups.register(mailboxAppGroup, at: directory.url)
+        defer { StandInAppGroups.unregister(mailboxAppGroup) }
+        StandInKeychain.setLockState(.unlocked)
+        var settings = SealedPushSettings(keychainAccessGroup: mailboxKeychainGroup, appGroup: mailboxAppGroup, logSubsystem: "com.example.tests")
+        settings.signatures = .notRequired(reason: "a test of the mailbox fetch")
+        try KeychainTrustStore(accessGroup: mailboxKeychainGroup).setPreviews(.full)
+        let record = try KeychainDeviceKeySet(accessGroup: mailboxKeychainGroup).generate()
+        let now = Int64(Date().timeIntervalSince1970)
+        let body = MessageBody(kid: record.keyID, id: "m-mbx-\(UUID().uuidString.prefix(8))", issuedAt: now, alert: .init(title: "Agent K", body: "The eagle lands at noon."))
+        let envelope = try MailboxSealing.seal(inner: InnerMessage.frame(body: try MailboxSealing.bodyBytes(body, deliveryID: "d_url"), recipient: record.keyID,
+                                                                         signer: nil), to: record.publicKey, maxMessageBytes: 32768)
+        let base = "https://gateway-\(UUID().uuidString.lowercased()).example"
+        StandInURLServer.serveData(base + "/v1/mailbox/fetch", .status(200, body: JSON.serialize(.object(JSONObject([
+            ("envelope", .string(Base64.encode(envelope))), ("message_id", .string(body.id)), ("expires_at", "2030-01-01T00:00:00Z")])))))
+        let handle = try #require(MailboxHandle.make(deliveryID: "d_url"))
+        let aps: JSONValue = .object(JSONObject([("alert", .object(JSONObject([("title", "New message"), ("body", "(Encrypted)")]))),
+                                                 ("mutable-content", .int(1))]))
+        let push = NotificationRequest(identifier: "REQ-URL", payload: JSONObject([("aps", aps), (MailboxHandle.apnsKey, .string(handle.description))]))
+
+        settings.mailboxURL = base
+        let receiver = SecretMessageExtension(configuration: settings.serviceConfiguration(receiptTransport: nil))
+        let delivery = await receiver.delivery(for: push)
+        await receiver.finishBackgroundWork()
+        #expect(delivery.outcome == .decrypted && delivery.content.body == "The eagle lands at noon.")
+        #expect(delivery.content.userInfo[MailboxHandle.apnsKey] == nil && delivery.content.userInfo[WireFormat.encryptedDataKey] == nil)
+
+        settings.mailboxURL = "http://gateway.example"
+        let refused = await SecretMessageExtension(configuration: settings.serviceConfiguration(receiptTransport: nil)).delivery(for: push)
+        #expect(refused.outcome == .fallback(.malformedPayload) && refused.content.body == "(Encrypted)")
+    }
 }
 #endif
