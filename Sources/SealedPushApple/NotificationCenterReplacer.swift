@@ -40,6 +40,20 @@ public struct NotificationCenterReplacer: DeliveredNotificationReplacer {
         if let failure { logger.error("the summary alert could not be posted", metadata: ["error": "\(failure)"]) }
     }
 
+    /// Removes the delivered notifications whose userInfo holds `SEALEDPUSH_FETCH` equal to `handle` (a retracted mailbox
+    /// message, mailbox v1 §6); returns how many.
+    public func removeDelivered(holdingHandle handle: String) async -> Int {
+        let holding: [String] = await withCheckedContinuation { continuation in
+            UNUserNotificationCenter.current().getDeliveredNotifications { notifications in
+                continuation.resume(returning: notifications.filter {
+                    ($0.request.content.userInfo[MailboxHandle.apnsKey] as? String) == handle
+                }.map { $0.request.identifier })
+            }
+        }
+        if !holding.isEmpty { UNUserNotificationCenter.current().removeDeliveredNotifications(withIdentifiers: holding) }
+        return holding.count
+    }
+
     /// Replaces the delivered notification `request.identifier`; `false` when it is no longer delivered or iOS refused.
     public func replaceDelivered(_ request: SealedPushReceiver.NotificationRequest) async -> Bool {
         let identifier = request.identifier

@@ -28,11 +28,16 @@ public protocol DeliveredNotificationReplacer: Sendable {
     /// Called once after a pass over the pending queue replaced more than `SecretMessageExtension.summaryThreshold`
     /// notifications (each replaced silently): one alert that says how many arrived. The default does nothing.
     func summarize(replaced count: Int) async
+    /// Removes the delivered notifications whose userInfo holds `SEALEDPUSH_FETCH` equal to `handle` (a retracted
+    /// mailbox message, mailbox v1 §6); returns how many it removed. The default removes none.
+    func removeDelivered(holdingHandle handle: String) async -> Int
 }
 
 extension DeliveredNotificationReplacer {
     /// Does nothing (a replacer without a summary alert).
     public func summarize(replaced count: Int) async {}
+    /// Removes nothing (a replacer that cannot list what is shown); returns 0.
+    public func removeDelivered(holdingHandle handle: String) async -> Int { 0 }
 }
 
 /// What one pass over the pending queue did (reveal v1 §9).

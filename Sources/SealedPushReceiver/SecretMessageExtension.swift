@@ -77,8 +77,8 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         /// Whether the app has the notification filtering entitlement
         /// (`com.apple.developer.usernotifications.filtering`): then a replay is suppressed — the extension hands
         /// iOS content with no alert text, which iOS with that entitlement does not show at all — instead of
-        /// shown as `(Encrypted)`. Leave `false` without the entitlement: iOS would then show the payload as it
-        /// arrived. Default `false`.
+        /// shown as `(Encrypted)`, and a retracted mailbox message (mailbox v1 §6) is not shown rather than shown as
+        /// `(Deleted)`. Leave `false` without the entitlement: iOS would then show the payload as it arrived. Default `false`.
         public var suppressesReplays: Bool = false
         /// When set, the outbox flush and the pending queue run *before* the content handler, within this budget
         /// (and never past the request's deadline), and nothing runs after it: what iOS requires, since it may
@@ -324,7 +324,13 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         case .expired:
             return mailboxFailure(request, OpenFailure(.expired, "the message expired at the gateway (410 expired)"), keepsHandle: false)
         case .retracted:
-            return mailboxFailure(request, OpenFailure(.fetchFailed, "the sender retracted the message (410 retracted)"), keepsHandle: false)
+            // Mailbox v1 §6: what still shows this handle goes; this notification becomes `(Deleted)`, or nothing at all
+            // with the filtering entitlement.
+            if let replacer = configuration.notificationReplacer {
+                let removed = await replacer.removeDelivered(holdingHandle: handle.description)
+                if removed > 0 { configuration.logger.info("notifications of a retracted message removed", metadata: ["count": "\(removed)"]) }
+            }
+            return retractedDelivery(request)
         case let .failed(why):
             return mailboxFailure(request, OpenFailure(.fetchFailed, why), keepsHandle: true)
         }
@@ -356,6 +362,25 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         for task in tasks { task.cancel() }
         return result
     }
+
+    /// A retracted mailbox message (mailbox v1 §6): with the filtering entitlement (`suppressesReplays`) empty content,
+    /// else the push's title and subtitle with body `(Deleted)`; nothing of the push in userInfo.
+    private func retractedDelivery(_ request: NotificationRequest) -> ExtensionDelivery {
+        configuration.logger.notice("the sender retracted the message", metadata: ["reason": "\(ReasonCode.retracted)"])
+        if configuration.suppressesReplays {
+            var delivery = ExtensionDelivery(content: NotificationContent(), outcome: .retracted)
+            delivery.suppressed = true
+            return delivery
+        }
+        var content = Self.withoutHandle(request).content
+        content.body = Self.deletedText
+        content.userInfo[WireFormat.encryptedDataKey] = nil
+        content.attachments = []
+        return ExtensionDelivery(content: content, outcome: .retracted)
+    }
+
+    /// The body of a retracted message's notification without the filtering entitlement: `(Deleted)`.
+    public static let deletedText = "(Deleted)"
 
     /// `request` without its handle.
     private static func withoutHandle(_ request: NotificationRequest) -> NotificationRequest {
@@ -770,7 +795,7 @@ extension SecretMessageExtension {
             // The envelope's key id when the envelope reads (a malformed one has none to give).
             let kid = request.content.userInfo[WireFormat.encryptedDataKey]?.stringValue.flatMap { try? Envelope(base64: $0).keyID }
             delivery.report = await courier.reportFailure(reason: reason, kid: kid, now: now, deadline: deadline)
-        case .notEncrypted, .timeExpired:
+        case .notEncrypted, .timeExpired, .retracted:
             break
         }
         return delivery

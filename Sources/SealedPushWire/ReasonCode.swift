@@ -55,6 +55,8 @@ public enum ReasonCode: String, Sendable, Codable, CaseIterable, CustomStringCon
     case fetchFailed
     /// The envelope fetched by a handle names another delivery in its `dlv` (or none).
     case handleMismatch
+    /// The sender retracted the message (mailbox v1 §6): `(Deleted)`, or nothing with the filtering entitlement.
+    case retracted
 
     // One attachment (attachments-v1.md §4): the message still shows its text.
     /// The descriptor's `type` is not in the type table.

@@ -134,3 +134,27 @@ extension KeychainDeviceKeysTests {
     }
 }
 #endif
+
+#if os(Linux)
+extension KeychainDeviceKeysTests {
+    @Test("NotificationCenterReplacer removes exactly the delivered notifications that hold the retracted handle")
+    func removesHoldersOnly() async throws {
+        TestLogging.quiet()
+        let handle = try #require(MailboxHandle.make(deliveryID: "d_r")).description
+        let other = try #require(MailboxHandle.make(deliveryID: "d_o")).description
+        let tag = UUID().uuidString
+        for (identifier, held) in [("A" + tag, handle), ("B" + tag, other), ("C" + tag, handle)] {
+            let content = UNMutableNotificationContent()
+            content.body = "(Encrypted)"
+            content.userInfo = [MailboxHandle.apnsKey: held]
+            UNUserNotificationCenter.current().add(UNNotificationRequest(identifier: identifier, content: content, trigger: nil))
+        }
+        let plain = UNMutableNotificationContent()
+        plain.body = "shown"
+        UNUserNotificationCenter.current().add(UNNotificationRequest(identifier: "D" + tag, content: plain, trigger: nil))
+        #expect(await NotificationCenterReplacer().removeDelivered(holdingHandle: handle) == 2)
+        let left = UNUserNotificationCenter.current().standInDelivered.map(\.identifier).filter { $0.hasSuffix(tag) }.sorted()
+        #expect(left == ["B" + tag, "D" + tag])
+    }
+}
+#endif

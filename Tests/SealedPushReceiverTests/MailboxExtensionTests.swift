@@ -48,6 +48,16 @@ final class RecordingPendingQueue: PendingQueue {
     func status() throws -> PendingQueueStatus { PendingQueueStatus(pending: appended.withLock { $0.count }, dropped: 0) }
 }
 
+/// Records the handles whose notifications it was asked to remove.
+final class RecordingReplacer: DeliveredNotificationReplacer {
+    let removed = Mutex<[String]>([])
+    func replaceDelivered(_ request: NotificationRequest) async -> Bool { false }
+    func removeDelivered(holdingHandle handle: String) async -> Int {
+        removed.withLock { $0.append(handle) }
+        return 1
+    }
+}
+
 /// Mailbox v1 §5: the extension fetches by handle, checks `dlv` and opens the envelope as an `ENCRYPTED_DATA` message.
 @Suite("Mailbox: the extension fetches by handle (mailbox v1 §5)", .timeLimit(.minutes(2)))
 struct MailboxExtensionTests {
@@ -213,6 +223,29 @@ struct MailboxExtensionTests {
         #expect(fetcher.calls == 1 && queue.appended.withLock { $0.isEmpty })
         #expect(raced.outcome == .fallback(.keychainLocked) && raced.content.userInfo[MailboxHandle.apnsKey] == .string(handle.description))
         #expect(raced.content.userInfo[WireFormat.encryptedDataKey] == nil)
+    }
+
+    @Test("410 retracted without the filtering entitlement: the placeholder's title, body (Deleted), outcome retracted; the handle's notifications removed")
+    func retractedDeleted() async throws {
+        let handle = try #require(MailboxHandle.make(deliveryID: "d_1"))
+        let replacer = RecordingReplacer()
+        var c = configuration(ScriptedMailboxFetcher(.retracted))
+        c.notificationReplacer = replacer
+        let delivery = await SecretMessageExtension(configuration: c).delivery(for: Self.push(handle.description))
+        #expect(delivery.outcome == .retracted && delivery.outcome.reason == .retracted)
+        #expect(delivery.content.title == "New message" && delivery.content.body == "(Deleted)" && !delivery.suppressed)
+        Self.expectNothingOfThePush(delivery.content, handle)
+        #expect(replacer.removed.withLock { $0 } == [handle.description])
+    }
+
+    @Test("410 retracted with the filtering entitlement: empty content, nothing shown")
+    func retractedFiltered() async throws {
+        let handle = try #require(MailboxHandle.make(deliveryID: "d_1"))
+        var c = configuration(ScriptedMailboxFetcher(.retracted))
+        c.suppressesReplays = true
+        let delivery = await SecretMessageExtension(configuration: c).delivery(for: Self.push(handle.description))
+        #expect(delivery.outcome == .retracted && delivery.suppressed)
+        #expect(delivery.content == NotificationContent())
     }
 
     @Test("a gateway that never answers: the fetch deadline holds and the outcome is fetchFailed")
