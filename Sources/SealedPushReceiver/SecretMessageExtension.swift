@@ -339,17 +339,35 @@ public final class SecretMessageExtension: ReportingServiceExtension {
     /// `fetcher.fetch`, or `.failed` once `seconds` have passed, whichever comes first (a fetcher that ignores its
     /// deadline or cancellation cannot hold the extension).
     private static func fetch(_ handle: MailboxHandle, with fetcher: any MailboxFetcher, seconds: Double) async -> MailboxFetchResult {
-        let once = Mutex<CheckedContinuation<MailboxFetchResult, Never>?>(nil)
+        // The first answer wins; one that comes before the continuation is stored (a cancellation at once) is kept for it.
+        let once = Mutex<(continuation: CheckedContinuation<MailboxFetchResult, Never>?, early: MailboxFetchResult?, done: Bool)>((nil, nil, false))
         let resume = { @Sendable (result: MailboxFetchResult) in
-            once.withLock { c in
-                c?.resume(returning: result)
-                c = nil
+            once.withLock { s in
+                guard !s.done else { return }
+                if let c = s.continuation {
+                    s.done = true
+                    s.continuation = nil
+                    c.resume(returning: result)
+                } else if s.early == nil {
+                    s.early = result
+                }
             }
         }
         var tasks: [Task<Void, Never>] = []
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<MailboxFetchResult, Never>) in
-                once.withLock { $0 = continuation }
+                let early = once.withLock { s -> MailboxFetchResult? in
+                    if let early = s.early {
+                        s.done = true
+                        return early
+                    }
+                    s.continuation = continuation
+                    return nil
+                }
+                if let early {
+                    continuation.resume(returning: early)
+                    return
+                }
                 tasks.append(Task { resume(await fetcher.fetch(handle, deadlineSeconds: seconds)) })
                 tasks.append(Task {
                     try? await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
