@@ -203,10 +203,14 @@ public enum SealedPushApp {
         public var pending: PendingQueueSummary
         /// The receipt outbox's flush.
         public var receipts: OutboxFlushSummary
+        /// The handles kept in delivered notifications, fetched and replaced (mailbox v1 §5 "Later"; only with a
+        /// `mailboxURL`).
+        public var mailbox = KeptHandlesSummary()
     }
 
-    /// Opens the messages that waited for the first unlock (replacing their notifications in Notification Center)
-    /// and sends what waits in the receipt outbox. Call it once the app runs with the phone unlocked (e.g. from
+    /// Opens the messages that waited for the first unlock (replacing their notifications in Notification Center),
+    /// fetches the mailbox messages whose handles delivered notifications still hold (with a `mailboxURL`), and sends
+    /// what waits in the receipt outbox. Call it once the app runs with the phone unlocked (e.g. from
     /// `application(_:didFinishLaunchingWithOptions:)` in a `Task`), and from a `BGTaskScheduler` task to flush
     /// receipts later; wrap it in `ProcessInfo.performExpiringActivity(withReason:using:)`.
     public static func didLaunch(settings: SealedPushSettings, receiptTransport: (any ReceiptTransport)?) async -> LaunchSummary {
@@ -221,8 +225,13 @@ public enum SealedPushApp {
         }
         let receiver = SecretMessageExtension(configuration: configuration)
         let pending = await receiver.processPendingQueue(replacer: NotificationCenterReplacer(logger: configuration.logger))
+        // Mailbox v1 §5 "Later": what the extension could not fetch (before the first unlock, a failed fetch).
+        let mailbox = configuration.mailboxFetcher == nil ? KeptHandlesSummary()
+            : await receiver.processKeptHandles(replacer: NotificationCenterReplacer(logger: configuration.logger))
         let receipts = await configuration.receipts?.flush(now: configuration.clock.unixSeconds) ?? OutboxFlushSummary()
-        return LaunchSummary(pending: pending, receipts: receipts)
+        var summary = LaunchSummary(pending: pending, receipts: receipts)
+        summary.mailbox = mailbox
+        return summary
     }
 }
 #endif

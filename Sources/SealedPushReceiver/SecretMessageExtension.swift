@@ -619,6 +619,43 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         return summary
     }
 
+    /// Fetches the messages whose handles delivered notifications still hold (mailbox v1 §5 "Later": the app's launch
+    /// and its background refresh, never an extension after its content handler) and replaces each notification under
+    /// its request identifier with what the extension would have shown: the message, `(Deleted)` (removed with the
+    /// filtering entitlement), or `(Encrypted)` without the handle once it is worthless. A fetch that fails, or a device
+    /// key that cannot be read yet, leaves the notification and its handle alone. Replacements are silent.
+    public func processKeptHandles(replacer: any DeliveredNotificationReplacer) async -> KeptHandlesSummary {
+        var summary = KeptHandlesSummary()
+        for kept in await replacer.deliveredHoldingHandles() {
+            guard kept.content.userInfo[MailboxHandle.apnsKey] != nil, !Task.isCancelled else { continue }
+            let attempt = Attempt(handler: DeliverOnce { _ in }, best: Self.timeoutDelivery(kept.content))
+            let deadline = ContinuousClock.now.advanced(by: configuration.timeBudget)
+            var delivery = await process(kept, now: configuration.clock.unixSeconds, queueIfLocked: false, deadline: deadline, attempt: attempt)
+            if delivery.content.userInfo[MailboxHandle.apnsKey] != nil {
+                summary.remaining += 1   // fetchFailed, or the key does not read yet: try again later
+                continue
+            }
+            if let courier = configuration.receipts {
+                delivery = await Self.sendReceiptOrReport(courier, delivery, request: kept, now: configuration.clock.unixSeconds,
+                                                          deadline: ContinuousClock.now.advanced(by: courier.timeout))
+            }
+            if delivery.suppressed {
+                // The filtering entitlement: nothing is shown, so the notification goes.
+                if let text = kept.content.userInfo[MailboxHandle.apnsKey]?.stringValue {
+                    _ = await replacer.removeDelivered(holdingHandle: text)
+                }
+            } else {
+                _ = await replacer.replaceDelivered(NotificationRequest(identifier: kept.identifier, content: delivery.content))
+            }
+            switch delivery.outcome {
+            case .decrypted, .held: summary.replaced += 1
+            case .retracted: summary.retracted += 1
+            default: summary.failed += 1
+            }
+        }
+        return summary
+    }
+
     /// Beyond this many notifications replaced in one pass over the pending queue, one summary alert is posted.
     public static let summaryThreshold = 3
 

@@ -137,6 +137,45 @@ extension KeychainDeviceKeysTests {
 
 #if os(Linux)
 extension KeychainDeviceKeysTests {
+    @Test("didLaunch fetches the handle a delivered notification kept (before the first unlock) and replaces it with the message")
+    func launchFetchesKeptHandles() async throws {
+        TestLogging.quiet()
+        let directory = try AppGroupTempDirectory()
+        StandInAppGroups.register(mailboxAppGroup, at: directory.url)
+        defer { StandInAppGroups.unregister(mailboxAppGroup) }
+        StandInKeychain.setLockState(.unlocked)
+        UNUserNotificationCenter.current().standInReset()
+        var settings = SealedPushSettings(keychainAccessGroup: mailboxKeychainGroup, appGroup: mailboxAppGroup, logSubsystem: "com.example.tests")
+        settings.signatures = .notRequired(reason: "a test of the mailbox's later fetch")
+        try KeychainTrustStore(accessGroup: mailboxKeychainGroup).setPreviews(.full)
+        let record = try KeychainDeviceKeySet(accessGroup: mailboxKeychainGroup).generate()
+        let now = Int64(Date().timeIntervalSince1970)
+        let body = MessageBody(kid: record.keyID, id: "m-later-\(UUID().uuidString.prefix(8))", issuedAt: now,
+                               alert: .init(title: "Agent K", body: "The eagle lands at noon."))
+        let envelope = try MailboxSealing.seal(inner: InnerMessage.frame(body: try MailboxSealing.bodyBytes(body, deliveryID: "d_later"),
+                                                                         recipient: record.keyID, signer: nil),
+                                               to: record.publicKey, maxMessageBytes: 32768)
+        let base = "https://gateway-\(UUID().uuidString.lowercased()).example"
+        StandInURLServer.serveData(base + "/v1/mailbox/fetch", .status(200, body: JSON.serialize(.object(JSONObject([
+            ("envelope", .string(Base64.encode(envelope))), ("message_id", .string(body.id)), ("expires_at", "2030-01-01T00:00:00Z")])))))
+        settings.mailboxURL = base
+        let handle = try #require(MailboxHandle.make(deliveryID: "d_later")).description
+        // What the extension handed iOS before the first unlock: the placeholder with the handle kept.
+        let placeholder = UNMutableNotificationContent()
+        placeholder.title = "New message"
+        placeholder.body = "(Encrypted)"
+        placeholder.userInfo = [MailboxHandle.apnsKey: handle]
+        UNUserNotificationCenter.current().add(UNNotificationRequest(identifier: "REQ-LATER", content: placeholder, trigger: nil))
+
+        let summary = await SealedPushApp.didLaunch(settings: settings, receiptTransport: nil)
+        #expect(summary.mailbox.replaced == 1 && summary.mailbox.remaining == 0)
+        let shown = try #require(UNUserNotificationCenter.current().standInDelivered.first { $0.identifier == "REQ-LATER" })
+        #expect(shown.content.body == "The eagle lands at noon.")
+        #expect(shown.content.userInfo[MailboxHandle.apnsKey] == nil && shown.content.userInfo[WireFormat.encryptedDataKey] == nil)
+        #expect(UNUserNotificationCenter.current().standInDelivered.count == 1, "replaced, not added beside it")
+        UNUserNotificationCenter.current().standInReset()
+    }
+
     @Test("NotificationCenterReplacer removes exactly the delivered notifications that hold the retracted handle")
     func removesHoldersOnly() async throws {
         TestLogging.quiet()

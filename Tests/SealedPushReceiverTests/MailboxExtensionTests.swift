@@ -58,6 +58,41 @@ final class RecordingReplacer: DeliveredNotificationReplacer {
     }
 }
 
+/// Answers by delivery id; counts fetches.
+final class MapFetcher: MailboxFetcher {
+    let answers: [String: MailboxFetchResult]
+    let calls = Mutex(0)
+    init(_ answers: [String: MailboxFetchResult]) { self.answers = answers }
+    func fetch(_ handle: MailboxHandle, deadlineSeconds: Double) async -> MailboxFetchResult {
+        calls.withLock { $0 += 1 }
+        return answers[handle.deliveryID] ?? .failed("no such delivery")
+    }
+}
+
+/// Notification Center in memory: what is shown, replaced and removed.
+final class MemoryCenter: DeliveredNotificationReplacer {
+    let shown: Mutex<[NotificationRequest]>
+    init(_ shown: [NotificationRequest]) { self.shown = Mutex(shown) }
+    func replaceDelivered(_ request: NotificationRequest) async -> Bool {
+        shown.withLock { s in
+            guard let i = s.firstIndex(where: { $0.identifier == request.identifier }) else { return false }
+            s[i] = request
+            return true
+        }
+    }
+    func removeDelivered(holdingHandle handle: String) async -> Int {
+        shown.withLock { s in
+            let before = s.count
+            s.removeAll { $0.content.userInfo[MailboxHandle.apnsKey]?.stringValue == handle }
+            return before - s.count
+        }
+    }
+    func deliveredHoldingHandles() async -> [NotificationRequest] {
+        shown.withLock { $0.filter { $0.content.userInfo[MailboxHandle.apnsKey] != nil } }
+    }
+    func content(_ identifier: String) -> NotificationContent? { shown.withLock { $0.first { $0.identifier == identifier }?.content } }
+}
+
 /// Mailbox v1 §5: the extension fetches by handle, checks `dlv` and opens the envelope as an `ENCRYPTED_DATA` message.
 @Suite("Mailbox: the extension fetches by handle (mailbox v1 §5)", .timeLimit(.minutes(2)))
 struct MailboxExtensionTests {
@@ -246,6 +281,39 @@ struct MailboxExtensionTests {
         let delivery = await SecretMessageExtension(configuration: c).delivery(for: Self.push(handle.description))
         #expect(delivery.outcome == .retracted && delivery.suppressed)
         #expect(delivery.content == NotificationContent())
+    }
+
+    @Test("later (the app's launch): each delivered notification that holds a handle is fetched and replaced; a failed fetch keeps it")
+    func laterReplacesKeptHandles() async throws {
+        let handles = try ["d_ok", "d_ret", "d_fail", "d_gone"].map { try #require(MailboxHandle.make(deliveryID: $0)) }
+        func kept(_ id: String, _ handle: MailboxHandle) -> NotificationRequest {
+            var content = Self.push(handle.description).content
+            content.body = "(Encrypted)"
+            return NotificationRequest(identifier: id, content: content)
+        }
+        let center = MemoryCenter([kept("R-OK", handles[0]), kept("R-RET", handles[1]), kept("R-FAIL", handles[2]), kept("R-GONE", handles[3]),
+                                   NotificationRequest(identifier: "R-PLAIN", payload: JSONObject([("aps", .object(JSONObject([])))]))])
+        let fetcher = MapFetcher(["d_ok": .envelope(try envelope(deliveryID: "d_ok"), messageID: "m-1"), "d_ret": .retracted,
+                                  "d_fail": .failed("connection refused"), "d_gone": .collected])
+        let receiver = SecretMessageExtension(configuration: configuration(fetcher, replay: InMemoryReplayGuard()))
+        let summary = await receiver.processKeptHandles(replacer: center)
+        #expect(summary.replaced == 1 && summary.retracted == 1 && summary.failed == 1 && summary.remaining == 1)
+        #expect(fetcher.calls.withLock { $0 } == 4, "only notifications that hold a handle are fetched")
+        let opened = try #require(center.content("R-OK"))
+        #expect(opened.body == "The eagle lands at noon." && opened.userInfo[MailboxHandle.apnsKey] == nil)
+        #expect(center.content("R-RET")?.body == "(Deleted)" && center.content("R-RET")?.userInfo[MailboxHandle.apnsKey] == nil)
+        #expect(center.content("R-FAIL")?.userInfo[MailboxHandle.apnsKey] == .string(handles[2].description), "kept to try again")
+        #expect(center.content("R-GONE")?.body == "(Encrypted)" && center.content("R-GONE")?.userInfo[MailboxHandle.apnsKey] == nil)
+        // A second pass fetches only what is still kept.
+        #expect(await receiver.processKeptHandles(replacer: center).remaining == 1)
+        #expect(fetcher.calls.withLock { $0 } == 5)
+
+        // With the filtering entitlement a retracted one is removed.
+        var c = configuration(MapFetcher(["d_ret": .retracted]))
+        c.suppressesReplays = true
+        let filtered = MemoryCenter([kept("R-RET", handles[1])])
+        #expect(await SecretMessageExtension(configuration: c).processKeptHandles(replacer: filtered).retracted == 1)
+        #expect(filtered.shown.withLock { $0.isEmpty })
     }
 
     @Test("a gateway that never answers: the fetch deadline holds and the outcome is fetchFailed")
