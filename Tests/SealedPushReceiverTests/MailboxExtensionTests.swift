@@ -316,6 +316,16 @@ struct MailboxExtensionTests {
         #expect(filtered.shown.withLock { $0.isEmpty })
     }
 
+    @Test("the synchronous open(_:) cannot fetch: fetchFailed, the handle kept, nothing of the push's text")
+    func synchronousOpenKeepsTheHandle() throws {
+        let handle = try #require(MailboxHandle.make(deliveryID: "d_1"))
+        let fetcher = ScriptedMailboxFetcher(.collected)
+        let delivery = SecretMessageExtension(configuration: configuration(fetcher)).open(Self.push(handle.description))
+        #expect(delivery.outcome == .fallback(.fetchFailed) && delivery.content.body == "(Encrypted)")
+        #expect(delivery.content.userInfo[MailboxHandle.apnsKey] == .string(handle.description))
+        #expect(fetcher.calls == 0)
+    }
+
     @Test("a gateway that never answers: the fetch deadline holds and the outcome is fetchFailed")
     func hangingGateway() async throws {
         let handle = try #require(MailboxHandle.make(deliveryID: "d_1"))
