@@ -40,6 +40,34 @@ public struct NotificationCenterReplacer: DeliveredNotificationReplacer {
         if let failure { logger.error("the summary alert could not be posted", metadata: ["error": "\(failure)"]) }
     }
 
+    /// Removes the delivered notifications whose userInfo holds `SEALEDPUSH_FETCH` equal to `handle` (a retracted mailbox
+    /// message, mailbox v1 §6); returns how many.
+    public func removeDelivered(holdingHandle handle: String) async -> Int {
+        let holding: [String] = await withCheckedContinuation { continuation in
+            UNUserNotificationCenter.current().getDeliveredNotifications { notifications in
+                continuation.resume(returning: notifications.filter {
+                    ($0.request.content.userInfo[MailboxHandle.apnsKey] as? String) == handle
+                }.map { $0.request.identifier })
+            }
+        }
+        if !holding.isEmpty { UNUserNotificationCenter.current().removeDeliveredNotifications(withIdentifiers: holding) }
+        return holding.count
+    }
+
+    /// The delivered notifications whose userInfo holds a `SEALEDPUSH_FETCH` string (mailbox v1 §5 "Later").
+    public func deliveredHoldingHandles() async -> [SealedPushReceiver.NotificationRequest] {
+        let kept: [KeptNotification] = await withCheckedContinuation { continuation in
+            UNUserNotificationCenter.current().getDeliveredNotifications { notifications in
+                continuation.resume(returning: notifications.compactMap { n in
+                    guard n.request.content.userInfo[MailboxHandle.apnsKey] is String,
+                          let content = NotificationContent(n.request.content) else { return nil }
+                    return KeptNotification(identifier: n.request.identifier, content: content)
+                })
+            }
+        }
+        return kept.map { SealedPushReceiver.NotificationRequest(identifier: $0.identifier, content: $0.content) }
+    }
+
     /// Replaces the delivered notification `request.identifier`; `false` when it is no longer delivered or iOS refused.
     public func replaceDelivered(_ request: SealedPushReceiver.NotificationRequest) async -> Bool {
         let identifier = request.identifier
@@ -67,5 +95,11 @@ public struct NotificationCenterReplacer: DeliveredNotificationReplacer {
         }
         return true
     }
+}
+
+/// A delivered notification's identifier and content, carried out of the completion handler.
+private struct KeptNotification: Sendable {
+    var identifier: String
+    var content: NotificationContent
 }
 #endif

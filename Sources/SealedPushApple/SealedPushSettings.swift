@@ -55,6 +55,9 @@ public struct SealedPushSettings: Sendable {
     public var revealCategory = RevealFormat.defaultCategory
     /// Where failure reports go (receipts v1 §3); `nil` sends none.
     public var reportURL: String? = nil
+    /// The gateway's `public_url` for mailbox pushes (mailbox v1 §5): `https`, or `http` to loopback in development.
+    /// `nil` (the default), or a URL that is refused (logged): a push with `SEALEDPUSH_FETCH` is `malformedPayload`.
+    public var mailboxURL: String? = nil
     /// Which attachment URLs are fetched (`.production`: https to public hosts only).
     public var attachmentPolicy: AttachmentURLPolicy = .production
     /// What the log says when signatures are required and no sender is trusted.
@@ -122,10 +125,19 @@ public struct SealedPushSettings: Sendable {
     public func serviceConfiguration(receiptTransport: (any ReceiptTransport)?) -> SecretMessageExtension.Configuration {
         let logger = logger("sealedpush.extension")
         let trust = KeychainTrustStore(accessGroup: keychainAccessGroup)
+        let deviceKeys = KeychainDeviceKeyring(accessGroup: keychainAccessGroup, logger: logger)
         var configuration = SecretMessageExtension.Configuration(
-            keys: KeychainDeviceKeyring(accessGroup: keychainAccessGroup, logger: logger),
+            keys: deviceKeys,
             policy: receiverPolicy(trust, logger: logger),
             replayGuard: replayGuard(logger: logger), logger: logger)
+        // Mailbox v1 §5: before the first unlock (the device key's class unavailable) a mailbox push is not fetched and
+        // nothing is written: the handle waits in the notification and at the gateway.
+        configuration.deviceKeysReadable = { deviceKeys.isReadable() }
+        if let mailboxURL {
+            do { configuration.mailboxFetcher = try URLSessionMailboxFetcher.shared(mailboxURL: mailboxURL) } catch {
+                logger.error("the mailbox URL is refused; mailbox pushes show (Encrypted)", metadata: ["error": "\(error)"])
+            }
+        }
         configuration.revealCategory = revealCategory
         if case .refuse = plaintext { configuration.plaintext = hasFilteringEntitlement ? .suppress : .placeholder }
         do { configuration.previews = try trust.previews() } catch {
@@ -191,10 +203,14 @@ public enum SealedPushApp {
         public var pending: PendingQueueSummary
         /// The receipt outbox's flush.
         public var receipts: OutboxFlushSummary
+        /// The handles kept in delivered notifications, fetched and replaced (mailbox v1 §5 "Later"; only with a
+        /// `mailboxURL`).
+        public var mailbox = KeptHandlesSummary()
     }
 
-    /// Opens the messages that waited for the first unlock (replacing their notifications in Notification Center)
-    /// and sends what waits in the receipt outbox. Call it once the app runs with the phone unlocked (e.g. from
+    /// Opens the messages that waited for the first unlock (replacing their notifications in Notification Center),
+    /// fetches the mailbox messages whose handles delivered notifications still hold (with a `mailboxURL`), and sends
+    /// what waits in the receipt outbox. Call it once the app runs with the phone unlocked (e.g. from
     /// `application(_:didFinishLaunchingWithOptions:)` in a `Task`), and from a `BGTaskScheduler` task to flush
     /// receipts later; wrap it in `ProcessInfo.performExpiringActivity(withReason:using:)`.
     public static func didLaunch(settings: SealedPushSettings, receiptTransport: (any ReceiptTransport)?) async -> LaunchSummary {
@@ -209,8 +225,13 @@ public enum SealedPushApp {
         }
         let receiver = SecretMessageExtension(configuration: configuration)
         let pending = await receiver.processPendingQueue(replacer: NotificationCenterReplacer(logger: configuration.logger))
+        // Mailbox v1 §5 "Later": what the extension could not fetch (before the first unlock, a failed fetch).
+        let mailbox = configuration.mailboxFetcher == nil ? KeptHandlesSummary()
+            : await receiver.processKeptHandles(replacer: NotificationCenterReplacer(logger: configuration.logger))
         let receipts = await configuration.receipts?.flush(now: configuration.clock.unixSeconds) ?? OutboxFlushSummary()
-        return LaunchSummary(pending: pending, receipts: receipts)
+        var summary = LaunchSummary(pending: pending, receipts: receipts)
+        summary.mailbox = mailbox
+        return summary
     }
 }
 #endif

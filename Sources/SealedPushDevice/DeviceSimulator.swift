@@ -221,6 +221,7 @@ public struct DeviceSimulator: Sendable {
         case .notEncrypted?: return DeliveryResult(outcome: .original, reason: .notEncrypted, notification: content)
         case .timeExpired?: return DeliveryResult(outcome: .timeout, reason: .timeExpired, notification: content)
         case let .fallback(reason)?: return DeliveryResult(outcome: .fallback, reason: reason, notification: content)
+        case .retracted?: return DeliveryResult(outcome: .fallback, reason: .retracted, notification: content)
         case nil: return DeliveryResult(outcome: .original, reason: nil, notification: content)  // an extension that does not report
         }
     }

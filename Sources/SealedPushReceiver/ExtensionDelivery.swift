@@ -38,6 +38,9 @@ public enum ExtensionOutcome: Sendable, Equatable, Hashable {
     /// is its placeholder alert with the reveal category and the `reveal` envelope in userInfo
     /// (`SEALEDPUSH_REVEAL`), for the content extension to open when the user presses and holds.
     case held
+    /// The sender retracted a mailbox message (mailbox v1 §6): the placeholder's title with body `(Deleted)`, or empty
+    /// content (`suppressed`) with the filtering entitlement.
+    case retracted
 
     /// The reason code of this outcome; `nil` for `decrypted` and `held`.
     public var reason: ReasonCode? {
@@ -46,6 +49,7 @@ public enum ExtensionOutcome: Sendable, Equatable, Hashable {
         case let .fallback(reason): return reason
         case .notEncrypted: return .notEncrypted
         case .timeExpired: return .timeExpired
+        case .retracted: return .retracted
         }
     }
 }

@@ -28,11 +28,21 @@ public protocol DeliveredNotificationReplacer: Sendable {
     /// Called once after a pass over the pending queue replaced more than `SecretMessageExtension.summaryThreshold`
     /// notifications (each replaced silently): one alert that says how many arrived. The default does nothing.
     func summarize(replaced count: Int) async
+    /// Removes the delivered notifications whose userInfo holds `SEALEDPUSH_FETCH` equal to `handle` (a retracted
+    /// mailbox message, mailbox v1 §6); returns how many it removed. The default removes none.
+    func removeDelivered(holdingHandle handle: String) async -> Int
+    /// The delivered notifications whose userInfo still holds `SEALEDPUSH_FETCH` (mailbox v1 §5 "Later"), each with
+    /// its request identifier and content. The default lists none.
+    func deliveredHoldingHandles() async -> [NotificationRequest]
 }
 
 extension DeliveredNotificationReplacer {
     /// Does nothing (a replacer without a summary alert).
     public func summarize(replaced count: Int) async {}
+    /// Removes nothing (a replacer that cannot list what is shown); returns 0.
+    public func removeDelivered(holdingHandle handle: String) async -> Int { 0 }
+    /// Lists nothing (a replacer that cannot list what is shown).
+    public func deliveredHoldingHandles() async -> [NotificationRequest] { [] }
 }
 
 /// What one pass over the pending queue did (reveal v1 §9).
@@ -48,6 +58,22 @@ public struct PendingQueueSummary: Sendable, Equatable {
     /// Entries dropped unopened because they waited longer than a message can be opened (the replay window after
     /// `received_at`: the message's own expiry is sealed inside it).
     public var expired = 0
+
+    /// An empty summary.
+    public init() {}
+}
+
+/// What a pass over the handles kept in delivered notifications did (mailbox v1 §5 "Later").
+public struct KeptHandlesSummary: Sendable, Equatable {
+    /// Notifications replaced with the message that was fetched and opened.
+    public var replaced = 0
+    /// Notifications replaced with `(Deleted)` (or removed, with the filtering entitlement): the sender retracted them.
+    public var retracted = 0
+    /// Notifications whose message was fetched and failed a check, or was gone (`410 collected`/`expired`): replaced
+    /// with `(Encrypted)` without the handle.
+    public var failed = 0
+    /// Notifications left as they are, the handle kept: the fetch failed, or the device key cannot be read yet.
+    public var remaining = 0
 
     /// An empty summary.
     public init() {}

@@ -77,8 +77,8 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         /// Whether the app has the notification filtering entitlement
         /// (`com.apple.developer.usernotifications.filtering`): then a replay is suppressed — the extension hands
         /// iOS content with no alert text, which iOS with that entitlement does not show at all — instead of
-        /// shown as `(Encrypted)`. Leave `false` without the entitlement: iOS would then show the payload as it
-        /// arrived. Default `false`.
+        /// shown as `(Encrypted)`, and a retracted mailbox message (mailbox v1 §6) is not shown rather than shown as
+        /// `(Deleted)`. Leave `false` without the entitlement: iOS would then show the payload as it arrived. Default `false`.
         public var suppressesReplays: Bool = false
         /// When set, the outbox flush and the pending queue run *before* the content handler, within this budget
         /// (and never past the request's deadline), and nothing runs after it: what iOS requires, since it may
@@ -92,6 +92,16 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         /// entitlement). The outcome is `notEncrypted` in all three. Anyone who can push for the app (a leaked `.p8`, a
         /// compromised backend) can show any text under `passThrough`.
         public var plaintext: PlaintextHandling = .passThrough
+        /// Fetches a mailbox push's sealed message by its handle (mailbox v1 §3, §5): the app's configured mailbox URL
+        /// behind a `MailboxFetcher`. `nil` (the default): no mailbox URL is configured, and a push with
+        /// `SEALEDPUSH_FETCH` is `malformedPayload`.
+        public var mailboxFetcher: (any MailboxFetcher)? = nil
+        /// Whether the device key can be read now, asked before a mailbox fetch (mailbox v1 §5): `false` (before the
+        /// first unlock) means no fetch and no pending-queue entry, the placeholder with the handle kept (`keychainLocked`;
+        /// the gateway is the queue). Default: always `true` (the lookup of the fetched envelope's key decides).
+        public var deviceKeysReadable: @Sendable () -> Bool = { true }
+        /// The longest a mailbox fetch may take (mailbox v1 §5: at most 10 s); it never runs past the request's deadline.
+        public var mailboxFetchBudget: Duration = .seconds(10)
 
         /// A configuration; by default the system clock, a 30-second budget and a `sealedpush.extension` logger.
         public init(keys: any DeviceKeyProvider, policy: @escaping @Sendable () throws(OpenFailure) -> ReceiverPolicy = { ReceiverPolicy() },
@@ -221,8 +231,11 @@ public final class SecretMessageExtension: ReportingServiceExtension {
     /// The work for one request: open the message, and make the result the best attempt as soon as it
     /// is known. Cancellable; `deadline` is when the device expects an answer.
     private func process(_ request: NotificationRequest, now: Int64, queueIfLocked: Bool, deadline: ContinuousClock.Instant,
-                         attempt: Attempt) async -> ExtensionDelivery {
-        var (opened, descriptors) = openWithAttachments(request, now: now, queueIfLocked: queueIfLocked)
+                         attempt: Attempt, mailbox: MailboxHandle? = nil) async -> ExtensionDelivery {
+        if mailbox == nil, let handle = request.content.userInfo[MailboxHandle.apnsKey] {
+            return await processMailbox(request, handle: handle, now: now, deadline: deadline, attempt: attempt)
+        }
+        var (opened, descriptors) = openWithAttachments(request, now: now, queueIfLocked: queueIfLocked, mailbox: mailbox)
         guard opened.outcome == .decrypted else { return opened }
         guard let pipeline = configuration.attachments, !descriptors.isEmpty else {
             attempt.state.withLock { $0.best = opened }
@@ -260,10 +273,149 @@ public final class SecretMessageExtension: ReportingServiceExtension {
     }
 
     /// `open(_:)`, and the descriptors of an opened message's `attachments` (empty when none).
-    private func openWithAttachments(_ request: NotificationRequest, now: Int64, queueIfLocked: Bool) -> (ExtensionDelivery, [AttachmentDescriptor]) {
+    private func openWithAttachments(_ request: NotificationRequest, now: Int64, queueIfLocked: Bool,
+                                     mailbox: MailboxHandle? = nil) -> (ExtensionDelivery, [AttachmentDescriptor]) {
         var descriptors: [AttachmentDescriptor] = []
-        let delivery = open(request, now: now, queueIfLocked: queueIfLocked) { descriptors = $0.attachments ?? [] }
+        let delivery = open(request, now: now, queueIfLocked: queueIfLocked, mailbox: mailbox) { descriptors = $0.attachments ?? [] }
         return (delivery, descriptors)
+    }
+
+    /// A mailbox push (mailbox v1 §5): refused when it also carries `ENCRYPTED_DATA`, when its handle is malformed or
+    /// no mailbox URL is configured; not fetched while the device key cannot be read (no pending-queue entry: the
+    /// gateway is the queue); else fetched within `mailboxFetchBudget` (never past `deadline`) and opened as an
+    /// `ENCRYPTED_DATA` message, with the `dlv` check. The envelope is never handed to iOS.
+    private func processMailbox(_ request: NotificationRequest, handle value: JSONValue, now: Int64, deadline: ContinuousClock.Instant,
+                                attempt: Attempt) async -> ExtensionDelivery {
+        guard request.content.userInfo[WireFormat.encryptedDataKey] == nil else {
+            return mailboxFailure(request, OpenFailure(.malformedPayload, "the push carries both SEALEDPUSH_FETCH and ENCRYPTED_DATA; nothing was opened"),
+                                  keepsHandle: false)
+        }
+        guard let text = value.stringValue, let handle = MailboxHandle(text) else {
+            return mailboxFailure(request, OpenFailure(.malformedPayload, "SEALEDPUSH_FETCH is not a mailbox handle"), keepsHandle: false)
+        }
+        guard let fetcher = configuration.mailboxFetcher else {
+            return mailboxFailure(request, OpenFailure(.malformedPayload, "a mailbox push came and no mailbox URL is configured; configure it in the extension's settings"),
+                                  keepsHandle: false)
+        }
+        guard configuration.deviceKeysReadable() else {
+            // Before the first unlock: no fetch, nothing written; the handle waits in the notification and at the gateway.
+            return mailboxFailure(request, OpenFailure(.keychainLocked, "the device key cannot be read yet; the message waits at the gateway"),
+                                  keepsHandle: true)
+        }
+        let end = min(ContinuousClock.now.advanced(by: configuration.mailboxFetchBudget), deadline.advanced(by: .milliseconds(-500)))
+        let seconds = max(0, Double((end - ContinuousClock.now).components.seconds) + Double((end - ContinuousClock.now).components.attoseconds) / 1e18)
+        let result = await Self.fetch(handle, with: fetcher, seconds: seconds)
+        configuration.logger.info("mailbox fetch answered", metadata: ["handle": "\(handle.redacted)"])
+        switch result {
+        case let .envelope(bytes, _):
+            var content = request.content
+            content.userInfo[MailboxHandle.apnsKey] = nil
+            content.userInfo[WireFormat.encryptedDataKey] = .string(Base64.encode(bytes))
+            var delivery = await process(NotificationRequest(identifier: request.identifier, content: content), now: now, queueIfLocked: false,
+                                         deadline: deadline, attempt: attempt, mailbox: handle)
+            if delivery.outcome == .fallback(.keychainLocked), !delivery.suppressed {
+                // Locked since the probe: the handle stays, to be fetched again within the gateway's grace.
+                delivery.content.userInfo[MailboxHandle.apnsKey] = .string(handle.description)
+            }
+            return delivery
+        case .collected:
+            return fallback(Self.withoutHandle(request), OpenFailure(.replayed, "the gateway handed this message out before (410 collected)"),
+                            now: now, queueIfLocked: false)
+        case .expired:
+            return mailboxFailure(request, OpenFailure(.expired, "the message expired at the gateway (410 expired)"), keepsHandle: false)
+        case .retracted:
+            // Mailbox v1 §6: what still shows this handle goes; this notification becomes `(Deleted)`, or nothing at all
+            // with the filtering entitlement.
+            if let replacer = configuration.notificationReplacer {
+                let removed = await replacer.removeDelivered(holdingHandle: handle.description)
+                if removed > 0 { configuration.logger.info("notifications of a retracted message removed", metadata: ["count": "\(removed)"]) }
+            }
+            return retractedDelivery(request)
+        case let .failed(why):
+            return mailboxFailure(request, OpenFailure(.fetchFailed, why), keepsHandle: true)
+        }
+    }
+
+    /// `fetcher.fetch`, or `.failed` once `seconds` have passed, whichever comes first (a fetcher that ignores its
+    /// deadline or cancellation cannot hold the extension).
+    private static func fetch(_ handle: MailboxHandle, with fetcher: any MailboxFetcher, seconds: Double) async -> MailboxFetchResult {
+        // The first answer wins; one that comes before the continuation is stored (a cancellation at once) is kept for it.
+        let once = Mutex<(continuation: CheckedContinuation<MailboxFetchResult, Never>?, early: MailboxFetchResult?, done: Bool)>((nil, nil, false))
+        let resume = { @Sendable (result: MailboxFetchResult) in
+            once.withLock { s in
+                guard !s.done else { return }
+                if let c = s.continuation {
+                    s.done = true
+                    s.continuation = nil
+                    c.resume(returning: result)
+                } else if s.early == nil {
+                    s.early = result
+                }
+            }
+        }
+        var tasks: [Task<Void, Never>] = []
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<MailboxFetchResult, Never>) in
+                let early = once.withLock { s -> MailboxFetchResult? in
+                    if let early = s.early {
+                        s.done = true
+                        return early
+                    }
+                    s.continuation = continuation
+                    return nil
+                }
+                if let early {
+                    continuation.resume(returning: early)
+                    return
+                }
+                tasks.append(Task { resume(await fetcher.fetch(handle, deadlineSeconds: seconds)) })
+                tasks.append(Task {
+                    try? await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
+                    resume(.failed("the mailbox fetch did not finish within \(seconds) s"))
+                })
+            }
+        } onCancel: {
+            resume(.failed("the extension's time ran out during the mailbox fetch"))
+        }
+        for task in tasks { task.cancel() }
+        return result
+    }
+
+    /// A retracted mailbox message (mailbox v1 §6): with the filtering entitlement (`suppressesReplays`) empty content,
+    /// else the push's title and subtitle with body `(Deleted)`; nothing of the push in userInfo.
+    private func retractedDelivery(_ request: NotificationRequest) -> ExtensionDelivery {
+        configuration.logger.notice("the sender retracted the message", metadata: ["reason": "\(ReasonCode.retracted)"])
+        if configuration.suppressesReplays {
+            var delivery = ExtensionDelivery(content: NotificationContent(), outcome: .retracted)
+            delivery.suppressed = true
+            return delivery
+        }
+        var content = Self.withoutHandle(request).content
+        content.body = Self.deletedText
+        content.userInfo[WireFormat.encryptedDataKey] = nil
+        content.attachments = []
+        return ExtensionDelivery(content: content, outcome: .retracted)
+    }
+
+    /// The body of a retracted message's notification without the filtering entitlement: `(Deleted)`.
+    public static let deletedText = "(Deleted)"
+
+    /// `request` without its handle.
+    private static func withoutHandle(_ request: NotificationRequest) -> NotificationRequest {
+        var content = request.content
+        content.userInfo[MailboxHandle.apnsKey] = nil
+        return NotificationRequest(identifier: request.identifier, content: content)
+    }
+
+    /// The placeholder with body `(Encrypted)` for a mailbox push that was not opened: nothing of the push in userInfo but
+    /// the handle, and that only when `keepsHandle` (to be fetched later, mailbox v1 §5); never queued.
+    private func mailboxFailure(_ request: NotificationRequest, _ failure: OpenFailure, keepsHandle: Bool) -> ExtensionDelivery {
+        let handle = request.content.userInfo[MailboxHandle.apnsKey]
+        var delivery = fallback(Self.withoutHandle(request), failure, now: configuration.clock.unixSeconds, queueIfLocked: false)
+        if keepsHandle, !delivery.suppressed, let text = handle?.stringValue, let parsed = MailboxHandle(text) {
+            delivery.content.userInfo[MailboxHandle.apnsKey] = .string(parsed.description)
+        }
+        return delivery
     }
 
     /// Opens one request's `ENCRYPTED_DATA` (the synchronous text stage, without the time budget):
@@ -273,8 +425,14 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         open(request, now: configuration.clock.unixSeconds, queueIfLocked: true) { _ in }
     }
 
-    private func open(_ request: NotificationRequest, now: Int64, queueIfLocked: Bool, body onOpen: (MessageBody) -> Void) -> ExtensionDelivery {
+    private func open(_ request: NotificationRequest, now: Int64, queueIfLocked: Bool, mailbox: MailboxHandle? = nil,
+                      body onOpen: (MessageBody) -> Void) -> ExtensionDelivery {
         let original = request.content
+        if original.userInfo[MailboxHandle.apnsKey] != nil {
+            // A mailbox push reached the synchronous stage (`open(_:)`), which cannot fetch: the handle is kept for the
+            // asynchronous path (`didReceive`) or the app to fetch; nothing of the push is shown.
+            return mailboxFailure(request, OpenFailure(.fetchFailed, "a mailbox push is fetched only by didReceive"), keepsHandle: true)
+        }
         guard let value = original.userInfo[WireFormat.encryptedDataKey] else {
             switch configuration.plaintext {
             case .passThrough:
@@ -300,11 +458,28 @@ public final class SecretMessageExtension: ReportingServiceExtension {
         guard case let .string(encrypted) = value else {
             return fallback(request, OpenFailure(.malformedPayload, "ENCRYPTED_DATA is not a string"), now: now, queueIfLocked: false)
         }
-        do {
-            let opener = MessageOpener(keys: configuration.keys, policy: try configuration.policy(), replayGuard: configuration.replayGuard)
+        do throws(OpenFailure) {
+            let policy = try configuration.policy()
+            var probe: OpenedMessage?
+            if let mailbox {
+                // Mailbox v1 §5: every check of wire v1 §5, then `dlv` must name the handle's delivery. The replay cache
+                // records the id only once that holds: a first open without it, a second with it.
+                let opened = try MessageOpener(keys: configuration.keys, policy: policy, replayGuard: nil)
+                    .open(encryptedData: encrypted, requestIdentifier: request.identifier, now: now)
+                guard mailboxBodyMatches(opened.rawBody, handle: mailbox) else {
+                    throw OpenFailure(.handleMismatch, "the fetched envelope names another delivery than its handle")
+                }
+                probe = opened
+            }
+            let opener = MessageOpener(keys: configuration.keys, policy: policy, replayGuard: configuration.replayGuard)
             // The request identifier lets a retried push (the same message under the same
             // `apns-collapse-id`) replace its own notification instead of showing as a replay.
-            let opened = try opener.open(encryptedData: encrypted, requestIdentifier: request.identifier, now: now)
+            let opened: OpenedMessage
+            if let probe, configuration.replayGuard == nil {
+                opened = probe
+            } else {
+                opened = try opener.open(encryptedData: encrypted, requestIdentifier: request.identifier, now: now)
+            }
             configuration.logger.info("notification opened", metadata: [
                 "key_id": "\(opened.keyID.hex)", "signed_by": "\(opened.signedBy?.hex ?? "-")",
             ])
@@ -441,6 +616,43 @@ public final class SecretMessageExtension: ReportingServiceExtension {
     public func processPendingQueue(replacer: any DeliveredNotificationReplacer, until end: ContinuousClock.Instant?) async -> PendingQueueSummary {
         let summary = await drainPendingQueue(replacer: replacer, until: end)
         if summary.replaced > Self.summaryThreshold { await replacer.summarize(replaced: summary.replaced) }
+        return summary
+    }
+
+    /// Fetches the messages whose handles delivered notifications still hold (mailbox v1 §5 "Later": the app's launch
+    /// and its background refresh, never an extension after its content handler) and replaces each notification under
+    /// its request identifier with what the extension would have shown: the message, `(Deleted)` (removed with the
+    /// filtering entitlement), or `(Encrypted)` without the handle once it is worthless. A fetch that fails, or a device
+    /// key that cannot be read yet, leaves the notification and its handle alone. Replacements are silent.
+    public func processKeptHandles(replacer: any DeliveredNotificationReplacer) async -> KeptHandlesSummary {
+        var summary = KeptHandlesSummary()
+        for kept in await replacer.deliveredHoldingHandles() {
+            guard kept.content.userInfo[MailboxHandle.apnsKey] != nil, !Task.isCancelled else { continue }
+            let attempt = Attempt(handler: DeliverOnce { _ in }, best: Self.timeoutDelivery(kept.content))
+            let deadline = ContinuousClock.now.advanced(by: configuration.timeBudget)
+            var delivery = await process(kept, now: configuration.clock.unixSeconds, queueIfLocked: false, deadline: deadline, attempt: attempt)
+            if delivery.content.userInfo[MailboxHandle.apnsKey] != nil {
+                summary.remaining += 1   // fetchFailed, or the key does not read yet: try again later
+                continue
+            }
+            if let courier = configuration.receipts {
+                delivery = await Self.sendReceiptOrReport(courier, delivery, request: kept, now: configuration.clock.unixSeconds,
+                                                          deadline: ContinuousClock.now.advanced(by: courier.timeout))
+            }
+            if delivery.suppressed {
+                // The filtering entitlement: nothing is shown, so the notification goes.
+                if let text = kept.content.userInfo[MailboxHandle.apnsKey]?.stringValue {
+                    _ = await replacer.removeDelivered(holdingHandle: text)
+                }
+            } else {
+                _ = await replacer.replaceDelivered(NotificationRequest(identifier: kept.identifier, content: delivery.content))
+            }
+            switch delivery.outcome {
+            case .decrypted, .held: summary.replaced += 1
+            case .retracted: summary.retracted += 1
+            default: summary.failed += 1
+            }
+        }
         return summary
     }
 
@@ -638,7 +850,7 @@ extension SecretMessageExtension {
             // The envelope's key id when the envelope reads (a malformed one has none to give).
             let kid = request.content.userInfo[WireFormat.encryptedDataKey]?.stringValue.flatMap { try? Envelope(base64: $0).keyID }
             delivery.report = await courier.reportFailure(reason: reason, kid: kid, now: now, deadline: deadline)
-        case .notEncrypted, .timeExpired:
+        case .notEncrypted, .timeExpired, .retracted:
             break
         }
         return delivery

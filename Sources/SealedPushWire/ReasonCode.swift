@@ -49,6 +49,15 @@ public enum ReasonCode: String, Sendable, Codable, CaseIterable, CustomStringCon
     /// The extension delivered content without alert text.
     case alertRemoved
 
+    // Mailbox mode (mailbox-v1.md §5).
+    /// The message could not be fetched by its handle: `404`, a network failure, an answer over the size limit, or
+    /// the fetch deadline. The handle is kept in userInfo, to be fetched later.
+    case fetchFailed
+    /// The envelope fetched by a handle names another delivery in its `dlv` (or none).
+    case handleMismatch
+    /// The sender retracted the message (mailbox v1 §6): `(Deleted)`, or nothing with the filtering entitlement.
+    case retracted
+
     // One attachment (attachments-v1.md §4): the message still shows its text.
     /// The descriptor's `type` is not in the type table.
     case attachmentUnsupportedType

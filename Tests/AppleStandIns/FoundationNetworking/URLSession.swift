@@ -500,6 +500,7 @@ extension StandInURLServer {
         var status = 200
         var body: [UInt8] = []
         var headers: [String: String] = [:]
+        var announces = true
         switch route {
         case .failure:
             complete(urlError(-1004))
@@ -510,9 +511,10 @@ extension StandInURLServer {
         case let .status(code, bytes, delay):
             guard pause(delay) else { return }
             (status, body) = (code, bytes)
-        case let .body(bytes, _, delay, _):
+        case let .body(bytes, _, delay, announce):
             guard pause(delay) else { return }
             body = bytes
+            announces = announce
         case let .redirect(code, location):
             guard pause(.zero) else { return }
             let response = HTTPURLResponse(url: url, statusCode: code, httpVersion: "HTTP/1.1", headerFields: ["Location": location])!
@@ -530,7 +532,7 @@ extension StandInURLServer {
             }
             (status, body, headers) = (code, Array("redirect".utf8), ["Location": location])
         }
-        headers["Content-Length"] = "\(body.count)"
+        if announces { headers["Content-Length"] = "\(body.count)" }
         let response = HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: headers)!
         task.response = response
         let disposition = Mutex<URLSession.ResponseDisposition?>(nil)

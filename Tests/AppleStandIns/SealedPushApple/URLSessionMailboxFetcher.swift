@@ -1,0 +1,1 @@
+../../../Sources/SealedPushApple/URLSessionMailboxFetcher.swift
