@@ -3,7 +3,6 @@ public import SealedPushWire
 import AsyncHTTPClient
 import NIOCore
 import NIOHTTP1
-import NIOConcurrencyHelpers
 
 /// Fetches mailbox messages by handle over HTTP(S) with AsyncHTTPClient (mailbox v1 §3, §5): the simulated
 /// device's `MailboxFetcher` (an iOS app uses `URLSession`).
@@ -19,7 +18,15 @@ public final class HTTPMailboxFetcher: MailboxFetcher {
 
     /// The gateway's `public_url`, without a trailing slash.
     public let mailboxURL: String
-    private let made = NIOLockedValueBox<HTTPClient?>(nil)
+    /// The client, made on the first fetch.
+    private let lazy = LazyHTTPClient {
+        var configuration = HTTPClient.Configuration()
+        configuration.redirectConfiguration = .disallow
+        configuration.timeout = .init(connect: .seconds(5), read: .seconds(10))
+        configuration.tlsConfiguration = .sealedPushClient
+        configuration.connectionPool.retryConnectionEstablishment = false
+        return configuration
+    }
 
     /// A fetcher for the gateway at `mailboxURL`; throws `MailboxURLError` for a URL that is not https (or http to
     /// loopback).
@@ -30,28 +37,10 @@ public final class HTTPMailboxFetcher: MailboxFetcher {
         self.mailboxURL = url
     }
 
-    private var client: HTTPClient {
-        made.withLockedValue { made in
-            if let client = made { return client }
-            var configuration = HTTPClient.Configuration()
-            configuration.redirectConfiguration = .disallow
-            configuration.timeout = .init(connect: .seconds(5), read: .seconds(10))
-            configuration.tlsConfiguration = .sealedPushClient
-            configuration.connectionPool.retryConnectionEstablishment = false
-            let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-            made = client
-            return client
-        }
-    }
+    private var client: HTTPClient { lazy.client }
 
     /// Shuts the client down, if one was made (call once, when done with the fetcher).
-    public func shutdown() async {
-        let client = made.withLockedValue { made -> HTTPClient? in
-            defer { made = nil }
-            return made
-        }
-        try? await client?.shutdown()
-    }
+    public func shutdown() async { await lazy.shutdown() }
 
     /// POSTs `{"handle": …}` and reads the answer, all within `deadlineSeconds` (capped at 10 s).
     public func fetch(_ handle: MailboxHandle, deadlineSeconds: Double) async -> MailboxFetchResult {

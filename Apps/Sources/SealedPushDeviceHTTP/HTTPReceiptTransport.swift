@@ -2,7 +2,6 @@ public import SealedPushReceiver
 import AsyncHTTPClient
 import NIOCore
 import NIOHTTP1
-import NIOConcurrencyHelpers
 import Foundation
 
 /// Posts receipts and failure reports over HTTP(S) with AsyncHTTPClient: the simulated device's
@@ -13,36 +12,25 @@ import Foundation
 /// `Retry-After`, and nothing it logs holds the body.
 public final class HTTPReceiptTransport: ReceiptTransport {
     /// The client, made on the first POST: a delivery that sends nothing starts no event loop.
-    private let made = NIOLockedValueBox<HTTPClient?>(nil)
+    private let lazy = LazyHTTPClient {
+        var configuration = HTTPClient.Configuration()
+        configuration.redirectConfiguration = .disallow
+        configuration.timeout = .init(connect: .seconds(2), read: .seconds(2))
+        configuration.httpVersion = .http1Only
+        configuration.tlsConfiguration = .sealedPushClient
+        // A refused or unreachable origin fails at once instead of being retried until the connect
+        // timeout (which cost every later delivery 2 s while such an entry headed the outbox).
+        configuration.connectionPool.retryConnectionEstablishment = false
+        return configuration
+    }
 
     /// A transport; its client (on the shared event loop group) is made when first needed.
     public init() {}
 
-    private var client: HTTPClient {
-        made.withLockedValue { made in
-            if let client = made { return client }
-            var configuration = HTTPClient.Configuration()
-            configuration.redirectConfiguration = .disallow
-            configuration.timeout = .init(connect: .seconds(2), read: .seconds(2))
-            configuration.httpVersion = .http1Only
-            configuration.tlsConfiguration = .sealedPushClient
-            // A refused or unreachable origin fails at once instead of being retried until the connect
-            // timeout (which cost every later delivery 2 s while such an entry headed the outbox).
-            configuration.connectionPool.retryConnectionEstablishment = false
-            let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-            made = client
-            return client
-        }
-    }
+    private var client: HTTPClient { lazy.client }
 
     /// Shuts the client down, if one was made (call once, when done with the transport).
-    public func shutdown() async {
-        let client = made.withLockedValue { made -> HTTPClient? in
-            defer { made = nil }
-            return made
-        }
-        try? await client?.shutdown()
-    }
+    public func shutdown() async { await lazy.shutdown() }
 
     /// POSTs `body` as `application/json`; `.failed` on any error or when `deadline` passes.
     public func post(_ body: [UInt8], to url: String, deadline: ContinuousClock.Instant) async -> ReceiptPostResult {
