@@ -59,14 +59,7 @@ public final class URLSessionMailboxFetcher: MailboxFetcher, @unchecked Sendable
     /// A fetcher for the gateway at `mailboxURL` (its `public_url`) over an ephemeral session with no cache, cookie
     /// or credential store.
     public convenience init(mailboxURL: String) throws(MailboxURLError) {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.urlCache = nil
-        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        configuration.httpCookieStorage = nil
-        configuration.httpShouldSetCookies = false
-        configuration.httpCookieAcceptPolicy = .never
-        configuration.urlCredentialStorage = nil
-        configuration.waitsForConnectivity = false
+        let configuration = URLSessionConfiguration.sealedPushExchange()
         try self.init(mailboxURL: mailboxURL, configuration: configuration)
     }
 

@@ -46,14 +46,7 @@ public final class URLSessionReceiptTransport: ReceiptTransport, @unchecked Send
 
     /// A transport over an ephemeral session with no cache, cookie or credential store.
     public convenience init() {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.urlCache = nil
-        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        configuration.httpCookieStorage = nil
-        configuration.httpShouldSetCookies = false
-        configuration.httpCookieAcceptPolicy = .never
-        configuration.urlCredentialStorage = nil
-        configuration.waitsForConnectivity = false
+        let configuration = URLSessionConfiguration.sealedPushExchange()
         self.init(configuration: configuration)
     }
 

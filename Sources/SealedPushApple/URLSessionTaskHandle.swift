@@ -29,4 +29,20 @@ final class URLSessionTaskHandle: @unchecked Sendable {
     /// Cancels the task; its delegate then completes it with an error.
     func cancel() { task.cancel() }
 }
+
+extension URLSessionConfiguration {
+    /// An ephemeral configuration for the small JSON exchanges (receipts, mailbox fetches): no cache, cookie or
+    /// credential store, no waiting for connectivity (each exchange has its own deadline).
+    static func sealedPushExchange() -> URLSessionConfiguration {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.urlCache = nil
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        configuration.httpCookieStorage = nil
+        configuration.httpShouldSetCookies = false
+        configuration.httpCookieAcceptPolicy = .never
+        configuration.urlCredentialStorage = nil
+        configuration.waitsForConnectivity = false
+        return configuration
+    }
+}
 #endif
