@@ -302,9 +302,12 @@ public final class SecretMessageExtension: ReportingServiceExtension {
             return mailboxFailure(request, OpenFailure(.keychainLocked, "the device key cannot be read yet; the message waits at the gateway"),
                                   keepsHandle: true)
         }
-        let end = min(ContinuousClock.now.advanced(by: configuration.mailboxFetchBudget), deadline.advanced(by: .milliseconds(-500)))
-        let seconds = max(0, Double((end - ContinuousClock.now).components.seconds) + Double((end - ContinuousClock.now).components.attoseconds) / 1e18)
-        let result = await Self.fetch(handle, with: fetcher, seconds: seconds)
+        let started = ContinuousClock.now
+        let left = min(started.advanced(by: configuration.mailboxFetchBudget), deadline.advanced(by: .milliseconds(-500))) - started
+        let seconds = Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18
+        // No time left (the budget spent before the fetch): no request at all; the handle stays in the notification.
+        let result = seconds > 0 ? await Self.fetch(handle, with: fetcher, seconds: seconds)
+                                 : .failed("the extension's time ran out before the mailbox fetch could start")
         configuration.logger.info("mailbox fetch answered", metadata: ["handle": "\(handle.redacted)"])
         switch result {
         case let .envelope(bytes, _):
