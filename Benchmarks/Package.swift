@@ -24,6 +24,7 @@ let package = Package(
         .package(name: "SealedPushApps", path: "../Apps"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
     ],
     targets: [
@@ -70,6 +71,9 @@ let package = Package(
             dependencies: [
                 "CHeapCount",
                 .product(name: "SealedPushCrypto", package: "SealedPush"),
+                .product(name: "SealedPushDevice", package: "SealedPush"),
+                .product(name: "SealedPushKeychain", package: "SealedPush"),
+                .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "SealedPushWire", package: "SealedPush"),
                 .product(name: "SealedPushSender", package: "SealedPush"),
                 .product(name: "SealedPushReceiver", package: "SealedPush"),

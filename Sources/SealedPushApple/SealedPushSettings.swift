@@ -116,6 +116,8 @@ public struct SealedPushSettings: Sendable {
         let url = reportURL
         var courier = ReceiptCourier(transport: transport, outbox: outbox, reportURL: { url }, logger: logger)
         courier.revealTickets = outbox
+        // Several extension instances in one process share the app group outbox: one flush per origin at a time.
+        courier.flushGate = .process
         courier.revealTicketLifetime = AppGroupReceiptOutbox.defaultMaximumAgeSeconds
         return courier
     }

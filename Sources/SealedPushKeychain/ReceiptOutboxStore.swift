@@ -162,7 +162,7 @@ public struct ReceiptOutboxStore: Sendable {
 
     /// Adds an entry; when this returns it is on disk. Beyond the outbox's bounds the oldest entries are dropped and
     /// counted. Throws `param` for an entry that is not bounded: a URL that is not a receipt URL (over 2048 bytes,
-    /// not https or loopback http), or a body over 4096 bytes.
+    /// not https or loopback http), a body over 4096 bytes, or a body that would not read back (a malformed token).
     public func enqueue(url: String, message: ReceiptMessage, now: Int64) throws(KeychainError) {
         let entry: ReceiptOutboxState.NewEntry
         do { entry = try ReceiptOutboxState.NewEntry(url: url, message: message) } catch { throw .param("\(error); it was not queued") }

@@ -1,5 +1,6 @@
 public import SealedPushCrypto
 public import SealedPushWire
+import Synchronization
 public import Logging
 
 /// What one POST of a receipt or failure report came to.
@@ -169,6 +170,28 @@ public struct OutboxFlushSummary: Sendable, Equatable {
     }
 }
 
+/// The origins whose outbox entries a flush of this process is sending now: a second flush at the same time (another
+/// extension instance, iOS runs several in one process) leaves those origins to the first instead of posting the same
+/// entries again (receipts are idempotent at the collector, but each duplicate costs the extension's time budget).
+///
+/// One gate per outbox file: `ReceiptFlushGate.process` for the app group outbox every instance of an extension
+/// process shares (`SealedPushSettings` sets it).
+public final class ReceiptFlushGate: Sendable {
+    private let busy = Mutex<Set<String>>([])
+
+    /// A gate of its own (one per outbox).
+    public init() {}
+
+    /// The gate of the process's one app group outbox.
+    public static let process = ReceiptFlushGate()
+
+    /// Claims `origin`; `false` when another flush holds it.
+    func enter(_ origin: String) -> Bool { busy.withLock { $0.insert(origin).inserted } }
+
+    /// Releases `origin`.
+    func leave(_ origin: String) { _ = busy.withLock { $0.remove(origin) } }
+}
+
 /// Sends receipts and failure reports for the extension, with their deadlines, and keeps what could not
 /// be sent in the outbox (receipts v1 §2, §3).
 public struct ReceiptCourier: Sendable {
@@ -190,6 +213,9 @@ public struct ReceiptCourier: Sendable {
     /// Where `revealed` receipt tickets are kept between the service and content extensions; `nil`
     /// sends no `revealed` receipts (reveal v1 §6).
     public var revealTickets: (any RevealReceiptTickets)? = nil
+    /// Shared by every courier over the same outbox in this process, so that two flushes at once never send one
+    /// origin's entries twice; `nil` (the default) flushes without one (one courier per outbox).
+    public var flushGate: ReceiptFlushGate? = nil
 
     /// A courier; by default a 2-second deadline and a 10-minute report window.
     public init(transport: (any ReceiptTransport)?, outbox: any ReceiptOutbox, reportURL: @escaping @Sendable () -> String? = { nil },
@@ -346,8 +372,12 @@ public struct ReceiptCourier: Sendable {
         // Due origins, those failing least first: a healthy collector is not queued behind failing ones.
         let due = queues.enumerated().filter { !$0.element.entries.isEmpty && (ignoringBackoff || $0.element.retryAt == nil) }
             .sorted { ($0.element.failures, $0.offset) < ($1.element.failures, $1.offset) }.map(\.element)
+        // Origins another flush of this process is sending now are left to it.
+        let gate = flushGate
+        let mine = gate.map { gate in due.filter { gate.enter($0.origin) } } ?? due
+        defer { if let gate { for queue in mine { gate.leave(queue.origin) } } }
         await withTaskGroup(of: (sent: Int, rejected: Int).self) { group in
-            var next = due.makeIterator()
+            var next = mine.makeIterator()
             for _ in 0..<Self.flushConcurrency {
                 guard let queue = next.next() else { break }
                 group.addTask { await self.flush(queue, now: now) }

@@ -47,6 +47,9 @@ public enum ReceiptOutboxEntryProblem: Error, Sendable, Equatable, CustomStringC
     case url(String)
     /// The body would be this many bytes, over `ReceiptMessage.maximumBodyBytes`.
     case bodyTooLarge(bytes: Int)
+    /// The body would not read back as a receipt (receipts v1 §2, §3): a token that is not base64url without padding
+    /// of 16 to 64 bytes, or a member out of its range. Written anyway, it would make the whole outbox unreadable.
+    case malformedBody
 
     /// What is wrong, starting "the receipt URL" or "the receipt body".
     public var description: String {
@@ -54,6 +57,8 @@ public enum ReceiptOutboxEntryProblem: Error, Sendable, Equatable, CustomStringC
         case let .url(why): return "the receipt URL \(why)"
         case let .bodyTooLarge(bytes):
             return "the receipt body would be \(bytes) bytes, over the \(ReceiptMessage.maximumBodyBytes) a collector accepts"
+        case .malformedBody:
+            return "the receipt body is not one receipts v1 allows (its token must be base64url without padding of 16 to 64 bytes)"
         }
     }
 }
@@ -106,6 +111,8 @@ public struct ReceiptOutboxState: Sendable, Equatable {
             guard let origin = HTTPURL(url)?.origin else { throw .url("is not an absolute http(s) URL") }
             let size = JSON.serialize(.object(message.jsonObject(dropped: Int(Int32.max)))).count
             guard size <= ReceiptMessage.maximumBodyBytes else { throw .bodyTooLarge(bytes: size) }
+            // What the outbox reads back (init(decoding:)) must parse, or one entry would cost every other.
+            guard ReceiptMessage.parse(JSON.serialize(.object(message.jsonObject()))) != nil else { throw .malformedBody }
             self.url = url
             self.origin = origin
             self.message = message

@@ -15,6 +15,26 @@ struct ReceiptOutboxTests {
 
     func receipt(_ n: Int) -> ReceiptMessage { .delivered(id: "m\(n)", token: token, at: Int64(n), attachments: nil) }
 
+    @Test("an entry whose body would not read back (a padded base64 token) is refused, and the entries already queued stay")
+    func malformedEntryRefused() throws {
+        let dir = try TempDirectory()
+        let outbox = ReceiptOutboxStore(store: try KeychainStore(url: dir.store))
+        let t0: Int64 = 1_795_000_000
+        for n in 1...3 { try outbox.enqueue(url: "https://r.example/r", message: receipt(n), now: t0) }
+        let padded = Base64.encode([UInt8](repeating: 7, count: 32))   // '=' padding: not a receipts v1 token
+        #expect(padded.hasSuffix("="))
+        do {
+            try outbox.enqueue(url: "https://r.example/r", message: .delivered(id: "m9", token: padded, at: t0, attachments: nil), now: t0)
+            Issue.record("a receipt with a padded token was queued")
+        } catch {
+            #expect("\(error)".contains("token must be base64url"), "\(error)")
+            #expect(!"\(error)".contains(padded), "the token is not in the message")
+        }
+        let waiting = try outbox.pending(now: t0)
+        #expect(waiting.entries.map(\.message) == (1...3).map(receipt), "the three entries before it are still there")
+        #expect(waiting.dropped == 0, "nothing was lost")
+    }
+
     @Test("bounds: beyond capacity the oldest go and are counted; entries older than 7 days go and are counted; settle subtracts what was reported")
     func bounds() throws {
         let dir = try TempDirectory()

@@ -46,6 +46,51 @@ final class RecordingTransport: ReceiptTransport {
     var bodies: [JSONObject] { posts.withLock { $0.map(\.body) } }
 }
 
+/// A transport whose first POST waits until `release()`; records the ids it was given, in order.
+final class HeldFirstTransport: ReceiptTransport {
+    private let state = Mutex<(ids: [String], waiter: CheckedContinuation<Void, Never>?, released: Bool)>(([], nil, false))
+
+    var ids: [String] { state.withLock { $0.ids } }
+
+    func post(_ body: [UInt8], to url: String, deadline: ContinuousClock.Instant) async -> ReceiptPostResult {
+        let id = (try? JSON.parse(body))?.objectValue?["id"]?.stringValue ?? "?"
+        let isFirst = state.withLock { s -> Bool in
+            s.ids.append(id)
+            return s.ids.count == 1 && !s.released
+        }
+        if isFirst {
+            await withCheckedContinuation { continuation in
+                let resumeNow = state.withLock { s -> Bool in
+                    if s.released { return true }
+                    s.waiter = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        }
+        return .accepted(status: 202)
+    }
+
+    /// Waits (bounded) until the first POST arrived.
+    func waitForFirstPost(within limit: Duration) async throws {
+        let end = ContinuousClock.now.advanced(by: limit)
+        while state.withLock({ $0.ids.isEmpty }) {
+            guard ContinuousClock.now < end else { throw CancellationError() }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    /// Lets the held POST answer.
+    func release() {
+        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            s.released = true
+            defer { s.waiter = nil }
+            return s.waiter
+        }
+        waiter?.resume()
+    }
+}
+
 /// A transport that answers by the URL's host (accepting hosts it was not told about) and records every POST.
 final class RoutingTransport: ReceiptTransport {
     let answers: Mutex<[String: ReceiptPostResult]>
@@ -252,6 +297,32 @@ struct ReceiptExtensionTests {
         #expect(later.outcome == .decrypted)
         #expect(up.posts.withLock { $0.count } == 0, "the outbox was flushed after the content")
         #expect(try ReceiptOutboxStore(store: store).entries().entries.count == 1)
+    }
+
+    @Test("two flushes at once sharing a ReceiptFlushGate (two extension instances in one process) send each entry once")
+    func concurrentFlushesShareTheGate() async throws {
+        let outbox = ReceiptOutboxStore(store: store)
+        let token = ReceiptRequest.makeToken()
+        for n in 1...3 {
+            try outbox.enqueue(url: "https://r.example/r", message: .delivered(id: "m\(n)", token: token, at: Int64(n), attachments: nil), now: vectorNow)
+        }
+        let held = HeldFirstTransport()
+        let gate = ReceiptFlushGate()
+        var first = ReceiptCourier(transport: held, outbox: outbox, timer: ManualClock())
+        first.flushGate = gate
+        var second = ReceiptCourier(transport: held, outbox: outbox, timer: ManualClock())
+        second.flushGate = gate
+        let a = Task { await first.flush(now: vectorNow) }
+        // The first flush is sending its first entry (held there); the second one starts now, and finishes first.
+        try await held.waitForFirstPost(within: .seconds(20))
+        let b = await second.flush(now: vectorNow)
+        #expect(b == OutboxFlushSummary(sent: 0, rejected: 0, remaining: 3), "the second flush left the origin to the first")
+        held.release()
+        #expect(await a.value == OutboxFlushSummary(sent: 3, rejected: 0, remaining: 0))
+        #expect(held.ids == ["m1", "m2", "m3"], "each entry posted once: \(held.ids)")
+        // Released: the next flush may take the origin again.
+        try outbox.enqueue(url: "https://r.example/r", message: .delivered(id: "m4", token: token, at: 4, attachments: nil), now: vectorNow)
+        #expect(await second.flush(now: vectorNow) == OutboxFlushSummary(sent: 1, rejected: 0, remaining: 0))
     }
 
     @Test("the first entry sent after drops carries \"dropped\"; entries refused for good are removed, a server down keeps them")

@@ -16,6 +16,7 @@ struct MemoryBenchCLITests {
 
     static let scenarios: [String: String] = [
         "text": "decrypted", "reveal_hold": "held", "reveal_open": "revealed", "media_4x2500k": "decrypted", "media_10m_plus_3x100k": "decrypted",
+        "worst_case": "decrypted",
     ]
 
     @Test("memory bench --json --quick: every scenario with its outcome, cold and warm figures, and a target each")
@@ -42,8 +43,17 @@ struct MemoryBenchCLITests {
                 }
             }
             #expect((s["process_peak_rss_bytes"]?.intValue ?? 0) > 0, "\(name): no process peak RSS")
-            if name.hasPrefix("media_") {
+            if name.hasPrefix("media_") || name == "worst_case" {
                 #expect(s["attachments_attached"]?.intValue == 4, "\(name): not every attachment was attached")
+            }
+            if name == "worst_case" {
+                // Both instances' maintenance ran before their handlers: the full outbox was sent, each entry once.
+                guard case let .array(runs)? = s["maintenance"], let done = runs.first?.stringValue else {
+                    Issue.record("worst_case: no maintenance array")
+                    continue
+                }
+                #expect(done.contains("0 left in the outbox"), "worst_case: \(done)")
+                #expect(s["limit_bytes"]?.intValue == 12 * 1_048_576)
             }
         }
         #expect(seen.sorted() == Self.scenarios.keys.sorted(), "scenarios \(seen)")
