@@ -53,7 +53,7 @@ struct MemoryBenchCLITests {
                     continue
                 }
                 #expect(done.contains("0 left in the outbox"), "worst_case: \(done)")
-                #expect(s["limit_bytes"]?.intValue == 12 * 1_048_576)
+                #expect(s["limit_bytes"]?.intValue.map { Int($0) } == Int(12 * 1_048_576))
             }
         }
         #expect(seen.sorted() == Self.scenarios.keys.sorted(), "scenarios \(seen)")
