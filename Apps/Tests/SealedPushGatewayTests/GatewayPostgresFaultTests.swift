@@ -64,6 +64,49 @@ extension GatewayPostgresSuites {
             }
         }
 
+        /// The disk full: PostgreSQL refuses every write with SQLSTATE 53100 (`disk_full`, "could not extend file … No
+        /// space left on device"). Filling a real disk needs a filesystem of its own (a mount this test cannot make), so
+        /// statement triggers raise that same error on every write to the queue's tables. A send and a batch are `503`
+        /// with `Retry-After` (never `500`); a message answered `202` just before is delivered once space is back,
+        /// and so is one sent after, without a restart.
+        @Test func aFullDiskIs503WithRetryAfterAndLosesNothing() async throws {
+            let cluster = try await PostgresCluster.shared()
+            let url = try await cluster.makeDatabase()
+            var options = GatewayOptions()
+            options.lease = .seconds(5)
+            let tables = ["messages", "deliveries", "events"]
+            let fill = ["""
+                CREATE FUNCTION sp_disk_full() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN RAISE EXCEPTION 'could not extend file "base/1/2": No space left on device' USING ERRCODE = 'disk_full'; END $$
+                """] + tables.map { "CREATE TRIGGER sp_full BEFORE INSERT OR UPDATE OR DELETE ON \($0) FOR EACH STATEMENT EXECUTE FUNCTION sp_disk_full()" }
+            let free = tables.map { "DROP TRIGGER sp_full ON \($0)" } + ["DROP FUNCTION sp_disk_full()"]
+            try await withGateway("pg-disk-full", options: options, database: url) { g in
+                try await g.register(try Phone(in: g.directory, name: "p", token: hexToken(0x540)), device: "p", user: "u")
+                let before = try await g.send(JSONObject([("user_id", "u")]), body: "just before the disk filled")
+                try #require(before.status == 202, "\(before.text)")
+                for sql in fill { _ = try await cluster.query(url, sql) }
+                let refused = try await g.send(JSONObject([("user_id", "u")]), body: "while full")
+                #expect(refused.status == 503, "\(refused.status) \(refused.text)")
+                #expect(refused.code == "unavailable", "\(refused.text)")
+                #expect(Int(refused.header("Retry-After") ?? "") ?? 0 > 0, "Retry-After tells the sender when to come back")
+                let batch = try await g.api.call(.POST, "/v1/apps/chat/messages/batch", json: .object(JSONObject([("messages", .array([
+                    .object(JSONObject([("to", .object(JSONObject([("user_id", "u")]))), ("body", "batch while full")])),
+                ]))])))
+                #expect(batch.status == 503 || batch.json["results"]?.arrayValue?.allSatisfy { $0.objectValue?["status"]?.intValue == 503 } == true,
+                        "\(batch.status) \(batch.text)")
+                #expect(batch.status != 500)
+                // The workers meet the full disk too (claims and outcomes are writes); they go on trying.
+                try await Task.sleep(for: .seconds(2))
+                #expect(try await g.admin.call(.GET, "/healthz", key: nil).status == 200, "the gateway is still up")
+                for sql in free { _ = try await cluster.query(url, sql) }
+                let after = try await g.send(JSONObject([("user_id", "u")]), body: "space is back")
+                try #require(after.status == 202, "\(after.text)")
+                for answer in [before, after] {
+                    try await g.waitForStates(try #require(answer.json["message_id"]?.stringValue), ["accepted"], within: .seconds(60))
+                }
+            }
+        }
+
         /// Every connection of the gateway's killed (`pg_terminate_backend`) again and again while batches are
         /// written: each batch is answered `200` with per-message results, or `503` as a whole, never `500`; every
         /// message answered `202` is delivered.

@@ -141,5 +141,28 @@ extension GatewaySuites {
             #expect(try !parse("false").listenNotify)
             #expect(throws: GatewayConfigurationError.self) { try parse(#""no""#) }
         }
+
+        /// `session_parameters`: a boolean, true when absent (for PgBouncer in transaction mode: false).
+        @Test func sessionParametersIsABooleanTrueByDefault() throws {
+            let directory = try GatewayHarness.parseTestDirectory("session-parameters")
+            defer { try? FileManager.default.removeItem(at: directory) }
+            func parse(_ member: String?) throws -> GatewayConfiguration {
+                let extra = member.map { #", "session_parameters": \#($0)"# } ?? ""
+                let text = """
+                    {"public_url": "https://push.example.com", "database": "postgres://gw@127.0.0.1:5432/gw"\(extra), "apps": [{"id": "chat",
+                     "topic": "com.example.chat", "apns": {"auth_key": "key.p8", "key_id": "KEY0000001", "team_id": "TEAM000001"},
+                     "api_keys": [{"id": "k", "sha256": "\(String(repeating: "ab", count: 32))", "scopes": ["read"]}]}]}
+                    """
+                return try GatewayConfiguration.parse(Array(text.utf8), baseDirectory: directory.path)
+            }
+            #expect(try parse(nil).sessionParameters)
+            #expect(try !parse("false").sessionParameters)
+            do {
+                _ = try parse("0")
+                Issue.record("session_parameters: 0 was accepted")
+            } catch let error as GatewayConfigurationError {
+                #expect("\(error)".contains("/session_parameters") && "\(error)".contains("PgBouncer"), "\(error)")
+            }
+        }
     }
 }

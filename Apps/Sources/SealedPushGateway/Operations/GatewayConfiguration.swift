@@ -204,6 +204,10 @@ public struct GatewayConfiguration: Sendable {
     /// Whether a PostgreSQL store listens for new deliveries and events (`listen_notify`, default true): every
     /// instance's workers wake at once instead of at their next poll. `false` for PgBouncer in transaction mode.
     public var listenNotify = true
+    /// Whether each PostgreSQL connection starts with `statement_timeout`, `lock_timeout` and
+    /// `idle_in_transaction_session_timeout` set (`session_parameters`, default true). `false` sends none: PgBouncer
+    /// refuses them at connect; set them on the database role instead.
+    public var sessionParameters = true
     /// Warnings found while checking (a group-readable key): logged at start.
     public let warnings: [String]
     /// The file it was read from.
@@ -293,7 +297,7 @@ public struct GatewayConfiguration: Sendable {
         var reader = ConfigReader(base: baseDirectory)
         try reader.allowOnly(root, at: "", ["listen", "admin_listen", "device_listen", "public_url", "database",
                                              "database_password_file", "trusted_proxies", "lease_seconds", "device_rate_limit",
-                                             "http", "admin_hosts", "apps", "listen_notify"])
+                                             "http", "admin_hosts", "apps", "listen_notify", "session_parameters"])
         let listen = try reader.address(root, "listen", at: "", default: "127.0.0.1:8080")
         let admin = try reader.address(root, "admin_listen", at: "", default: "127.0.0.1:9090")
         let device: HostAndPort? = root["device_listen"].map { _ in () } == nil ? nil
@@ -365,10 +369,18 @@ public struct GatewayConfiguration: Sendable {
             }
             listenNotify = b
         }
+        var sessionParameters = true
+        if let value = root["session_parameters"], value != .null {
+            guard case let .bool(b) = value else {
+                throw GatewayConfigurationError("/session_parameters", "must be true (each PostgreSQL connection starts with its timeouts set) or false (none sent at connect; for PgBouncer in transaction mode, which refuses them)")
+            }
+            sessionParameters = b
+        }
         var configuration = GatewayConfiguration(listen: listen, adminListen: admin, deviceListen: device, publicURL: trimmedURL, database: database,
                                     databasePasswordFile: passwordFile,
                                     trustedProxies: proxies, deviceRateLimit: deviceRateLimit, adminHosts: adminHosts, http: http, lease: .seconds(lease), apps: apps, warnings: reader.warnings, path: path)
         configuration.listenNotify = listenNotify
+        configuration.sessionParameters = sessionParameters
         return configuration
     }
 

@@ -163,6 +163,7 @@ public final class Gateway: Sendable {
             var storeOptions = PostgresGatewayStore.Options()
             storeOptions.clock = options.clock
             storeOptions.listenNotify = configuration.listenNotify
+            storeOptions.sessionParameters = configuration.sessionParameters
             // Not connected yet: its services (the client, the heartbeat) run first in the gateway's group
             // (`GatewayServer.services`), which migrates before any server listens.
             store = try PostgresGatewayStore.make(url: url, password: password, options: storeOptions, logger: logger)

@@ -15,7 +15,8 @@ import Foundation
 ///
 /// Connections come from postgres-nio's `PostgresClient` pool; the pool reconnects by itself after the database
 /// restarts (a query that fails meanwhile is an error, which the API answers `503`: nothing answered `202` is
-/// lost). Every connection starts with `statement_timeout`, `lock_timeout` and `idle_in_transaction_session_timeout` set.
+/// lost). Every connection starts with `statement_timeout`, `lock_timeout` and `idle_in_transaction_session_timeout` set
+/// (unless `Options.sessionParameters` is off, for PgBouncer).
 ///
 /// Its long-running parts are two services (`services`): the client's `run()`, and the heartbeat, which first
 /// applies the migrations and registers this instance (`ready()` waits for that), then renews the instance's row
@@ -51,6 +52,11 @@ public final class PostgresGatewayStore: GatewayStore {
         /// (configuration `listen_notify`, default true), waking the workers of every instance at once. Off, the
         /// workers only poll: for PgBouncer in transaction mode, which cannot hold a `LISTEN`.
         public var listenNotify = true
+        /// Whether each connection starts with `statement_timeout`, `lock_timeout` and
+        /// `idle_in_transaction_session_timeout` (configuration `session_parameters`, default true). Off, none is sent:
+        /// PgBouncer refuses such startup parameters ("unsupported startup parameter"); the role's settings apply, and
+        /// the store's own deadline (the statement timeout and 5 s) still ends every operation.
+        public var sessionParameters = true
         /// The first wait before listening again after the listener's connection was lost (doubling, at most 30 s).
         public var listenRetry: Duration = .seconds(1)
         /// The defaults.
@@ -135,12 +141,14 @@ public final class PostgresGatewayStore: GatewayStore {
         }
         configuration.options.maximumConnections = max(2, options.maximumConnections)
         configuration.options.connectTimeout = .seconds(5)
-        configuration.options.additionalStartupParameters = [
-            ("application_name", "sealedpush-gateway"),
-            ("statement_timeout", "\(options.statementTimeout.milliseconds)"),
-            ("lock_timeout", "\(options.lockTimeout.milliseconds)"),
-            ("idle_in_transaction_session_timeout", "\(max(options.statementTimeout.milliseconds * 4, 60_000))"),
-        ]
+        configuration.options.additionalStartupParameters = [("application_name", "sealedpush-gateway")]
+        if options.sessionParameters {
+            configuration.options.additionalStartupParameters += [
+                ("statement_timeout", "\(options.statementTimeout.milliseconds)"),
+                ("lock_timeout", "\(options.lockTimeout.milliseconds)"),
+                ("idle_in_transaction_session_timeout", "\(max(options.statementTimeout.milliseconds * 4, 60_000))"),
+            ]
+        }
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         return PostgresGatewayStore(client: client, logger: logger, options: options, location: parsed.redacted)
     }
@@ -333,7 +341,7 @@ public final class PostgresGatewayStore: GatewayStore {
             // Whichever of the setup and the timeout ends first decides, under one lock: a setup that ends just
             // after the timeout stopped the client fails too, and a timeout just after the setup stops nothing.
             let outcome = NIOLockedValueBox<(setUp: Bool, timedOut: Bool)>((false, false))
-            let timeout = GatewayStoreError("cannot use the PostgreSQL database \(location): no answer within \(startTimeout); check that it runs, and that the URL's host and port are right")
+            let timeout = GatewayStoreError("cannot use the PostgreSQL database \(location): no answer within \(startTimeout); check that it runs, and that the URL's host and port are right (behind PgBouncer in transaction mode, set \"session_parameters\": false and \"listen_notify\": false: it refuses the connection's timeouts)")
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
                     try await self.setUp()
