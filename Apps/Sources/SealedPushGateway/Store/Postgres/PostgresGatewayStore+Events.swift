@@ -1,5 +1,6 @@
 import PostgresNIO
 import NIOCore
+import SealedPushWire
 
 // The webhook events (gateway v1 §8) and the dashboard's numbers on PostgreSQL. The events themselves are
 // written by the state-changing methods in PostgresGatewayStore.swift (`insertEvent`), in their transaction;
@@ -7,12 +8,19 @@ import NIOCore
 // the instance list, PostgreSQL's own. Claims take `FOR UPDATE SKIP LOCKED` under a lease whose `lease_generation`
 // grows with each claim, as deliveries do, so that several instances never claim one event at once.
 extension PostgresGatewayStore {
-    /// Writes the events of deliveries an UPDATE just changed (its `RETURNING` rows), in the current transaction.
+    /// Writes the events of deliveries an UPDATE just changed (its `RETURNING` rows), in the current transaction: one
+    /// statement whatever their number (#47; a message cancelled with 10 000 deliveries was 10 000 inserts).
     func insertDeliveryEvents(_ conn: PostgresConnection, _ rows: [PostgresRow], now: Int64) async throws {
-        for row in rows {
-            guard let delivery = Self.delivery(row) else { continue }
-            try await insertEvent(conn, GatewayEvents.delivery(delivery, now: now))
-        }
+        try await insertEvents(conn, rows.compactMap { Self.delivery($0).flatMap { GatewayEvents.delivery($0, now: now) } })
+    }
+
+    /// Inserts `events` (pending, due now) in the current transaction, in their order: one statement for one event,
+    /// one set-based statement (`PostgresSetQueries.insertEvents`) for several. Called after the transaction changed
+    /// a row, as `insertEvent`.
+    func insertEvents(_ conn: PostgresConnection, _ events: [EventRecord]) async throws {
+        guard events.count > 1 else { return try await insertEvent(conn, events.first) }
+        let records = events.enumerated().map { PostgresSetQueries.eventRecord($0.element, n: $0.offset) }
+        try await run(conn, PostgresSetQueries.insertEvents, [.text(String(decoding: JSON.serialize(.array(records)), as: UTF8.self))])
     }
 
     /// Inserts one event (pending, due now) in the current transaction: the only SQL the events of §8 add to

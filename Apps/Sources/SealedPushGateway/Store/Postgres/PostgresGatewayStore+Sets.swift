@@ -90,10 +90,7 @@ extension PostgresGatewayStore {
             try await run(conn, PostgresSetQueries.completeWrite, [.text(String(decoding: JSON.serialize(.array(writes)), as: UTF8.self))])
         }
         // After the rows changed (the transaction has its id before its events draw their positions).
-        if !events.isEmpty {
-            let records = events.enumerated().map { PostgresSetQueries.eventRecord($0.element, n: $0.offset) }
-            try await run(conn, PostgresSetQueries.insertEvents, [.text(String(decoding: JSON.serialize(.array(records)), as: UTF8.self))])
-        }
+        try await insertEvents(conn, events)
         return states
     }
 }

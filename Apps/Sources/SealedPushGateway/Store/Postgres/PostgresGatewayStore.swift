@@ -926,13 +926,13 @@ public final class PostgresGatewayStore: GatewayStore {
     func write(_ conn: PostgresConnection, _ change: DeliveryCompletion) async throws {
         guard let row = change.row else { return }
         try await run(conn, Self.queries.completeWrite, DeliveryQueries.completeWriteBinds(row, dropsPayload: change.dropsPayload))
-        for event in change.events { try await insertEvent(conn, event) }
+        try await insertEvents(conn, change.events)
         if let gone = change.unregister {
             let devices = try await run(conn, Self.queries.unregisterDevices, [
                 .int(gone.at), .text(gone.reason), .int(gone.at), .text(gone.app), .text(gone.platform.environmentColumn(gone.environment)),
                 .text(gone.address), .int(gone.registeredBefore),
             ]).compactMap(Self.device)
-            for device in devices { try await insertEvent(conn, GatewayEvents.deviceUnregistered(device, now: gone.at)) }
+            try await insertEvents(conn, devices.map { GatewayEvents.deviceUnregistered($0, now: gone.at) })
         }
         // The app's other queued deliveries wait for the same reason (gateway v1 §6).
         if change.pausesApp { try await run(conn, Self.queries.pauseApp, [.text(row.app), .text(row.platform.rawValue)]) }
