@@ -314,7 +314,7 @@ struct ReceiptExtensionTests {
         second.flushGate = gate
         let a = Task { await first.flush(now: vectorNow) }
         // The first flush is sending its first entry (held there); the second one starts now, and finishes first.
-        try await held.waitForFirstPost(within: .seconds(20))
+        try await held.waitForFirstPost(within: .seconds(120))   // bounded; a starved test pool can take long to start the task
         let b = await second.flush(now: vectorNow)
         #expect(b == OutboxFlushSummary(sent: 0, rejected: 0, remaining: 3), "the second flush left the origin to the first")
         held.release()
