@@ -201,6 +201,9 @@ struct GatewayPlatformTests {
             try await g.waitForStates(id, ["delivered", "accepted"])
             let metrics = try await g.admin.call(.GET, "/metrics", key: nil).text
             #expect(metrics.contains("sealedpush_push_requests_total{app=\"chat\",platform=\"webpush\",status=\"201\""), "\(metrics)")
+            // #44 pilot 6: the browser's receipt is counted on its platform.
+            #expect(metrics.contains(#"sealedpush_gateway_deliveries_total{app="chat",platform="webpush",state="delivered"} 1"#), "\(metrics)")
+            #expect(metrics.contains(#"sealedpush_gateway_deliveries_total{app="chat",platform="apns",state="delivered"} 0"#), "\(metrics)")
         }
     }
 
