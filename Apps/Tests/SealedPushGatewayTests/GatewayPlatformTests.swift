@@ -118,6 +118,12 @@ struct GatewayPlatformTests {
             badKey["apns_token"] = .string(hexToken(1))
             let mixed = try await g.api.call(.PUT, "/v1/apps/chat/devices/browser-3", json: .object(badKey))
             #expect(mixed.status == 400 && mixed.json["field"]?.stringValue == "/apns_token", "\(mixed.text)")
+            // #44 pilot 7: the document says platform is a string; null is refused, not taken as apns.
+            let nullPlatform = try await g.api.call(.PUT, "/v1/apps/chat/devices/phone-null", json: .object(JSONObject([
+                ("user_id", "u-n"), ("platform", .null), ("apns_token", .string(hexToken(2))), ("environment", "sandbox"), ("key_record", .object(phone.record)),
+            ])))
+            #expect(nullPlatform.status == 400 && nullPlatform.json["field"]?.stringValue == "/platform", "\(nullPlatform.text)")
+            #expect(try await g.api.call(.GET, "/v1/apps/chat/devices/phone-null").status == 404)
 
             // A platform the app has no section for.
             let fcm = try await g.api.call(.PUT, "/v1/apps/chat/devices/android-1", json: .object(JSONObject([
