@@ -44,6 +44,11 @@ struct GatewayOpenAPIPatternTests {
                     }
                 }
             }
+            // Percent-encoded, an id is the same id (schemathesis sent `V.c%3A`): a device registered as `V.c:` is found.
+            let phone = try Phone(in: g.directory, name: "colon", token: hexToken(0x3a))
+            #expect(try await g.register(phone, device: "V.c:", user: "u:1").status == 201)
+            #expect(try await g.api.call(.GET, "/v1/apps/chat/devices/V.c%3A").status == 200)
+            #expect(try await g.api.call(.GET, "/v1/apps/chat/users/u%3A1/devices").status == 200)
             #expect(try pattern("App").firstMatch(in: "chat", range: NSRange(location: 0, length: 4)) != nil)
         }
     }
