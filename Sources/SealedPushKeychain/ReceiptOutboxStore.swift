@@ -198,10 +198,10 @@ public struct ReceiptOutboxStore: Sendable {
     /// else `backoffBaseSeconds` doubled for every failure in a row, either at most `backoffCapSeconds`; otherwise
     /// its backoff is cleared.
     public func settle(origin: String, removing sequences: [UInt64], droppedReported: Int, failed: Bool, retryAfter: Int64? = nil,
-                       now: Int64) throws(KeychainError) {
+                       connectionRefused: Bool = false, now: Int64) throws(KeychainError) {
         try modifyOutbox { (o: inout ReceiptOutboxState) throws(KeychainError) in
             o.settle(origin: origin, removing: sequences, droppedReported: droppedReported, failed: failed, retryAfter: retryAfter,
-                     now: now, limits: limits)
+                     connectionRefused: connectionRefused, now: now, limits: limits)
         }
     }
 

@@ -10,8 +10,11 @@ public enum ReceiptPostResult: Sendable, Equatable {
     /// The server answered with another status, and with the seconds its `Retry-After` asked to wait, if it gave one
     /// (`RetryAfter.seconds(_:now:)` reads the header).
     case refused(status: Int, retryAfter: Int64? = nil)
-    /// No answer in time (connection refused, timeout, TLS failure, cancelled).
+    /// No answer in time (timeout, TLS failure, unreachable, cancelled).
     case failed
+    /// The connection was refused: nothing listens at the URL's address, as while a collector restarts. The outbox
+    /// tries such an origin again sooner (`ReceiptOutboxLimits.refusedBackoffBaseSeconds`) than after other failures.
+    case connectionRefused
 
     /// The statuses whose `Retry-After` the outbox honours: `429` and `503` (gateway v1 §6).
     public static let retryAfterStatuses: Set<Int> = [429, 503]
@@ -92,8 +95,10 @@ public protocol ReceiptOutbox: Sendable {
     func queues(now: Int64) throws -> [ReceiptOriginQueue]
     /// Records a flush of `origin`: removes the entries with these sequence numbers, subtracts `droppedReported`
     /// from its dropped count, and backs it off when it `failed` (or clears its backoff when it did not): for
-    /// `retryAfter` seconds when the server gave a `Retry-After` (at most the outbox's backoff cap), else exponentially.
-    func settle(origin: String, removing sequences: [UInt64], droppedReported: Int, failed: Bool, retryAfter: Int64?, now: Int64) throws
+    /// `retryAfter` seconds when the server gave a `Retry-After` (at most the outbox's backoff cap), else exponentially,
+    /// from the outbox's shorter first wait when the failure was a `connectionRefused`.
+    func settle(origin: String, removing sequences: [UInt64], droppedReported: Int, failed: Bool, retryAfter: Int64?,
+                connectionRefused: Bool, now: Int64) throws
     /// Records a failure of `(reason, kid)` at `now`: returns how many failures a report sent now stands for,
     /// or `nil` when a report for the pair was made less than `window` seconds ago (this one is counted for the next).
     func noteFailure(reason: ReasonCode, kid: KeyID?, now: Int64, window: Int64) throws -> Int?
@@ -343,7 +348,8 @@ public struct ReceiptCourier: Sendable {
     func deferOrigin(of url: String, after result: ReceiptPostResult, now: Int64) {
         guard let retryAfter = result.retryAfter, let origin = HTTPURL(url)?.origin else { return }
         do {
-            try outbox.settle(origin: origin, removing: [], droppedReported: 0, failed: true, retryAfter: retryAfter, now: now)
+            try outbox.settle(origin: origin, removing: [], droppedReported: 0, failed: true, retryAfter: retryAfter,
+                              connectionRefused: false, now: now)
         } catch {
             logger.error("a collector's Retry-After could not be recorded in the outbox", metadata: ["error": "\(error)"])
         }
@@ -359,7 +365,8 @@ public struct ReceiptCourier: Sendable {
     /// entries go oldest first, each with its own deadline, until one gets neither `2xx` nor a final refusal
     /// (no answer, `3xx`, `401`, `429`, `5xx`, …); that origin then backs off (kept in the outbox) and is not tried
     /// again before its backoff ends, unless `ignoringBackoff` (a flush asked for by hand): for as long as the
-    /// server's `Retry-After` says on a `429` or `503` (at most the backoff cap), else exponentially (capped).
+    /// server's `Retry-After` says on a `429` or `503` (at most the backoff cap), else exponentially (capped), from
+    /// a shorter first wait when the connection was refused (a collector restarting; #44 pilot 5).
     /// An origin's first entry sent carries the dropped count of that origin's entries only.
     public func flush(now: Int64, ignoringBackoff: Bool = false) async -> OutboxFlushSummary {
         var summary = OutboxFlushSummary()
@@ -401,6 +408,7 @@ public struct ReceiptCourier: Sendable {
         var droppedReported = 0
         var failed = false
         var retryAfter: Int64?
+        var connectionRefused = false
         for entry in queue.entries {
             let result = await post(entry.message, dropped: droppedToReport, to: entry.url, deadline: nil)
             switch result {
@@ -415,12 +423,13 @@ public struct ReceiptCourier: Sendable {
             default:
                 failed = true
                 retryAfter = result.retryAfter
+                connectionRefused = result == .connectionRefused
             }
             if failed { break }
         }
         do {
             try outbox.settle(origin: queue.origin, removing: done, droppedReported: droppedReported, failed: failed, retryAfter: retryAfter,
-                              now: now)
+                              connectionRefused: connectionRefused, now: now)
         } catch {
             logger.error("a flush's outcome could not be recorded in the outbox (sent entries will be sent again)", metadata: ["error": "\(error)"])
         }

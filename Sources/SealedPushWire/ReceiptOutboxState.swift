@@ -18,6 +18,10 @@ public struct ReceiptOutboxLimits: Sendable, Equatable {
     public let backoffBaseSeconds: Int64
     /// The longest backoff, in seconds (at least `backoffBaseSeconds`).
     public let backoffCapSeconds: Int64
+    /// The first backoff of an origin whose connection was refused, in seconds (at least 1, at most
+    /// `backoffBaseSeconds`); it doubles with every failure in a row. Nothing listening is what a collector or
+    /// gateway restarting looks like: it answers again within seconds, so waiting the full base delays receipts.
+    public let refusedBackoffBaseSeconds: Int64
 
     /// The default `maximumEncodedBytes`: 512 KiB.
     public static let defaultMaximumEncodedBytes = 512 * 1024
@@ -25,18 +29,21 @@ public struct ReceiptOutboxLimits: Sendable, Equatable {
     /// Limits from their values, each raised to its least (see the properties).
     public init(capacity: Int = 1000, maximumAgeSeconds: Int64 = 7 * 86_400,
                 maximumEncodedBytes: Int = ReceiptOutboxLimits.defaultMaximumEncodedBytes,
-                backoffBaseSeconds: Int64 = 60, backoffCapSeconds: Int64 = 3600) {
+                backoffBaseSeconds: Int64 = 60, backoffCapSeconds: Int64 = 3600, refusedBackoffBaseSeconds: Int64 = 2) {
         self.capacity = max(1, capacity)
         self.maximumAgeSeconds = maximumAgeSeconds
         self.maximumEncodedBytes = max(16 * 1024, maximumEncodedBytes)
         self.backoffBaseSeconds = max(1, backoffBaseSeconds)
         self.backoffCapSeconds = max(self.backoffBaseSeconds, backoffCapSeconds)
+        self.refusedBackoffBaseSeconds = min(max(1, refusedBackoffBaseSeconds), self.backoffBaseSeconds)
     }
 
-    /// The wait after `failures` failures in a row: base × 2^(failures − 1), at most the cap.
-    public func backoff(afterFailures failures: Int) -> Int64 {
+    /// The wait after `failures` failures in a row: base × 2^(failures − 1), at most the cap; the base is
+    /// `refusedBackoffBaseSeconds` when the last failure was a refused connection, else `backoffBaseSeconds`.
+    public func backoff(afterFailures failures: Int, connectionRefused: Bool = false) -> Int64 {
         let doublings = min(max(0, failures - 1), 40)
-        let (wait, overflow) = backoffBaseSeconds.multipliedReportingOverflow(by: Int64(1) << doublings)
+        let base = connectionRefused ? refusedBackoffBaseSeconds : backoffBaseSeconds
+        let (wait, overflow) = base.multipliedReportingOverflow(by: Int64(1) << doublings)
         return overflow ? backoffCapSeconds : min(wait, backoffCapSeconds)
     }
 }
@@ -178,17 +185,19 @@ public struct ReceiptOutboxState: Sendable, Equatable {
     /// Records what a flush of `origin` came to: removes the entries sent or refused for good, subtracts
     /// `droppedReported` from the origin's dropped count, and, when the origin `failed`, backs it off: by
     /// `retryAfter` seconds when the server said how long to wait (`Retry-After` on a `429` or `503`, gateway v1 §6),
-    /// at most `limits.backoffCapSeconds`, else by `limits.backoff(afterFailures:)`; otherwise its backoff is
-    /// cleared. Then prunes as `prune(now:limits:)`.
+    /// at most `limits.backoffCapSeconds`, else by `limits.backoff(afterFailures:connectionRefused:)` (from the
+    /// shorter first wait when `connectionRefused`); otherwise its backoff is cleared. Then prunes as
+    /// `prune(now:limits:)`.
     public mutating func settle(origin: String, removing sequences: [UInt64], droppedReported: Int, failed: Bool,
-                                retryAfter: Int64? = nil, now: Int64, limits: ReceiptOutboxLimits) {
+                                retryAfter: Int64? = nil, connectionRefused: Bool = false, now: Int64, limits: ReceiptOutboxLimits) {
         let done = Set(sequences)
         entries.removeAll { done.contains($0.sequence) }
         var state = origins[origin] ?? Origin(touched: now)
         state.dropped = max(0, state.dropped - droppedReported)
         if failed {
             state.failures += 1
-            let wait = retryAfter.map { min(max(0, $0), limits.backoffCapSeconds) } ?? limits.backoff(afterFailures: state.failures)
+            let wait = retryAfter.map { min(max(0, $0), limits.backoffCapSeconds) }
+                ?? limits.backoff(afterFailures: state.failures, connectionRefused: connectionRefused)
             state.retryAt = now + wait
         } else {
             state.failures = 0

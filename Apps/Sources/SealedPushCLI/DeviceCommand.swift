@@ -197,13 +197,27 @@ struct DeviceCommand: AsyncParsableCommand {
                 longer decrypt. The endpoint must be an https URL; IP addresses and loopback are allowed here (the \
                 local push service hands out https://127.0.0.1:PORT/push/ID).
 
-                Example: sealedpush device subscribe --keychain ./browser --endpoint https://127.0.0.1:8443/push/browser-1 > subscription.json
+                With --key-out FILE, also writes the device key record to register (`key_record`) to FILE, making \
+                the store and the device key first when it has none: WITHOUT a reveal key unless --reveal. Reveal \
+                messages are an iOS content-extension feature; a reveal key pads every ordinary message to its \
+                reveal form's size, which leaves a browser's 4096-byte Web Push body far less room (docs/platforms.md, \
+                the body budget). A device whose key has a reveal key gets a warning on stderr saying so.
+
+                Example: sealedpush device subscribe --keychain ./browser --endpoint https://127.0.0.1:8444/push/browser-1 \
+                --key-out device.json > subscription.json
                 """)
         @OptionGroup var store: KeychainOptions
         @Option(help: ArgumentHelp("The push service's endpoint for this device (https).", valueName: "URL"))
         var endpoint: String
+        @Option(name: .customLong("key-out"), help: ArgumentHelp(
+            "Also write the device key record to FILE; a device without a key gets one first (without a reveal key unless --reveal).",
+            valueName: "FILE"))
+        var keyOut: String?
+        @Flag(help: "With --key-out, give the new device key a reveal key too (for an iOS content extension; browsers have none).")
+        var reveal = false
 
         func validate() throws {
+            if reveal && keyOut == nil { throw ValidationError("--reveal makes a reveal key with the device key --key-out writes; give --key-out FILE") }
             do { _ = try WebPushEndpointPolicy(allowPorts: [], allowPrivateEndpoints: true).check(endpoint) } catch {
                 let text = error.description
                 let prefix = "webpush/endpoint "
@@ -212,12 +226,37 @@ struct DeviceCommand: AsyncParsableCommand {
         }
 
         func run() throws {
-            let s = try openStore(store, create: false)
+            let s = try openStore(store, create: keyOut != nil)
+            let deviceKeys = SealedPushKeychain.DeviceKeys(store: s)
+            var record: DeviceKeyRecord?
+            if let keyOut {
+                let hasKey = try keychain(store) { () throws(KeychainError) in try deviceKeys.device.list().contains { $0.state == .active } }
+                if hasKey && reveal {
+                    throw ValidationError("--reveal makes a reveal key only with a new device key, and this device has one; "
+                                          + "run `sealedpush keys add-reveal --keychain \(store.directory.path)` instead")
+                }
+                let made = try hasKey
+                    ? keychain(store) { () throws(KeychainError) in try deviceKeys.export() }
+                    : DeviceKeyGroup.run(store, kind: reveal ? .reveal : .device, .generate) { () throws(KeychainError) in
+                        try deviceKeys.generate(reveal: reveal)
+                    }
+                do { try Data(made.jsonBytes + [0x0A]).write(to: URL(fileURLWithPath: keyOut), options: .atomic) } catch {
+                    throw ValidationError("cannot write the device key record to --key-out \(keyOut): \(error.localizedDescription)")
+                }
+                record = made
+            } else {
+                record = try? deviceKeys.export()  // none yet: the record comes later, from `keys generate --no-reveal`
+            }
             let keys = WebPushUserAgentKeys.generate()
             let replaced = try keychain(store) { () throws(KeychainError) in try WebPushKeyStore(store: s).save(keys, endpoint: endpoint) }
             print(String(decoding: JSON.serialize(keys.subscriptionJSON(endpoint: endpoint)), as: UTF8.self))
             if replaced {
                 printError("replaced this device's earlier Web Push subscription: register the new one; bodies encrypted to the old keys no longer decrypt")
+            }
+            if record?.reveal != nil {
+                printError("warning: this device's key has a reveal key: every ordinary message to it is padded to its reveal form, which "
+                           + "leaves a Web Push body far less room (docs/platforms.md, the body budget). Browsers have no content "
+                           + "extension: make their keys without one (--key-out without --reveal, or `keys generate --no-reveal`)")
             }
         }
     }
@@ -487,7 +526,8 @@ struct DeviceCommand: AsyncParsableCommand {
                 oldest first, until one of its entries gets neither 2xx nor a final refusal (no answer, 3xx, 401, \
                 5xx: that server is down, try again later); a failing origin never holds up another. Entries \
                 answered 2xx are removed, and so are those refused for good (400, 403, 404, 410, 413). Deliveries \
-                respect each origin's backoff (1 minute doubling to 1 hour); this command tries every origin now \
+                respect each origin's backoff (1 minute doubling to 1 hour; 2 seconds doubling after a refused \
+                connection); this command tries every origin now \
                 unless --respect-backoff. Prints `sent N, rejected N, remaining N` (exit 1 when some remain).
                 """)
         @OptionGroup var store: KeychainOptions

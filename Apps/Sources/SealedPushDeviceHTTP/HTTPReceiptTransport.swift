@@ -2,6 +2,7 @@ public import SealedPushReceiver
 import AsyncHTTPClient
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 import Foundation
 
 /// Posts receipts and failure reports over HTTP(S) with AsyncHTTPClient: the simulated device's
@@ -32,7 +33,8 @@ public final class HTTPReceiptTransport: ReceiptTransport {
     /// Shuts the client down, if one was made (call once, when done with the transport).
     public func shutdown() async { await lazy.shutdown() }
 
-    /// POSTs `body` as `application/json`; `.failed` on any error or when `deadline` passes.
+    /// POSTs `body` as `application/json`; `.connectionRefused` when the connection was refused (nothing listens:
+    /// the outbox tries again within seconds), `.failed` on any other error or when `deadline` passes.
     public func post(_ body: [UInt8], to url: String, deadline: ContinuousClock.Instant) async -> ReceiptPostResult {
         let remaining = ContinuousClock.now.duration(to: deadline)
         guard remaining > .zero else { return .failed }
@@ -54,7 +56,16 @@ public final class HTTPReceiptTransport: ReceiptTransport {
             }
             return .refused(status: status, retryAfter: retryAfter)
         } catch {
-            return .failed
+            return Self.isConnectionRefused(error) ? .connectionRefused : .failed
         }
+    }
+
+    /// Whether `error` says the connection was refused (`ECONNREFUSED`) at every address tried.
+    static func isConnectionRefused(_ error: any Error) -> Bool {
+        if let io = error as? IOError { return io.errnoCode == ECONNREFUSED }
+        if let connection = error as? NIOConnectionError {
+            return !connection.connectionErrors.isEmpty && connection.connectionErrors.allSatisfy { isConnectionRefused($0.error) }
+        }
+        return false
     }
 }

@@ -13,7 +13,7 @@ struct GatewayCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "gateway",
         abstract: "Run the push gateway: a device registry, a durable queue and delivery through APNs, over HTTP.",
-        subcommands: [Run.self, NewAPIKey.self, Backup.self],
+        subcommands: [Run.self, NewAPIKey.self, Backup.self, Probe.self],
         defaultSubcommand: Run.self)
 
     struct Run: AsyncParsableCommand {

@@ -15,7 +15,7 @@ struct HelpTextCLITests {
     /// `sealedpush-server`'s commands.
     static let serverCommands: [[String]] = [
         [], ["apns"], ["apns", "serve"], ["apns", "generate-key"], ["webpush"], ["webpush", "serve"], ["webpush", "generate-vapid"], ["media"], ["media", "serve"], ["receipts"], ["receipts", "serve"],
-        ["receipts", "stats"], ["gateway"], ["gateway", "run"], ["gateway", "new-api-key"], ["demo"],
+        ["receipts", "stats"], ["gateway"], ["gateway", "run"], ["gateway", "new-api-key"], ["gateway", "probe"], ["demo"],
         ["fcm"], ["fcm", "serve"], ["fcm", "generate-service-account"],
     ]
 

@@ -94,7 +94,7 @@ extension GatewaySuites {
                 #expect(third.json["deliveries"]?.arrayValue?.count == 1)
                 #expect(third.json["skipped"]?.arrayValue?.first?.objectValue?["reason"]?.stringValue == "unregistered")
                 let metrics = try await g.admin.call(.GET, "/metrics", key: nil).text
-                #expect(metrics.contains(#"sealedpush_gateway_deliveries_total{app="chat",state="delivered"} 2"#), "\(metrics)")
+                #expect(metrics.contains(#"sealedpush_gateway_deliveries_total{app="chat",platform="apns",state="delivered"} 2"#), "\(metrics)")
                 #expect(metrics.contains("sealedpush_receipts_total"))
                 // #36 bug 6: every metric docs/gateway.md documents is served (the webhook request counter, whose
                 // status label comes from the receiver, is checked where a webhook is configured: GatewayWebhookTests).
@@ -207,12 +207,12 @@ extension GatewaySuites {
                 let d = try #require(message["deliveries"]?.arrayValue?.first?.objectValue)
                 #expect(d["state"]?.stringValue == "queued" && d["reason"]?.stringValue == "credentials_paused" && d["attempts"] == .int(0))
                 #expect(try await g.admin.call(.GET, "/readyz", key: nil).status == 200, "a paused app does not fail readiness")
-                #expect(try await g.admin.call(.GET, "/metrics", key: nil).text.contains(#"sealedpush_gateway_app_paused{app="chat"} 1"#))
+                #expect(try await g.admin.call(.GET, "/metrics", key: nil).text.contains(#"sealedpush_gateway_app_paused{app="chat",platform="apns"} 1"#))
                 // The configuration is fixed and reloaded: sending resumes.
                 try await g.gateway.reload(try GatewayConfiguration.load(path: g.directory.appendingPathComponent("gateway.json").path))
                 try await g.waitForStates(id, ["accepted"])
                 let admin = try await g.admin.call(.GET, "/metrics", key: nil)
-                #expect(admin.text.contains(#"sealedpush_gateway_app_paused{app="chat"} 0"#))
+                #expect(admin.text.contains(#"sealedpush_gateway_app_paused{app="chat",platform="apns"} 0"#))
                 #expect(admin.header("Request-Id") != nil)
             }
         }
@@ -233,7 +233,7 @@ extension GatewaySuites {
                 let cancelled = try await g.waitForStates(first, ["cancelled"])
                 #expect(cancelled["deliveries"]?.arrayValue?.first?.objectValue?["reason"]?.stringValue == "message_deleted")
                 #expect(try await g.admin.call(.GET, "/metrics", key: nil).text
-                    .contains(#"sealedpush_gateway_deliveries_total{app="chat",state="cancelled"} 1"#))
+                    .contains(#"sealedpush_gateway_deliveries_total{app="chat",platform="",state="cancelled"} 1"#))
                 // Its ttl runs out between retries: expired, never sent past it.
                 let second = try #require(try await g.send(JSONObject([("user_id", "u")]), extra: JSONObject([("ttl", .int(60))])).json["message_id"]?.stringValue)
                 try await waitUntil("an attempt of the second message", within: .seconds(30)) { apns.pushes(to: p.token).count >= 2 }

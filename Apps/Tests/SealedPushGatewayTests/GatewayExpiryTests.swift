@@ -68,7 +68,7 @@ extension GatewaySuites {
                 #expect(d["next_attempt_at"] == .null)
                 #expect(apns.pushes(to: p.token).count == 1)
                 #expect(try await g.admin.call(.GET, "/metrics", key: nil).text
-                    .contains(#"sealedpush_gateway_deliveries_total{app="chat",state="expired"} 1"#))
+                    .contains(#"sealedpush_gateway_deliveries_total{app="chat",platform="apns",state="expired"} 1"#))
             }
         }
     }

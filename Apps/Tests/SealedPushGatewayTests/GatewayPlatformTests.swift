@@ -118,6 +118,12 @@ struct GatewayPlatformTests {
             badKey["apns_token"] = .string(hexToken(1))
             let mixed = try await g.api.call(.PUT, "/v1/apps/chat/devices/browser-3", json: .object(badKey))
             #expect(mixed.status == 400 && mixed.json["field"]?.stringValue == "/apns_token", "\(mixed.text)")
+            // #44 pilot 7: the document says platform is a string; null is refused, not taken as apns.
+            let nullPlatform = try await g.api.call(.PUT, "/v1/apps/chat/devices/phone-null", json: .object(JSONObject([
+                ("user_id", "u-n"), ("platform", .null), ("apns_token", .string(hexToken(2))), ("environment", "sandbox"), ("key_record", .object(phone.record)),
+            ])))
+            #expect(nullPlatform.status == 400 && nullPlatform.json["field"]?.stringValue == "/platform", "\(nullPlatform.text)")
+            #expect(try await g.api.call(.GET, "/v1/apps/chat/devices/phone-null").status == 404)
 
             // A platform the app has no section for.
             let fcm = try await g.api.call(.PUT, "/v1/apps/chat/devices/android-1", json: .object(JSONObject([
@@ -201,6 +207,9 @@ struct GatewayPlatformTests {
             try await g.waitForStates(id, ["delivered", "accepted"])
             let metrics = try await g.admin.call(.GET, "/metrics", key: nil).text
             #expect(metrics.contains("sealedpush_push_requests_total{app=\"chat\",platform=\"webpush\",status=\"201\""), "\(metrics)")
+            // #44 pilot 6: the browser's receipt is counted on its platform.
+            #expect(metrics.contains(#"sealedpush_gateway_deliveries_total{app="chat",platform="webpush",state="delivered"} 1"#), "\(metrics)")
+            #expect(metrics.contains(#"sealedpush_gateway_deliveries_total{app="chat",platform="apns",state="delivered"} 0"#), "\(metrics)")
         }
     }
 

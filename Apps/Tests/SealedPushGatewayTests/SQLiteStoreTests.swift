@@ -67,6 +67,9 @@ extension GatewaySuites {
                 // each row's `state` from the table (USING INDEX); later versions see the index's WHERE implies it
                 // (USING COVERING INDEX). Either visits the queued rows alone, once a second.
                 (SQLiteGatewayStore.queueDepthsSQL, [], "INDEX deliveries_queued"),
+                // The per-platform queue depth gauge: the claim's index, the queued rows of one app and platform.
+                (SQLiteGatewayStore.queuedOnPlatformSQL, [.text("chat"), .text("fcm")],
+                 "SEARCH deliveries USING COVERING INDEX deliveries_due (app=? AND platform=? AND state=?)"),
                 // A receipt reads the one delivery it names, not every delivery of its message.
                 (SQLiteGatewayStore.receiptSQL, [.text("m"), .blob([1, 2, 3])], "INDEX deliveries_receipt (message_id=? AND receipt_sha256=?)"),
                 (SQLiteGatewayStore.cancelUnsentSQL, [.integer(5), .text("chat"), .text("d1"), .integer(5)],

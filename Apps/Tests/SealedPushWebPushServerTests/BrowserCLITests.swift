@@ -24,6 +24,44 @@ struct BrowserCLITests {
         #expect(parsed.keys == b.keys)
     }
 
+    @Test("#44 pilot 2: device subscribe --key-out makes the device key without a reveal key unless --reveal, and warns about one")
+    func subscribeMakesKeysWithoutReveal() throws {
+        let dir = try makeScratchDirectory("subscribe-keys")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        func record(_ name: String) throws -> JSONObject {
+            guard case let .object(o) = try JSON.parse(Array(try Data(contentsOf: dir.appendingPathComponent(name)))) else {
+                throw HarnessFailure("\(name) is not a JSON object")
+            }
+            return o
+        }
+        // A new store: the device key is made, without a reveal key; stdout is the subscription alone.
+        let plain = try ChildProcess.sealedpush(["device", "subscribe", "--keychain", dir.appendingPathComponent("plain").path,
+                                                 "--endpoint", "https://127.0.0.1:8444/push/plain", "--key-out", dir.appendingPathComponent("plain.json").path])
+        #expect(plain.status == 0, "\(plain.stderr)")
+        guard case let .object(subscription)? = try? JSON.parse(plain.stdout) else { Issue.record("no subscription: \(plain.stdoutText)"); return }
+        #expect(subscription["endpoint"] == .string("https://127.0.0.1:8444/push/plain"))
+        let made = try record("plain.json")
+        #expect(made["type"] == .string("sealedpush-device-key") && made["public_key"]?.stringValue != nil, "\(made)")
+        #expect(made["reveal"] == nil, "no reveal key unless asked: \(made)")
+        #expect(!plain.stderr.contains("reveal key"), "\(plain.stderr)")
+        // Subscribing again keeps the device key and writes the same record.
+        let again = try ChildProcess.sealedpush(["device", "subscribe", "--keychain", dir.appendingPathComponent("plain").path,
+                                                 "--endpoint", "https://127.0.0.1:8444/push/plain", "--key-out", dir.appendingPathComponent("again.json").path])
+        #expect(again.status == 0, "\(again.stderr)")
+        let kept = try record("again.json")
+        #expect(kept["public_key"] == made["public_key"], "the device key is kept: \(kept)")
+        // Asked for: a reveal key too, and the warning.
+        let revealed = try ChildProcess.sealedpush(["device", "subscribe", "--keychain", dir.appendingPathComponent("reveal").path,
+                                                    "--endpoint", "https://127.0.0.1:8444/push/reveal", "--key-out", dir.appendingPathComponent("reveal.json").path, "--reveal"])
+        #expect(revealed.status == 0, "\(revealed.stderr)")
+        #expect(try record("reveal.json")["reveal"]?.objectValue != nil)
+        #expect(revealed.stderr.contains("has a reveal key") && revealed.stderr.contains("--no-reveal"), "\(revealed.stderr)")
+        // --reveal alone is a usage error that says what to give.
+        let alone = try ChildProcess.sealedpush(["device", "subscribe", "--keychain", dir.appendingPathComponent("x").path,
+                                                 "--endpoint", "https://127.0.0.1:8444/push/x", "--reveal"])
+        #expect(alone.status != 0 && alone.stderr.contains("--key-out"), "\(alone.stderr)")
+    }
+
     @Test("device push --platform webpush: a gateway's body opens as on an iPhone; replays, the request identifier, userInfo without aps")
     func pushDecryptsAndReplays() throws {
         let b = try Browser()

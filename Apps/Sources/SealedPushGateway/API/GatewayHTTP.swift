@@ -213,8 +213,9 @@ public enum GatewayHTTP {
     /// A path parameter that must be a device or user id (1–128 bytes of `[A-Za-z0-9._:@-]`, starting with a
     /// letter or digit). One rule for every method: an id outside that syntax is `400 invalid_field` (it can
     /// name nothing, and a `PUT` could not create it); a well-formed id that names nothing is `404`.
+    /// The id is read percent-decoded (RFC 3986: `V.c%3A` is `V.c:`, as a client that encodes `:` sends it).
     static func pathID(_ context: GatewayRequestContext, _ name: String) throws(GatewayError) -> String {
-        guard let id = context.parameters.get(name), IDSyntax.isValid(id) else {
+        guard let id = decodedParameter(context, name), IDSyntax.isValid(id) else {
             throw GatewayError.invalidField("", "the \(name) in the path must be 1-128 bytes of [A-Za-z0-9._:@-], starting with a letter or digit")
         }
         return id
@@ -223,12 +224,18 @@ public enum GatewayHTTP {
     /// A path parameter that must be a message id as this gateway gives them (1–64 bytes of `[A-Za-z0-9_-]`);
     /// anything else is `400 invalid_field`, like `pathID`.
     static func pathMessageID(_ context: GatewayRequestContext) throws(GatewayError) -> String {
-        guard let id = context.parameters.get("message_id"), (1...64).contains(id.utf8.count),
+        guard let id = decodedParameter(context, "message_id"), (1...64).contains(id.utf8.count),
               id.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5a) || ($0 >= 0x61 && $0 <= 0x7a) || $0 == 0x5f || $0 == 0x2d })
         else {
             throw GatewayError.invalidField("", "the message_id in the path must be a message id this gateway answered (1-64 bytes of [A-Za-z0-9_-])")
         }
         return id
+    }
+
+    /// A path parameter percent-decoded; nil when absent or not valid percent-encoded UTF-8.
+    static func decodedParameter(_ context: GatewayRequestContext, _ name: String) -> String? {
+        guard let raw = context.parameters.get(name) else { return nil }
+        return raw.contains("%") ? raw.removingPercentEncoding : raw
     }
 
     static func json(_ value: JSONValue, status: HTTPResponse.Status = .ok) -> Response {

@@ -123,6 +123,10 @@ struct DeviceRegistration {
     init(_ body: JSONObject, webpushPolicy: WebPushEndpointPolicy = WebPushEndpointPolicy()) throws(GatewayError) {
         let r = try MemberReader(body, allowed: ["user_id", "platform", "apns_token", "environment", "fcm_token", "webpush", "key_record"])
         userID = try r.id("user_id", required: true)!
+        // The document says a string (absent: apns); null is not a platform (#44 pilot 7: it was taken as apns).
+        if case .null? = body["platform"] {
+            throw GatewayError.invalidField("/platform", "platform must be \"apns\", \"fcm\" or \"webpush\", not null; leave it out for an APNs device")
+        }
         guard let platform = PushPlatform(rawValue: try r.string("platform") ?? "apns") else {
             throw GatewayError.invalidField("/platform", "platform must be \"apns\" (the default), \"fcm\" or \"webpush\"")
         }

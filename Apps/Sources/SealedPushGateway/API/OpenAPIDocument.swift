@@ -1272,7 +1272,8 @@ enum OpenAPIDocument {
         "in": "path",
         "required": true,
         "schema": {
-          "type": "string"
+          "type": "string",
+          "pattern": "^[a-z0-9][a-z0-9._-]{0,63}$"
         },
         "description": "The app id ([a-z0-9][a-z0-9._-]{0,63}); a key of another app gets 403 whatever the value."
       },
@@ -1281,7 +1282,10 @@ enum OpenAPIDocument {
         "in": "path",
         "required": true,
         "schema": {
-          "type": "string"
+          "type": "string",
+          "minLength": 1,
+          "maxLength": 128,
+          "pattern": "^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
         },
         "example": "phone-1",
         "description": "1-128 bytes of [A-Za-z0-9._:@-], starting with a letter or digit. Any other value is 400 invalid_field on every method; a well-formed id that names nothing is 404."
@@ -1291,7 +1295,10 @@ enum OpenAPIDocument {
         "in": "path",
         "required": true,
         "schema": {
-          "type": "string"
+          "type": "string",
+          "minLength": 1,
+          "maxLength": 128,
+          "pattern": "^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
         },
         "example": "u-42",
         "description": "1-128 bytes of [A-Za-z0-9._:@-], starting with a letter or digit. Any other value is 400 invalid_field on every method; a well-formed id that names nothing is 404."
@@ -1301,7 +1308,10 @@ enum OpenAPIDocument {
         "in": "path",
         "required": true,
         "schema": {
-          "type": "string"
+          "type": "string",
+          "minLength": 1,
+          "maxLength": 64,
+          "pattern": "^[A-Za-z0-9_-]{1,64}$"
         },
         "description": "A message id as POST .../messages answered it (1-64 bytes of [A-Za-z0-9_-]). Any other value is 400 invalid_field; a well-formed id that names nothing is 404.",
         "example": "019ac6f0c2a8Zx3f0GqTq1yAbw"

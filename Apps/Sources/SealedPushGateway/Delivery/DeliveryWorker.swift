@@ -77,8 +77,12 @@ public struct DeliveryWorker: Service {
                 for app in gateway.apps.values {
                     let depth = depths[app.config.id] ?? QueueDepth(queued: 0, oldestCreatedAt: nil)
                     app.queued.withLockedValue { $0 = depth.queued }
-                    gateway.metrics.queue(app: app.config.id, depth: depth.queued,
-                                          oldestSeconds: depth.oldestCreatedAt.map { Double(max(0, now - $0)) / 1000 } ?? 0)
+                    gateway.metrics.queueOldest(app: app.config.id, oldestSeconds: depth.oldestCreatedAt.map { Double(max(0, now - $0)) / 1000 } ?? 0)
+                    for platform in app.config.platforms {
+                        // An app with nothing queued has nothing queued on any platform: no query.
+                        let queued = depth.queued == 0 ? 0 : (try? await gateway.store.queued(app: app.config.id, platform: platform)) ?? 0
+                        gateway.metrics.queueDepth(app: app.config.id, platform: platform, depth: queued)
+                    }
                 }
             }
             try? await Task.sleep(for: .seconds(1))
@@ -255,7 +259,7 @@ public struct DeliveryWorker: Service {
             // The state machine decides the state (a retry past expires_at is expired, a delete that came while the
             // push was in flight cancels it unless APNs accepted it): count what it wrote.
             let state = try await gateway.store.completeAttempt(claim, outcome: outcome, unregisteredAt: unregisteredAt, now: gateway.now)
-            if let state, state != .queued { gateway.metrics.delivery(app: app.config.id, state: state) }
+            if let state, state != .queued { gateway.metrics.delivery(app: app.config.id, platform: claim.platform, state: state) }
         } catch {
             // The lease lapses and the delivery is tried again: at least once.
             gateway.logger.error("cannot record an attempt's outcome; the delivery will be tried again when its lease lapses",
@@ -268,7 +272,7 @@ public struct DeliveryWorker: Service {
             defer { r[platform] = reason }
             return r[platform] == nil
         }
-        gateway.metrics.paused(app: app.config.id, true)
+        gateway.metrics.paused(app: app.config.id, platform: platform, true)
         if first {
             let fix = switch platform {
             case .apns: "APNs refused this app's credentials; its APNs deliveries stay queued until the key, topic or certificate is fixed"

@@ -55,10 +55,22 @@ public final class GatewayMetrics: Sendable {
         counter("sealedpush_gateway_messages_total", [("app", app)]).increment()
     }
 
-    /// `sealedpush_gateway_deliveries_total{app,state}`: a transition into `state`.
+    /// `sealedpush_gateway_deliveries_total{app,platform,state}`: a transition into `state` of deliveries through
+    /// `platform`.
+    func delivery(app: String, platform: PushPlatform, state: DeliveryState, count: Int = 1) {
+        delivery(app: app, platformLabel: platform.rawValue, state: state, count: count)
+    }
+
+    /// `sealedpush_gateway_deliveries_total{app,platform="",state}`: transitions counted in bulk over deliveries of
+    /// any platform (a message's, a user's or a device's cancellations; a mailbox fetch), whose platform is not at
+    /// hand. An empty label is no label to Prometheus: `sum by (app, state)` still counts them.
     func delivery(app: String, state: DeliveryState, count: Int = 1) {
+        delivery(app: app, platformLabel: "", state: state, count: count)
+    }
+
+    func delivery(app: String, platformLabel: String, state: DeliveryState, count: Int) {
         guard count > 0 else { return }
-        counter("sealedpush_gateway_deliveries_total", [("app", app), ("state", state.rawValue)])
+        counter("sealedpush_gateway_deliveries_total", [("app", app), ("platform", platformLabel), ("state", state.rawValue)])
             .increment(by: count)
     }
 
@@ -78,15 +90,21 @@ public final class GatewayMetrics: Sendable {
         if platform == .apns { apnsRequest(app: app, status: status, reason: reason, duration: duration) }
     }
 
-    /// `sealedpush_gateway_queue_depth{app}` and `sealedpush_gateway_queue_oldest_seconds{app}`.
-    func queue(app: String, depth: Int, oldestSeconds: Double) {
-        Gauge(label: "sealedpush_gateway_queue_depth", dimensions: [("app", app)], factory: factory).record(depth)
+    /// `sealedpush_gateway_queue_oldest_seconds{app}`: how long the app's oldest queued delivery has waited.
+    func queueOldest(app: String, oldestSeconds: Double) {
         Gauge(label: "sealedpush_gateway_queue_oldest_seconds", dimensions: [("app", app)], factory: factory).record(oldestSeconds)
     }
 
-    /// `sealedpush_gateway_app_paused{app}`: 1 while an app's credentials are refused.
-    func paused(app: String, _ paused: Bool) {
-        Gauge(label: "sealedpush_gateway_app_paused", dimensions: [("app", app)], factory: factory).record(paused ? 1 : 0)
+    /// `sealedpush_gateway_queue_depth{app,platform}`: the app's deliveries to `platform` queued.
+    func queueDepth(app: String, platform: PushPlatform, depth: Int) {
+        Gauge(label: "sealedpush_gateway_queue_depth", dimensions: [("app", app), ("platform", platform.rawValue)], factory: factory).record(depth)
+    }
+
+    /// `sealedpush_gateway_app_paused{app,platform}`: 1 while the push service of `platform` refuses the app's
+    /// credentials (its deliveries there stay queued), else 0.
+    func paused(app: String, platform: PushPlatform, _ paused: Bool) {
+        Gauge(label: "sealedpush_gateway_app_paused", dimensions: [("app", app), ("platform", platform.rawValue)], factory: factory)
+            .record(paused ? 1 : 0)
     }
 
     /// `sealedpush_webpush_origin_paused{app,origin}`: 1 while an app's Web Push to a push service origin is paused
@@ -137,11 +155,13 @@ public final class GatewayMetrics: Sendable {
 
     /// Declares `app`'s series at zero, so that every documented family is on `/metrics` from the start (an alert on
     /// `increase(…_dropped_total[1h])` needs the series before its first increment): messages, deliveries by each
-    /// state, webhook events dropped, and the app's paused gauge (0). Idempotent; called at start and on reload.
-    func declare(app: String) {
+    /// state and platform the app serves, and webhook events dropped. Idempotent; called at start and on reload.
+    func declare(app: String, platforms: [PushPlatform]) {
         _ = counter("sealedpush_gateway_messages_total", [("app", app)])
-        for state in DeliveryState.allCases {
-            _ = counter("sealedpush_gateway_deliveries_total", [("app", app), ("state", state.rawValue)])
+        for platform in platforms {
+            for state in DeliveryState.allCases {
+                _ = counter("sealedpush_gateway_deliveries_total", [("app", app), ("platform", platform.rawValue), ("state", state.rawValue)])
+            }
         }
         _ = counter("sealedpush_gateway_webhook_dropped_total", [("app", app)])
     }

@@ -136,9 +136,9 @@ public final class Gateway: Sendable {
             case let .listener(connected): self.metrics.listener(connected: connected)
             }
         }
-        for app in apps.keys {
-            metrics.declare(app: app)
-            metrics.paused(app: app, false)
+        for app in apps.values {
+            metrics.declare(app: app.config.id, platforms: app.config.platforms)
+            for platform in app.config.platforms { metrics.paused(app: app.config.id, platform: platform, false) }
         }
         for app in configuration.apps { metrics.declareMatrix(app: app.id, platforms: Set(app.matrix?.appIDs.values.map(\.platform) ?? [])) }
         for warning in configuration.warnings { logger.warning("\(warning)") }
@@ -222,9 +222,11 @@ public final class Gateway: Sendable {
             return old
         }
         appsGeneration.withLockedValue { $0 += 1 }
-        for app in apps.keys { metrics.declare(app: app) }
+        for app in apps.values { metrics.declare(app: app.config.id, platforms: app.config.platforms) }
         for app in configuration.apps { metrics.declareMatrix(app: app.id, platforms: Set(app.matrix?.appIDs.values.map(\.platform) ?? [])) }
-        for app in apps.keys { metrics.paused(app: app, false) }  // new clients: sending again until APNs says otherwise
+        for app in apps.values {  // new clients: sending again until the push service says otherwise
+            for platform in app.config.platforms { metrics.paused(app: app.config.id, platform: platform, false) }
+        }
         for app in old.values { app.wakeAll() }
         logger.notice("configuration reloaded", metadata: ["apps": "\(apps.count)"])
         let since = options.clock.monotonic()
@@ -400,7 +402,9 @@ public final class Gateway: Sendable {
         let count = prepared.message.deliveries.count
         app.queued.withLockedValue { $0 += count }
         metrics.message(app: app.config.id)
-        metrics.delivery(app: app.config.id, state: .queued, count: count)
+        var byPlatform: [PushPlatform: Int] = [:]
+        for delivery in prepared.message.deliveries { byPlatform[delivery.platform, default: 0] += 1 }
+        for (platform, n) in byPlatform { metrics.delivery(app: app.config.id, platform: platform, state: .queued, count: n) }
         if count > 0 { app.wakeAll() }
     }
 
@@ -639,9 +643,9 @@ public final class Gateway: Sendable {
                 let type = if case .revealed = message { "revealed" } else { "delivered" }
                 switch try await store.recordReceipt(messageID: id, tokenSHA256: Digests.sha256(Array(token.utf8)),
                                                      revealed: type == "revealed", now: now) {
-                case let .matched(app, changed):
+                case let .matched(app, changed, platform):
                     metrics.receipt(app: app, type: type, reason: "matched")
-                    if changed { metrics.delivery(app: app, state: .delivered) }
+                    if changed { metrics.delivery(app: app, platform: platform, state: .delivered) }
                     return .accepted
                 case .unknownID:
                     metrics.receipt(app: "unknown", type: type, reason: "unknown_id")

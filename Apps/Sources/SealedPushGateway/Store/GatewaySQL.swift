@@ -239,7 +239,7 @@ struct DeliveryQueries: Sendable {
     let markDeviceCancelled: String
     /// Cancels a device's marked deliveries that are not in flight (binds: now, app, device id, now), returning `deliveryColumns`.
     let cancelDevice: String
-    /// The delivery a receipt names, locked (binds: message id, SHA-256 of its token): `delivery_id, app, state`.
+    /// The delivery a receipt names, locked (binds: message id, SHA-256 of its token): `delivery_id, app, state, platform`.
     let receipt: String
     /// Whether a message has any delivery (binds: message id).
     let anyDelivery: String
@@ -296,7 +296,7 @@ struct DeliveryQueries: Sendable {
             WHERE app = ? AND device_id = ? AND state = 'queued' AND cancel_reason IS NOT NULL AND (lease_until IS NULL OR lease_until < ?)
             RETURNING \(d)
             """)
-        receipt = dialect.render("SELECT delivery_id, app, state FROM deliveries WHERE message_id = ? AND receipt_sha256 = ?\(dialect.lockRows)")
+        receipt = dialect.render("SELECT delivery_id, app, state, platform FROM deliveries WHERE message_id = ? AND receipt_sha256 = ?\(dialect.lockRows)")
         anyDelivery = dialect.render("SELECT 1 AS k FROM deliveries WHERE message_id = ? LIMIT 1")
         deliver = dialect.render("""
             UPDATE deliveries SET state = 'delivered', delivered_at = ?, updated_at = ?, next_attempt_at = NULL, seq = seq + 1,
@@ -348,6 +348,8 @@ struct StoreQueries: Sendable {
     let nextDue: String
     /// Every app's queue depth and oldest queued delivery: `app, n, oldest`; the queued rows' partial index only.
     let queueDepths: String
+    /// How many of an app's deliveries to one platform are queued (binds: app, platform): `n`; the claim's index only.
+    let queuedOnPlatform: String
     /// Records a failure report on one app's devices of a key id (binds: reason, kid, count, now, kid, app), returning `app`.
     let reportOnDevices: String
     /// Counts a failure report per app, key id and reason (binds: app, kid, reason, count, now).
@@ -402,6 +404,7 @@ struct StoreQueries: Sendable {
         messageExists = dialect.render("SELECT 1 AS k FROM messages WHERE app = ? AND message_id = ?")
         nextDue = dialect.render("SELECT MIN(next_attempt_at) AS t FROM deliveries WHERE app = ? AND platform = ? AND state = 'queued'")
         queueDepths = "SELECT app, COUNT(*) AS n, MIN(created_at) AS oldest FROM deliveries WHERE state = 'queued' GROUP BY app"
+        queuedOnPlatform = dialect.render("SELECT COUNT(*) AS n FROM deliveries WHERE app = ? AND platform = ? AND state = 'queued'")
         reportOnDevices = dialect.render("""
             UPDATE devices SET report_reason = ?, report_kid = ?, report_count = ?, report_at = ? WHERE key_id = ? AND app = ? RETURNING app
             """)

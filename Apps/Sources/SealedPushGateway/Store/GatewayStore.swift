@@ -269,8 +269,9 @@ public struct IdempotentAnswer: Sendable, Equatable {
 
 /// What a receipt came to.
 public enum ReceiptResult: Sendable, Equatable {
-    /// The token names a delivery: it is `delivered` now (`changed` is false for a repeat or a final state).
-    case matched(app: String, changed: Bool)
+    /// The token names a delivery: it is `delivered` now (`changed` is false for a repeat or a final state); `platform`
+    /// is the push service the delivery went through.
+    case matched(app: String, changed: Bool, platform: PushPlatform = .apns)
     /// No delivery of that message id.
     case unknownID
     /// The message exists but no delivery of it has that token.
@@ -349,6 +350,8 @@ public protocol GatewayStore: Sendable {
     func nextDue(app: String, platform: PushPlatform) async throws -> Int64?
     /// Per-app queue depth.
     func queueDepths() async throws -> [String: QueueDepth]
+    /// How many of `app`'s deliveries to `platform` are queued (the per-platform queue depth gauge).
+    func queued(app: String, platform: PushPlatform) async throws -> Int
 
     /// Applies a receipt: the delivery of `messageID` whose token hashes to `tokenSHA256` becomes `delivered`; a
     /// `revealed` receipt (reveal v1 §8) also sets its `revealed_at` once (`delivery.revealed`).

@@ -956,6 +956,12 @@ public final class PostgresGatewayStore: GatewayStore {
         }
     }
 
+    public func queued(app: String, platform: PushPlatform) async throws -> Int {
+        try await read { [self] conn in
+            Int(try await run(conn, Self.store.queuedOnPlatform, [.text(app), .text(platform.rawValue)]).first?.makeRandomAccess().int(0) ?? 0)
+        }
+    }
+
     public func queueDepths() async throws -> [String: QueueDepth] {
         try await read { [self] conn in
             var out: [String: QueueDepth] = [:]
@@ -995,7 +1001,7 @@ public final class PostgresGatewayStore: GatewayStore {
                     if let d = Self.delivery(row) { try await insertEvent(conn, GatewayEvents.revealed(d, now: now)) }
                 }
             }
-            return .matched(app: app, changed: changed)
+            return .matched(app: app, changed: changed, platform: row.text(3).flatMap(PushPlatform.init(rawValue:)) ?? .apns)
         }
     }
 

@@ -551,6 +551,15 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
+    /// How many of an app's deliveries to one platform are queued (binds: app, platform): the claim's covering index.
+    static let queuedOnPlatformSQL = store.queuedOnPlatform
+
+    public func queued(app: String, platform: PushPlatform) async throws -> Int {
+        try await read { db in
+            Int(try db.run(Self.queuedOnPlatformSQL, [.text(app), .text(platform.rawValue)]).first?.int(0) ?? 0)
+        }
+    }
+
     public func queueDepths() async throws -> [String: QueueDepth] {
         try await read { db in
             var out: [String: QueueDepth] = [:]
@@ -591,7 +600,7 @@ public final class SQLiteGatewayStore: GatewayStore {
                     if let d = Self.delivery(row) { try insertEvent(db, GatewayEvents.revealed(d, now: now)) }
                 }
             }
-            return .matched(app: app, changed: changed)
+            return .matched(app: app, changed: changed, platform: row.text(3).flatMap(PushPlatform.init(rawValue:)) ?? .apns)
         }
     }
 
