@@ -4,6 +4,7 @@ import SealedPushAPNsServer
 import SealedPushCrypto
 import SealedPushKeychain
 import SealedPushWire
+import SealedPushWebPush
 import SealedPushTestSupport
 import Testing
 #if canImport(Glibc)
@@ -333,6 +334,61 @@ extension GatewaySuites {
             }
             _ = try await offPool { gateway.terminate(grace: .seconds(30)) }
             _ = try await offPool { serve.terminate() }
+        }
+
+        @Test("the simulated Android phone fetches a data message's sealedpush_fetch handle as the iPhone does")
+        func androidFetchesByHandle() async throws {
+            let s = try await Setup.start("android")
+            do {
+                let phone = try await s.phone("d1", token: 0x60)
+                let secret = "android-\(UUID().uuidString)"
+                _ = try await s.send(title: "Agent K", body: secret)
+                let push = try #require(try await s.pushes(to: phone, count: 1).last)
+                let handle = try #require(try JSON.parse(push.payload).objectValue?["SEALEDPUSH_FETCH"]?.stringValue)
+                // The FCM message mailbox v1 §2 sends for the same delivery: data-only, the handle alone.
+                let message = JSON.serialize(.object(JSONObject([("message", .object(JSONObject([
+                    ("token", "fcm-token"), ("data", .object(JSONObject([("sealedpush_fetch", .string(handle))]))),
+                    ("android", .object(JSONObject([("collapse_key", "c1"), ("priority", "HIGH")]))),
+                ])))])))
+                let r = try s.device(phone, ["push", "--platform", "fcm", "--json", "-"], stdin: message)
+                let shown = try #require(try JSON.parse(r.stdout).objectValue, "\(r.stdoutText) \(r.stderr)")
+                #expect(shown["outcome"]?.stringValue == "decrypted" && shown["notification"]?.objectValue?["body"]?.stringValue == secret, "\(shown)")
+                // Both keys in one message: malformedPayload, nothing fetched (mailbox v1 §5).
+                let both = JSON.serialize(.object(JSONObject([("message", .object(JSONObject([
+                    ("token", "fcm-token"), ("data", .object(JSONObject([("sealedpush_fetch", .string(handle)), ("ENCRYPTED_DATA", "AAAA")]))),
+                ])))])))
+                let refused = try s.device(phone, ["push", "--platform", "fcm", "--json", "-"], stdin: both)
+                let o = try #require(try JSON.parse(refused.stdout).objectValue, "\(refused.stderr)")
+                #expect(o["reason"]?.stringValue == "malformedPayload", "\(o)")
+            } catch {
+                await s.stop()
+                throw error
+            }
+            await s.stop()
+        }
+
+        @Test("the simulated browser fetches a Web Push message's sealedpush_fetch handle as the iPhone does")
+        func browserFetchesByHandle() async throws {
+            let s = try await Setup.start("browser")
+            do {
+                let phone = try await s.phone("d1", token: 0x70)
+                let subscribed = try s.device(phone, ["subscribe", "--endpoint", "https://127.0.0.1:1/push/b1"])
+                let keys = try #require(try JSON.parse(subscribed.stdout).objectValue?["keys"]?.objectValue, "\(subscribed.stderr)")
+                let subscription = try WebPushSubscriptionKeys(p256dh: try #require(keys["p256dh"]?.stringValue), auth: try #require(keys["auth"]?.stringValue))
+                let secret = "browser-\(UUID().uuidString)"
+                _ = try await s.send(title: "Agent K", body: secret)
+                let push = try #require(try await s.pushes(to: phone, count: 1).last)
+                let handle = try #require(try JSON.parse(push.payload).objectValue?["SEALEDPUSH_FETCH"]?.stringValue)
+                // The Web Push plaintext mailbox v1 §2 sends for the same delivery, encrypted to the browser (RFC 8291).
+                let body = try WebPushEncryptor(subscription: subscription).encrypt(JSON.serialize(.object(JSONObject([("sealedpush_fetch", .string(handle))]))))
+                let r = try s.device(phone, ["push", "--platform", "webpush", "--json", "-"], stdin: body)
+                let shown = try #require(try JSON.parse(r.stdout).objectValue, "\(r.stdoutText) \(r.stderr)")
+                #expect(shown["outcome"]?.stringValue == "decrypted" && shown["notification"]?.objectValue?["body"]?.stringValue == secret, "\(shown)")
+            } catch {
+                await s.stop()
+                throw error
+            }
+            await s.stop()
         }
 
         @Test("bad input: overlong, truncated and malformed handles, a wrong token, a replayed challenge answer, a fetch after retraction")
