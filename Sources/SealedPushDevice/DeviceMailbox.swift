@@ -127,7 +127,8 @@ extension SimulatedDevice {
             return summary
         }
         // A notification that still holds an older handle of a listed delivery (its fetch failed above) is the same
-        // message: it is replaced rather than shown twice.
+        // message: it is shown under that notification's request identifier, replacing it, rather than shown twice; when
+        // it is not shown now, that notification stays as it was (the next list hands the delivery out again).
         let waiting = await replacer.deliveredHoldingHandles()
         for entry in listed {
             var requestID = "mailbox-" + entry.handle.deliveryID
@@ -135,7 +136,12 @@ extension SimulatedDevice {
                 $0.content.userInfo[MailboxHandle.apnsKey]?.stringValue.flatMap(MailboxHandle.init)?.deliveryID == entry.handle.deliveryID
             }) {
                 requestID = old.identifier
-                _ = try? NotificationCenterStore(store: store).remove(requestID: old.identifier)
+            } else if let shown = try? NotificationCenterStore(store: store).entry(requestID: requestID),
+                      shown.userInfo[MailboxHandle.apnsKey] == nil {
+                // Shown by an earlier list (its receipt not in yet): under the same request identifier it would open
+                // again; once is enough.
+                summary.alreadyShown += 1
+                continue
             }
             let payload = JSON.serialize(.object(JSONObject([
                 ("aps", .object(JSONObject([("alert", .object(JSONObject([("title", .string(RevealFormat.defaultTitle)),

@@ -196,6 +196,27 @@ extension GatewaySuites {
             await s.stop()
         }
 
+        @Test("a message the list showed, whose receipt is not in (\"receipt\": false), is not shown again by the next list")
+        func listShowsOnceWithoutReceipts() async throws {
+            let s = try await Setup.start("once")
+            do {
+                let phone = try await s.phone("d1", token: 0x80)
+                let r = try await s.client.call(.POST, "/v1/apps/chat/messages", json: .object(JSONObject([
+                    ("to", .object(JSONObject([("user_id", "u1")]))), ("body", "once"), ("receipt", .bool(false))])))
+                #expect(r.status == 202, "\(r.text)")
+                _ = try await s.pushes(to: phone, count: 1)   // never handed to the phone
+                let first = try #require(try JSON.parse(try s.device(phone, ["fetch", "--json"]).stdout).objectValue)
+                #expect(first["recovered"] == .int(1), "\(first)")
+                let second = try #require(try JSON.parse(try s.device(phone, ["fetch", "--json"]).stdout).objectValue)
+                #expect(second["recovered"] == .int(0) && second["already_shown"] == .int(1), "\(second)")
+                #expect(try NotificationCenterStore(store: phone.store).entries().map(\.body) == ["once"])
+            } catch {
+                await s.stop()
+                throw error
+            }
+            await s.stop()
+        }
+
         /// The examiner of mailbox v1 §8: the phone's notification store, every key readable after the first unlock
         /// (the phone locked again), every handle found in the store and every handle the push service held. Returns
         /// every text it could read: the store's own text, and what each envelope it could fetch or find opens to.
