@@ -26,7 +26,8 @@ public struct SimulatedDevice: Sendable {
     /// `previews` is the device's preview policy (reveal v1 §5).
     public func extensionConfiguration(keys: (any DeviceKeyProvider)? = nil,
                                        logger: Logger = Logger(label: "sealedpush.extension"),
-                                       attachments: AttachmentPipeline? = nil, previews: PreviewPolicy = .full) -> SecretMessageExtension.Configuration {
+                                       attachments: AttachmentPipeline? = nil, previews: PreviewPolicy = .full,
+                                       mailbox: (any MailboxFetcher)? = nil) -> SecretMessageExtension.Configuration {
         let trust = TrustStore(store: store)
         var configuration = SecretMessageExtension.Configuration(
             keys: keys ?? DeviceKeyring(store: store),
@@ -52,6 +53,10 @@ public struct SimulatedDevice: Sendable {
         configuration.pendingQueueSealKey = configuration.revealPublicKey
         configuration.pendingQueueRevealKeys = RevealKeyring(store: store)
         configuration.notificationReplacer = NotificationStoreReplacer(store: store, logger: logger)
+        // Mailbox v1 §5: the fetcher of the configured mailbox URL (`nil`: none, a mailbox push is malformedPayload), and
+        // no fetch before the first unlock (a lock state that cannot be read counts as before it).
+        configuration.mailboxFetcher = mailbox
+        configuration.deviceKeysReadable = { ((try? store.deviceLockState()) ?? .beforeFirstUnlock) != .beforeFirstUnlock }
         return configuration
     }
 
@@ -68,7 +73,8 @@ public struct SimulatedDevice: Sendable {
     /// Delivers an APNs payload as the phone would receive it and reports what is shown.
     ///
     /// `requestIdentifier` is the notification request identifier it arrives under (`nil`: a new one);
-    /// `extensionDelay` makes the extension stall that long before it starts work; `attachments` fetches
+    /// `extensionDelay` makes the extension stall that long before it starts work; `mailbox` fetches a mailbox push's
+    /// message (`nil`: no mailbox URL is configured); `attachments` fetches
     /// and writes a message's attachments (`nil`: the text alone). Attachment files older than
     /// `AttachmentPipeline.defaultFileLifetime` are removed from its directory first: iOS moves each file
     /// away when it shows it, and on Linux nothing else deletes the decrypted files.
@@ -78,7 +84,15 @@ public struct SimulatedDevice: Sendable {
     public func deliver(_ payload: [UInt8], requestIdentifier: String? = nil, options: DeviceSimulator.Options = .init(),
                         extensionDelay: Duration = .zero, logger: Logger = Logger(label: "sealedpush.extension"),
                         attachments: AttachmentPipeline? = nil, receipts: ReceiptCourier? = nil,
-                        previews: PreviewPolicy? = nil) async -> DeliveryResult {
+                        previews: PreviewPolicy? = nil, mailbox: (any MailboxFetcher)? = nil) async -> DeliveryResult {
+        await deliver(payload, requestIdentifier: requestIdentifier, options: options, extensionDelay: extensionDelay, logger: logger,
+                      attachments: attachments, receipts: receipts, previews: previews, mailbox: mailbox, keepIf: { _ in true })
+    }
+
+    /// `deliver`, keeping what is shown in the notification store only when `keepIf` holds for the result.
+    func deliver(_ payload: [UInt8], requestIdentifier: String?, options: DeviceSimulator.Options, extensionDelay: Duration, logger: Logger,
+                 attachments: AttachmentPipeline?, receipts: ReceiptCourier?, previews: PreviewPolicy?, mailbox: (any MailboxFetcher)?,
+                 keepIf: (DeliveryResult) -> Bool) async -> DeliveryResult {
         attachments?.removeFiles(olderThan: AttachmentPipeline.defaultFileLifetime)
         let policy: PreviewPolicy
         if let previews { policy = previews } else {
@@ -88,7 +102,7 @@ public struct SimulatedDevice: Sendable {
                 policy = .hidden
             }
         }
-        var configured = extensionConfiguration(logger: logger, attachments: attachments, previews: policy)
+        var configured = extensionConfiguration(logger: logger, attachments: attachments, previews: policy, mailbox: mailbox)
         configured.receipts = receipts
         // The app's filtering entitlement (`device push --filtering`): a replay is suppressed, not shown as (Encrypted).
         configured.suppressesReplays = options.filtering
@@ -103,7 +117,7 @@ public struct SimulatedDevice: Sendable {
         // Receipts and the pending queue: the outbox flush and the queue's processing after the content was handed
         // over finish before the device reports.
         await made.value.withLock { $0 }?.finishBackgroundWork()
-        keep(result, logger: logger)
+        if keepIf(result) { keep(result, logger: logger) }
         return result
     }
 
@@ -143,7 +157,7 @@ public struct SimulatedDevice: Sendable {
 
     /// A device setting kept in the store under `sealedpush.policy`, or `fallback` when it was never set; a stored
     /// value that is not one of `Value`'s is a decode error naming what it should be (`expected`).
-    private func setting<Value: RawRepresentable>(_ account: String, default fallback: Value,
+    func setting<Value: RawRepresentable>(_ account: String, default fallback: Value,
                                                   expected: String) throws(KeychainError) -> Value where Value.RawValue == String {
         let item: KeychainItem
         do {
@@ -158,7 +172,7 @@ public struct SimulatedDevice: Sendable {
     }
 
     /// Stores a device setting under `sealedpush.policy` (readable in every lock state, never synced).
-    private func setSetting(_ account: String, _ raw: String) throws(KeychainError) {
+    func setSetting(_ account: String, _ raw: String) throws(KeychainError) {
         try store.modify(itemClass: .genericPassword, service: Self.settingsService, account: account,
                          accessGroup: store.accessGroups[0], accessibility: .alwaysThisDeviceOnly) { _ in
             SecureBytes(Array(raw.utf8))

@@ -54,3 +54,54 @@ extension MailboxFetchResult {
 public func mailboxBodyMatches(_ rawBody: JSONObject, handle: MailboxHandle) -> Bool {
     rawBody[MailboxHandle.bodyMember]?.stringValue == handle.deliveryID
 }
+
+/// One waiting delivery the list of mailbox v1 §7 gave back, with its fresh handle.
+public struct MailboxListedHandle: Sendable, Equatable {
+    /// The fresh handle (the delivery's earlier token no longer works).
+    public let handle: MailboxHandle
+    /// The message id the gateway gave the message.
+    public let messageID: String
+
+    /// A listed delivery.
+    public init(handle: MailboxHandle, messageID: String) {
+        self.handle = handle
+        self.messageID = messageID
+    }
+}
+
+/// What asking for the list of mailbox v1 §7 came to.
+public enum MailboxListResult: Sendable, Equatable {
+    /// `200`: the device's waiting deliveries, oldest first (at most 100).
+    case handles([MailboxListedHandle])
+    /// The challenge did not open with any of the device's keys, or the gateway answered `403 wrong_answer`.
+    case wrongAnswer
+    /// A refused or unreadable answer, a network failure or the deadline.
+    case failed(String)
+}
+
+/// Asks the gateway for the device's waiting mailbox deliveries (mailbox v1 §7): `POST /v1/mailbox/challenge`, the
+/// challenge opened with the device key (`answer`), then `POST /v1/mailbox/list`, the whole exchange within
+/// `deadlineSeconds` (at most 10 s). `answer` returns the base64url answer to a sealed challenge, `nil` when no key
+/// of the device opens it (then nothing more is sent).
+public protocol MailboxLister: Sendable {
+    /// The list for the device `deviceID` of `app`; answers `.failed` rather than throwing.
+    func list(app: String, deviceID: String, deadlineSeconds: Double,
+              answer: @Sendable (String) -> String?) async -> MailboxListResult
+}
+
+extension MailboxListResult {
+    /// The result a list answer means: its status and body (JSON), as mailbox v1 §7 defines them. A handle in the
+    /// answer that does not parse is left out (never used partly).
+    public static func from(status: Int, body: [UInt8]) -> MailboxListResult {
+        if status == 403 { return .wrongAnswer }
+        guard status == 200 else { return .failed("the gateway answered \(status) to the list") }
+        guard case let .object(o)? = try? JSON.parse(body), case let .array(items)? = o["handles"] else {
+            return .failed("the gateway's list answer holds no handles")
+        }
+        return .handles(items.compactMap { item in
+            guard let entry = item.objectValue, let text = entry["handle"]?.stringValue, let handle = MailboxHandle(text),
+                  let messageID = entry["message_id"]?.stringValue else { return nil }
+            return MailboxListedHandle(handle: handle, messageID: messageID)
+        })
+    }
+}

@@ -234,9 +234,34 @@ public final class LocalAPNsRules: Sendable {
         var recent: [String: (second: Int64, count: Int)] = [:]
         var accepted = 0
         var rejected: [String: Int] = [:]
+        /// Phones switched off, and the one push each holds (APNs keeps only the last one per app).
+        var off: [String: AcceptedPush?] = [:]
     }
 
     let shared = NIOLockedValueBox(Shared())
+
+    /// Switches the phone with `token` off: pushes to it are still accepted (200), but none reaches it; the local
+    /// APNs keeps only the last one, as APNs keeps one push per app for a phone it cannot reach.
+    public func switchOff(_ token: String) {
+        shared.withLockedValue { $0.off[token.lowercased()] = .some(nil) }
+    }
+
+    /// Switches the phone with `token` on again; the one push kept for it while it was off, if any (the caller
+    /// hands it to the phone).
+    @discardableResult
+    public func switchOn(_ token: String) -> AcceptedPush? {
+        shared.withLockedValue { $0.off.removeValue(forKey: token.lowercased()) ?? nil }
+    }
+
+    /// Whether an accepted `push` reaches its phone now: `false` when the phone is off, and the push is kept instead
+    /// (replacing the one kept before).
+    public func reachesPhone(_ push: AcceptedPush) -> Bool {
+        shared.withLockedValue { shared in
+            guard shared.off[push.deviceToken] != nil else { return true }
+            shared.off[push.deviceToken] = .some(push)
+            return false
+        }
+    }
 
     /// Rules for `configuration`.
     public init(configuration: LocalAPNsConfiguration) {

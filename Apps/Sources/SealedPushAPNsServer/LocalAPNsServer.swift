@@ -434,7 +434,7 @@ final class APNsStreamHandler: ChannelInboundHandler {
                 context.writeAndFlush(self.wrapOutboundOut(.headers(.init(headers: responseHeaders, endStream: true))), promise: written)
             }
             self.load.end()
-            if case let .accepted(push, _) = answer { self.onAccepted(push) }
+            if case let .accepted(push, _) = answer, self.rules.reachesPhone(push) { self.onAccepted(push) }
         }
         if configuration.latency > .zero {
             let loopBound = NIOLoopBound((context, send), eventLoop: context.eventLoop)

@@ -11,7 +11,7 @@ package import SealedPushReceiver
 package import SealedPushWire
 import SealedPushSender
 import NIOConcurrencyHelpers
-import SealedPushDeviceHTTP
+package import SealedPushDeviceHTTP
 import SealedPushWebPush
 
 /// `sealedpush device`: the simulated iPhone — its lock state, and push delivery to the extension.
@@ -19,7 +19,8 @@ struct DeviceCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "device",
         abstract: "Simulate the device: deliver payloads to the notification service extension, change its lock state.",
-        subcommands: [Push.self, Subscribe.self, Notifications.self, Expand.self, Reboot.self, Unlock.self, Lock.self, Status.self, Config.self, Flush.self]
+        subcommands: [Push.self, Subscribe.self, Notifications.self, Expand.self, Reboot.self, Unlock.self, Lock.self, Status.self, Config.self, Flush.self,
+                      Fetch.self]
     )
 
     struct Push: AsyncParsableCommand {
@@ -142,11 +143,13 @@ struct DeviceCommand: AsyncParsableCommand {
             if let wrapper = DeviceRun.sealOutputWrapper(bytes) { throw CLIError(wrapper) }
             let storeValue = try openStore(store, create: false, clock: clock?.wallClock ?? .system)
             let media = try DeviceRun.MediaFetching(directory: attachmentsDir, policy: allowLocalMedia ? .development : .production)
-            let result = await ReceiptsTransportCLI.with { transport in
-                await DeviceRun.deliver(bytes, store: storeValue, requestIdentifier: requestID, options: .init(
-                    timeLimit: timeLimit.duration, expiryGrace: expiryGrace.duration, extensionCrash: extensionCrash,
-                    filtering: filtering), extensionDelay: extensionDelay.duration, attachments: media.pipeline,
-                    receipts: SimulatedDevice(store: storeValue).receiptCourier(transport: transport))
+            let result = try await DeviceRun.withMailbox(storeValue) { mailbox in
+                await ReceiptsTransportCLI.with { transport in
+                    await DeviceRun.deliver(bytes, store: storeValue, requestIdentifier: requestID, options: .init(
+                        timeLimit: timeLimit.duration, expiryGrace: expiryGrace.duration, extensionCrash: extensionCrash,
+                        filtering: filtering), extensionDelay: extensionDelay.duration, attachments: media.pipeline,
+                        receipts: SimulatedDevice(store: storeValue).receiptCourier(transport: transport), mailbox: mailbox)
+                }
             }
             await media.shutdown()
             if output.json {
@@ -167,10 +170,12 @@ struct DeviceCommand: AsyncParsableCommand {
                                + "--endpoint URL` first and register the subscription it prints")
             }
             let media = try DeviceRun.MediaFetching(directory: attachmentsDir, policy: allowLocalMedia ? .development : .production)
-            let delivery = await ReceiptsTransportCLI.with { transport in
-                await WebPushReceiving.deliver(body: bytes, store: storeValue, keys: subscription.keys, requestIdentifier: requestID,
-                                               attachments: media.pipeline,
-                                               receipts: SimulatedDevice(store: storeValue).receiptCourier(transport: transport))
+            let delivery = try await DeviceRun.withMailbox(storeValue) { mailbox in
+                await ReceiptsTransportCLI.with { transport in
+                    await WebPushReceiving.deliver(body: bytes, store: storeValue, keys: subscription.keys, requestIdentifier: requestID,
+                                                   attachments: media.pipeline,
+                                                   receipts: SimulatedDevice(store: storeValue).receiptCourier(transport: transport), mailbox: mailbox)
+                }
             }
             await media.shutdown()
             try report(delivery, platform: .webpush)
@@ -288,12 +293,14 @@ struct DeviceCommand: AsyncParsableCommand {
             let s = try openStore(store, create: false)
             let device = SimulatedDevice(store: s)
             let waiting = try keychain { () throws(KeychainError) in try device.pendingQueue.status() }
-            guard waiting.pending > 0 else { return }
-            let summary = await ReceiptsTransportCLI.with { transport in
-                await device.processPendingQueue(receipts: device.receiptCourier(transport: transport))
+            if waiting.pending > 0 {
+                let summary = await ReceiptsTransportCLI.with { transport in
+                    await device.processPendingQueue(receipts: device.receiptCourier(transport: transport))
+                }
+                print("pending queue: \(summary.replaced) opened and shown, \(summary.alreadyRemoved) opened (notification already removed), "
+                      + "\(summary.failed) failed a check, \(summary.remaining) still waiting")
             }
-            print("pending queue: \(summary.replaced) opened and shown, \(summary.alreadyRemoved) opened (notification already removed), "
-                  + "\(summary.failed) failed a check, \(summary.remaining) still waiting")
+            try await DeviceFetching.run(s, onlyWhenConfigured: true)
         }
     }
 
@@ -310,7 +317,9 @@ struct DeviceCommand: AsyncParsableCommand {
             discussion: """
                 With --json one object: {"lock_state": "beforeFirstUnlock|locked|unlocked", "report_url": URL|null, \
                 "previews": "full|title|none", "outbox": N, "outbox_dropped": N, "pending": N, "pending_dropped": N, \
-                "signatures": "required|optional", "plaintext": "refuse|show"}. \
+                "signatures": "required|optional", "plaintext": "refuse|show", "mailbox_url": URL|null, \
+                "handles_waiting": N}. `handles_waiting` counts the notifications that still hold a mailbox handle (mailbox \
+                v1 §5: arrived before the first unlock, or their fetch failed), fetched by `device fetch` or `device unlock`. \
                 `pending` counts the messages that arrived before the first unlock and wait, still sealed, to be \
                 opened (`device unlock`); `pending_dropped` those dropped to keep the queue within 100 entries and 512 KiB.
                 """)
@@ -327,14 +336,18 @@ struct DeviceCommand: AsyncParsableCommand {
             let required = try keychain { () throws(KeychainError) in try TrustStore(store: s).requireSignature() }
             let plaintext = try keychain { () throws(KeychainError) in try device.plaintext() }
             let pending = try keychain { () throws(KeychainError) in try device.pendingQueue.status() }
+            let mailboxURL = try keychain { () throws(KeychainError) in try device.mailboxURL() }
+            let handles = try keychain { () throws(KeychainError) in try device.handlesWaiting() }
             if output.json {
-                let object = JSONObject([
+                var object = JSONObject([
                     ("lock_state", .string(state.rawValue)), ("report_url", url.map { .string($0) } ?? .null),
                     ("previews", .string(previews.rawValue)), ("outbox", .int(Int64(waiting.entries.count))),
                     ("outbox_dropped", .int(Int64(waiting.dropped))), ("pending", .int(Int64(pending.pending))),
                     ("pending_dropped", .int(Int64(pending.dropped))),
                     ("signatures", .string(required ? "required" : "optional")), ("plaintext", .string(plaintext.rawValue)),
                 ])
+                object["mailbox_url"] = mailboxURL.map { JSONValue.string($0) } ?? .null
+                object["handles_waiting"] = .int(Int64(handles))
                 print(String(decoding: JSON.serialize(.object(object)), as: UTF8.self))
                 return
             }
@@ -345,6 +358,7 @@ struct DeviceCommand: AsyncParsableCommand {
             print("plaintext: \(plaintext.rawValue)")
             print("receipt outbox: \(waiting.entries.count) waiting, \(waiting.dropped) dropped")
             print("pending queue: \(pending.pending) waiting for the device key, \(pending.dropped) dropped")
+            print("mailbox URL: \(mailboxURL ?? "none"); \(handles) handle\(handles == 1 ? "" : "s") waiting to be fetched")
         }
     }
 
@@ -368,10 +382,16 @@ struct DeviceCommand: AsyncParsableCommand {
                 for the app cannot show text of their own (as SealedPushSettings' default does on iOS); show (the \
                 simulator's default, kept for existing scripts) shows it as it came.
 
+                --mailbox-url is the gateway's public_url (mailbox v1 §5): a push with SEALEDPUSH_FETCH fetches its \
+                message from it (https; http only to loopback). --mailbox-app and --mailbox-device name the app and \
+                the device id the device is registered under, so that `device unlock` and `device fetch` can ask for \
+                the list of messages it never saw (mailbox v1 §7).
+
                 Examples: sealedpush device config --report-url https://push.example.com/reports
                           sealedpush device config --no-report-url
                           sealedpush device config --previews none
                           sealedpush device config --signatures required --plaintext refuse
+                          sealedpush device config --mailbox-url https://push.example.com --mailbox-app chat --mailbox-device phone-1
                 """)
         @OptionGroup var store: KeychainOptions
         @Option(name: .customLong("report-url"), help: ArgumentHelp("Where failure reports go (https; http only to localhost/127.0.0.1).", valueName: "URL"))
@@ -382,13 +402,33 @@ struct DeviceCommand: AsyncParsableCommand {
         var previews: PreviewsArgument?
         @Option(help: ArgumentHelp("Whether unsigned messages are refused: required or optional (default).", valueName: "required|optional"))
         var signatures: SignaturesArgument?
+        @Option(name: .customLong("mailbox-url"), help: ArgumentHelp(
+            "The gateway's public_url a mailbox push's message is fetched from (https; http only to localhost or 127.0.0.1).", valueName: "URL"))
+        var mailboxURL: String?
+        @Flag(name: .customLong("no-mailbox-url"), help: "Forget the mailbox URL (a mailbox push is then malformedPayload).")
+        var noMailboxURL = false
+        @Option(name: .customLong("mailbox-app"), help: ArgumentHelp("The gateway app id this device is registered under (for the list).", valueName: "APP"))
+        var mailboxApp: String?
+        @Option(name: .customLong("mailbox-device"), help: ArgumentHelp("The device id this device is registered under at the gateway (for the list).",
+                                                                        valueName: "DEVICE_ID"))
+        var mailboxDevice: String?
         @Option(help: ArgumentHelp("What a push without ENCRYPTED_DATA shows: refuse ((Encrypted)) or show (as it came; default).", valueName: "refuse|show"))
         var plaintext: PlaintextArgument?
 
         func validate() throws {
             if reportURL != nil && noReportURL { throw ValidationError("Give only one of --report-url URL and --no-report-url.") }
-            guard reportURL != nil || noReportURL || previews != nil || signatures != nil || plaintext != nil else {
-                throw ValidationError("Give --report-url URL, --no-report-url, --previews full|title|none, --signatures required|optional or --plaintext refuse|show.")
+            if mailboxURL != nil && noMailboxURL { throw ValidationError("Give only one of --mailbox-url URL and --no-mailbox-url.") }
+            guard reportURL != nil || noReportURL || previews != nil || signatures != nil || plaintext != nil || mailboxURL != nil || noMailboxURL
+                    || mailboxApp != nil || mailboxDevice != nil else {
+                throw ValidationError("Give --report-url URL, --no-report-url, --previews full|title|none, --signatures required|optional, "
+                                      + "--plaintext refuse|show, --mailbox-url URL, --no-mailbox-url, --mailbox-app APP or --mailbox-device DEVICE_ID.")
+            }
+            if let mailboxURL, let problem = ReceiptRequest.urlProblem(mailboxURL) {
+                throw ValidationError("--mailbox-url \(problem); give the gateway's https public_url (http only to localhost or 127.0.0.1).")
+            }
+            if let mailboxApp, mailboxApp.isEmpty || mailboxApp.utf8.count > 64 { throw ValidationError("--mailbox-app must be the gateway's app id (1 to 64 bytes).") }
+            if let mailboxDevice, mailboxDevice.isEmpty || mailboxDevice.utf8.count > 128 {
+                throw ValidationError("--mailbox-device must be the device id the gateway knows this device by (1 to 128 bytes).")
             }
             if let reportURL, let problem = ReceiptRequest.urlProblem(reportURL) {
                 throw ValidationError("--report-url \(problem); give an https URL (http only to localhost or 127.0.0.1).")
@@ -412,6 +452,15 @@ struct DeviceCommand: AsyncParsableCommand {
             if let plaintext {
                 try keychain { () throws(KeychainError) in try SimulatedDevice(store: s).setPlaintext(plaintext.setting) }
                 print("plaintext: \(plaintext.setting.rawValue)")
+            }
+            if mailboxURL != nil || noMailboxURL {
+                try keychain { () throws(KeychainError) in try SimulatedDevice(store: s).setMailboxURL(mailboxURL) }
+                print("mailbox URL: \(mailboxURL ?? "none")")
+            }
+            if mailboxApp != nil || mailboxDevice != nil {
+                try keychain { () throws(KeychainError) in try SimulatedDevice(store: s).setMailboxIdentity(app: mailboxApp, deviceID: mailboxDevice) }
+                if let mailboxApp { print("mailbox app: \(mailboxApp)") }
+                if let mailboxDevice { print("mailbox device: \(mailboxDevice)") }
             }
         }
     }
@@ -623,9 +672,30 @@ package enum DeviceRun {
     /// notification request identifier `requestIdentifier` (`nil`: a new one).
     package static func deliver(_ bytes: [UInt8], store: KeychainStore, requestIdentifier: String? = nil, options: DeviceSimulator.Options,
                         extensionDelay: Duration = .zero, logger: Logger = Logger(label: "sealedpush.extension"),
-                        attachments: AttachmentPipeline? = nil, receipts: ReceiptCourier? = nil) async -> DeliveryResult {
+                        attachments: AttachmentPipeline? = nil, receipts: ReceiptCourier? = nil,
+                        mailbox: (any MailboxFetcher)? = nil) async -> DeliveryResult {
         await SimulatedDevice(store: store).deliver(bytes, requestIdentifier: requestIdentifier, options: options, extensionDelay: extensionDelay,
-                                                    logger: logger, attachments: attachments, receipts: receipts)
+                                                    logger: logger, attachments: attachments, receipts: receipts, mailbox: mailbox)
+    }
+
+    /// Runs `body` with the fetcher of the device's mailbox URL (`device config --mailbox-url`; `nil` when none is
+    /// set), shut down afterwards. A stored URL that is no longer usable is refused as the option would be.
+    package static func withMailbox<R>(_ store: KeychainStore, _ body: (HTTPMailboxFetcher?) async throws -> R) async throws -> R {
+        let url: String?
+        do { url = try SimulatedDevice(store: store).mailboxURL() } catch { throw CLIError("the device's mailbox URL cannot be read: \(error.description)") }
+        guard let url else { return try await body(nil) }
+        let fetcher: HTTPMailboxFetcher
+        do { fetcher = try HTTPMailboxFetcher(mailboxURL: url) } catch {
+            throw CLIError("--mailbox-url " + error.problem + "; set it again with `sealedpush device config --mailbox-url https://…`")
+        }
+        do {
+            let result = try await body(fetcher)
+            await fetcher.shutdown()
+            return result
+        } catch {
+            await fetcher.shutdown()
+            throw error
+        }
     }
 
     /// The attachment pipeline of one `device push`: an HTTP fetcher, made only when a message has

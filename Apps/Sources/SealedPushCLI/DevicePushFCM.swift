@@ -72,13 +72,14 @@ package enum FCMReceiving {
     /// `requestIdentifier`, else the message's `android.collapse_key`, else a new one.
     package static func deliver(message bytes: [UInt8], store: KeychainStore, requestIdentifier: String?,
                                 logger: Logger = Logger(label: "sealedpush.fcm-receiver"),
-                                attachments: AttachmentPipeline? = nil, receipts: ReceiptCourier? = nil) async -> Delivery {
+                                attachments: AttachmentPipeline? = nil, receipts: ReceiptCourier? = nil,
+                                mailbox: (any MailboxFetcher)? = nil) async -> Delivery {
         switch read(message: bytes) {
         case let .failure(problem):
             return rejected(.invalidPayload, problem.description, identifier: requestIdentifier ?? DeviceSimulator.newRequestIdentifier())
         case let .success(message):
             return await deliver(data: message.data, store: store, requestIdentifier: requestIdentifier ?? message.collapseKey,
-                                 logger: logger, attachments: attachments, receipts: receipts)
+                                 logger: logger, attachments: attachments, receipts: receipts, mailbox: mailbox)
         }
     }
 
@@ -90,7 +91,8 @@ package enum FCMReceiving {
     /// Everything else goes through the receiver core.
     package static func deliver(data: [(key: String, value: String)], store: KeychainStore, requestIdentifier: String?,
                                 logger: Logger = Logger(label: "sealedpush.fcm-receiver"),
-                                attachments: AttachmentPipeline? = nil, receipts: ReceiptCourier? = nil) async -> Delivery {
+                                attachments: AttachmentPipeline? = nil, receipts: ReceiptCourier? = nil,
+                                mailbox: (any MailboxFetcher)? = nil) async -> Delivery {
         let identifier = requestIdentifier ?? DeviceSimulator.newRequestIdentifier()
         let size = data.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count }
         guard size <= maximumDataBytes else {
@@ -99,11 +101,11 @@ package enum FCMReceiving {
         }
         // The receiver core takes an APNs payload: the placeholder as `aps`, the data members beside it.
         var payload = JSONObject([("aps", .object(PlatformReceiving.placeholder))])
-        for (key, value) in data where key != "aps" { payload[key] = .string(value) }
+        for (key, value) in data where key != "aps" { payload[PlatformReceiving.coreKey(key)] = .string(value) }
         var options = DeviceSimulator.Options(timeLimit: backstop)
         options.maximumPayloadBytes = wrappedPayloadLimit
         let result = await DeviceRun.deliver(JSON.serialize(.object(payload)), store: store, requestIdentifier: identifier,
-                                             options: options, logger: logger, attachments: attachments, receipts: receipts)
+                                             options: options, logger: logger, attachments: attachments, receipts: receipts, mailbox: mailbox)
         return Delivery(result: PlatformReceiving.withoutAPS(result), problem: nil)
     }
 
@@ -121,9 +123,11 @@ extension DeviceCommand.Push {
         let bytes = try readInput(payload, limit: 16 << 20, what: "the FCM message")
         let storeValue = try openStore(store, create: false, clock: clock?.wallClock ?? .system)
         let media = try DeviceRun.MediaFetching(directory: attachmentsDir, policy: allowLocalMedia ? .development : .production)
-        let delivery = await ReceiptsTransportCLI.with { transport in
-            await FCMReceiving.deliver(message: bytes, store: storeValue, requestIdentifier: requestID, attachments: media.pipeline,
-                                       receipts: SimulatedDevice(store: storeValue).receiptCourier(transport: transport))
+        let delivery = try await DeviceRun.withMailbox(storeValue) { mailbox in
+            await ReceiptsTransportCLI.with { transport in
+                await FCMReceiving.deliver(message: bytes, store: storeValue, requestIdentifier: requestID, attachments: media.pipeline,
+                                           receipts: SimulatedDevice(store: storeValue).receiptCourier(transport: transport), mailbox: mailbox)
+            }
         }
         await media.shutdown()
         try report(delivery, platform: .fcm)

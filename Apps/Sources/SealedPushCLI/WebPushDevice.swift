@@ -114,7 +114,8 @@ package enum WebPushReceiving {
     /// through the receiver core.
     package static func deliver(body: [UInt8], store: KeychainStore, keys: WebPushUserAgentKeys, requestIdentifier: String?,
                                 logger: Logger = Logger(label: "sealedpush.webpush-receiver"),
-                                attachments: AttachmentPipeline? = nil, receipts: ReceiptCourier? = nil) async -> PlatformReceiving.Delivery {
+                                attachments: AttachmentPipeline? = nil, receipts: ReceiptCourier? = nil,
+                                mailbox: (any MailboxFetcher)? = nil) async -> PlatformReceiving.Delivery {
         let identifier = requestIdentifier ?? DeviceSimulator.newRequestIdentifier()
         func rejected(_ reason: ReasonCode, _ problem: String) -> PlatformReceiving.Delivery {
             var result = DeliveryResult(outcome: .rejected, reason: reason, notification: nil)
@@ -133,10 +134,10 @@ package enum WebPushReceiving {
         }
         // The receiver core takes an APNs payload: the browser's placeholder as `aps`, the message's members beside it.
         var payload = JSONObject([("aps", .object(PlatformReceiving.placeholder))])
-        for (name, value) in message where name != "aps" { payload[name] = value }
+        for (name, value) in message where name != "aps" { payload[PlatformReceiving.coreKey(name)] = value }
         let result = await DeviceRun.deliver(JSON.serialize(.object(payload)), store: store, requestIdentifier: identifier,
                                              options: .init(timeLimit: backstop), logger: logger, attachments: attachments,
-                                             receipts: receipts)
+                                             receipts: receipts, mailbox: mailbox)
         return PlatformReceiving.Delivery(result: PlatformReceiving.withoutAPS(result), problem: nil)
     }
 
@@ -147,6 +148,10 @@ package enum WebPushReceiving {
 /// take that `aps` out of what they show.
 package enum PlatformReceiving {
     /// The placeholder shown when a message cannot be opened: the sealer's default placeholder text.
+    /// The core's key for a data member: a mailbox handle (`sealedpush_fetch`, mailbox v1 §2) is the core's
+    /// `SEALEDPUSH_FETCH`, fetched from the device's mailbox URL as on an iPhone; every other member keeps its name.
+    static func coreKey(_ name: String) -> String { name == MailboxHandle.dataKey ? MailboxHandle.apnsKey : name }
+
     static let placeholder = JSONObject([
         ("alert", .object(JSONObject([("title", .string(Placeholder.defaultTitle)), ("body", .string(Placeholder.defaultBody))]))),
         ("mutable-content", .int(1)),

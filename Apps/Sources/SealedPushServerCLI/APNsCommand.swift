@@ -279,9 +279,9 @@ extension SimulatedDeviceLine where Message == AcceptedPush {
     /// The line of the phone with `token` over `store`.
     package convenience init(token: String, store: KeychainStore, capacity: Int = DeviceLine.defaultCapacity) {
         self.init(store: store, capacity: capacity, label: "sealedpush.apns-serve.device",
-                  dropped: { ["token": "\(token.prefix(8))…", "apns-id": "\($0.apnsID)"] }) { push, media, courier, _ in
+                  dropped: { ["token": "\(token.prefix(8))…", "apns-id": "\($0.apnsID)"] }) { push, media, courier, _, mailbox in
             let result = await DeviceRun.deliver(push.payload, store: store, requestIdentifier: push.requestIdentifier, options: .init(),
-                                                 attachments: media?.pipeline, receipts: courier)
+                                                 attachments: media?.pipeline, receipts: courier, mailbox: mailbox)
             return [("device", .string(token)), ("apns_id", .string(push.apnsID)), ("outcome", .string(result.outcome.rawValue)),
                     ("reason", result.reason.map { .string($0.rawValue) } ?? .null)]
         }

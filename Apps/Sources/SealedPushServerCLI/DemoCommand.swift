@@ -17,7 +17,7 @@ import SealedPushWire
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
-        abstract: "Play the whole story: keys, trust, sealing, delivery, rotation, tampering, a locked device, reveal on demand, a stalled extension.",
+        abstract: "Play the whole story: keys, trust, sealing, delivery, rotation, tampering, a locked device, reveal on demand, a stalled extension, the gateway and its mailbox mode.",
         discussion: "Runs in a throwaway directory (removed afterwards unless --keep). Colour on a terminal, plain text when piped.")
 
     @Flag(help: "Keep the throwaway device and server stores and print where they are.")
@@ -31,7 +31,13 @@ struct DemoCommand: AsyncParsableCommand {
         defer { if !keep { try? FileManager.default.removeItem(at: base) } }
         let started = ContinuousClock.now
         var demo = Demo(base: base, style: style)
-        try await demo.play()
+        do { try await demo.play() } catch {
+            // A failed step still shuts the demo's HTTP clients down (an AsyncHTTPClient dropped unshut traps in a debug
+            // build, which hid the step's error).
+            await demo.apns?.stop()
+            await demo.receipts?.stop()
+            throw error
+        }
         let elapsed = ContinuousClock.now - started
         let milliseconds = elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000
         print(style.dim("\nDone in \(milliseconds / 1000).\(String(milliseconds % 1000 + 1000).dropFirst()) s."
@@ -168,8 +174,10 @@ struct Demo {
 
         await unregisteredToken(slow)
         await apns?.stop()
+        apns = nil
 
         try await gatewayAct(senderStore: base.appendingPathComponent("server"), senderRecord: senderRecord)
+        try await mailboxAct(senderStore: base.appendingPathComponent("server"), senderRecord: senderRecord)
         try await platformsAct(senderStore: base.appendingPathComponent("server"), senderRecord: senderRecord)
 
         heading("The device's keys now")
@@ -247,9 +255,15 @@ struct Demo {
             let alert = aps["alert"]?.objectValue
             left.append("alert.title: \(alert?["title"]?.stringValue ?? "")")
             left.append("alert.body:  \(alert?["body"]?.stringValue ?? "")")
-            let blob = root["ENCRYPTED_DATA"]?.stringValue ?? ""
-            left.append("ENCRYPTED_DATA:")
-            left.append(style.dim(String(blob.prefix(34)) + "…"))
+            if let handle = root[MailboxHandle.apnsKey]?.stringValue {
+                // Mailbox mode: only a handle (the delivery id and a token), never the message.
+                left.append("SEALEDPUSH_FETCH (a handle):")
+                left.append(style.dim(MailboxHandle(handle)?.redacted ?? String(handle.prefix(20)) + "…"))
+            } else {
+                let blob = root["ENCRYPTED_DATA"]?.stringValue ?? ""
+                left.append("ENCRYPTED_DATA:")
+                left.append(style.dim(String(blob.prefix(34)) + "…"))
+            }
         }
         var right = [style.dim("what the user sees")]
         if let n = result.notification {

@@ -281,10 +281,10 @@ extension SimulatedDeviceLine where Message == AcceptedFCMMessage {
     /// The line of the Android phone with `token` over `store`.
     package convenience init(token: String, store: KeychainStore, capacity: Int = FCMDeviceLine.defaultCapacity) {
         self.init(store: store, capacity: capacity, label: "sealedpush.fcm-serve.device",
-                  dropped: { ["token": "…\(token.suffix(8))", "name": "\($0.name)"] }) { message, media, courier, _ in
+                  dropped: { ["token": "…\(token.suffix(8))", "name": "\($0.name)"] }) { message, media, courier, _, mailbox in
             let identifier = message.collapseKey ?? String(message.name.split(separator: "/").last ?? "")
             let delivery = await FCMReceiving.deliver(data: message.data, store: store, requestIdentifier: identifier,
-                                                      attachments: media?.pipeline, receipts: courier)
+                                                      attachments: media?.pipeline, receipts: courier, mailbox: mailbox)
             let result = delivery.result
             var line: [(String, JSONValue)] = [
                 ("fcm_token_suffix", .string(String(token.suffix(8)))), ("name", .string(message.name)),

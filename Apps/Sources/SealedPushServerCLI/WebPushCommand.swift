@@ -254,8 +254,8 @@ extension SimulatedDeviceLine where Message == AcceptedWebPush {
     /// The line of the browser holding subscription `id` over `store`.
     package convenience init(id: String, store: KeychainStore, capacity: Int = BrowserLine.defaultCapacity) {
         self.init(store: store, capacity: capacity, label: "sealedpush.webpush-serve.browser",
-                  dropped: { ["subscription": "\(LocalWebPushConfiguration.redacted(id))", "message": "\($0.messageID)"] }) { push, media, courier, logger in
-            let result = await Self.openWebPush(push, id: id, store: store, media: media, courier: courier, logger: logger)
+                  dropped: { ["subscription": "\(LocalWebPushConfiguration.redacted(id))", "message": "\($0.messageID)"] }) { push, media, courier, logger, mailbox in
+            let result = await Self.openWebPush(push, id: id, store: store, media: media, courier: courier, logger: logger, mailbox: mailbox)
             return [("subscription", .string(id)), ("message_id", .string(push.messageID)),
                     ("request_id", result.requestID.map { .string($0) } ?? .null), ("outcome", .string(result.outcome.rawValue)),
                     ("reason", result.reason.map { .string($0.rawValue) } ?? .null)]
@@ -265,7 +265,7 @@ extension SimulatedDeviceLine where Message == AcceptedWebPush {
     /// One message: the browser's keys read now (a `device subscribe` while serving takes effect), then decrypted and
     /// opened under the request identifier `Topic`, else the message id.
     static func openWebPush(_ push: AcceptedWebPush, id: String, store: KeychainStore, media: DeviceRun.MediaFetching?, courier: ReceiptCourier,
-                            logger: Logger) async -> DeliveryResult {
+                            logger: Logger, mailbox: (any MailboxFetcher)? = nil) async -> DeliveryResult {
         let requestID = push.topic ?? push.messageID
         let keys: WebPushUserAgentKeys
         do {
@@ -281,7 +281,7 @@ extension SimulatedDeviceLine where Message == AcceptedWebPush {
             return result
         }
         let delivery = await WebPushReceiving.deliver(body: push.body, store: store, keys: keys, requestIdentifier: requestID,
-                                                      attachments: media?.pipeline, receipts: courier)
+                                                      attachments: media?.pipeline, receipts: courier, mailbox: mailbox)
         if let problem = delivery.problem {
             logger.notice("a message could not be opened by the browser", metadata: [
                 "subscription": "\(LocalWebPushConfiguration.redacted(id))", "message": "\(push.messageID)", "problem": "\(problem)",

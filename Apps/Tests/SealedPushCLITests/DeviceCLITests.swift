@@ -277,7 +277,11 @@ struct NotAJSONObject: Error, CustomStringConvertible {
                          "The eagle lands at noon.", "Secret Message!",
                          "phone-1: delivered, phone-2: delivered", "skipped: phone-2 (unregistered)",
                          "Press and hold to read", "outcome: held", "the secret text is in none of them", "Unlock iPhone to read",
-                         "outcome: locked", "outcome: revealed", "The safe house moved to the harbour."] {
+                         "outcome: locked", "outcome: revealed", "The safe house moved to the harbour.",
+                         // Mailbox mode (issue #46): a handle in the push, a 20 KB message, before first unlock, the list, a retraction.
+                         "SEALEDPUSH_FETCH (a handle):", "The handover is at the old mill.", "the phone shows 20174 bytes of text",
+                         "Arrived while the phone was still starting.", "list: 2 never seen", "shown  Off 1: the meeting moved to Tuesday.",
+                         "shown  Off 2: bring the second key.", "retraction: sent", "reason: retracted"] {
             #expect(text.contains(expected), "demo output lacks \(expected)")
         }
         #expect(!text.contains("\u{1B}["), "piped demo output must be plain text")

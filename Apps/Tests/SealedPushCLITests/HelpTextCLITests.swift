@@ -10,7 +10,7 @@ struct HelpTextCLITests {
         [], ["seal"], ["keys"], ["keys", "generate"], ["keys", "add-reveal"], ["keys", "rotate"], ["keys", "list"], ["keys", "export"], ["keys", "retire"],
         ["keys", "destroy"], ["keys", "prune"], ["sender"], ["sender", "rotate"], ["sender", "activate"], ["sender", "export"],
         ["trust"], ["trust", "add"], ["trust", "remove"], ["trust", "require-signature"], ["device"], ["device", "push"], ["device", "subscribe"],
-        ["device", "notifications"], ["device", "expand"], ["device", "config"], ["device", "flush"], ["device", "status"], ["send"],
+        ["device", "notifications"], ["device", "expand"], ["device", "config"], ["device", "flush"], ["device", "status"], ["device", "fetch"], ["device", "unlock"], ["send"],
     ]
     /// `sealedpush-server`'s commands.
     static let serverCommands: [[String]] = [

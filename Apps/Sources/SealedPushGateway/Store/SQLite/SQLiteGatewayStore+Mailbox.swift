@@ -1,4 +1,7 @@
 import GRDB
+#if canImport(Glibc)
+import Glibc
+#endif
 import SealedPushWire
 
 /// Mailbox v1 on SQLite: `MailboxQueries` in its dialect. Envelopes are deleted with `secure_delete` on (their
@@ -7,6 +10,17 @@ import SealedPushWire
 extension SQLiteGatewayStore: GatewayMailboxStore {
     /// The mailbox's statements in SQLite's dialect.
     static let mailboxSQL = MailboxQueries(.sqlite)
+
+    /// Test-only, and only in a debug build: `SEALEDPUSH_TEST_BREAK_MAILBOX_DELETION=1` breaks the deletion on purpose
+    /// (no envelope is ever deleted, and a collected delivery's envelope is handed out again), so that the examiner
+    /// test of mailbox v1 §8 has a control that recovers the text. A release build never reads the variable.
+    static let deletionBrokenForTests: Bool = {
+        #if DEBUG
+        return getenv("SEALEDPUSH_TEST_BREAK_MAILBOX_DELETION").map { String(cString: $0) } == "1"
+        #else
+        return false
+        #endif
+    }()
 
     /// A mailbox delivery's row and envelope, in the caller's (the message's) transaction.
     func insertMailbox(_ db: Database, _ message: NewMessage, _ d: NewDelivery, _ entry: NewMailboxEntry) throws {
@@ -17,7 +31,7 @@ extension SQLiteGatewayStore: GatewayMailboxStore {
 
     /// A receipt confirmed a delivery: a mailbox one is collected, its envelope deleted (caller's transaction).
     func collectMailbox(_ db: Database, deliveryID: String, now: Int64) throws {
-        if try !db.run(Self.mailboxSQL.collectOnReceipt, [.int(now), .text(deliveryID)]).isEmpty {
+        if try !db.run(Self.mailboxSQL.collectOnReceipt, [.int(now), .text(deliveryID)]).isEmpty, !Self.deletionBrokenForTests {
             _ = try db.run(Self.mailboxSQL.deleteEnvelope, [.text(deliveryID)])
         }
     }
@@ -30,7 +44,11 @@ extension SQLiteGatewayStore: GatewayMailboxStore {
             case let .gone(reason, newly):
                 if newly {
                     _ = try db.run(Self.mailboxSQL.markGone, [.text(reason.rawValue), .int(now), .text(deliveryID)])
-                    _ = try db.run(Self.mailboxSQL.deleteEnvelope, [.text(deliveryID)])
+                    if !Self.deletionBrokenForTests { _ = try db.run(Self.mailboxSQL.deleteEnvelope, [.text(deliveryID)]) }
+                }
+                if Self.deletionBrokenForTests, reason == .collected, let row,
+                   let envelope = try db.run(Self.mailboxSQL.envelope, [.text(deliveryID)]).first?.bytes(0) {
+                    return .envelope(envelope, messageID: row.messageID, expiresAt: row.expiresAt, app: row.app, first: false)
                 }
                 return .gone(reason)
             case let .hand(first):
@@ -90,7 +108,7 @@ extension SQLiteGatewayStore: GatewayMailboxStore {
             for app in apps {
                 _ = try db.run(Self.mailboxSQL.collectByGrace, [.int(now), .text(app), .int(now - MailboxRules.grace(of: app, in: graces))])
             }
-            let n = try db.run(Self.mailboxSQL.deleteGoneEnvelopes, []).count
+            let n = Self.deletionBrokenForTests ? 0 : try db.run(Self.mailboxSQL.deleteGoneEnvelopes, []).count
             _ = try db.run(Self.mailboxSQL.pruneRows, [.int(rowsBefore)])
             _ = try db.run(Self.mailboxSQL.pruneChallenges, [.int(now)])
             return n
