@@ -210,6 +210,23 @@ final class GatewayHarness: Sendable {
         http = HTTPClient(eventLoopGroupProvider: .singleton)
     }
 
+    /// A loopback listener that never accepts nor answers (the kernel completes handshakes into its backlog): its
+    /// descriptor (the caller closes it) and port.
+    static func silentListener() throws -> (fd: Int32, port: Int) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        guard listen(fd, 8) == 0 else {
+            close(fd)
+            throw PostgresClusterError(description: "cannot listen on a loopback port (errno \(errno))")
+        }
+        return (fd, Int(UInt16(bigEndian: address.sin_port)))
+    }
+
     static func freePort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }

@@ -258,16 +258,8 @@ extension GatewaySuites {
                 await fetcher.shutdown()
             }
             // A gateway that takes the connection and never answers: the deadline ends the fetch.
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            let (fd, port) = try GatewayHarness.silentListener()
             defer { close(fd) }
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
-            _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-            #expect(listen(fd, 8) == 0)
-            let port = Int(UInt16(bigEndian: address.sin_port))
             let hanging = try HTTPMailboxFetcher(mailboxURL: "http://127.0.0.1:\(port)")
             let result = await hanging.fetch(MailboxHandle.make(deliveryID: "d_1")!, deadlineSeconds: 0.5)
             guard case .failed = result else {

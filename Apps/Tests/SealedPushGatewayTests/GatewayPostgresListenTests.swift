@@ -124,18 +124,21 @@ extension GatewaySuites {
     /// The `listen_notify` member: a boolean, true when absent; it reaches the PostgreSQL store's options.
     @Suite("Gateway configuration: listen_notify")
     struct GatewayListenNotifyConfigurationTests {
+        /// A PostgreSQL configuration with `"name": value` at its root (none when `value` is nil), parsed.
+        static func parse(_ name: String, _ value: String?, in directory: URL) throws -> GatewayConfiguration {
+            let extra = value.map { #", "\#(name)": \#($0)"# } ?? ""
+            let text = """
+                {"public_url": "https://push.example.com", "database": "postgres://gw@127.0.0.1:5432/gw"\(extra), "apps": [{"id": "chat",
+                 "topic": "com.example.chat", "apns": {"auth_key": "key.p8", "key_id": "KEY0000001", "team_id": "TEAM000001"},
+                 "api_keys": [{"id": "k", "sha256": "\(String(repeating: "ab", count: 32))", "scopes": ["read"]}]}]}
+                """
+            return try GatewayConfiguration.parse(Array(text.utf8), baseDirectory: directory.path)
+        }
+
         @Test func listenNotifyIsABooleanTrueByDefault() throws {
             let directory = try GatewayHarness.parseTestDirectory("listen-notify")
             defer { try? FileManager.default.removeItem(at: directory) }
-            func parse(_ member: String?) throws -> GatewayConfiguration {
-                let extra = member.map { #", "listen_notify": \#($0)"# } ?? ""
-                let text = """
-                    {"public_url": "https://push.example.com", "database": "postgres://gw@127.0.0.1:5432/gw"\(extra), "apps": [{"id": "chat",
-                     "topic": "com.example.chat", "apns": {"auth_key": "key.p8", "key_id": "KEY0000001", "team_id": "TEAM000001"},
-                     "api_keys": [{"id": "k", "sha256": "\(String(repeating: "ab", count: 32))", "scopes": ["read"]}]}]}
-                    """
-                return try GatewayConfiguration.parse(Array(text.utf8), baseDirectory: directory.path)
-            }
+            func parse(_ member: String?) throws -> GatewayConfiguration { try Self.parse("listen_notify", member, in: directory) }
             #expect(try parse(nil).listenNotify)
             #expect(try parse("true").listenNotify)
             #expect(try !parse("false").listenNotify)
@@ -146,15 +149,7 @@ extension GatewaySuites {
         @Test func sessionParametersIsABooleanTrueByDefault() throws {
             let directory = try GatewayHarness.parseTestDirectory("session-parameters")
             defer { try? FileManager.default.removeItem(at: directory) }
-            func parse(_ member: String?) throws -> GatewayConfiguration {
-                let extra = member.map { #", "session_parameters": \#($0)"# } ?? ""
-                let text = """
-                    {"public_url": "https://push.example.com", "database": "postgres://gw@127.0.0.1:5432/gw"\(extra), "apps": [{"id": "chat",
-                     "topic": "com.example.chat", "apns": {"auth_key": "key.p8", "key_id": "KEY0000001", "team_id": "TEAM000001"},
-                     "api_keys": [{"id": "k", "sha256": "\(String(repeating: "ab", count: 32))", "scopes": ["read"]}]}]}
-                    """
-                return try GatewayConfiguration.parse(Array(text.utf8), baseDirectory: directory.path)
-            }
+            func parse(_ member: String?) throws -> GatewayConfiguration { try Self.parse("session_parameters", member, in: directory) }
             #expect(try parse(nil).sessionParameters)
             #expect(try !parse("false").sessionParameters)
             do {

@@ -29,16 +29,8 @@ struct GatewayProbeTests {
         #expect(refused.status == 1 && refused.stderr.contains("no answer"), "\(refused.status) \(refused.stderr)")
         // A listener that never accepts nor answers (the kernel completes the handshake into its backlog): the probe's
         // own deadline ends it (the child's 60 s bound would fail the test instead).
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let (fd, port) = try GatewayHarness.silentListener()
         defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        try #require(listen(fd, 8) == 0)
-        let port = Int(UInt16(bigEndian: address.sin_port))
         let silent = try await offPool { try Self.probe(["--url", "http://127.0.0.1:\(port)/readyz", "--timeout", "1"]) }
         #expect(silent.status == 1 && silent.stderr.contains("not ready"), "\(silent.status) \(silent.stderr)")
     }
