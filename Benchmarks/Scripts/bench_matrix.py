@@ -147,17 +147,26 @@ class APNs:
         self.url = self.proc.stdout.readline().split()[2]
         self.port = int(self.url.rsplit(":", 1)[1].strip("/"))
         self.ca = os.path.join(work, "ca.pem")
+        self.offset = 0
+        self.count = 0
 
     def accepted(self):
-        with open(self.log_path, errors="replace") as f:
-            return sum(1 for line in f if " accepted" in line)
+        """Pushes accepted so far: the log read on from where the last call stopped (at a line's end), so that waiting
+        costs little CPU beside the gateway being measured."""
+        with open(self.log_path, "rb") as f:
+            f.seek(self.offset)
+            chunk = f.read()
+        end = chunk.rfind(b"\n") + 1
+        self.count += sum(1 for line in chunk[:end].split(b"\n") if b" accepted" in line)
+        self.offset += end
+        return self.count
 
     def wait_accepted(self, target, timeout=300):
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.accepted() >= target:
                 return time.time()
-            time.sleep(0.05)
+            time.sleep(0.1)
         raise RuntimeError(f"the local APNs did not accept {target} pushes within {timeout} s (it has {self.accepted()})")
 
 
