@@ -170,6 +170,7 @@ bench: deps pydeps release
 	$(MAKE) --no-print-directory bench-gateway
 	$(MAKE) --no-print-directory bench-gateway-pg
 	$(MAKE) --no-print-directory bench-platforms
+	$(MAKE) --no-print-directory bench-matrix
 
 # wrk (from Debian), installed when missing and we are root (after apt-get update when the lists are missing).
 NEED_WRK = command -v wrk >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && { apt-get install -y wrk >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; }; }; } || { echo "wrk is missing: sudo apt-get install -y wrk" >&2; exit 1; }
@@ -186,6 +187,30 @@ bench-gateway: deps release
 bench-platforms: deps release
 	@$(NEED_WRK)
 	$(PYTHON) $(BENCH)/Scripts/bench_platforms.py --bin $(RELEASE_BIN)/sealedpush --server-bin $(RELEASE_BIN)/sealedpush-server
+
+# The gateway's Matrix endpoint against Sygnal, both behind the same local APNs, fed the same notify load by wrk
+# (issue #48; Benchmarks/Scripts/bench_matrix.py). Sygnal runs from a venv of its own, $(SYGNAL_VENV): `matrix-sygnal`
+# from PyPI, or where PyPI has none, its source in $(SYGNAL_SRC) (a checkout of element-hq/sygnal) installed with its
+# dependencies from PyPI. When neither installs, the target says so and skips the comparison (`make bench` goes on).
+SYGNAL_VENV := .build/sygnal-venv
+SYGNAL_SRC ?= .build/sygnal-src
+.PHONY: sygnal-venv bench-matrix
+sygnal-venv:
+	@if ! [ -x $(SYGNAL_VENV)/bin/python ] || ! $(SYGNAL_VENV)/bin/python -c 'import sygnal.sygnal, aioapns' 2>/dev/null; then \
+	  echo "setting up $(SYGNAL_VENV) with Sygnal (for make bench-matrix)"; \
+	  $(PYTHON) -m venv $(SYGNAL_VENV) && { \
+	    $(SYGNAL_VENV)/bin/python -m pip install --quiet --disable-pip-version-check matrix-sygnal 2>/dev/null \
+	    || { [ -f $(SYGNAL_SRC)/pyproject.toml ] && $(SYGNAL_VENV)/bin/python -m pip install --quiet --disable-pip-version-check ./$(SYGNAL_SRC); }; \
+	  } || echo "Sygnal could not be installed (no matrix-sygnal on PyPI and no source in $(SYGNAL_SRC)): bench-matrix will be skipped" >&2; \
+	fi
+bench-matrix: deps release sygnal-venv
+	@if ! $(SYGNAL_VENV)/bin/python -c 'import sygnal.sygnal, aioapns' 2>/dev/null; then \
+	  echo "SKIPPED bench-matrix (the gateway against Sygnal): Sygnal is not installed in $(SYGNAL_VENV); put its source in $(SYGNAL_SRC) (a checkout of element-hq/sygnal) or make matrix-sygnal installable from PyPI, then run make bench-matrix"; \
+	else \
+	  $(NEED_WRK); \
+	  $(PYTHON) $(BENCH)/Scripts/bench_matrix.py --bin $(RELEASE_BIN)/sealedpush --server-bin $(RELEASE_BIN)/sealedpush-server \
+	    --sygnal-python $(SYGNAL_VENV)/bin/python; \
+	fi
 
 # The gateway on PostgreSQL (issue #21), on a throwaway cluster the script starts as the `postgres` user and
 # removes (so as root, as the PostgreSQL tests): deliveries per second with one and two instances against one on

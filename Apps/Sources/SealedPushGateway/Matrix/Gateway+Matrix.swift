@@ -208,8 +208,8 @@ extension Gateway {
     /// notification always fits the 4096 bytes of a push.
     static let matrixBodyBytes = 1024
 
-    /// Seals and queues one app's share of a notification (matrix v1 §4) in one message, its idempotency keys with
-    /// it; the device ids skipped because their key cannot be sealed to.
+    /// Seals and queues one app's share of a notification (matrix v1 §4) in one message, in the app's mode (push or
+    /// mailbox), its idempotency keys with it; the device ids skipped because their key cannot be sealed to.
     func matrixQueue(_ n: MatrixNotification, app: AppRuntime, matrix: MatrixAppSettings, targets: [MatrixTarget]) async throws -> Set<String> {
         let priority = n.lowPriority ? 5 : 10
         var sealedTargets = targets
@@ -245,10 +245,13 @@ extension Gateway {
         if !sealedTargets.isEmpty {
             body["to"] = .object(JSONObject([("device_ids", .array(sealedTargets.map { .string($0.record.deviceID) }))]))
             let prepared: PreparedMessage
+            // The app's mode decides (mailbox v1 §1, matrix v1 §4): with its mailbox enabled, `prepareMessage` keeps one
+            // envelope per device at the gateway and each push carries only a handle, exactly as for `POST …/messages`.
             do { prepared = try await prepareMessage(app: app, body: body, idempotency: nil) } catch let error as GatewayError {
                 switch error {
-                case .tooLarge:
-                    // Even cut, the text does not fit with the rest: the placeholder alone goes, sealed as ever.
+                case .tooLarge, .unprocessable(code: "message_too_large", title: _, detail: _, field: _):
+                    // Even cut, the text does not fit with the rest (a push's 4096 bytes, or the mailbox's
+                    // max_message_bytes): the placeholder alone goes, sealed as ever.
                     body["body"] = .string(n.type == "m.call.invite" ? "Missed call" : "New message")
                     body["title"] = nil
                     prepared = try await prepareMessage(app: app, body: body, idempotency: nil)
