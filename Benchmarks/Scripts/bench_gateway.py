@@ -172,11 +172,21 @@ wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer {API_KEY}"
 local n = 0
 {request_lua}
-done = function(summary, latency, requests)
+{WRK_DONE_LUA}""")
+    return run_wrk_script(port, seconds, script, connections)
+
+
+# The `done` function every wrk script of the benches ends with: one WRK line that run_wrk_script reads.
+WRK_DONE_LUA = """done = function(summary, latency, requests)
   io.write(string.format("WRK %d %d %d %d %d\\n", summary.requests, summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout,
     latency:percentile(50), latency:percentile(99), summary.duration))
 end
-""")
+"""
+
+
+def run_wrk_script(port, seconds, script, connections):
+    """wrk (2 threads) for `seconds` with the Lua `script` (ending with WRK_DONE_LUA); requests, errors (wrk's, plus
+    lines the script printed as BAD), p50, p99 ms, duration s."""
     out = subprocess.run(["wrk", "-t", "2", "-c", str(connections), "-d", f"{seconds}s", "--latency", "-s", script,
                           f"http://127.0.0.1:{port}"], capture_output=True, text=True, check=True).stdout
     bad = sum(1 for l in out.splitlines() if l.startswith("BAD "))

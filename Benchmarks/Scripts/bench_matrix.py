@@ -37,7 +37,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_gateway import API_KEY, Gateway, cpu_seconds, make_keys, write_config  # noqa: E402
+from bench_gateway import API_KEY, WRK_DONE_LUA, Gateway, cpu_seconds, make_keys, run_wrk_script, write_config  # noqa: E402
 
 APP_ID = "im.bench.ios"
 NOTIFY = "/_matrix/push/v1/notify"
@@ -121,17 +121,8 @@ response = function(status, headers, body)
     io.write("BAD " .. status .. "\\n")
   end
 end
-done = function(summary, latency, requests)
-  io.write(string.format("WRK %d %d %d %d %d\\n", summary.requests, summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout,
-    latency:percentile(50), latency:percentile(99), summary.duration))
-end
-""")
-    out = subprocess.run(["wrk", "-t", "2", "-c", str(connections), "-d", f"{seconds}s", "--latency", "-s", script,
-                          f"http://127.0.0.1:{port}"], capture_output=True, text=True, check=True).stdout
-    bad = sum(1 for line in out.splitlines() if line.startswith("BAD "))
-    line = [line for line in out.splitlines() if line.startswith("WRK ")][-1].split()
-    requests, errors, p50, p99, duration = map(int, line[1:])
-    return requests, errors + bad, p50 / 1000, p99 / 1000, duration / 1e6
+""" + WRK_DONE_LUA)
+    return run_wrk_script(port, seconds, script, connections)
 
 
 class APNs:
