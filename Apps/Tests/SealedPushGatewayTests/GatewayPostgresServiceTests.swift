@@ -109,7 +109,7 @@ extension GatewayPostgresSuites {
             #expect(!store.clientState.withLockedValue { $0.running })
             #expect(!store.heartbeatState.withLockedValue { $0.running })
             // Its row was removed by the close, through the client that was still running then.
-            let other = try await PostgresGatewayStore.open(url: url, logger: Self.logger)
+            let other = try await PostgresGatewayStore.open(url: url, options: .forTests, logger: Self.logger)
             let rows = try await other.client.query("SELECT COUNT(*) AS n FROM instances WHERE instance_id = \(store.instanceID)", logger: Self.logger)
                 .collect().first?.makeRandomAccess()["n"].decode(Int.self)
             await other.close()

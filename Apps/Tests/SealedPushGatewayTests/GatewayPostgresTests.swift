@@ -22,8 +22,8 @@ extension GatewayPostgresSuites {
         /// Two stores claiming one queue at once (`FOR UPDATE SKIP LOCKED`) never claim a delivery twice.
         @Test func twoStoresClaimingAtOnceNeverShareADelivery() async throws {
             let url = try await PostgresCluster.shared().makeDatabase()
-            let a = try await PostgresGatewayStore.open(url: url, logger: Self.logger)
-            let b = try await PostgresGatewayStore.open(url: url, logger: Self.logger)
+            let a = try await PostgresGatewayStore.open(url: url, options: .forTests, logger: Self.logger)
+            let b = try await PostgresGatewayStore.open(url: url, options: .forTests, logger: Self.logger)
             do {
                 #expect(a.instanceID != b.instanceID)
                 #expect(try await a.idempotencySecret() == b.idempotencySecret(), "one secret for every instance")
@@ -60,8 +60,8 @@ extension GatewayPostgresSuites {
         /// Two stores claiming one app's events at once (`FOR UPDATE SKIP LOCKED`) never claim an event twice.
         @Test func twoStoresClaimingEventsAtOnceNeverShareAnEvent() async throws {
             let url = try await PostgresCluster.shared().makeDatabase()
-            let a = try await PostgresGatewayStore.open(url: url, logger: Self.logger)
-            let b = try await PostgresGatewayStore.open(url: url, logger: Self.logger)
+            let a = try await PostgresGatewayStore.open(url: url, options: .forTests, logger: Self.logger)
+            let b = try await PostgresGatewayStore.open(url: url, options: .forTests, logger: Self.logger)
             do {
                 var devices: [DeviceRecord] = []
                 for n in 0..<100 {

@@ -129,7 +129,7 @@ extension GatewayPostgresSuites {
                 }
                 _ = try await cluster.query(url, statements.joined(separator: ";\n"))
             }
-            let store = try await PostgresGatewayStore.open(url: url, logger: logger)
+            let store = try await PostgresGatewayStore.open(url: url, options: .forTests, logger: logger)
             await store.close()
             return url
         }

@@ -23,7 +23,7 @@ enum StoreBackend: String, CaseIterable, Sendable, CustomTestStringConvertible {
             return (store, { try? FileManager.default.removeItem(at: directory) })
         case .postgres:
             let url = try await PostgresCluster.shared().makeDatabase()
-            return (try await PostgresGatewayStore.open(url: url, logger: logger), {})
+            return (try await PostgresGatewayStore.open(url: url, options: .forTests, logger: logger), {})
         }
     }
 }

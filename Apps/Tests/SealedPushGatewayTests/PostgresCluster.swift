@@ -1,5 +1,6 @@
 import Foundation
 import NIOConcurrencyHelpers
+@testable import SealedPushGateway
 
 /// Why the throwaway PostgreSQL could not be started; says what to do.
 struct PostgresClusterError: Error, CustomStringConvertible {
@@ -160,5 +161,15 @@ final class PostgresCluster: Sendable {
             throw PostgresClusterError(description: "cannot run \(arguments[0]) (error \(rc)); the PostgreSQL tests need it (apt-get install postgresql)")
         }
         return pid
+    }
+}
+
+extension PostgresGatewayStore.Options {
+    /// The defaults, but a start (connect and migrate) that may take up to 120 s: at the start of a full run under a
+    /// sanitizer every suite starts at once, and migrations took more than the production 20 s once.
+    static var forTests: Self {
+        var options = Self()
+        options.startTimeout = .seconds(120)
+        return options
     }
 }
