@@ -270,9 +270,12 @@ TSAN_PACKAGES ?= root apps
 # byte-level encryption tables and Python peers, no shared state); and the gateway's two end-to-end runs through
 # those binaries (theGatewayDeliversThroughTheLocal…: the same sender code runs in process in the platform suites);
 # and the Matrix flow through a real Synapse (GatewayMatrixSynapseTests: a Python homeserver driving the same
-# endpoint GatewayMatrixTests runs in process).
+# endpoint GatewayMatrixTests runs in process); and two tests of real-time connection behaviour (a refused
+# connection told apart from a 2 s timeout, RefusedConnectionBackoffTests; a service's 2 s idle close,
+# WebPushConnectionTests) that ThreadSanitizer's slowdown turns into timeouts: they check no shared state, and run
+# in `make test`.
 # A space-separated list of test-name patterns; `make sanitize TSAN_APPS_SKIP=` runs them all.
-TSAN_APPS_SKIP ?= SealedPushCLITests SealedPushWebPushServerTests SealedPushFCMServerTests SealedPushWebPushTests theGatewayDeliversThroughTheLocal GatewayMatrixSynapseTests
+TSAN_APPS_SKIP ?= SealedPushCLITests SealedPushWebPushServerTests SealedPushFCMServerTests SealedPushWebPushTests theGatewayDeliversThroughTheLocal GatewayMatrixSynapseTests RefusedConnectionBackoffTests WebPushConnectionTests
 sanitize: deps pydeps testdeps
 	@status=0; \
 	for san in $(SANITIZERS); do \
