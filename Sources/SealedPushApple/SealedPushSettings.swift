@@ -117,7 +117,7 @@ public struct SealedPushSettings: Sendable {
         var courier = ReceiptCourier(transport: transport, outbox: outbox, reportURL: { url }, logger: logger)
         courier.revealTickets = outbox
         // Several extension instances in one process share the app group outbox: one flush per origin at a time.
-        courier.flushGate = .process
+        courier.flushGate = .forOutbox(at: outbox.directory.path)
         courier.revealTicketLifetime = AppGroupReceiptOutbox.defaultMaximumAgeSeconds
         return courier
     }

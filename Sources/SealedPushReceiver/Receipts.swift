@@ -179,16 +179,26 @@ public struct OutboxFlushSummary: Sendable, Equatable {
 /// extension instance, iOS runs several in one process) leaves those origins to the first instead of posting the same
 /// entries again (receipts are idempotent at the collector, but each duplicate costs the extension's time budget).
 ///
-/// One gate per outbox file: `ReceiptFlushGate.process` for the app group outbox every instance of an extension
-/// process shares (`SealedPushSettings` sets it).
+/// One gate per outbox file, `ReceiptFlushGate.forOutbox(at:)`: every instance of an extension process shares the
+/// app group outbox's (`SealedPushSettings` sets it), and another outbox in the same process (a test's simulated
+/// devices) has its own, so that its flushes never wait on theirs.
 public final class ReceiptFlushGate: Sendable {
     private let busy = Mutex<Set<String>>([])
 
     /// A gate of its own (one per outbox).
     public init() {}
 
-    /// The gate of the process's one app group outbox.
-    public static let process = ReceiptFlushGate()
+    private static let gates = Mutex<[String: ReceiptFlushGate]>([:])
+
+    /// The one gate of the outbox stored at `path` in this process.
+    public static func forOutbox(at path: String) -> ReceiptFlushGate {
+        gates.withLock { gates in
+            if let gate = gates[path] { return gate }
+            let gate = ReceiptFlushGate()
+            gates[path] = gate
+            return gate
+        }
+    }
 
     /// Claims `origin`; `false` when another flush holds it.
     func enter(_ origin: String) -> Bool { busy.withLock { $0.insert(origin).inserted } }

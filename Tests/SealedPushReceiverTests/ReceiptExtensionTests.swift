@@ -307,7 +307,11 @@ struct ReceiptExtensionTests {
             try outbox.enqueue(url: "https://r.example/r", message: .delivered(id: "m\(n)", token: token, at: Int64(n), attachments: nil), now: vectorNow)
         }
         let held = HeldFirstTransport()
-        let gate = ReceiptFlushGate()
+        // One gate per outbox in the process: the same path gives the same gate, another path (another device's
+        // outbox in this test process) its own.
+        #expect(ReceiptFlushGate.forOutbox(at: "/a/outbox") === ReceiptFlushGate.forOutbox(at: "/a/outbox"))
+        #expect(ReceiptFlushGate.forOutbox(at: "/a/outbox") !== ReceiptFlushGate.forOutbox(at: "/b/outbox"))
+        let gate = ReceiptFlushGate.forOutbox(at: store.root.string)
         var first = ReceiptCourier(transport: held, outbox: outbox, timer: ManualClock())
         first.flushGate = gate
         var second = ReceiptCourier(transport: held, outbox: outbox, timer: ManualClock())

@@ -112,7 +112,7 @@ enum WorstCase {
             func configuration(_ attachments: AttachmentPipeline?) -> SecretMessageExtension.Configuration {
                 var c = device.extensionConfiguration(logger: quietLogger(), attachments: attachments)
                 var courier = ReceiptCourier(transport: transport, outbox: ReceiptOutboxStore(store: store))
-                courier.flushGate = .process   // as SealedPushSettings sets it: one flush per origin in the process
+                courier.flushGate = .forOutbox(at: store.root.string)   // as SealedPushSettings does: one per outbox
                 c.receipts = courier
                 c.maintenanceBudget = maintenanceBudget
                 return c
