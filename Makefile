@@ -275,6 +275,12 @@ TSAN_PACKAGES ?= root apps
 # WebPushConnectionTests) that ThreadSanitizer's slowdown turns into timeouts: they check no shared state, and run
 # in `make test`.
 # A space-separated list of test-name patterns; `make sanitize TSAN_APPS_SKIP=` runs them all.
+# At most SANITIZER_TEST_WIDTH tests at once under a sanitizer (Swift Testing's
+# SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH; unbounded otherwise): on a 2-core machine every suite starting at
+# once under ThreadSanitizer starved real-time waits (a 5 s probe, a 20 s database operation) in CI. A run that
+# outlives SANITIZER_TEST_TIMEOUT seconds is ended and fails, instead of holding CI to its own limit.
+SANITIZER_TEST_WIDTH ?= 4
+SANITIZER_TEST_TIMEOUT ?= 1800
 TSAN_APPS_SKIP ?= SealedPushCLITests SealedPushWebPushServerTests SealedPushFCMServerTests SealedPushWebPushTests theGatewayDeliversThroughTheLocal GatewayMatrixSynapseTests RefusedConnectionBackoffTests WebPushConnectionTests
 sanitize: deps pydeps testdeps
 	@status=0; \
@@ -290,8 +296,10 @@ sanitize: deps pydeps testdeps
 	      SWIFT_BACKTRACE=enable=no SEALEDPUSH_PYTHON=$(CURDIR)/$(PY) SEALEDPUSH_SANITIZER=$$san \
 	        LSAN_OPTIONS=suppressions=$(CURDIR)/Fuzz/lsan-suppressions.txt:print_suppressions=0 \
 	        TSAN_OPTIONS=suppressions=$(CURDIR)/Fuzz/tsan-suppressions.txt \
-	        $(SWIFT) test --package-path $$where --skip-build --scratch-path $$dir --sanitize=$$san $$skip >$$log 2>&1; rc=$$?; \
+	        SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(SANITIZER_TEST_WIDTH) \
+	        timeout --kill-after=30 $(SANITIZER_TEST_TIMEOUT) $(SWIFT) test --package-path $$where --skip-build --scratch-path $$dir --sanitize=$$san $$skip >$$log 2>&1; rc=$$?; \
 	      grep -E "(Test run with|Executed [0-9]+ tests|SUMMARY: [A-Za-z]+Sanitizer)" $$log | tail -n 6; \
+	      if [ $$rc -eq 124 ] || [ $$rc -eq 137 ]; then echo "== the tests did not end within $(SANITIZER_TEST_TIMEOUT) s; the last lines:"; tail -n 15 $$log; fi; \
 	      grep -E "^(✘ Test .*(recorded an issue|failed)|.*error: .*XCTAssert|WARNING: ThreadSanitizer|==[0-9]+==ERROR)" $$log | head -n 20; \
 	      if [ $$rc -eq 0 ] && ! grep -qE "^(==[0-9]+==ERROR|WARNING: ThreadSanitizer)" $$log; then \
 	        echo "== $$san sanitizer, $$pkg package: clean"; \

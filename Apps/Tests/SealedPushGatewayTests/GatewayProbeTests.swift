@@ -12,12 +12,14 @@ struct GatewayProbeTests {
 
     @Test func exitsZeroOnlyWhenTheGatewayAnswers200() async throws {
         try await withGateway("probe") { g in
-            let ready = try await offPool { try Self.probe(["--url", "http://127.0.0.1:\(g.adminPort)/readyz"]) }
+            // A generous --timeout: under ThreadSanitizer with every suite running, an answer took longer than the
+            // default 5 s once (the deadline itself is tested below).
+            let ready = try await offPool { try Self.probe(["--url", "http://127.0.0.1:\(g.adminPort)/readyz", "--timeout", "45"]) }
             #expect(ready.status == 0 && ready.stdout.isEmpty && ready.stderr.isEmpty, "\(ready.status) \(ready.stderr)")
-            let healthy = try await offPool { try Self.probe(["--url", "http://127.0.0.1:\(g.adminPort)/healthz"]) }
+            let healthy = try await offPool { try Self.probe(["--url", "http://127.0.0.1:\(g.adminPort)/healthz", "--timeout", "45"]) }
             #expect(healthy.status == 0, "\(healthy.stderr)")
             // Any other answer is unhealthy, with the status on stderr.
-            let missing = try await offPool { try Self.probe(["--url", "http://127.0.0.1:\(g.adminPort)/no-such-route"]) }
+            let missing = try await offPool { try Self.probe(["--url", "http://127.0.0.1:\(g.adminPort)/no-such-route", "--timeout", "45"]) }
             #expect(missing.status == 1 && missing.stderr.contains("answered 404"), "\(missing.status) \(missing.stderr)")
         }
     }

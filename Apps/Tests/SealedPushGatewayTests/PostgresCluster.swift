@@ -165,11 +165,14 @@ final class PostgresCluster: Sendable {
 }
 
 extension PostgresGatewayStore.Options {
-    /// The defaults, but a start (connect and migrate) that may take up to 120 s: at the start of a full run under a
-    /// sanitizer every suite starts at once, and migrations took more than the production 20 s once.
+    /// The defaults, but a start (connect and migrate) that may take up to 120 s and operations that may take 60 s: at
+    /// the start of a full run under a sanitizer every suite starts at once; migrations took more than the production
+    /// 20 s once, and an operation (waiting for a pooled connection included) more than the production 15 + 5 s once.
+    /// Tests of the deadlines themselves set their own.
     static var forTests: Self {
         var options = Self()
         options.startTimeout = .seconds(120)
+        options.statementTimeout = .seconds(55)
         return options
     }
 }
