@@ -102,6 +102,8 @@ public final class PostgresGatewayStore: GatewayStore {
     /// Attempts' outcomes waiting to be written together (`completeAttempt`'s group commit), in four queues by
     /// delivery id, each with its own writer: a writer's round trips are not every outcome's wait.
     let completions = (0..<4).map { _ in WriteQueue<CompletionJob>() }
+    /// Receipts waiting to be written together (`recordReceipt`'s group commit, `PostgresReceiptQueries`).
+    let receipts = WriteQueue<ReceiptJob>()
 
     /// The schema versions this build knows, in order (`GatewayMigrations`): all that are missing are applied in
     /// one transaction, under an advisory lock, so instances starting together apply each once.
@@ -975,35 +977,6 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     // MARK: Receipts and reports
-
-    public func recordReceipt(messageID: String, tokenSHA256: [UInt8], revealed: Bool, now: Int64) async throws -> ReceiptResult {
-        try await transaction { [self] conn in
-            // One row, found through deliveries_receipt and locked alone: a receipt never waits for (nor blocks) the
-            // other deliveries of its message. Looked up by the hash itself: only SHA-256 of a random 32-byte token is
-            // stored, so how long the lookup takes says nothing that helps forge a token.
-            guard let row = try await run(conn, Self.queries.receipt, [.text(messageID), .bytes(tokenSHA256)]).first?.makeRandomAccess(),
-                  let id = row.text(0), let app = row.text(1), let state = row.text(2).flatMap(DeliveryState.init(rawValue:))
-            else {
-                return try await run(conn, Self.queries.anyDelivery, [.text(messageID)]).isEmpty ? .unknownID : .wrongToken
-            }
-            var changed = false
-            switch state {
-            case .queued, .accepted, .fetched, .expired, .cancelled:
-                try await insertDeliveryEvents(conn, try await run(conn, Self.queries.deliver, [.int(now), .int(now), .text(id)]), now: now)
-                changed = true
-                try await collectMailbox(conn, deliveryID: id, now: now)
-            default:
-                break
-            }
-            if revealed {
-                // Reveal v1 §8: the first `revealed` receipt sets revealed_at (delivery.revealed); repeats change nothing.
-                for row in try await run(conn, Self.queries.reveal, [.int(now), .int(now), .text(id)]) {
-                    if let d = Self.delivery(row) { try await insertEvent(conn, GatewayEvents.revealed(d, now: now)) }
-                }
-            }
-            return .matched(app: app, changed: changed, platform: row.text(3).flatMap(PushPlatform.init(rawValue:)) ?? .apns)
-        }
-    }
 
     public func recordReport(app: String, kid: String?, reason: String, count: Int, now: Int64) async throws -> [String] {
         guard let kid else { return [] }
