@@ -12,7 +12,10 @@ extension GatewayPostgresSuites {
     /// constant number of statements): whatever lands in one group — repeats of one delivery, `revealed` and not,
     /// wrong tokens, unknown message ids — each receipt gets the answer it would get alone, every delivery is
     /// delivered once, with one `delivery.delivered` and at most one `delivery.revealed` event.
-    @Suite("Gateway store: receipts in groups, on one store and on two at once", .serialized, .timeLimit(.minutes(5)))
+    ///
+    /// Webhook attempts' outcomes likewise (one statement per group on PostgreSQL): mixed outcomes and stale leases
+    /// at once each land as they would alone.
+    @Suite("Gateway store: receipts and webhook outcomes in groups, on one store and on two at once", .serialized, .timeLimit(.minutes(5)))
     struct GatewayReceiptSetTests {
         typealias F = StoreFixtures
 
@@ -90,6 +93,45 @@ extension GatewayPostgresSuites {
         @Test(arguments: StoreBackend.allCases)
         func oneStoreGroupsWhatArrivesAtOnce(_ backend: StoreBackend) async throws {
             try await withStore(backend) { store in try await Self.check([store], seed: UInt64.random(in: 1...UInt64.max)) }
+        }
+
+        /// 60 events claimed, then at once: 20 acknowledged, 20 retried, 10 dropped, 10 handed back, and a stale
+        /// (earlier-generation) outcome for each acknowledged one, which writes nothing.
+        @Test(arguments: StoreBackend.allCases)
+        func webhookOutcomesInOneGroupLandAsAlone(_ backend: StoreBackend) async throws {
+            try await withStore(backend) { store in
+                let devices = (0..<60).map { F.device("d\($0)", user: "u\($0)", token: $0 + 1) }
+                for d in devices { _ = try await store.putDevice(d, maxDevicesPerUser: 10) }
+                try await store.insertMessage(F.message("m", devices: devices), idempotency: nil)
+                #expect(try await store.cancelMessage(app: "chat", messageID: "m", now: 1500) == 60)
+                let stale = try await store.claimEvents(app: "chat", now: 2000, leaseUntil: 3000, limit: 100)
+                let claims = try await store.claimEvents(app: "chat", now: 4000, leaseUntil: 60_000, limit: 100)
+                #expect(stale.count == 60 && claims.count == 60)
+                let outcomes: [(ClaimedEvent, EventOutcome, Bool)] = claims.enumerated().map { n, claim in
+                    switch n {
+                    case 0..<20: (claim, .acknowledged, true)
+                    case 20..<40: (claim, .retry(at: 9000), true)
+                    case 40..<50: (claim, .dropped, true)
+                    default: (claim, .handBack, true)
+                    }
+                } + stale.prefix(20).map { ($0, .acknowledged, false) }
+                let results = try await withThrowingTaskGroup(of: (Int, Bool).self) { group in
+                    for (n, (claim, outcome, _)) in outcomes.enumerated() {
+                        group.addTask { (n, try await store.completeEvent(claim, outcome: outcome, now: 4500)) }
+                    }
+                    var out = [Bool](repeating: false, count: outcomes.count)
+                    for try await (n, ok) in group { out[n] = ok }
+                    return out
+                }
+                #expect(results == outcomes.map(\.2), "each outcome written exactly when its lease is current")
+                // Handed back: due at once, attempt not counted; retried: due at 9000, one attempt; the rest final.
+                let back = try await store.claimEvents(app: "chat", now: 5000, leaseUntil: 60_000, limit: 100)
+                #expect(back.map(\.id).sorted() == claims[50...].map(\.id).sorted() && back.allSatisfy { $0.attempts == 0 })
+                let retried = try await store.claimEvents(app: "chat", now: 9000, leaseUntil: 60_000, limit: 100)
+                #expect(retried.map(\.id).sorted() == claims[20..<40].map(\.id).sorted() && retried.allSatisfy { $0.attempts == 1 })
+                let app = try #require(try await store.dashboard(now: 9000).apps["chat"])
+                #expect(app.eventsDropped == 10 && app.eventsPending == 30, "\(app.eventsDropped) dropped, \(app.eventsPending) pending")
+            }
         }
 
         /// Two instances on one database: their groups lock the same rows in delivery-id order, never in a cycle.

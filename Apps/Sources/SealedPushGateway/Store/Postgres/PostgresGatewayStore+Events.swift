@@ -55,9 +55,41 @@ extension PostgresGatewayStore {
         }
     }
 
+    /// Writes a webhook attempt's outcome. Outcomes that arrive while a group is being written go in the next one
+    /// together (#47): one `UPDATE … FROM jsonb_to_recordset` for the whole group, in autocommit, where each outcome
+    /// took a transaction of its own (three round trips). The lease generation still guards each row.
     public func completeEvent(_ claim: ClaimedEvent, outcome: EventOutcome, now: Int64) async throws -> Bool {
-        let (sql, binds) = Self.eventSQL.complete(claim, outcome)
-        return try await transaction { [self] conn in try await !run(conn, sql, binds).isEmpty }
+        try checkOpen()
+        return try await withCheckedThrowingContinuation { continuation in
+            if eventCompletions.enqueue(EventCompletionJob(claim: claim, outcome: outcome, continuation: continuation)) {
+                Task { await self.writeEventCompletions() }
+            }
+        }
+    }
+
+    /// Writes the queued event outcomes, all that are queued at a time in one statement, until none are left; if a
+    /// group's statement fails, each outcome is written alone, so one outcome's failure never fails another.
+    func writeEventCompletions() async {
+        while let jobs = eventCompletions.takeAll() {
+            do {
+                let current = try await read { [self] conn in
+                    Set(try await run(conn, PostgresSetQueries.completeEvents, [PostgresSetQueries.eventOutcomes(jobs)])
+                        .compactMap { $0.makeRandomAccess().text(0) })
+                }
+                // Written when its own lease (id and generation) was current: a stale outcome of an event whose
+                // current outcome is in the same group did not write.
+                for job in jobs { job.continuation.resume(returning: current.contains("\(job.claim.id) \(job.claim.generation)")) }
+            } catch {
+                for job in jobs {
+                    let (sql, binds) = Self.eventSQL.complete(job.claim, job.outcome)
+                    do {
+                        job.continuation.resume(returning: try await read { [self] conn in try await !run(conn, sql, binds).isEmpty })
+                    } catch {
+                        job.continuation.resume(throwing: error)
+                    }
+                }
+            }
+        }
     }
 
     /// The events of `app` in position order, only up to the settled position: positions are drawn when an

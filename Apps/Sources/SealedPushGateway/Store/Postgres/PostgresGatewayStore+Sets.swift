@@ -34,6 +34,37 @@ enum PostgresSetQueries {
         ORDER BY v.n
         """
 
+    /// Writes a group of webhook attempts' outcomes (binds: a JSON array of `eventOutcomes`' objects), each only while
+    /// its lease is current (the generation it was claimed under, still pending), as `EventQueries`' four statements
+    /// do one by one: `ack` acknowledged (an attempt counted), `retry` due again at `at` (counted), `drop` dropped,
+    /// `back` handed back as it was. Returns the ids written with the generation that wrote each (a stale outcome of
+    /// the same event in the group matches no row).
+    static let completeEvents = """
+        UPDATE events AS e SET
+            state = CASE v.kind WHEN 'ack' THEN 'acknowledged' WHEN 'drop' THEN 'dropped' ELSE e.state END,
+            attempts = e.attempts + CASE WHEN v.kind IN ('ack', 'retry') THEN 1 ELSE 0 END,
+            next_attempt_at = CASE WHEN v.kind = 'retry' THEN v.at ELSE e.next_attempt_at END,
+            lease_until = NULL, leased_by = NULL
+        FROM jsonb_to_recordset($1::jsonb) AS v(id text, generation bigint, kind text, at bigint)
+        WHERE e.id = v.id AND e.lease_generation = v.generation AND e.state = 'pending'
+        RETURNING e.id || ' ' || v.generation
+        """
+
+    /// The bind of `completeEvents` for `jobs`.
+    static func eventOutcomes(_ jobs: [EventCompletionJob]) -> SQLValue {
+        let records: [JSONValue] = jobs.map { job in
+            let (kind, at): (String, Int64?) = switch job.outcome {
+            case .acknowledged: ("ack", nil)
+            case let .retry(at): ("retry", at)
+            case .dropped: ("drop", nil)
+            case .handBack: ("back", nil)
+            }
+            return .object(JSONObject([("id", .string(job.claim.id)), ("generation", .int(job.claim.generation)), ("kind", .string(kind)),
+                                       ("at", at.map { .int($0) } ?? .null)]))
+        }
+        return .text(String(decoding: JSON.serialize(.array(records)), as: UTF8.self))
+    }
+
     /// One row of `completeWrite`.
     static func completeWriteRecord(_ row: DeliveryRecord, dropsPayload: Bool) -> JSONValue {
         .object(JSONObject([
@@ -93,4 +124,11 @@ extension PostgresGatewayStore {
         try await insertEvents(conn, events)
         return states
     }
+}
+
+/// A webhook attempt's outcome waiting for the PostgreSQL store's next group of event outcomes, and who waits for it.
+struct EventCompletionJob: Sendable {
+    let claim: ClaimedEvent
+    let outcome: EventOutcome
+    let continuation: CheckedContinuation<Bool, any Error>
 }

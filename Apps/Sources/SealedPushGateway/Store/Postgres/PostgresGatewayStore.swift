@@ -104,6 +104,8 @@ public final class PostgresGatewayStore: GatewayStore {
     let completions = (0..<4).map { _ in WriteQueue<CompletionJob>() }
     /// Receipts waiting to be written together (`recordReceipt`'s group commit, `PostgresReceiptQueries`).
     let receipts = WriteQueue<ReceiptJob>()
+    /// Webhook attempts' outcomes waiting to be written together (`completeEvent`'s group commit).
+    let eventCompletions = WriteQueue<EventCompletionJob>()
 
     /// The schema versions this build knows, in order (`GatewayMigrations`): all that are missing are applied in
     /// one transaction, under an advisory lock, so instances starting together apply each once.
