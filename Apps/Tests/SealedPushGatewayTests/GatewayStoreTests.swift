@@ -64,6 +64,23 @@ extension GatewayPostgresSuites {
     struct GatewayStoreTests {
         typealias F = StoreFixtures
 
+        /// Messages of every size the store writes differently on PostgreSQL (#47): none of its deliveries (every
+        /// recipient skipped), one, the most one statement takes (200), and more (several statements in a
+        /// transaction); each reads back whole.
+        @Test(arguments: StoreBackend.allCases)
+        func messagesOfNoneOneAndManyDeliveriesAreStoredWhole(_ backend: StoreBackend) async throws {
+            try await withStore(backend) { store in
+                let devices = (0..<201).map { F.device("d\($0)", user: "u\($0)", token: $0 + 1) }
+                for d in devices { _ = try await store.putDevice(d, maxDevicesPerUser: 10) }
+                for (id, count) in [("none", 0), ("one", 1), ("most", 200), ("more", 201)] {
+                    try await store.insertMessage(F.message(id, devices: Array(devices.prefix(count))), idempotency: nil)
+                    let stored = try #require(try await store.message(app: "chat", messageID: id), "\(id)")
+                    #expect(stored.deliveries.count == count && stored.deliveries.allSatisfy { $0.state == .queued }, "\(id)")
+                    #expect(stored.expiresAt == 1000 + 3_600_000)
+                }
+            }
+        }
+
         @Test(arguments: StoreBackend.allCases)
         func devicesArePutReplacedListedAndDeleted(_ backend: StoreBackend) async throws {
             try await withStore(backend) { store in

@@ -219,7 +219,8 @@ struct DeliveryQueries: Sendable {
     let claim: String
     /// The selection of `claim`, alone (the same binds but the first two): for query plans.
     let claimSelection: String
-    /// Ends a delivery a claim just found without sending it (binds: state, reason, now, delivery id), returning `deliveryColumns`.
+    /// Ends a delivery a claim just found without sending it, if it is still queued (binds: state, reason, now, delivery
+    /// id), returning `deliveryColumns`.
     let endClaimed: String
     /// The row an attempt's outcome is written against, locked (binds: delivery id): `deliveryColumns`, `lease_generation`, `cancel_reason`.
     let completeRead: String
@@ -265,7 +266,7 @@ struct DeliveryQueries: Sendable {
         endClaimed = dialect.render("""
             UPDATE deliveries SET state = ?, reason = ?, updated_at = ?, next_attempt_at = NULL, lease_until = NULL, leased_by = NULL,
                 cancel_reason = NULL, seq = seq + 1, payload = \(empty)
-            WHERE delivery_id = ? RETURNING \(d)
+            WHERE delivery_id = ? AND state = 'queued' RETURNING \(d)
             """)
         completeRead = dialect.render("SELECT \(d), lease_generation, cancel_reason FROM deliveries WHERE delivery_id = ?\(dialect.lockRows)")
         completeWrite = dialect.render("""

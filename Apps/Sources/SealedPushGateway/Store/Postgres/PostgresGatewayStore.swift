@@ -465,6 +465,12 @@ public final class PostgresGatewayStore: GatewayStore {
         }
     }
 
+    /// Runs one statement that changes rows on a pooled connection, in autocommit (atomic alone: no BEGIN, no
+    /// COMMIT), bounded as every operation is.
+    func autocommit<R: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> R) async throws -> R {
+        try await read(body)
+    }
+
     /// Runs one read on a pooled connection.
     func read<R: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> R) async throws -> R {
         try checkOpen()
@@ -689,6 +695,12 @@ public final class PostgresGatewayStore: GatewayStore {
     // MARK: Messages
 
     public func insertMessage(_ message: NewMessage, idempotency: (key: String, answer: IdempotentAnswer)?) async throws {
+        // The usual message (no Idempotency-Key, no mailbox envelope, 1 to 200 deliveries): its message row and
+        // every delivery in one statement in autocommit (a data-modifying CTE), one round trip where BEGIN, two
+        // INSERTs and COMMIT took four.
+        if idempotency == nil, (1...200).contains(message.deliveries.count), message.deliveries.allSatisfy({ $0.mailbox == nil }) {
+            return try await autocommit { [self] conn in try await insertInOneStatement(conn, message) }
+        }
         try await transaction { [self] conn in
             guard try await insert(conn, message, idempotency: idempotency) else {
                 throw GatewayError.conflict("a request with this Idempotency-Key is still being handled; retry after Retry-After seconds", retryAfter: 1)
@@ -737,31 +749,52 @@ public final class PostgresGatewayStore: GatewayStore {
             binds.append(m.expiresAt)
             return "($\(first), $1, $\(first + 1), $\(first + 2))"
         }
-        try await insertChunked(conn, """
-            INSERT INTO deliveries (delivery_id, app, message_id, device_id, apns_token, environment, payload, receipt_sha256, priority,
-                collapse_id, apns_expiration, expires_at, apns_id, state, attempts, created_at, updated_at, next_attempt_at, seq, platform)
-            VALUES
-            """, messages.flatMap { m in m.deliveries.map { (m, $0) } }, chunk: 200, app: app) { binds, item in
-            let (m, d) = item
-            let first = binds.count + 1
-            binds.append(d.deliveryID)
-            binds.append(m.messageID)
-            binds.append(d.deviceID)
-            binds.append(d.address)
-            binds.append(d.platform.environmentColumn(d.environment))
-            binds.append(ByteBuffer(bytes: d.payload))
-            binds.append(d.receiptTokenSHA256.map { ByteBuffer(bytes: $0) })
-            binds.append(Int32(d.priority))
-            binds.append(d.collapseID)
-            binds.append(d.apnsExpiration)
-            binds.append(m.expiresAt)
-            binds.append(d.apnsID)
-            binds.append(m.createdAt)
-            binds.append(d.platform.rawValue)
-            let p = (first..<first + 14).map { "$\($0)" }
-            return "(\(p[0]), $1, \(p[1]), \(p[2]), \(p[3]), \(p[4]), \(p[5]), \(p[6]), \(p[7]), \(p[8]), \(p[9]), \(p[10]), \(p[11]), 'queued', 0, \(p[12]), \(p[12]), \(p[12]), 1, \(p[13]))"
+        try await insertChunked(conn, Self.insertDeliveriesHead, messages.flatMap { m in m.deliveries.map { (m, $0) } }, chunk: 200, app: app) { binds, item in
+            Self.deliveryValues(&binds, item.0, item.1)
         }
         try await insertMailboxRows(conn, messages)
+    }
+
+    /// The head of a multi-row `INSERT` of deliveries (`deliveryValues` gives each row).
+    static let insertDeliveriesHead = """
+        INSERT INTO deliveries (delivery_id, app, message_id, device_id, apns_token, environment, payload, receipt_sha256, priority,
+            collapse_id, apns_expiration, expires_at, apns_id, state, attempts, created_at, updated_at, next_attempt_at, seq, platform)
+        VALUES
+        """
+
+    /// Appends the binds of `d` (a delivery of `m`) and gives its `(…)` of `insertDeliveriesHead`; `$1` binds the app.
+    static func deliveryValues(_ binds: inout PostgresBindings, _ m: NewMessage, _ d: NewDelivery) -> String {
+        let first = binds.count + 1
+        binds.append(d.deliveryID)
+        binds.append(m.messageID)
+        binds.append(d.deviceID)
+        binds.append(d.address)
+        binds.append(d.platform.environmentColumn(d.environment))
+        binds.append(ByteBuffer(bytes: d.payload))
+        binds.append(d.receiptTokenSHA256.map { ByteBuffer(bytes: $0) })
+        binds.append(Int32(d.priority))
+        binds.append(d.collapseID)
+        binds.append(d.apnsExpiration)
+        binds.append(m.expiresAt)
+        binds.append(d.apnsID)
+        binds.append(m.createdAt)
+        binds.append(d.platform.rawValue)
+        let p = (first..<first + 14).map { "$\($0)" }
+        return "(\(p[0]), $1, \(p[1]), \(p[2]), \(p[3]), \(p[4]), \(p[5]), \(p[6]), \(p[7]), \(p[8]), \(p[9]), \(p[10]), \(p[11]), 'queued', 0, \(p[12]), \(p[12]), \(p[12]), 1, \(p[13]))"
+    }
+
+    /// One message (at most 200 deliveries, none with a mailbox envelope) in one statement: its `messages` row in a
+    /// data-modifying CTE ahead of its deliveries' multi-row `INSERT`. Atomic alone, so it needs no transaction.
+    func insertInOneStatement(_ conn: PostgresConnection, _ m: NewMessage) async throws {
+        var binds = PostgresBindings(capacity: m.deliveries.count * 14 + 4)
+        binds.append(m.app)
+        binds.append(m.messageID)
+        binds.append(m.createdAt)
+        binds.append(m.expiresAt)
+        let rows = m.deliveries.map { Self.deliveryValues(&binds, m, $0) }
+        let sql = "WITH m AS (INSERT INTO messages (message_id, app, created_at, expires_at) VALUES ($2, $1, $3, $4)) "
+            + Self.insertDeliveriesHead + " " + rows.joined(separator: ", ")
+        try await conn.rows(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
     }
 
     /// `head` (an `INSERT … VALUES`) for `items`, at most `chunk` rows a statement: `$1` binds `app`, and `row`
@@ -827,28 +860,43 @@ public final class PostgresGatewayStore: GatewayStore {
     // MARK: The queue
 
     public func claimDue(app: String, platform: PushPlatform, now: Int64, leaseUntil: Int64, limit: Int) async throws -> [ClaimedDelivery] {
-        let (claims, unreadable) = try await transaction { [self] conn in
-            var claims: [ClaimedDelivery] = []
-            var unreadable: [(id: String, column: String)] = []
-            for row in try await run(conn, Self.queries.claim, [.int(leaseUntil), .text(instanceID), .text(app), .text(platform.rawValue), .int(now), .int(now), .int(limit)]) {
-                let r = row.makeRandomAccess()
-                if let id = r.text(0), let cancel = r.text(13) {
-                    // Deleted while an attempt was in flight, whose instance ended before writing it: never sent again.
-                    try await endClaimed(conn, deliveryID: id, state: .cancelled, reason: cancel, now: now)
-                    continue
-                }
-                switch GatewayRows.claimed(r) {
-                case let .success(claim):
-                    claims.append(claim)
-                case let .failure(column):
-                    // Never leased and left unsent (nor the whole claim failed, every second): it ends now, and the
-                    // rest of the batch goes on.
-                    guard let id = r.text(0) else { continue }
-                    try await endClaimed(conn, deliveryID: id, state: .rejected, reason: "undecodable_record", now: now)
-                    unreadable.append((id, column.name))
-                }
+        // The claim is one statement, in autocommit (one round trip where BEGIN … COMMIT took three); the rare rows
+        // it leased that end unsent are ended afterwards in a transaction of their own, under the lease just taken
+        // (`endClaimed` changes only a row still queued).
+        let rows = try await autocommit { [self] conn in
+            try await run(conn, Self.queries.claim, [.int(leaseUntil), .text(instanceID), .text(app), .text(platform.rawValue), .int(now), .int(now), .int(limit)])
+        }
+        var claims: [ClaimedDelivery] = []
+        var ending: [(id: String, state: DeliveryState, reason: String)] = []
+        var unreadable: [(id: String, column: String)] = []
+        for row in rows {
+            let r = row.makeRandomAccess()
+            if let id = r.text(0), let cancel = r.text(13) {
+                // Deleted while an attempt was in flight, whose instance ended before writing it: never sent again.
+                ending.append((id, .cancelled, cancel))
+                continue
             }
-            return (claims, unreadable)
+            switch GatewayRows.claimed(r) {
+            case let .success(claim):
+                claims.append(claim)
+            case let .failure(column):
+                // Never leased and left unsent (nor the whole claim failed, every second): it ends now, and the
+                // rest of the batch goes on.
+                guard let id = r.text(0) else { continue }
+                ending.append((id, .rejected, "undecodable_record"))
+                unreadable.append((id, column.name))
+            }
+        }
+        if !ending.isEmpty {
+            do {
+                try await transaction { [self, ending] conn in
+                    for end in ending { try await endClaimed(conn, deliveryID: end.id, state: end.state, reason: end.reason, now: now) }
+                }
+            } catch {
+                // Their lease lapses and a later claim ends them; the claims above are still this instance's to send.
+                logger.warning("claimed deliveries that end unsent could not be ended yet; a later claim ends them",
+                               metadata: ["app": "\(app)", "count": "\(ending.count)", "error": "\(error)"])
+            }
         }
         for (id, column) in unreadable {
             logger.error("a claimed delivery's row cannot be read; it ends rejected (undecodable_record) and is not sent",
