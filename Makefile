@@ -181,6 +181,14 @@ bench-gateway: deps release
 	@$(NEED_WRK)
 	$(PYTHON) $(BENCH)/Scripts/bench_gateway.py --bin $(RELEASE_BIN)/sealedpush --server-bin $(RELEASE_BIN)/sealedpush-server
 
+# Where the gateway's CPU goes by caller for single messages on SQLite (perf record -g under wrk;
+# Benchmarks/Scripts/profile_gateway.py). Needs perf (linux-perf) and root.
+.PHONY: profile-gateway
+profile-gateway: deps release
+	@$(NEED_WRK)
+	@command -v perf >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get install -y linux-perf >/dev/null 2>&1; } || { echo "perf is missing: sudo apt-get install -y linux-perf" >&2; exit 1; }
+	$(PYTHON) $(BENCH)/Scripts/profile_gateway.py --bin $(RELEASE_BIN)/sealedpush --server-bin $(RELEASE_BIN)/sealedpush-server
+
 # Deliveries per second to each platform (APNs, FCM, Web Push) through its local push service, batches of 100
 # into one gateway, against send --batch to the local APNs (issue #38; Benchmarks/Scripts/bench_platforms.py).
 .PHONY: bench-platforms

@@ -198,9 +198,12 @@ public struct WebhookWorker: Service {
                 inFlight.withLockedValue { $0 += claims.count }
                 for claim in claims {
                     group.addTask {
-                        await self.attempt(claim, app: app.config.id, webhook: webhook, client: client)
+                        let outcome = await self.attempt(claim, app: app.config.id, webhook: webhook, client: client)
+                        // The slot is free once the POST is over: the outcome's write (grouped with others' on
+                        // PostgreSQL) no longer holds it. The event stays leased until that write.
                         inFlight.withLockedValue { $0 -= 1 }
                         wake.notify()
+                        await self.finish(claim, app: app.config.id, outcome)
                     }
                 }
             }
@@ -211,15 +214,12 @@ public struct WebhookWorker: Service {
     /// so that under load each claim takes several events rather than one per finished POST.
     static func claimThreshold(width: Int) -> Int { max(1, width / 4) }
 
-    /// POSTs one event and writes what came of it.
-    func attempt(_ claim: ClaimedEvent, app: String, webhook: WebhookConfiguration, client: HTTPClient) async {
+    /// POSTs one event; what came of it, for `finish` to write.
+    func attempt(_ claim: ClaimedEvent, app: String, webhook: WebhookConfiguration, client: HTTPClient) async -> EventOutcome {
         let options = gateway.options
         let now = gateway.now
         let deadline = claim.createdAt + options.webhookRetryWindow.milliseconds
-        if now >= deadline {
-            await finish(claim, app: app, .dropped)
-            return
-        }
+        if now >= deadline { return .dropped }
         var request = HTTPClientRequest(url: webhook.url)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
@@ -230,14 +230,10 @@ public struct WebhookWorker: Service {
         let answer = await Self.post(request, client: client, timeout: options.webhookTimeout)
         if case .noAnswer = answer, Task.isCancelled {
             // Shutting down: not an attempt; the event is due again at the next start (or when its lease lapses).
-            await finish(claim, app: app, .handBack)
-            return
+            return .handBack
         }
         gateway.metrics.webhookRequest(app: app, status: answer.label)
-        if case let .status(status) = answer, (200..<300).contains(status) {
-            await finish(claim, app: app, .acknowledged)
-            return
-        }
+        if case let .status(status) = answer, (200..<300).contains(status) { return .acknowledged }
         let base = max(1, options.webhookBaseRetryDelay.milliseconds)
         let cap = max(base, options.webhookMaxRetryDelay.milliseconds)
         let full = min(cap, base << Int64(min(claim.attempts, 40)))
@@ -245,7 +241,7 @@ public struct WebhookWorker: Service {
         gateway.logger.info("webhook attempt failed; retrying with backoff",
                             metadata: ["app": "\(app)", "event": "\(claim.id)", "answer": "\(answer.logValue)",
                                        "attempts": "\(claim.attempts + 1)"])
-        await finish(claim, app: app, next >= deadline ? .dropped : .retry(at: next))
+        return next >= deadline ? .dropped : .retry(at: next)
     }
 
     func finish(_ claim: ClaimedEvent, app: String, _ outcome: EventOutcome) async {

@@ -37,7 +37,8 @@ extension PostgresGatewayStore {
     // The claim stays PostgreSQL's own: instances claiming at once take disjoint rows (`FOR UPDATE SKIP LOCKED` in
     // an `UPDATE … FROM`) and each names itself in `leased_by`; SQLite's one writer needs neither (see `EventQueries`).
     public func claimEvents(app: String, now: Int64, leaseUntil: Int64, limit: Int) async throws -> [ClaimedEvent] {
-        try await transaction { [self] conn in
+        // One statement, in autocommit (one round trip where BEGIN … COMMIT took three).
+        try await autocommit { [self] conn in
             try await conn.rows("""
                 UPDATE events e SET lease_until = \(leaseUntil), lease_generation = e.lease_generation + 1, leased_by = \(instanceID)
                 FROM (SELECT position FROM events
