@@ -83,6 +83,7 @@ def main():
     ap.add_argument("--seconds", type=int, default=15)
     ap.add_argument("--users", type=int, default=1000)
     ap.add_argument("--frequency", type=int, default=999)
+    ap.add_argument("--top", type=int, default=30, help="how many of the hottest functions to list")
     args = ap.parse_args()
     if not shutil.which("perf"):
         print("perf is missing: apt-get install linux-perf", file=sys.stderr)
@@ -123,6 +124,10 @@ def main():
     for name, n in counts.most_common():
         print(f"| {name} | {n / total:.1%} |")
     print("Anywhere on the stack: " + ", ".join(f"{name} {n / total:.1%}" for name, n in anywhere.most_common()))
+    leaves = collections.Counter(re.sub(r"\+0x[0-9a-f]+$", "", frames[0])[:140] for frames in stacks if frames)
+    print(f"\nThe {args.top} hottest functions by their own samples (the innermost frame):")
+    for name, n in leaves.most_common(args.top):
+        print(f"  {n / total:6.1%}  {name}")
     shutil.rmtree(work, ignore_errors=True)
     return 0
 
