@@ -59,11 +59,16 @@ struct MemberReader {
         }
     }
 
+    /// An integer member: any JSON number whose value is an integer (`600`, `600.0`, `6e2`: JSON Schema's
+    /// `integer`, which the OpenAPI document promises) within `range`.
     func integer(_ name: String, range: ClosedRange<Int64>) throws(GatewayError) -> Int64? {
         switch object[name] {
         case nil, .null?: return nil
-        case let .int(i)? where range.contains(i): return i
-        default: throw GatewayError.invalidField(field(name), "\(name) must be an integer from \(range.lowerBound) to \(range.upperBound)")
+        case let value?:
+            guard let i = value.integralValue, range.contains(i) else {
+                throw GatewayError.invalidField(field(name), "\(name) must be an integer from \(range.lowerBound) to \(range.upperBound)")
+            }
+            return i
         }
     }
 
