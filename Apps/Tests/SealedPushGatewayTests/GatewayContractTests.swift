@@ -33,6 +33,20 @@ extension GatewaySuites {
             }
         }
 
+        /// `maxLength` counts characters: a `thread_id` of 256 characters is taken however many bytes they are (the
+        /// sealed size alone bounds the bytes: 413); 257 are `400` at the member.
+        @Test func textLimitsCountCharactersAsTheDocumentDoes() async throws {
+            try await InProcessGateway.with("characters") { g in
+                #expect(try await g.register(try Phone(in: g.directory, name: "p", token: hexToken(1)), device: "d1", user: "u").status == 201)
+                let greek = String(repeating: "λ", count: 256)
+                let taken = try await g.send(["user_id": "u"], extra: JSONObject([("thread_id", .string(greek)), ("category", .string(greek)),
+                                                                                   ("title", .string("τίτλος"))]))
+                #expect(taken.status == 202, "\(taken.text)")
+                let long = try await g.send(["user_id": "u"], extra: JSONObject([("sound", .string(greek + "λ"))]))
+                #expect(long.status == 400 && long.json["field"]?.stringValue == "/sound")
+            }
+        }
+
         /// Receipts and reports: `"count": 9999999.0` and `"at": 250.0` are integers; a receipt's `attachments` is
         /// checked as the document says (`failed` keys are reason codes, counts 1–4) and never loses the receipt
         /// for counts that add up past 4. A receipt that reads is `404` for an unknown id (not `400`).

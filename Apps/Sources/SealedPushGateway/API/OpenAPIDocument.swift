@@ -2089,11 +2089,13 @@ enum OpenAPIDocument {
           },
           "title": {
             "type": "string",
-            "maxLength": 4096
+            "maxLength": 4096,
+            "description": "At most 4096 characters (less fits once sealed: 413 gives the size that does)."
           },
           "subtitle": {
             "type": "string",
-            "maxLength": 4096
+            "maxLength": 4096,
+            "description": "At most 4096 characters (less fits once sealed: 413 gives the size that does)."
           },
           "body": {
             "type": "string",
@@ -2102,12 +2104,12 @@ enum OpenAPIDocument {
           "thread_id": {
             "type": "string",
             "maxLength": 256,
-            "description": "At most 256 bytes (UTF-8)."
+            "description": "At most 256 characters."
           },
           "category": {
             "type": "string",
             "maxLength": 256,
-            "description": "At most 256 bytes (UTF-8)."
+            "description": "At most 256 characters."
           },
           "badge": {
             "type": "integer",
@@ -2117,7 +2119,7 @@ enum OpenAPIDocument {
           "sound": {
             "type": "string",
             "maxLength": 256,
-            "description": "At most 256 bytes (UTF-8)."
+            "description": "At most 256 characters."
           },
           "data": {
             "type": "object",
@@ -2837,11 +2839,13 @@ enum OpenAPIDocument {
           },
           "title": {
             "type": "string",
-            "maxLength": 4096
+            "maxLength": 4096,
+            "description": "At most 4096 characters (less fits once sealed: 413 gives the size that does)."
           },
           "subtitle": {
             "type": "string",
-            "maxLength": 4096
+            "maxLength": 4096,
+            "description": "At most 4096 characters (less fits once sealed: 413 gives the size that does)."
           },
           "body": {
             "type": "string",
@@ -2850,12 +2854,12 @@ enum OpenAPIDocument {
           "thread_id": {
             "type": "string",
             "maxLength": 256,
-            "description": "At most 256 bytes (UTF-8)."
+            "description": "At most 256 characters."
           },
           "category": {
             "type": "string",
             "maxLength": 256,
-            "description": "At most 256 bytes (UTF-8)."
+            "description": "At most 256 characters."
           },
           "badge": {
             "type": "integer",
@@ -2865,7 +2869,7 @@ enum OpenAPIDocument {
           "sound": {
             "type": "string",
             "maxLength": 256,
-            "description": "At most 256 bytes (UTF-8)."
+            "description": "At most 256 characters."
           },
           "data": {
             "type": "object",
