@@ -39,8 +39,7 @@ extension GatewaySuites {
             try await InProcessGateway.with("characters") { g in
                 #expect(try await g.register(try Phone(in: g.directory, name: "p", token: hexToken(1)), device: "d1", user: "u").status == 201)
                 let greek = String(repeating: "λ", count: 256)
-                let taken = try await g.send(["user_id": "u"], extra: JSONObject([("thread_id", .string(greek)), ("category", .string(greek)),
-                                                                                   ("title", .string("τίτλος"))]))
+                let taken = try await g.send(["user_id": "u"], extra: JSONObject([("thread_id", .string(greek)), ("title", .string("τίτλος"))]))
                 #expect(taken.status == 202, "\(taken.text)")
                 let long = try await g.send(["user_id": "u"], extra: JSONObject([("sound", .string(greek + "λ"))]))
                 #expect(long.status == 400 && long.json["field"]?.stringValue == "/sound")
