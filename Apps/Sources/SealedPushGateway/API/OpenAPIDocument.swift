@@ -1793,7 +1793,8 @@ enum OpenAPIDocument {
           },
           "public_key": {
             "type": "string",
-            "description": "Standard base64 of the 32-byte X25519 public key."
+            "description": "Standard base64 of the 32-byte X25519 public key.",
+            "pattern": "^[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$"
           },
           "created_at": {
             "type": "string",
@@ -1815,7 +1816,8 @@ enum OpenAPIDocument {
               },
               "public_key": {
                 "type": "string",
-                "description": "Standard base64 of the 32-byte X25519 public key."
+                "description": "Standard base64 of the 32-byte X25519 public key.",
+                "pattern": "^[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$"
               }
             }
           }
@@ -2738,8 +2740,8 @@ enum OpenAPIDocument {
           },
           "token": {
             "type": "string",
-            "pattern": "^[A-Za-z0-9_-]{22,86}$",
-            "description": "The message's receipt token: base64url without padding of 16 to 64 bytes. The gateway keeps only its SHA-256."
+            "pattern": "^(?:(?:[A-Za-z0-9_-]{4}){5}(?:[A-Za-z0-9_-][AQgw]|[A-Za-z0-9_-]{2}[AEIMQUYcgkosw048])|(?:[A-Za-z0-9_-]{4}){6,20}(?:[A-Za-z0-9_-][AQgw]|[A-Za-z0-9_-]{2}[AEIMQUYcgkosw048])?|(?:[A-Za-z0-9_-]{4}){21}(?:[A-Za-z0-9_-][AQgw])?)$",
+            "description": "The message's receipt token: base64url without padding of 16 to 64 bytes, canonical (the unused bits of the last character zero). The gateway keeps only its SHA-256."
           },
           "at": {
             "type": "integer",
