@@ -2736,7 +2736,8 @@ enum OpenAPIDocument {
             "type": "string",
             "minLength": 1,
             "maxLength": 64,
-            "description": "The message id (1 to 64 bytes)."
+            "description": "The message id (the message_id this gateway answered: 1 to 64 of A-Z a-z 0-9 _ -). Any other id names no delivery: 404.",
+            "pattern": "^[A-Za-z0-9_-]{1,64}$"
           },
           "token": {
             "type": "string",
