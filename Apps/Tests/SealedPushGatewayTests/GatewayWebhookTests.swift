@@ -91,8 +91,8 @@ extension GatewaySuites {
                 for arrival in receiver.all where arrival.status == 200 {
                     #expect(JSON.serialize(.object(arrival.json)) == listedBodies[arrival.id])
                 }
-                // An unknown, or malformed, `after`; the read scope suffices, send alone does not.
-                #expect(try await g.api.call(.GET, "/v1/apps/chat/events?after=evt_" + String(repeating: "0", count: 32)).status == 400)
+                // An unknown `after` is gone (410), a malformed one 400; the read scope suffices, send alone does not.
+                #expect(try await g.api.call(.GET, "/v1/apps/chat/events?after=evt_" + String(repeating: "0", count: 32)).status == 410)
                 #expect(try await g.api.call(.GET, "/v1/apps/chat/events?after=nope").status == 400)
                 #expect(try await g.api.call(.GET, "/v1/apps/chat/events", key: Keys.sendOnly).status == 403)
                 #expect(try await g.api.call(.GET, "/v1/apps/chat/events?limit=0").status == 400)

@@ -81,13 +81,20 @@ struct DeviceListQuery: Sendable {
 
     init(limit: Int) { self.limit = limit }
 
-    /// The list cursor: base64url of `<updated_at ms>:<device_id>`.
+    /// The list cursor: `<updated_at ms>.<device_id>` (the position of the page's last device; the OpenAPI
+    /// document gives its pattern, so any cursor of that form is a position to list after). Cursors of earlier
+    /// versions, base64url of `<updated_at ms>:<device_id>`, are still read.
     enum Cursor {
         static func encode(_ updatedAt: Int64, _ deviceID: String) -> String {
-            Base64.encodeURLSafeNoPadding(Array("\(updatedAt):\(deviceID)".utf8))
+            "\(updatedAt).\(deviceID)"
         }
 
         static func decode(_ text: String) -> (Int64, String)? {
+            if let dot = text.firstIndex(of: "."), (1...16).contains(text.utf8.distance(from: text.startIndex, to: dot)),
+               text[..<dot].utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let t = Int64(text[..<dot]) {
+                let id = String(text[text.index(after: dot)...])
+                return IDSyntax.isValid(id) ? (t, id) : nil
+            }
             guard let bytes = try? Base64.decodeURLSafeNoPadding(text), let s = String(validating: bytes, as: UTF8.self),
                   let colon = s.firstIndex(of: ":"), let t = Int64(s[..<colon]) else { return nil }
             let id = String(s[s.index(after: colon)...])

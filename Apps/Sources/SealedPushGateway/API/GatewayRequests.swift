@@ -59,11 +59,26 @@ struct MemberReader {
         }
     }
 
+    /// A string member of at most `maxCharacters` characters as JSON Schema's `maxLength` counts them (Unicode
+    /// scalars), for text whose only byte limit is the sealed message's (a title in Greek is not half as long).
+    func text(_ name: String, maxCharacters: Int) throws(GatewayError) -> String? {
+        guard let s = try string(name, maxBytes: .max) else { return nil }
+        guard s.unicodeScalars.count <= maxCharacters else {
+            throw GatewayError.invalidField(field(name), "\(name) is longer than \(maxCharacters) characters; shorten it")
+        }
+        return s
+    }
+
+    /// An integer member: any JSON number whose value is an integer (`600`, `600.0`, `6e2`: JSON Schema's
+    /// `integer`, which the OpenAPI document promises) within `range`.
     func integer(_ name: String, range: ClosedRange<Int64>) throws(GatewayError) -> Int64? {
         switch object[name] {
         case nil, .null?: return nil
-        case let .int(i)? where range.contains(i): return i
-        default: throw GatewayError.invalidField(field(name), "\(name) must be an integer from \(range.lowerBound) to \(range.upperBound)")
+        case let value?:
+            guard let i = value.integralValue, range.contains(i) else {
+                throw GatewayError.invalidField(field(name), "\(name) must be an integer from \(range.lowerBound) to \(range.upperBound)")
+            }
+            return i
         }
     }
 
@@ -260,13 +275,14 @@ struct MessageRequest {
         else if let users = try t.idList("user_ids") { to = .users(users) }
         else if let devices = try t.idList("device_ids") { to = .devices(devices) }
         else { throw GatewayError.invalidField("/to", "to must have exactly one of user_id, user_ids, device_ids") }
-        title = try r.string("title")
-        subtitle = try r.string("subtitle")
+        // Counted in characters, as the document's maxLength (gateway v1 leaves them to the sealed size: 413 beyond).
+        title = try r.text("title", maxCharacters: 4096)
+        subtitle = try r.text("subtitle", maxCharacters: 4096)
         body = try r.string("body", required: true, maxBytes: 64 * 1024)!  // too long to seal is 413 with the size that fits
-        threadID = try r.string("thread_id", maxBytes: 256)
-        category = try r.string("category", maxBytes: 256)
+        threadID = try r.text("thread_id", maxCharacters: 256)
+        category = try r.text("category", maxCharacters: 256)
         badge = try r.integer("badge", range: 0...Int64(Int32.max))
-        sound = try r.string("sound", maxBytes: 256)
+        sound = try r.text("sound", maxCharacters: 256)
         switch o["data"] {
         case nil, .null?: data = nil
         case let .object(d)?:

@@ -400,9 +400,11 @@ enum OpenAPIDocument {
             "name": "cursor",
             "in": "query",
             "required": false,
-            "description": "next_cursor of the previous page.",
+            "description": "next_cursor of the previous page: the position of that page's last device, <updated_at in Unix milliseconds>.<device_id>. Any cursor of this form is a position to list after; another value is 400 (cursors of earlier versions, base64url, are still read).",
             "schema": {
-              "type": "string"
+              "type": "string",
+              "pattern": "^[0-9]{1,16}\\.[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$",
+              "maxLength": 145
             }
           }
         ],
@@ -974,7 +976,7 @@ enum OpenAPIDocument {
             "name": "after",
             "in": "query",
             "required": false,
-            "description": "An event id from an earlier listing or webhook: list the events written after it. An id of no event kept now (events are kept 7 days) is 400.",
+            "description": "An event id from an earlier listing or webhook: list the events written after it. An id of this form that names no event of the app kept now (events are kept 7 days) is 410 event_not_kept; any other value is 400.",
             "schema": {
               "type": "string",
               "pattern": "^evt_[0-9a-f]{32}$"
@@ -1025,6 +1027,9 @@ enum OpenAPIDocument {
           },
           "403": {
             "$ref": "#/components/responses/Forbidden"
+          },
+          "410": {
+            "$ref": "#/components/responses/EventNotKept"
           },
           "429": {
             "$ref": "#/components/responses/RateLimited"
@@ -1788,7 +1793,8 @@ enum OpenAPIDocument {
           },
           "public_key": {
             "type": "string",
-            "description": "Standard base64 of the 32-byte X25519 public key."
+            "description": "Standard base64 of the 32-byte X25519 public key.",
+            "pattern": "^[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$"
           },
           "created_at": {
             "type": "string",
@@ -1810,7 +1816,8 @@ enum OpenAPIDocument {
               },
               "public_key": {
                 "type": "string",
-                "description": "Standard base64 of the 32-byte X25519 public key."
+                "description": "Standard base64 of the 32-byte X25519 public key.",
+                "pattern": "^[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$"
               }
             }
           }
@@ -2015,7 +2022,8 @@ enum OpenAPIDocument {
               "string",
               "null"
             ],
-            "description": "Pass as cursor for the next page; null on the last."
+            "description": "Pass as cursor for the next page; null on the last page. Set whenever a page is full, so the last page may be empty.",
+            "pattern": "^[0-9]{1,16}\\.[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
           }
         },
         "additionalProperties": false
@@ -2083,11 +2091,13 @@ enum OpenAPIDocument {
           },
           "title": {
             "type": "string",
-            "maxLength": 4096
+            "maxLength": 4096,
+            "description": "At most 4096 characters (less fits once sealed: 413 gives the size that does)."
           },
           "subtitle": {
             "type": "string",
-            "maxLength": 4096
+            "maxLength": 4096,
+            "description": "At most 4096 characters (less fits once sealed: 413 gives the size that does)."
           },
           "body": {
             "type": "string",
@@ -2096,12 +2106,12 @@ enum OpenAPIDocument {
           "thread_id": {
             "type": "string",
             "maxLength": 256,
-            "description": "At most 256 bytes (UTF-8)."
+            "description": "At most 256 characters."
           },
           "category": {
             "type": "string",
             "maxLength": 256,
-            "description": "At most 256 bytes (UTF-8)."
+            "description": "At most 256 characters."
           },
           "badge": {
             "type": "integer",
@@ -2111,7 +2121,7 @@ enum OpenAPIDocument {
           "sound": {
             "type": "string",
             "maxLength": 256,
-            "description": "At most 256 bytes (UTF-8)."
+            "description": "At most 256 characters."
           },
           "data": {
             "type": "object",
@@ -2514,7 +2524,7 @@ enum OpenAPIDocument {
       },
       "ReceiptAttachments": {
         "type": "object",
-        "description": "What became of the message's attachments (present only when it had some): how many were attached, and how many failed by reason; at most 4 in all.",
+        "description": "What became of the message's attachments (present only when it had some): how many were attached, and how many failed by reason. Devices send the attachment reasons of attachments v1 section 4; the gateway keeps no attachment counts, so counts that add up to more than 4 do not refuse the receipt.",
         "required": [
           "attached",
           "failed"
@@ -2527,12 +2537,175 @@ enum OpenAPIDocument {
           },
           "failed": {
             "type": "object",
-            "description": "Failed attachments by reason code (attachmentTooLarge, attachmentUnavailable, ...).",
-            "additionalProperties": {
-              "type": "integer",
-              "minimum": 1,
-              "maximum": 4
-            }
+            "description": "Failed attachments by reason code (wire format and attachments v1 reason codes): each count 1 to 4.",
+            "properties": {
+              "malformedPayload": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              },
+              "unsupportedVersion": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              },
+              "unknownKey": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              },
+              "decryptionFailed": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              },
+              "badPadding": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              },
+              "malformedMessage": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              },
+              "recipientMismatch": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              },
+              "untrustedSender": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              },
+              "badSignature": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              },
+              "signatureRequired": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              },
+              "expired": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              },
+              "notYetValid": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              },
+              "replayed": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              },
+              "keychainLocked": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              },
+              "notEncrypted": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              },
+              "notMutable": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              },
+              "noAlert": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              },
+              "payloadTooLarge": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              },
+              "invalidPayload": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              },
+              "extensionCrashed": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              },
+              "timeExpired": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              },
+              "alertRemoved": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              },
+              "fetchFailed": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              },
+              "handleMismatch": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              },
+              "retracted": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              },
+              "attachmentUnsupportedType": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              },
+              "attachmentTooLarge": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              },
+              "attachmentInsecureURL": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              },
+              "attachmentUnavailable": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              },
+              "attachmentCorrupt": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              },
+              "attachmentTypeMismatch": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              },
+              "attachmentStorageFailed": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              },
+              "attachmentTimeExpired": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4
+              }
+            },
+            "additionalProperties": false
           }
         },
         "additionalProperties": false
@@ -2563,17 +2736,19 @@ enum OpenAPIDocument {
             "type": "string",
             "minLength": 1,
             "maxLength": 64,
-            "description": "The message id (1 to 64 bytes)."
+            "description": "The message id (the message_id this gateway answered: 1 to 64 of A-Z a-z 0-9 _ -). Any other id names no delivery: 404.",
+            "pattern": "^[A-Za-z0-9_-]{1,64}$"
           },
           "token": {
             "type": "string",
-            "pattern": "^[A-Za-z0-9_-]{22,86}$",
-            "description": "The message's receipt token: base64url without padding of 16 to 64 bytes. The gateway keeps only its SHA-256."
+            "pattern": "^(?:(?:[A-Za-z0-9_-]{4}){5}(?:[A-Za-z0-9_-][AQgw]|[A-Za-z0-9_-]{2}[AEIMQUYcgkosw048])|(?:[A-Za-z0-9_-]{4}){6,20}(?:[A-Za-z0-9_-][AQgw]|[A-Za-z0-9_-]{2}[AEIMQUYcgkosw048])?|(?:[A-Za-z0-9_-]{4}){21}(?:[A-Za-z0-9_-][AQgw])?)$",
+            "description": "The message's receipt token: base64url without padding of 16 to 64 bytes, canonical (the unused bits of the last character zero). The gateway keeps only its SHA-256."
           },
           "at": {
             "type": "integer",
             "minimum": 0,
-            "description": "The device's clock when it was made, Unix seconds."
+            "description": "The device's clock when it was made, Unix seconds.",
+            "maximum": 9223372036854775807
           },
           "attachments": {
             "$ref": "#/components/schemas/ReceiptAttachments"
@@ -2637,7 +2812,8 @@ enum OpenAPIDocument {
           "at": {
             "type": "integer",
             "minimum": 0,
-            "description": "The device's clock when it was made, Unix seconds."
+            "description": "The device's clock when it was made, Unix seconds.",
+            "maximum": 9223372036854775807
           },
           "count": {
             "type": "integer",
@@ -2666,11 +2842,13 @@ enum OpenAPIDocument {
           },
           "title": {
             "type": "string",
-            "maxLength": 4096
+            "maxLength": 4096,
+            "description": "At most 4096 characters (less fits once sealed: 413 gives the size that does)."
           },
           "subtitle": {
             "type": "string",
-            "maxLength": 4096
+            "maxLength": 4096,
+            "description": "At most 4096 characters (less fits once sealed: 413 gives the size that does)."
           },
           "body": {
             "type": "string",
@@ -2679,12 +2857,12 @@ enum OpenAPIDocument {
           "thread_id": {
             "type": "string",
             "maxLength": 256,
-            "description": "At most 256 bytes (UTF-8)."
+            "description": "At most 256 characters."
           },
           "category": {
             "type": "string",
             "maxLength": 256,
-            "description": "At most 256 bytes (UTF-8)."
+            "description": "At most 256 characters."
           },
           "badge": {
             "type": "integer",
@@ -2694,7 +2872,7 @@ enum OpenAPIDocument {
           "sound": {
             "type": "string",
             "maxLength": 256,
-            "description": "At most 256 bytes (UTF-8)."
+            "description": "At most 256 characters."
           },
           "data": {
             "type": "object",
@@ -2791,10 +2969,12 @@ enum OpenAPIDocument {
                 "type": "boolean",
                 "description": "Present (true) when this is the first answer to the message's idempotency_key, replayed."
               }
-            }
+            },
+            "title": "BatchAccepted"
           },
           {
             "type": "object",
+            "title": "BatchProblem400",
             "required": [
               "status",
               "problem"
@@ -2803,27 +2983,173 @@ enum OpenAPIDocument {
             "properties": {
               "status": {
                 "type": "integer",
-                "enum": [
-                  400,
-                  404,
-                  409,
-                  413,
-                  422,
-                  429,
-                  500,
-                  503
-                ]
+                "const": 400
               },
               "problem": {
-                "$ref": "#/components/schemas/Problem"
+                "$ref": "#/components/schemas/Problem400"
               },
               "replayed": {
-                "type": "boolean"
+                "type": "boolean",
+                "description": "Present (true) when this is the first answer to the message's idempotency_key, replayed."
+              }
+            }
+          },
+          {
+            "type": "object",
+            "title": "BatchProblem404",
+            "required": [
+              "status",
+              "problem"
+            ],
+            "additionalProperties": false,
+            "properties": {
+              "status": {
+                "type": "integer",
+                "const": 404
+              },
+              "problem": {
+                "$ref": "#/components/schemas/Problem404"
+              },
+              "replayed": {
+                "type": "boolean",
+                "description": "Present (true) when this is the first answer to the message's idempotency_key, replayed."
+              }
+            }
+          },
+          {
+            "type": "object",
+            "title": "BatchProblem409",
+            "required": [
+              "status",
+              "problem"
+            ],
+            "additionalProperties": false,
+            "properties": {
+              "status": {
+                "type": "integer",
+                "const": 409
+              },
+              "problem": {
+                "$ref": "#/components/schemas/Problem409"
+              },
+              "replayed": {
+                "type": "boolean",
+                "description": "Present (true) when this is the first answer to the message's idempotency_key, replayed."
+              }
+            }
+          },
+          {
+            "type": "object",
+            "title": "BatchProblem413",
+            "required": [
+              "status",
+              "problem"
+            ],
+            "additionalProperties": false,
+            "properties": {
+              "status": {
+                "type": "integer",
+                "const": 413
+              },
+              "problem": {
+                "$ref": "#/components/schemas/Problem413"
+              },
+              "replayed": {
+                "type": "boolean",
+                "description": "Present (true) when this is the first answer to the message's idempotency_key, replayed."
+              }
+            }
+          },
+          {
+            "type": "object",
+            "title": "BatchProblem422",
+            "required": [
+              "status",
+              "problem"
+            ],
+            "additionalProperties": false,
+            "properties": {
+              "status": {
+                "type": "integer",
+                "const": 422
+              },
+              "problem": {
+                "$ref": "#/components/schemas/Problem422"
+              },
+              "replayed": {
+                "type": "boolean",
+                "description": "Present (true) when this is the first answer to the message's idempotency_key, replayed."
+              }
+            }
+          },
+          {
+            "type": "object",
+            "title": "BatchProblem429",
+            "required": [
+              "status",
+              "problem"
+            ],
+            "additionalProperties": false,
+            "properties": {
+              "status": {
+                "type": "integer",
+                "const": 429
+              },
+              "problem": {
+                "$ref": "#/components/schemas/Problem429"
+              },
+              "replayed": {
+                "type": "boolean",
+                "description": "Present (true) when this is the first answer to the message's idempotency_key, replayed."
+              }
+            }
+          },
+          {
+            "type": "object",
+            "title": "BatchProblem500",
+            "required": [
+              "status",
+              "problem"
+            ],
+            "additionalProperties": false,
+            "properties": {
+              "status": {
+                "type": "integer",
+                "const": 500
+              },
+              "problem": {
+                "$ref": "#/components/schemas/Problem500"
+              },
+              "replayed": {
+                "type": "boolean",
+                "description": "Present (true) when this is the first answer to the message's idempotency_key, replayed."
+              }
+            }
+          },
+          {
+            "type": "object",
+            "title": "BatchProblem503",
+            "required": [
+              "status",
+              "problem"
+            ],
+            "additionalProperties": false,
+            "properties": {
+              "status": {
+                "type": "integer",
+                "const": 503
+              },
+              "problem": {
+                "$ref": "#/components/schemas/Problem503"
+              },
+              "replayed": {
+                "type": "boolean",
+                "description": "Present (true) when this is the first answer to the message's idempotency_key, replayed."
               }
             }
           }
         ],
-        "description": "What POST .../messages would have answered for this message alone."
+        "description": "What POST .../messages would have answered for this message alone: status 202 with the message, or the problem of that status, typed per status as POST .../messages types it (Problem400, Problem404, ...)."
       },
       "BatchResponse": {
         "type": "object",
@@ -3143,6 +3469,34 @@ enum OpenAPIDocument {
               },
               "additionalProperties": false
             }
+          }
+        },
+        "additionalProperties": false
+      },
+      "Problem410EventNotKept": {
+        "type": "object",
+        "title": "Problem410EventNotKept",
+        "description": "RFC 9457 problem details for 410 from GET .../events: after names no event of this app kept now (unknown, or older than the 7 days events are kept), so events after it may be gone; list again without after and reconcile (event_not_kept). A schema of its own, so that generated clients keep a model per status.",
+        "required": [
+          "type",
+          "title",
+          "status",
+          "detail"
+        ],
+        "properties": {
+          "type": {
+            "type": "string",
+            "const": "urn:sealedpush:problem:event_not_kept"
+          },
+          "title": {
+            "type": "string"
+          },
+          "status": {
+            "type": "integer",
+            "const": 410
+          },
+          "detail": {
+            "type": "string"
           }
         },
         "additionalProperties": false
@@ -3606,6 +3960,30 @@ enum OpenAPIDocument {
           "application/problem+json": {
             "schema": {
               "$ref": "#/components/schemas/Problem422"
+            }
+          }
+        }
+      },
+      "EventNotKept": {
+        "description": "after names no event of this app kept now (event_not_kept): events after it may be gone; list again without after.",
+        "headers": {
+          "Request-Id": {
+            "$ref": "#/components/headers/Request-Id"
+          },
+          "RateLimit-Limit": {
+            "$ref": "#/components/headers/RateLimit-Limit"
+          },
+          "RateLimit-Remaining": {
+            "$ref": "#/components/headers/RateLimit-Remaining"
+          },
+          "RateLimit-Reset": {
+            "$ref": "#/components/headers/RateLimit-Reset"
+          }
+        },
+        "content": {
+          "application/problem+json": {
+            "schema": {
+              "$ref": "#/components/schemas/Problem410EventNotKept"
             }
           }
         }

@@ -306,7 +306,7 @@ extension Gateway {
     func eventListing(app: AppRuntime, after: String?, limit: Int) async throws -> [UInt8] {
         let now = self.now
         guard let events = try await store.events(app: app.config.id, after: after, since: now - Self.eventsKeptFor, limit: limit) else {
-            throw GatewayError.invalidField("", "after names no event of this app kept now (events are kept 7 days); list again without after")
+            throw GatewayError.eventNotKept
         }
         var body = Array(#"{"events":["#.utf8)
         for (n, event) in events.enumerated() {

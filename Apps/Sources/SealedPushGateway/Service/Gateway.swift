@@ -633,8 +633,37 @@ public final class Gateway: Sendable {
     /// Records a receipt (on `v1/receipts`) or failure report (on `v1/reports`) body; the other kind is malformed.
     /// A report counts only in the app its URL names (`?app=<id>`): it cannot be authenticated, so one without a
     /// known app is counted in the metrics (`app="unknown"`) and changes no device's `last_report`.
+    /// A receipt or report body as the OpenAPI document describes it, ready for `ReceiptMessage.parse`: integers
+    /// may be written `250.0` (JSON Schema's `integer`), and a receipt's `attachments` is checked as the document
+    /// says (`attached` 0–4, `failed` counts 1–4 by reason code, nothing else) and then set aside, as the gateway
+    /// keeps no attachment counts (so counts that add up to more than 4 are no reason to lose a receipt). Nil when
+    /// `attachments` is not as described. The bytes are returned unchanged when neither applies.
+    static func normalizedDeviceBody(_ bytes: [UInt8]) -> [UInt8]? {
+        // Only a body with a number written with a fraction or exponent, or with attachments, is rewritten.
+        var rewrite = false
+        for i in bytes.indices.dropLast() where bytes[i] >= 0x30 && bytes[i] <= 0x39
+            && (bytes[i + 1] == UInt8(ascii: ".") || bytes[i + 1] == UInt8(ascii: "e") || bytes[i + 1] == UInt8(ascii: "E")) {
+            rewrite = true
+            break
+        }
+        if !rewrite, bytes.count >= 13 {
+            let needle = Array("\"attachments\"".utf8)
+            rewrite = (0...(bytes.count - needle.count)).contains { bytes[$0..<($0 + needle.count)].elementsEqual(needle) }
+        }
+        guard rewrite, case let .object(parsed)? = try? JSON.parse(bytes), case var .object(o) = JSONValue.object(parsed).integralNumbersAsIntegers
+        else { return bytes }
+        if let attachments = o["attachments"] {
+            guard case let .object(a) = attachments, a.count == 2, let attached = a["attached"]?.intValue, (0...4).contains(attached),
+                  case let .object(failed)? = a["failed"],
+                  failed.allSatisfy({ member in ReasonCode(rawValue: member.key) != nil && (1...4).contains(member.value.intValue ?? 0) })
+            else { return nil }
+            o["attachments"] = nil
+        }
+        return JSON.serialize(.object(o))
+    }
+
     func deviceEndpoint(body: [UInt8], path: String, reportApp: String? = nil) async -> DeviceEndpointOutcome {
-        guard let (message, _) = ReceiptMessage.parse(body) else { return .malformed }
+        guard let body = Self.normalizedDeviceBody(body), let (message, _) = ReceiptMessage.parse(body) else { return .malformed }
         do {
             switch message {
             case let .delivered(id, token, _, _), let .revealed(id, token, _, _):

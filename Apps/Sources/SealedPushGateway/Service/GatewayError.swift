@@ -28,6 +28,9 @@ public enum GatewayError: Error, Sendable, Equatable {
     case methodNotAllowed(allowed: [String])
     /// 409 `conflict` (with `Retry-After` when waiting helps).
     case conflict(String, retryAfter: Int? = nil)
+    /// 410 `event_not_kept`: `GET …/events?after=` names no event of the app kept now (unknown, or older than the
+    /// 7 days events are kept): events after it may be gone, so the receiver lists again without `after`.
+    case eventNotKept
     /// 413 `too_large`, at the member whose size is at fault if one is.
     case tooLarge(String, field: String? = nil)
     /// 415 `unsupported_media_type`.
@@ -121,6 +124,10 @@ public enum GatewayError: Error, Sendable, Equatable {
             var p = Problem(.conflict, "conflict", "Conflict", detail)
             if let retryAfter { p.headers = [(.retryAfter, String(retryAfter))] }
             return p
+        case .eventNotKept:
+            return Problem(.gone, "event_not_kept", "Event not kept",
+                           "after names no event of this app kept now (events are kept 7 days), so later events may be missing; "
+                           + "list again without after and reconcile", field: nil)
         case let .tooLarge(detail, field):
             return Problem(.contentTooLarge, "too_large", "Too large", detail, field: field)
         case .unsupportedMediaType:

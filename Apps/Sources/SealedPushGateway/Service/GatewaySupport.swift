@@ -180,3 +180,27 @@ final class WriteQueue<Job: Sendable>: Sendable {
         }
     }
 }
+
+extension JSONValue {
+    /// The value as an integer when it is a JSON number whose value is an integer that fits in 64 bits: `7`,
+    /// and also `7.0` or `7e0`, which JSON does not tell apart from `7` and JSON Schema's `integer` admits
+    /// (the OpenAPI document's integers). Nil for any other value, a fraction or a number out of range.
+    var integralValue: Int64? {
+        switch self {
+        case let .int(i): return i
+        case let .double(d) where d.isFinite && d.rounded(.towardZero) == d: return Int64(exactly: d)
+        default: return nil
+        }
+    }
+
+    /// This value with every number that is an integer written as one (`.double(7.0)` becomes `.int(7)`, at any
+    /// depth), so that a reader expecting integers takes `7.0` as the document's `integer` type promises.
+    var integralNumbersAsIntegers: JSONValue {
+        switch self {
+        case let .double(d): return integralValue.map(JSONValue.int) ?? .double(d)
+        case let .array(items): return .array(items.map(\.integralNumbersAsIntegers))
+        case let .object(o): return .object(JSONObject(o.map { ($0.key, $0.value.integralNumbersAsIntegers) }))
+        default: return self
+        }
+    }
+}
