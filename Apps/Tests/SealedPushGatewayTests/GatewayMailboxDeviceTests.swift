@@ -405,6 +405,12 @@ extension GatewaySuites {
                 let r = try s.device(phone, ["push", "--platform", "webpush", "--json", "-"], stdin: body)
                 let shown = try #require(try JSON.parse(r.stdout).objectValue, "\(r.stdoutText) \(r.stderr)")
                 #expect(shown["outcome"]?.stringValue == "decrypted" && shown["notification"]?.objectValue?["body"]?.stringValue == secret, "\(shown)")
+                // Both keys in one plaintext: malformedPayload, nothing fetched (mailbox v1 §5).
+                let both = try WebPushEncryptor(subscription: subscription).encrypt(JSON.serialize(.object(JSONObject([
+                    ("sealedpush_fetch", .string(handle)), ("ENCRYPTED_DATA", "AAAA")]))))
+                let refused = try s.device(phone, ["push", "--platform", "webpush", "--json", "-"], stdin: both)
+                let o = try #require(try JSON.parse(refused.stdout).objectValue, "\(refused.stderr)")
+                #expect(o["reason"]?.stringValue == "malformedPayload", "\(o)")
             } catch {
                 await s.stop()
                 throw error
