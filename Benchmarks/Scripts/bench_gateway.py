@@ -293,20 +293,22 @@ class CaptureTail(threading.Thread):
         with self.lock:
             return self.count, self.last_at
 
-    def wait_for(self, target, timeout=600):
-        """The time the count reached `target` (raises after `timeout` s)."""
+    def wait_for(self, target, timeout=600, quiet=0.5):
+        """Once the count reached `target`, and then nothing more came for `quiet` s (a request wrk did not count,
+        still in flight when it stopped, may still be pushed): the count and the time of the last push (raises after
+        `timeout` s)."""
         deadline = time.time() + timeout
         while time.time() < deadline:
             count, at = self.snapshot()
-            if count >= target:
-                return at
+            if count >= target and time.time() - at >= quiet:
+                return count, at
             time.sleep(0.01)
         raise RuntimeError(f"the local APNs received {self.snapshot()[0]} pushes, not {target}, within {timeout} s")
 
 
 class Fetcher(threading.Thread):
     """A phone's app fetching by handle: takes handles off `handles`, POSTs /v1/mailbox/fetch over one keep-alive
-    connection and records each fetch's status and latency (s)."""
+    connection and records each fetch's status, latency (s) and when it ended."""
 
     def __init__(self, port, handles, results):
         super().__init__(daemon=True)
@@ -331,7 +333,7 @@ class Fetcher(threading.Thread):
                 conn.close()
                 conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
                 status = 0
-            self.results.append((status, time.perf_counter() - t0))
+            self.results.append((status, time.perf_counter() - t0, time.time()))
         conn.close()
 
 
@@ -367,13 +369,11 @@ def mailbox_case(sp, server_bin, seconds, users, fetchers):
         cpu0 = cpu_seconds(gateway.proc.pid)
         start = time.time()
         requests, errors, p50, p99, _ = wrk_mode(gateway.port, seconds, users, work, "push")
-        push_posted = requests - errors
-        push_end = tail.wait_for(push_posted)
+        push_posted, push_end = tail.wait_for(requests - errors)
         push_rate = push_posted / (push_end - start)
         push_cpu_us = (cpu_seconds(gateway.proc.pid) - cpu0) / max(1, push_posted) * 1e6
 
         # Mailbox mode: the same load, "delivery": "mailbox", while the phones fetch what the local APNs received.
-        time.sleep(1)
         base = tail.snapshot()[0]
         tail.handles = handles
         results = []
@@ -383,18 +383,18 @@ def mailbox_case(sp, server_bin, seconds, users, fetchers):
         cpu1 = cpu_seconds(gateway.proc.pid)
         start = time.time()
         m_requests, m_errors, m_p50, m_p99, _ = wrk_mode(gateway.port, seconds, users, work, "mailbox")
-        mailbox_posted = m_requests - m_errors
-        mailbox_end = tail.wait_for(base + mailbox_posted)
+        pushed, mailbox_end = tail.wait_for(base + m_requests - m_errors)
+        mailbox_posted = pushed - base
         deadline = time.time() + 300
         while len(results) < mailbox_posted and time.time() < deadline:
             time.sleep(0.01)
-        fetched_end = time.time()
         mailbox_cpu = cpu_seconds(gateway.proc.pid) - cpu1
         mailbox_rate = mailbox_posted / (mailbox_end - start)
-        fetched = [latency for status, latency in results if status == 200]
+        fetched = [latency for status, latency, _ in results if status == 200]
+        fetched_end = max((ended for _, _, ended in results), default=time.time())
         fetched_rate = len(fetched) / (fetched_end - start)
         statuses = {}
-        for status, _ in results:
+        for status, _, _ in results:
             statuses[status] = statuses.get(status, 0) + 1
         mailbox_cpu_us = mailbox_cpu / max(1, len(fetched)) * 1e6
     finally:
