@@ -176,7 +176,7 @@ bench: deps pydeps release
 NEED_WRK = command -v wrk >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && { apt-get install -y wrk >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; }; }; } || { echo "wrk is missing: sudo apt-get install -y wrk" >&2; exit 1; }
 
 # The gateway under wrk against send --batch, its
-# memory over 100 000 messages, and a kill -9 mid-run (Benchmarks/Scripts/bench_gateway.py).
+# memory over 100 000 messages, a kill -9 mid-run, and mailbox mode beside push mode (Benchmarks/Scripts/bench_gateway.py).
 bench-gateway: deps release
 	@$(NEED_WRK)
 	$(PYTHON) $(BENCH)/Scripts/bench_gateway.py --bin $(RELEASE_BIN)/sealedpush --server-bin $(RELEASE_BIN)/sealedpush-server
@@ -188,6 +188,13 @@ profile-gateway: deps release
 	@$(NEED_WRK)
 	@command -v perf >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get install -y linux-perf >/dev/null 2>&1; } || { echo "perf is missing: sudo apt-get install -y linux-perf" >&2; exit 1; }
 	$(PYTHON) $(BENCH)/Scripts/profile_gateway.py --bin $(RELEASE_BIN)/sealedpush --server-bin $(RELEASE_BIN)/sealedpush-server
+
+# Mailbox mode alone (issue #46; the mailbox case of bench-gateway): push mode and mailbox mode under the same wrk
+# load into one gateway, the script fetching each handle the local APNs received (fetch p50/p99, CPU per fetch).
+.PHONY: bench-mailbox
+bench-mailbox: deps release
+	@$(NEED_WRK)
+	$(PYTHON) $(BENCH)/Scripts/bench_gateway.py --only mailbox --bin $(RELEASE_BIN)/sealedpush --server-bin $(RELEASE_BIN)/sealedpush-server
 
 # Deliveries per second to each platform (APNs, FCM, Web Push) through its local push service, batches of 100
 # into one gateway, against send --batch to the local APNs (issue #38; Benchmarks/Scripts/bench_platforms.py).

@@ -10,6 +10,12 @@
    last sample is within 25% + 8 MiB of the sample at a quarter of the way.
 3. kill -9 in the middle of a run: every message answered 202 reaches APNs after a restart; how many pushes
    went twice (same apns-id: the device's replay rule and iOS's collapse id hide them from the user).
+4. Mailbox mode (issue #46 item 7, `--only mailbox` or `make bench-mailbox` runs it alone): a gateway of its own
+   with the mailbox enabled, the same wrk load posting messages with "delivery": "push", then "delivery":
+   "mailbox"; deliveries per second to the local APNs (`apns serve --capture`, counted in its capture file) for
+   each. During the mailbox run the script is the phones: it reads each handle from what the local APNs received
+   and POSTs /v1/mailbox/fetch (--fetchers threads, keep-alive), timing each fetch. Reports the fetch p50/p99
+   under that load and the gateway's CPU per fetched message. Targets: mailbox >= 0.8x push mode, fetch p99 <= 50 ms.
 
 Everything runs on this machine's cores at once (wrk, the gateway, the local APNs): the figures are for
 that, not for a gateway alone on a server.
@@ -19,6 +25,7 @@ import argparse
 import http.client
 import json
 import os
+import queue
 import re
 import signal
 import subprocess
@@ -226,6 +233,198 @@ end
 """, connections)
 
 
+def wrk_mode(port, seconds, users, work, mode, connections=32):
+    """wrk posting one message per request with "delivery": mode, each to the next user; requests, errors, p50, p99
+    ms, duration s."""
+    return run_wrk(port, seconds, work, f"post-{mode}.lua", f"""
+request = function()
+  n = n + 1
+  local body = '{{"to":{{"user_id":"u' .. (n % {users}) .. '"}},"body":"bench message ' .. n .. '","delivery":"{mode}"}}'
+  return wrk.format(nil, "/v1/apps/bench/messages", nil, body)
+end
+response = function(status, headers, body)
+  if status ~= 202 then
+    io.write("BAD " .. status .. "\\n")
+  end
+end
+""", connections)
+
+
+class CaptureTail(threading.Thread):
+    """Follows `apns serve --capture`'s file: counts the pushes the local APNs accepted (and when the count last
+    grew) and, with `handles`, puts each push's SEALEDPUSH_FETCH handle on that queue."""
+
+    def __init__(self, path):
+        super().__init__(daemon=True)
+        self.path = path
+        self.count = 0
+        self.last_at = 0.0
+        self.handles = None
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+
+    def run(self):
+        while not os.path.exists(self.path) and not self.stopping.is_set():
+            time.sleep(0.01)
+        with open(self.path, "rb") as f:
+            rest = b""
+            while not self.stopping.is_set():
+                chunk = f.read(1 << 20)
+                if not chunk:
+                    time.sleep(0.002)
+                    continue
+                rest += chunk
+                *lines, rest = rest.split(b"\n")
+                now = time.time()
+                for line in lines:
+                    handles = self.handles
+                    if handles is not None:
+                        try:
+                            handle = json.loads(json.loads(line)["payload"]).get("SEALEDPUSH_FETCH")
+                        except (ValueError, KeyError):
+                            handle = None
+                        if handle:
+                            handles.put(handle)
+                with self.lock:
+                    self.count += len(lines)
+                    self.last_at = now
+
+    def snapshot(self):
+        with self.lock:
+            return self.count, self.last_at
+
+    def wait_for(self, target, timeout=600, quiet=0.5):
+        """Once the count reached `target`, and then nothing more came for `quiet` s (a request wrk did not count,
+        still in flight when it stopped, may still be pushed): the count and the time of the last push (raises after
+        `timeout` s)."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            count, at = self.snapshot()
+            if count >= target and time.time() - at >= quiet:
+                return count, at
+            time.sleep(0.01)
+        raise RuntimeError(f"the local APNs received {self.snapshot()[0]} pushes, not {target}, within {timeout} s")
+
+
+class Fetcher(threading.Thread):
+    """A phone's app fetching by handle: takes handles off `handles`, POSTs /v1/mailbox/fetch over one keep-alive
+    connection and records each fetch's status, latency (s) and when it ended."""
+
+    def __init__(self, port, handles, results):
+        super().__init__(daemon=True)
+        self.port = port
+        self.handles = handles
+        self.results = results
+
+    def run(self):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        while True:
+            handle = self.handles.get()
+            if handle is None:
+                break
+            body = json.dumps({"handle": handle}).encode()
+            t0 = time.perf_counter()
+            try:
+                conn.request("POST", "/v1/mailbox/fetch", body=body, headers={"Content-Type": "application/json"})
+                r = conn.getresponse()
+                r.read()
+                status = r.status
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+                status = 0
+            self.results.append((status, time.perf_counter() - t0, time.time()))
+        conn.close()
+
+
+def percentile(values, p):
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def mailbox_case(sp, server_bin, seconds, users, fetchers):
+    """Item 4 of the docstring on a gateway and a local APNs of its own; the lines it prints."""
+    usage = subprocess.run([server_bin, "apns", "serve", "--help"], capture_output=True, text=True).stdout
+    if "--capture" not in usage:
+        raise SystemExit(f"{server_bin} has no `apns serve --capture`, which the mailbox case reads handles from: "
+                         "build sealedpush-server from this source (make release) and pass it as --server-bin")
+    work = tempfile.mkdtemp(prefix="sealedpush-bench-mailbox-")
+    key_path, record = make_keys(sp, server_bin, work)
+    capture = os.path.join(work, "apns-capture.jsonl")
+    apns, url, _ = start_apns(server_bin, work, key_path, log_name="apns-mailbox.log", extra=("--capture", capture))
+    tail = CaptureTail(capture)
+    tail.start()
+    gateway = None
+    workers = []
+    handles = queue.Queue()
+    try:
+        config = gateway_config(url, key_path, "sqlite:gateway.db", os.path.join(work, "ca.pem"))
+        config["apps"][0]["mailbox"] = {"enabled": True, "fetch_grace": 60, "max_message_bytes": 32768}
+        gateway = Gateway(server_bin, write_config(work, config), work)
+        register(gateway, users, record)
+
+        # Push mode: the same wrk load, "delivery": "push"; to the local APNs.
+        cpu0 = cpu_seconds(gateway.proc.pid)
+        start = time.time()
+        requests, errors, p50, p99, _ = wrk_mode(gateway.port, seconds, users, work, "push")
+        push_posted, push_end = tail.wait_for(requests - errors)
+        push_rate = push_posted / (push_end - start)
+        push_cpu_us = (cpu_seconds(gateway.proc.pid) - cpu0) / max(1, push_posted) * 1e6
+
+        # Mailbox mode: the same load, "delivery": "mailbox", while the phones fetch what the local APNs received.
+        base = tail.snapshot()[0]
+        tail.handles = handles
+        results = []
+        workers = [Fetcher(gateway.port, handles, results) for _ in range(fetchers)]
+        for w in workers:
+            w.start()
+        cpu1 = cpu_seconds(gateway.proc.pid)
+        start = time.time()
+        m_requests, m_errors, m_p50, m_p99, _ = wrk_mode(gateway.port, seconds, users, work, "mailbox")
+        pushed, mailbox_end = tail.wait_for(base + m_requests - m_errors)
+        mailbox_posted = pushed - base
+        deadline = time.time() + 300
+        while len(results) < mailbox_posted and time.time() < deadline:
+            time.sleep(0.01)
+        mailbox_cpu = cpu_seconds(gateway.proc.pid) - cpu1
+        mailbox_rate = mailbox_posted / (mailbox_end - start)
+        fetched = [latency for status, latency, _ in results if status == 200]
+        fetched_end = max((ended for _, _, ended in results), default=time.time())
+        fetched_rate = len(fetched) / (fetched_end - start)
+        statuses = {}
+        for status, _, _ in results:
+            statuses[status] = statuses.get(status, 0) + 1
+        mailbox_cpu_us = mailbox_cpu / max(1, len(fetched)) * 1e6
+    finally:
+        for _ in workers:
+            handles.put(None)
+        for w in workers:
+            w.join(timeout=30)
+        tail.stopping.set()
+        if gateway:
+            gateway.proc.send_signal(signal.SIGTERM)
+            gateway.proc.wait()
+        apns.send_signal(signal.SIGTERM)
+        apns.wait()
+
+    ratio = mailbox_rate / push_rate if push_rate else 0
+    f50, f99 = percentile(fetched, 50) * 1000, percentile(fetched, 99) * 1000
+    others = ", ".join(f"{n} answered {s or 'no answer'}" for s, n in sorted(statuses.items()) if s != 200) or "none other than 200"
+    return [
+        f"\nMailbox mode on SQLite (wrk -c 32 for {seconds} s per mode, {users} users of one device each; {fetchers} fetching threads; "
+        "wrk, the fetches, the gateway and the local APNs share this machine)",
+        f"  push mode, post to APNs      {push_rate:10.0f} deliveries/s   ({push_posted} messages; POST p99 {p99:.1f} ms)",
+        f"  mailbox mode, post to APNs   {mailbox_rate:10.0f} deliveries/s   ({mailbox_posted} messages; POST p99 {m_p99:.1f} ms; fetched while it ran)",
+        f"  mailbox / push mode          {ratio:10.2f}x   target >= 0.8x: {verdict(ratio >= 0.8)}",
+        f"  post to fetched              {fetched_rate:10.0f} messages/s   ({len(fetched)} fetched with 200; {others})",
+        f"  POST /v1/mailbox/fetch       p50 {f50:.1f} ms, p99 {f99:.1f} ms under that load   target p99 <= 50 ms: {verdict(len(fetched) > 0 and f99 <= 50)}",
+        f"  gateway CPU                  {mailbox_cpu_us:.0f} µs per fetched message (post, seal, SQLite, push, fetch), "
+        f"against {push_cpu_us:.0f} µs per push-mode message",
+    ]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -234,8 +433,15 @@ def main():
     ap.add_argument("--total", type=int, default=100_000)
     ap.add_argument("--users", type=int, default=1000)
     ap.add_argument("--kill-messages", type=int, default=2000)
+    ap.add_argument("--only", choices=["all", "mailbox"], default="all",
+                    help="mailbox: only the mailbox case (4.), on a gateway of its own")
+    ap.add_argument("--fetchers", type=int, default=4, help="threads fetching by handle in the mailbox case")
     args = ap.parse_args()
     sp, server_bin = os.path.abspath(args.bin), os.path.abspath(args.server_bin)
+    if args.only == "mailbox":
+        for line in mailbox_case(sp, server_bin, args.seconds, args.users, args.fetchers):
+            print(line)
+        return 0
     work = tempfile.mkdtemp(prefix="sealedpush-bench-gateway-")
     key_path, record = make_keys(sp, server_bin, work)
     apns, url, apns_log = start_apns(server_bin, work, key_path)
@@ -355,6 +561,8 @@ def main():
           + f"   flat over {rss_samples[-1][0]} messages: {verdict(flat)}")
     print(f"  kill -9 mid-run              {len(answered)} answered 202 before the kill; {reached} of them reached APNs after restart "
           f"({verdict(reached == len(answered))}); {twice} went twice (same apns-id and collapse id)")
+    for line in mailbox_case(sp, server_bin, args.seconds, args.users, args.fetchers):
+        print(line)
     return 0
 
 

@@ -24,9 +24,13 @@ import Dispatch
 ///   and the answer is `.failed`.
 /// - **No redirects**: a 3xx is the answer (`.failed`): a handle is never carried to another URL.
 ///
+/// It is also the app's `MailboxLister` (mailbox v1 §7): `list(app:deviceID:deadlineSeconds:answer:)` posts
+/// `/v1/mailbox/challenge`, has the challenge opened with the device key, then posts `/v1/mailbox/list`, both over the
+/// same session with the same rules (no redirects, bounded answers), the two exchanges together within one deadline.
+///
 /// One fetcher holds one `URLSession` (invalidated when the fetcher is released): keep one per process and mailbox URL
 /// (`shared(mailboxURL:)`), as iOS runs several instances of the extension in one process.
-public final class URLSessionMailboxFetcher: MailboxFetcher, @unchecked Sendable {
+public final class URLSessionMailboxFetcher: MailboxFetcher, MailboxLister, @unchecked Sendable {
     // `@unchecked Sendable`: `session` is Apple's `URLSession`, thread-safe ("NSURLSession instances are thread-safe",
     // NSURLSession.h) though not declared Sendable; it and `fetchURL` are immutable `let`s, the delegate is Sendable.
 
@@ -36,9 +40,20 @@ public final class URLSessionMailboxFetcher: MailboxFetcher, @unchecked Sendable
     /// The longest one fetch may take, whatever the caller asks: 10 s (mailbox v1 §5).
     public static let maximumDeadlineSeconds = 10.0
 
+    /// The most bytes of a challenge answer (`POST /v1/mailbox/challenge`) read: 16 KiB.
+    public static let maximumChallengeResponseBytes = 16_384
+    /// The most bytes of a list answer (`POST /v1/mailbox/list`) read: 64 KiB (100 handles with their ids and times).
+    public static let maximumListResponseBytes = 65_536
+
     /// The fetch endpoint: the mailbox URL followed by `/v1/mailbox/fetch`.
     public let fetchURL: String
+    /// The challenge endpoint of the list (mailbox v1 §7): the mailbox URL followed by `/v1/mailbox/challenge`.
+    public let challengeURL: String
+    /// The list endpoint (mailbox v1 §7): the mailbox URL followed by `/v1/mailbox/list`.
+    public let listURL: String
     private let target: URL
+    private let challengeTarget: URL
+    private let listTarget: URL
     private let session: URLSession
     private let exchanges: MailboxExchangeDelegate
 
@@ -66,19 +81,28 @@ public final class URLSessionMailboxFetcher: MailboxFetcher, @unchecked Sendable
     /// A fetcher for `mailboxURL` over a session made with `configuration`, used as given.
     public init(mailboxURL: String, configuration: URLSessionConfiguration) throws(MailboxURLError) {
         fetchURL = try Self.validated(mailboxURL)
-        guard let target = URL(string: fetchURL) else { throw .invalid }
+        let base = String(fetchURL.dropLast(Self.fetchPath.count))
+        challengeURL = base + "/v1/mailbox/challenge"
+        listURL = base + "/v1/mailbox/list"
+        guard let target = URL(string: fetchURL), let challengeTarget = URL(string: challengeURL), let listTarget = URL(string: listURL) else {
+            throw .invalid
+        }
         self.target = target
+        self.challengeTarget = challengeTarget
+        self.listTarget = listTarget
         exchanges = MailboxExchangeDelegate()
         session = URLSession(configuration: configuration, delegate: exchanges, delegateQueue: nil)
     }
 
     deinit { session.invalidateAndCancel() }
 
+    private static let fetchPath = "/v1/mailbox/fetch"
+
     /// The fetch endpoint for `mailboxURL`, or why the URL is refused.
     static func validated(_ mailboxURL: String) throws(MailboxURLError) -> String {
         var base = mailboxURL
         while base.hasSuffix("/") { base.removeLast() }
-        let endpoint = base + "/v1/mailbox/fetch"
+        let endpoint = base + fetchPath
         guard let parts = HTTPURL(endpoint), !parts.pathAndQuery.contains("?") else { throw .invalid }
         guard parts.scheme == "https" || AttachmentURLPolicy.isLoopback(host: parts.host) else { throw .notHTTPS }
         return endpoint
@@ -89,33 +113,84 @@ public final class URLSessionMailboxFetcher: MailboxFetcher, @unchecked Sendable
     public func fetch(_ handle: MailboxHandle, deadlineSeconds: Double) async -> MailboxFetchResult {
         let seconds = min(deadlineSeconds.isNaN ? 0 : deadlineSeconds, Self.maximumDeadlineSeconds)
         guard seconds > 0, !Task.isCancelled else { return .failed("no time was left for the mailbox fetch") }
-        var request = URLRequest(url: target, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: seconds)
+        let body = JSON.serialize(.object(JSONObject([("handle", .string(handle.description))])))
+        switch await exchange(target, body: body, seconds: seconds, limit: Self.maximumResponseBytes, what: "the mailbox fetch") {
+        case let .answered(status, answer): return MailboxFetchResult.from(status: status, body: answer)
+        case let .failed(why): return .failed(why)
+        }
+    }
+
+    /// Asks for the device's waiting deliveries (mailbox v1 §7): `POST /v1/mailbox/challenge` with `{"app", "device_id"}`,
+    /// the sealed challenge handed to `answer` (the device key opens it: `MailboxChallenge.answer(sealed:with:)`), then
+    /// `POST /v1/mailbox/list` with `{"challenge_id", "answer"}`. Both exchanges together within
+    /// `min(deadlineSeconds, 10)`; never throws. `answer` returning `nil` is `.wrongAnswer` with nothing more sent.
+    public func list(app: String, deviceID: String, deadlineSeconds: Double,
+                     answer: @Sendable (String) -> String?) async -> MailboxListResult {
+        let seconds = min(deadlineSeconds.isNaN ? 0 : deadlineSeconds, Self.maximumDeadlineSeconds)
+        guard seconds > 0, !Task.isCancelled else { return .failed("no time was left to ask for the mailbox list") }
+        let clock = ContinuousClock()
+        let end = clock.now.advanced(by: .milliseconds(Int64(seconds * 1000)))
+        let request = JSON.serialize(.object(JSONObject([("app", .string(app)), ("device_id", .string(deviceID))])))
+        let challenge = await exchange(challengeTarget, body: request, seconds: seconds, limit: Self.maximumChallengeResponseBytes,
+                                       what: "the mailbox challenge")
+        let (status, body): (Int, [UInt8])
+        switch challenge {
+        case let .answered(code, bytes): (status, body) = (code, bytes)
+        case let .failed(why): return .failed(why)
+        }
+        guard status == 200, case let .object(o)? = try? JSON.parse(body), let id = o["challenge_id"]?.stringValue,
+              let sealed = o["sealed"]?.stringValue else {
+            return .failed("the gateway answered \(status) to the mailbox challenge without a challenge")
+        }
+        guard let answered = answer(sealed) else { return .wrongAnswer }
+        let left = clock.now.duration(to: end)
+        let remaining = Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18
+        guard remaining > 0, !Task.isCancelled else { return .failed("no time was left to ask for the mailbox list") }
+        let listRequest = JSON.serialize(.object(JSONObject([("challenge_id", .string(id)), ("answer", .string(answered))])))
+        switch await exchange(listTarget, body: listRequest, seconds: remaining, limit: Self.maximumListResponseBytes, what: "the mailbox list") {
+        case let .answered(status, answer): return MailboxListResult.from(status: status, body: answer)
+        case let .failed(why): return .failed(why)
+        }
+    }
+
+    /// POSTs `body` (JSON) to `url` over one data task and waits for its status and body (at most `limit` bytes), never
+    /// longer than `seconds`: a Dispatch timer, and the calling task's cancellation, end it with `.failed` at once.
+    private func exchange(_ url: URL, body: [UInt8], seconds: Double, limit: Int, what: String) async -> MailboxExchangeAnswer {
+        var request = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: seconds)
         request.httpMethod = "POST"
-        request.httpBody = Data(JSON.serialize(.object(JSONObject([("handle", .string(handle.description))]))))
+        request.httpBody = Data(body)
         request.httpShouldHandleCookies = false
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         request.setValue("application/json", forHTTPHeaderField: "Accept")
         let task = URLSessionTaskHandle(session.dataTask(with: request))
         let exchanges = self.exchanges
-        exchanges.register(task.identifier)
+        exchanges.register(task.identifier, limit: limit)
         // The deadline, whatever URLSession does: a Dispatch timer, so it fires on time even while every thread of the
         // cooperative pool is busy.
         let timer = DispatchWorkItem {
-            exchanges.finish(task.identifier, with: .failed("the mailbox fetch did not finish within \(seconds) s"))
+            exchanges.finish(task.identifier, with: .failed("\(what) did not finish within \(seconds) s"))
             task.cancel()
         }
-        DispatchQueue.global(qos: .userInitiated).asyncAfter(deadline: .now() + .milliseconds(Int(seconds * 1000)), execute: timer)
+        DispatchQueue.global(qos: .userInitiated).asyncAfter(deadline: .now() + .milliseconds(max(1, Int(seconds * 1000))), execute: timer)
         defer { timer.cancel() }
         return await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<MailboxFetchResult, Never>) in
+            await withCheckedContinuation { (continuation: CheckedContinuation<MailboxExchangeAnswer, Never>) in
                 exchanges.wait(for: task.identifier, continuation)
                 task.resume()
             }
         } onCancel: {
-            exchanges.finish(task.identifier, with: .failed("the mailbox fetch was cancelled"))
+            exchanges.finish(task.identifier, with: .failed("\(what) was cancelled"))
             task.cancel()
         }
     }
+}
+
+/// What one exchange of the mailbox came to: the gateway's status and body, or why there is none.
+enum MailboxExchangeAnswer: Sendable, Equatable {
+    /// The gateway answered `status` with `body` (complete, within the exchange's limit).
+    case answered(Int, [UInt8])
+    /// A network failure, an answer over the limit, the deadline or cancellation.
+    case failed(String)
 }
 
 /// Why a mailbox URL is refused, and what to do.
@@ -134,25 +209,26 @@ public enum MailboxURLError: Error, Sendable, Equatable, CustomStringConvertible
     }
 }
 
-/// The session's delegate: refuses redirects, keeps each response's status and body (bounded), and answers each
-/// exchange's caller once — at completion, at the deadline or at cancellation, whichever is first.
+/// The session's delegate: refuses redirects, keeps each response's status and body (bounded by the exchange's limit),
+/// and answers each exchange's caller once — at completion, at the deadline or at cancellation, whichever is first.
 final class MailboxExchangeDelegate: NSObject, URLSessionDataDelegate {
     private struct Exchange {
         var status: Int?
         var body: [UInt8] = []
+        var limit: Int
         var overLimit = false
-        var outcome: MailboxFetchResult?
-        var continuation: CheckedContinuation<MailboxFetchResult, Never>?
+        var outcome: MailboxExchangeAnswer?
+        var continuation: CheckedContinuation<MailboxExchangeAnswer, Never>?
     }
 
     private let exchanges = Mutex<[Int: Exchange]>([:])
 
-    /// Registers a task before it starts.
-    func register(_ id: Int) { exchanges.withLock { $0[id] = Exchange() } }
+    /// Registers a task before it starts; its answer's body may be at most `limit` bytes.
+    func register(_ id: Int, limit: Int) { exchanges.withLock { $0[id] = Exchange(limit: limit) } }
 
     /// Resumes `continuation` with the exchange's answer, at once if it is already known.
-    func wait(for id: Int, _ continuation: CheckedContinuation<MailboxFetchResult, Never>) {
-        let ready = exchanges.withLock { e -> MailboxFetchResult? in
+    func wait(for id: Int, _ continuation: CheckedContinuation<MailboxExchangeAnswer, Never>) {
+        let ready = exchanges.withLock { e -> MailboxExchangeAnswer? in
             guard let exchange = e[id] else { return .failed("the mailbox fetch ended before it started") }
             if let outcome = exchange.outcome {
                 e[id] = nil
@@ -165,8 +241,8 @@ final class MailboxExchangeDelegate: NSObject, URLSessionDataDelegate {
     }
 
     /// Settles the exchange `id` with `result` unless it is settled already, and resumes its caller.
-    func finish(_ id: Int, with result: MailboxFetchResult) {
-        let resume = exchanges.withLock { e -> CheckedContinuation<MailboxFetchResult, Never>? in
+    func finish(_ id: Int, with result: MailboxExchangeAnswer) {
+        let resume = exchanges.withLock { e -> CheckedContinuation<MailboxExchangeAnswer, Never>? in
             guard var exchange = e[id], exchange.outcome == nil else { return nil }
             exchange.body = []
             if let continuation = exchange.continuation {
@@ -191,19 +267,21 @@ final class MailboxExchangeDelegate: NSObject, URLSessionDataDelegate {
                     completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void) {
         let http = response as? HTTPURLResponse
         let announced = http.flatMap { $0.expectedContentLength >= 0 ? Int(clamping: $0.expectedContentLength) : nil }
-        let over = (announced ?? 0) > URLSessionMailboxFetcher.maximumResponseBytes
-        exchanges.withLock {
-            $0[dataTask.taskIdentifier]?.status = http?.statusCode
-            if over { $0[dataTask.taskIdentifier]?.overLimit = true }
+        let over = exchanges.withLock { e -> Bool in
+            guard let limit = e[dataTask.taskIdentifier]?.limit else { return false }
+            let over = (announced ?? 0) > limit
+            e[dataTask.taskIdentifier]?.status = http?.statusCode
+            if over { e[dataTask.taskIdentifier]?.overLimit = true }
+            return over
         }
         completionHandler(http == nil || over ? .cancel : .allow)
     }
 
-    /// Keeps the body; cancels a task whose body passes `maximumResponseBytes`.
+    /// Keeps the body; cancels a task whose body passes its exchange's limit.
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         let over = exchanges.withLock { e -> Bool in
             guard var exchange = e[dataTask.taskIdentifier], !exchange.overLimit else { return false }
-            guard exchange.body.count + data.count <= URLSessionMailboxFetcher.maximumResponseBytes else {
+            guard exchange.body.count + data.count <= exchange.limit else {
                 exchange.overLimit = true
                 exchange.body = []
                 e[dataTask.taskIdentifier] = exchange
@@ -216,16 +294,16 @@ final class MailboxExchangeDelegate: NSObject, URLSessionDataDelegate {
         if over { dataTask.cancel() }
     }
 
-    /// Answers the exchange from the status and body kept (mailbox v1 §3), or `.failed`.
+    /// Answers the exchange with the status and body kept, or `.failed`.
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         let exchange = exchanges.withLock { $0[task.taskIdentifier] }
-        let result: MailboxFetchResult
-        if exchange?.overLimit == true {
-            result = .failed("the gateway's answer is over \(URLSessionMailboxFetcher.maximumResponseBytes) bytes")
+        let result: MailboxExchangeAnswer
+        if let exchange, exchange.overLimit {
+            result = .failed("the gateway's answer is over \(exchange.limit) bytes")
         } else if error != nil {
             result = .failed("the gateway could not be reached")
         } else if let status = exchange?.status {
-            result = MailboxFetchResult.from(status: status, body: exchange?.body ?? [])
+            result = .answered(status, exchange?.body ?? [])
         } else {
             result = .failed("the gateway gave no HTTP response")
         }

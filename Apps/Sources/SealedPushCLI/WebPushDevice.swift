@@ -147,11 +147,11 @@ package enum WebPushReceiving {
 /// core an APNs-shaped payload whose `aps` is the placeholder the app posts when a message cannot be opened, and
 /// take that `aps` out of what they show.
 package enum PlatformReceiving {
-    /// The placeholder shown when a message cannot be opened: the sealer's default placeholder text.
     /// The core's key for a data member: a mailbox handle (`sealedpush_fetch`, mailbox v1 §2) is the core's
     /// `SEALEDPUSH_FETCH`, fetched from the device's mailbox URL as on an iPhone; every other member keeps its name.
     static func coreKey(_ name: String) -> String { name == MailboxHandle.dataKey ? MailboxHandle.apnsKey : name }
 
+    /// The placeholder shown when a message cannot be opened: the sealer's default placeholder text.
     static let placeholder = JSONObject([
         ("alert", .object(JSONObject([("title", .string(Placeholder.defaultTitle)), ("body", .string(Placeholder.defaultBody))]))),
         ("mutable-content", .int(1)),

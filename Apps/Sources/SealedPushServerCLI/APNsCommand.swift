@@ -41,7 +41,10 @@ struct APNsCommand: AsyncParsableCommand {
                 to the device simulator with that keychain store, as the phone would receive it, and its \
                 outcome is printed on stdout as one JSON line {"device", "apns_id", "outcome", "reason"}. \
                 Unknown tokens answer 400 BadDeviceToken (or are accepted and dropped with \
-                --accept-unknown); --unregistered TOKEN answers 410 Unregistered with a timestamp.
+                --accept-unknown); --unregistered TOKEN answers 410 Unregistered with a timestamp. \
+                --capture FILE appends each accepted push to FILE as one JSON line {"device_token", \
+                "apns_id", "collapse_id", "topic", "payload"} (the payload as text; created 0600: a mailbox \
+                push's payload holds its handle).
 
                 Faults for testing clients: --fail-rate (500/503), --latency, --goaway-after N (GOAWAY \
                 after N requests on a connection, naming the highest stream processed; the streams it covers \
@@ -105,6 +108,9 @@ struct APNsCommand: AsyncParsableCommand {
 
         @Flag(name: .customLong("accept-unknown"), help: "Accept and drop pushes to unknown tokens instead of answering BadDeviceToken.")
         var acceptUnknown = false
+
+        @Option(name: .long, help: ArgumentHelp("Append each accepted push to FILE as a JSON line (created 0600).", valueName: "FILE"))
+        var capture: String?
 
         @Option(name: .customLong("fail-rate"), help: ArgumentHelp("Answer this fraction of valid pushes with 500 or 503.", valueName: "0..1"))
         var failRate = 0.0
@@ -184,8 +190,17 @@ struct APNsCommand: AsyncParsableCommand {
             }
             let logger = Logger(label: "sealedpush.apns-serve")
             let deviceLines = lines
+            var sink: CaptureSink?
+            if let capture {
+                guard let opened = CaptureSink(path: capture) else {
+                    throw CLIError("cannot open \(capture) for --capture; check that its directory exists and is writable")
+                }
+                sink = opened
+            }
+            let captured = sink
             let server = LocalAPNsServer(configuration: limited, authority: authority, shutdownGracePeriod: shutdownGrace.duration,
                                          logger: logger) { push in
+                captured?.append(push.captureLine)
                 deviceLines[push.deviceToken]?.enqueue(push)
             }
             for token in unregistered { server.rules.unregister(token) }
@@ -285,5 +300,16 @@ extension SimulatedDeviceLine where Message == AcceptedPush {
             return [("device", .string(token)), ("apns_id", .string(push.apnsID)), ("outcome", .string(result.outcome.rawValue)),
                     ("reason", result.reason.map { .string($0.rawValue) } ?? .null)]
         }
+    }
+}
+
+extension AcceptedPush {
+    /// The JSON line `apns serve --capture` writes for an accepted push: `{"device_token", "apns_id", "collapse_id",
+    /// "topic", "payload"}` (the payload as text, `collapse_id` null when absent), then a newline.
+    var captureLine: [UInt8] {
+        JSON.serialize(.object(JSONObject([
+            ("device_token", .string(deviceToken)), ("apns_id", .string(apnsID)), ("collapse_id", collapseID.map { .string($0) } ?? .null),
+            ("topic", .string(topic)), ("payload", .string(String(decoding: payload, as: UTF8.self))),
+        ]))) + [0x0a]
     }
 }

@@ -292,23 +292,13 @@ main()
         let dir = try makeScratchDirectory("docs-receiver-webpush")
         defer { try? FileManager.default.removeItem(at: dir) }
         let key = try Self.python(Self.keygen, .object(JSONObject([])))
-        let caPath = dir.appendingPathComponent("webpush-ca.pem").path
         let capturePath = dir.appendingPathComponent("captured.jsonl").path
         // The translated service worker is the browser: the service takes any subscription id and only captures.
-        let serve = try ChildProcess(launching: ProjectPaths.sealedpushServerBinary,
-                                     ["webpush", "serve", "--listen", "127.0.0.1:0", "--ca-out", caPath, "--accept-unknown", "--capture", capturePath],
-                                     readLines: true)
-        defer { _ = serve.terminate(grace: .seconds(15)) }
-        let listening = try #require(try await offPool { serve.waitForLine(startingWith: "listening on ", within: .seconds(60)) }, "webpush serve did not start")
-        let origin = String(listening.dropFirst("listening on ".count).split(separator: " ")[0])
-        let vapid = dir.appendingPathComponent("vapid.p8")
-        let generated = try ChildProcess(launching: ProjectPaths.sealedpushServerBinary, ["webpush", "generate-vapid", "--out", vapid.path]).waitForExit(within: .seconds(30))
-        try #require(generated.status == 0, "generate-vapid: \(generated.stderr)")
-        let section = JSONObject([("webpush", .object(JSONObject([
-            ("vapid_key", .string(vapid.path)), ("subject", "mailto:ops@example.com"), ("allow_private_endpoints", .bool(true)), ("ca_cert", .string(caPath)),
-        ])))])
+        let webpush = try await LocalWebPushServe.start(in: dir, arguments: ["--accept-unknown", "--capture", capturePath])
+        defer { webpush.stop() }
+        let origin = webpush.origin
         let browserKeys = WebPushUserAgentKeys.generate()
-        try await withGateway("docs-receiver-webpush", extraApp: section) { g in
+        try await withGateway("docs-receiver-webpush", extraApp: webpush.section) { g in
             guard case var .object(subscription) = browserKeys.subscriptionJSON(endpoint: origin + "/push/py-browser") else { return }
             subscription["expirationTime"] = .null
             let registered = try await g.api.call(.PUT, "/v1/apps/chat/devices/py-browser", json: .object(JSONObject([
@@ -335,23 +325,11 @@ main()
         defer { try? FileManager.default.removeItem(at: dir) }
         let key = try Self.python(Self.keygen, .object(JSONObject([])))
         // The translated Kotlin receiver is the Android phone: the service takes any token and only captures.
-        let account = dir.appendingPathComponent("sa.json").path
-        let made = try ChildProcess(launching: ProjectPaths.sealedpushServerBinary,
-                                    ["fcm", "generate-service-account", "--project", "docs-receiver", "--out", account]).waitForExit(within: .seconds(60))
-        try #require(made.status == 0, "generate-service-account: \(made.stderr)")
         let token = "docs-receiver:APA91bH-" + String(repeating: "k", count: 40)
-        let caPath = dir.appendingPathComponent("fcm-ca.pem").path
         let capturePath = dir.appendingPathComponent("captured.jsonl").path
-        let serve = try ChildProcess(launching: ProjectPaths.sealedpushServerBinary,
-                                     ["fcm", "serve", "--listen", "127.0.0.1:0", "--service-account", account, "--ca-out", caPath,
-                                      "--accept-unknown", "--capture", capturePath], readLines: true)
-        defer { _ = serve.terminate(grace: .seconds(15)) }
-        let listening = try #require(try await offPool { serve.waitForLine(startingWith: "listening on ", within: .seconds(60)) }, "fcm serve did not start")
-        let base = String(listening.dropFirst("listening on ".count).split(separator: " ")[0])
-        let section = JSONObject([("fcm", .object(JSONObject([
-            ("service_account", .string(account)), ("url", .string(base)), ("token_url", .string(base + "/token")), ("ca_cert", .string(caPath)),
-        ])))])
-        try await withGateway("docs-receiver-fcm", extraApp: section) { g in
+        let fcm = try await LocalFCMServe.start(in: dir, project: "docs-receiver", arguments: ["--accept-unknown", "--capture", capturePath])
+        defer { fcm.stop() }
+        try await withGateway("docs-receiver-fcm", extraApp: fcm.section) { g in
             let registered = try await g.api.call(.PUT, "/v1/apps/chat/devices/py-android", json: .object(JSONObject([
                 ("user_id", "u-py"), ("platform", "fcm"), ("fcm_token", .string(token)), ("key_record", key["record"] ?? .null),
             ])))

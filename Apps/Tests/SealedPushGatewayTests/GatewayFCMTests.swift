@@ -171,23 +171,12 @@ struct GatewayFCMTests {
         let generated = try ChildProcess.sealedpush(["keys", "generate", "--keychain", keychain])
         try #require(generated.status == 0, "keys generate: \(generated.stderr)")
         let record = try #require(try JSON.parse(generated.stdout).objectValue)
-        let account = dir.appendingPathComponent("sa.json").path
-        let made = try ChildProcess(launching: ProjectPaths.sealedpushServerBinary,
-                                    ["fcm", "generate-service-account", "--project", "chat-e2e", "--out", account]).waitForExit(within: .seconds(60))
-        try #require(made.status == 0, "generate-service-account: \(made.stderr)")
         let token = "e2e-device:APA91bH-" + String(repeating: "t", count: 40)
-        let caPath = dir.appendingPathComponent("fcm-ca.pem").path
         let capturePath = dir.appendingPathComponent("captured.jsonl").path
-        let serve = try ChildProcess(launching: ProjectPaths.sealedpushServerBinary,
-                                     ["fcm", "serve", "--listen", "127.0.0.1:0", "--service-account", account, "--ca-out", caPath,
-                                      "--device", "\(token)=\(keychain)", "--capture", capturePath], readLines: true)
-        defer { _ = serve.terminate(grace: .seconds(15)) }
-        let listening = try #require(try await offPool { serve.waitForLine(startingWith: "listening on ", within: .seconds(60)) }, "fcm serve did not start")
-        let base = String(listening.dropFirst("listening on ".count).split(separator: " ")[0])
-        let section = JSONObject([("fcm", .object(JSONObject([
-            ("service_account", .string(account)), ("url", .string(base)), ("token_url", .string(base + "/token")), ("ca_cert", .string(caPath)),
-        ])))])
-        try await withGateway("fcm-e2e", extraApp: section) { g in
+        let fcm = try await LocalFCMServe.start(in: dir, project: "chat-e2e", arguments: ["--device", "\(token)=\(keychain)", "--capture", capturePath])
+        defer { fcm.stop() }
+        let serve = fcm.process
+        try await withGateway("fcm-e2e", extraApp: fcm.section) { g in
             let registered = try await g.api.call(.PUT, "/v1/apps/chat/devices/pixel", json: .object(JSONObject([
                 ("user_id", "u-android"), ("platform", "fcm"), ("fcm_token", .string(token)), ("key_record", .object(record)),
             ])))

@@ -137,15 +137,17 @@ final class GatewayHarness: Sendable {
 
     static func writeConfiguration(in directory: URL, apns: TestAPNs, listen: String = "127.0.0.1:0", admin: String = "127.0.0.1:0",
                                    publicURL: String = "http://127.0.0.1:1", extraApp: JSONObject = JSONObject([]),
-                                   extraRoot: JSONObject = JSONObject([]), database: String = "sqlite:gateway.db") throws -> String {
+                                   extraRoot: JSONObject = JSONObject([]), database: String = "sqlite:gateway.db",
+                                   otherApp: JSONObject = JSONObject([])) throws -> String {
         try writeConfiguration(in: directory, apnsKeyPEM: apns.pem, apnsPort: apns.port, caPEM: apns.server.authority.caPEM, listen: listen,
-                               admin: admin, publicURL: publicURL, extraApp: extraApp, extraRoot: extraRoot, database: database)
+                               admin: admin, publicURL: publicURL, extraApp: extraApp, extraRoot: extraRoot, database: database, otherApp: otherApp)
     }
 
     /// The same for an APNs that may not run (tests that never deliver): its key's PEM, its port and its CA.
     static func writeConfiguration(in directory: URL, apnsKeyPEM: String, apnsPort: Int, caPEM: String, listen: String = "127.0.0.1:0",
                                    admin: String = "127.0.0.1:0", publicURL: String = "http://127.0.0.1:1", extraApp: JSONObject = JSONObject([]),
-                                   extraRoot: JSONObject = JSONObject([]), database: String = "sqlite:gateway.db") throws -> String {
+                                   extraRoot: JSONObject = JSONObject([]), database: String = "sqlite:gateway.db",
+                                   otherApp: JSONObject = JSONObject([])) throws -> String {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let p8 = directory.appendingPathComponent("AuthKey_KEY0000001.p8")
         try Data(apnsKeyPEM.utf8).write(to: p8)
@@ -163,6 +165,7 @@ final class GatewayHarness: Sendable {
                 ("api_keys", .array(keys)),
             ])
             if id == "chat" { for m in extraApp { o[m.key] = m.value } }
+            if id == "other" { for m in otherApp { o[m.key] = m.value } }
             return .object(o)
         }
         var config = JSONObject([
@@ -184,17 +187,21 @@ final class GatewayHarness: Sendable {
 
     /// Starts a gateway over `database` (a fresh SQLite file by default); `publicURL` nil means its own API address
     /// (receipts come back to it). With `directory`, in that directory (the database of an earlier harness stopped
-    /// with `keepFiles`).
+    /// with `keepFiles`). With `apiPort`, the API listens there (a port reserved with `freePort()` that a simulated
+    /// device was configured with before the gateway started: its mailbox URL). `otherApp` adds members to app `other`
+    /// as `extraApp` does to `chat`.
     init(name: String, options: GatewayOptions = GatewayOptions(), extraApp: JSONObject = JSONObject([]), extraRoot: JSONObject = JSONObject([]),
-         apns: TestAPNs? = nil, directory: URL? = nil, database: String = "sqlite:gateway.db") async throws {
+         apns: TestAPNs? = nil, directory: URL? = nil, database: String = "sqlite:gateway.db", apiPort reserved: Int? = nil,
+         otherApp: JSONObject = JSONObject([])) async throws {
         ownsAPNs = apns == nil
         self.directory = directory ?? FileManager.default.temporaryDirectory.appendingPathComponent("gateway-\(name)-\(UUID().uuidString)")
         let apns = if let apns { apns } else { try await TestAPNs() }
         self.apns = apns
         // Reserve the API port first so the configuration's public_url can name it.
-        let port = try Self.freePort()
+        let port = try reserved ?? Self.freePort()
         let path = try Self.writeConfiguration(in: self.directory, apns: apns, listen: "127.0.0.1:\(port)",
-                                               publicURL: "http://127.0.0.1:\(port)", extraApp: extraApp, extraRoot: extraRoot, database: database)
+                                               publicURL: "http://127.0.0.1:\(port)", extraApp: extraApp, extraRoot: extraRoot, database: database,
+                                               otherApp: otherApp)
         var logger = Logger(label: "gateway-test")
         logger.logLevel = .warning
         let configuration = try GatewayConfiguration.load(path: path)
@@ -302,9 +309,10 @@ extension JSONValue {
 
 /// Runs `body` with a harness, stopping it afterwards whatever happens.
 func withGateway(_ name: String, options: GatewayOptions = GatewayOptions(), extraApp: JSONObject = JSONObject([]),
-                 extraRoot: JSONObject = JSONObject([]), database: String = "sqlite:gateway.db",
-                 _ body: (GatewayHarness) async throws -> Void) async throws {
-    let harness = try await GatewayHarness(name: name, options: options, extraApp: extraApp, extraRoot: extraRoot, database: database)
+                 extraRoot: JSONObject = JSONObject([]), database: String = "sqlite:gateway.db", apiPort: Int? = nil,
+                 otherApp: JSONObject = JSONObject([]), _ body: (GatewayHarness) async throws -> Void) async throws {
+    let harness = try await GatewayHarness(name: name, options: options, extraApp: extraApp, extraRoot: extraRoot, database: database,
+                                           apiPort: apiPort, otherApp: otherApp)
     do { try await body(harness) } catch {
         await harness.stop()
         throw error

@@ -303,7 +303,7 @@ extension GatewaySuites {
             await s.stop()
         }
 
-        @Test("apns serve hands a mailbox push to its simulated phone, which fetches the message from the gateway")
+        @Test("apns serve hands a mailbox push to its simulated phone, which fetches the message from the gateway; --capture keeps the push")
         func apnsServeDeliversMailboxPushes() async throws {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("mailbox-serve-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -317,7 +317,8 @@ extension GatewaySuites {
             #expect(configured.status == 0, "\(configured.stderr)")
             let serve = try ChildProcess(launching: ProjectPaths.sealedpushServerBinary,
                                          ["apns", "serve", "--listen", "127.0.0.1:0", "--ca-out", "ca.pem", "--public-key", "AuthKey_KEY0000001.pub.pem",
-                                          "--team-id", "TEAM000001", "--topic", TestAPNs.topic, "--device", "\(phone.token)=\(phone.store.root.string)"],
+                                          "--team-id", "TEAM000001", "--topic", TestAPNs.topic, "--device", "\(phone.token)=\(phone.store.root.string)",
+                                          "--capture", "captured.jsonl"],
                                          in: directory, readLines: true)
             defer { _ = serve.terminate() }
             let first = try #require(try await offPool { serve.nextLine(within: .seconds(60)) }, "apns serve printed nothing: \(serve.stderrText)")
@@ -353,6 +354,20 @@ extension GatewaySuites {
                 let m = try await client.call(.GET, "/v1/apps/chat/messages/\(id)")
                 return m.json["deliveries"]?.arrayValue?.first?.objectValue?["state"]?.stringValue == "delivered"
             }
+            // `--capture`: the push as the local APNs accepted it, one JSON line (0600): the handle alone, now spent.
+            let capturePath = directory.appendingPathComponent("captured.jsonl").path
+            let captured = try String(contentsOfFile: capturePath, encoding: .utf8).split(separator: "\n")
+            try #require(captured.count == 1, "\(captured)")
+            let pushLine = try #require(try JSON.parse(Array(captured[0].utf8)).objectValue)
+            #expect(pushLine["device_token"]?.stringValue == phone.token && pushLine["topic"]?.stringValue == TestAPNs.topic)
+            #expect(pushLine["apns_id"]?.stringValue?.count == 36 && pushLine["collapse_id"] != nil, "\(pushLine)")
+            let payload = try #require(pushLine["payload"]?.stringValue.flatMap { try? JSON.parse(Array($0.utf8)).objectValue })
+            #expect(payload["ENCRYPTED_DATA"] == nil && !captured[0].contains(secret))
+            let handle = try #require(payload["SEALEDPUSH_FETCH"]?.stringValue)
+            let spent = try await client.call(.POST, "/v1/mailbox/fetch", key: nil, json: .object(JSONObject([("handle", .string(handle))])))
+            #expect(spent.status == 410, "\(spent.text)")
+            let mode = try FileManager.default.attributesOfItem(atPath: capturePath)[.posixPermissions] as? Int
+            #expect(mode.map { $0 & 0o077 } == 0, "the capture holds mailbox handles: owner-only")
             _ = try await offPool { gateway.terminate(grace: .seconds(30)) }
             _ = try await offPool { serve.terminate() }
         }
@@ -405,6 +420,12 @@ extension GatewaySuites {
                 let r = try s.device(phone, ["push", "--platform", "webpush", "--json", "-"], stdin: body)
                 let shown = try #require(try JSON.parse(r.stdout).objectValue, "\(r.stdoutText) \(r.stderr)")
                 #expect(shown["outcome"]?.stringValue == "decrypted" && shown["notification"]?.objectValue?["body"]?.stringValue == secret, "\(shown)")
+                // Both keys in one plaintext: malformedPayload, nothing fetched (mailbox v1 §5).
+                let both = try WebPushEncryptor(subscription: subscription).encrypt(JSON.serialize(.object(JSONObject([
+                    ("sealedpush_fetch", .string(handle)), ("ENCRYPTED_DATA", "AAAA")]))))
+                let refused = try s.device(phone, ["push", "--platform", "webpush", "--json", "-"], stdin: both)
+                let o = try #require(try JSON.parse(refused.stdout).objectValue, "\(refused.stderr)")
+                #expect(o["reason"]?.stringValue == "malformedPayload", "\(o)")
             } catch {
                 await s.stop()
                 throw error

@@ -1,4 +1,9 @@
 import Foundation
+import Hummingbird
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import ServiceLifecycle
 import SealedPushCrypto
 import SealedPushDevice
 import SealedPushDeviceHTTP
@@ -230,6 +235,86 @@ extension GatewaySuites {
             }
         }
 
+        @Test("a handle of another app: the phone it reaches opens nothing (no text, no receipt) and its owner still gets the message")
+        func aHandleOfAnotherAppOpensNothingAndCostsItsOwnerNothing() async throws {
+            let graceful = JSONObject([("mailbox", .object(JSONObject([("enabled", true), ("fetch_grace", 60)])))])
+            try await withGateway("mailbox-other-app", extraApp: graceful, otherApp: graceful) { g in
+                let mine = try Phone(in: g.directory, name: "mine", token: hexToken(1))
+                try await g.register(mine, device: "d1", user: "u")
+                let theirs = try Phone(in: g.directory, name: "theirs", token: hexToken(2))
+                let registered = try await g.api.call(.PUT, "/v1/apps/other/devices/o1", key: Keys.otherApp, json: .object(JSONObject([
+                    ("user_id", "v"), ("apns_token", .string(theirs.token)), ("environment", "sandbox"), ("key_record", .object(theirs.record))])))
+                #expect(registered.status == 201, "\(registered.text)")
+                let secret = "other-app-\(UUID().uuidString)"
+                let sent = try await g.api.call(.POST, "/v1/apps/other/messages", key: Keys.otherApp, json: .object(JSONObject([
+                    ("to", .object(JSONObject([("user_id", "v")]))), ("title", "Agent K"), ("body", .string(secret))])))
+                #expect(sent.status == 202, "\(sent.text)")
+                let id = try #require(sent.json["message_id"]?.stringValue)
+                try await waitUntil("the other app's push to reach the local APNs", within: .seconds(60)) {
+                    g.apns.pushes.contains { $0.deviceToken == theirs.token }
+                }
+                let push = try #require(g.apns.pushes.last { $0.deviceToken == theirs.token })
+                _ = try Self.handle(in: g, for: theirs)
+                let fetcher = try HTTPMailboxFetcher(mailboxURL: "http://127.0.0.1:\(g.apiPort)")
+                // The other app's push (its handle) handed to this app's phone: the envelope is sealed to another key.
+                let wrong = await SimulatedDevice(store: mine.store).deliver(push.payload, receipts: SimulatedDevice(store: mine.store).receiptCourier(transport: g.receipts),
+                                                                             mailbox: fetcher)
+                #expect(wrong.outcome != .decrypted, "\(wrong)")
+                #expect(wrong.notification?.body != secret && wrong.notification?.title != "Agent K", "\(String(describing: wrong.notification))")
+                #expect(try NotificationCenterStore(store: mine.store).entries().allSatisfy { !$0.body.contains(secret) })
+                let state = try await g.api.call(.GET, "/v1/apps/other/messages/\(id)", key: Keys.otherApp).json
+                #expect(state["deliveries"]?.arrayValue?.first?.objectValue?["state"]?.stringValue != "delivered", "\(state)")
+                // Nothing lost: the phone it was for fetches and opens it, and its receipt confirms it.
+                let right = await SimulatedDevice(store: theirs.store).deliver(push.payload, receipts: SimulatedDevice(store: theirs.store).receiptCourier(transport: g.receipts),
+                                                                               mailbox: fetcher)
+                #expect(right.outcome == .decrypted && right.notification?.body == secret, "\(right)")
+                try await waitUntil("the owner's receipt to confirm the delivery", within: .seconds(30)) {
+                    let m = try await g.api.call(.GET, "/v1/apps/other/messages/\(id)", key: Keys.otherApp).json
+                    return m["deliveries"]?.arrayValue?.first?.objectValue?["state"]?.stringValue == "delivered"
+                }
+                // And this app's list never names the other app's delivery.
+                let keyPair = try DeviceKeys(store: mine.store).device.activeKeyPair()
+                let c = try await g.api.call(.POST, "/v1/mailbox/challenge", key: nil, json: .object(JSONObject([("app", "chat"), ("device_id", "d1")])))
+                let sealed = try #require(c.json["sealed"]?.stringValue)
+                let answer = try #require(MailboxChallenge.answer(sealed: sealed, with: keyPair))
+                let listed = try await g.api.call(.POST, "/v1/mailbox/list", key: nil, json: .object(JSONObject([
+                    ("challenge_id", c.json["challenge_id"] ?? .null), ("answer", .string(answer))])))
+                #expect(listed.status == 200 && listed.json["handles"]?.arrayValue?.isEmpty == true, "\(listed.text)")
+                await fetcher.shutdown()
+            }
+        }
+
+        @Test("the device's fetcher and list: an answer over the limit fails, a hanging gateway ends at the deadline")
+        func theDevicesFetcherRefusesOverlongAnswersAndHangingLists() async throws {
+            let stub = try await MailboxStubGateway()
+            let fetcher = try HTTPMailboxFetcher(mailboxURL: "http://127.0.0.1:\(stub.port)")
+            let handle = MailboxHandle.make(deliveryID: "d_1")!
+            let fetched = await fetcher.fetch(handle, deadlineSeconds: 5)
+            guard case let .failed(why) = fetched else {
+                Issue.record("an answer over \(HTTPMailboxFetcher.maximumResponseBytes) bytes was taken: \(fetched)")
+                await fetcher.shutdown(); await stub.stop(); return
+            }
+            #expect(why.contains("larger"), "\(why)")
+            let listed = await fetcher.list(app: "chat", deviceID: "d1", deadlineSeconds: 5) { _ in "answer" }
+            guard case .failed = listed else {
+                Issue.record("a list answer over \(HTTPMailboxFetcher.maximumListResponseBytes) bytes was taken: \(listed)")
+                await fetcher.shutdown(); await stub.stop(); return
+            }
+            #expect(stub.listAsked.withLockedValue { $0 } == 1, "the list was asked once, after the challenge")
+            await fetcher.shutdown()
+            await stub.stop()
+            // A gateway that takes the connection and never answers: the list's deadline ends it.
+            let (fd, port) = try GatewayHarness.silentListener()
+            defer { close(fd) }
+            let hanging = try HTTPMailboxFetcher(mailboxURL: "http://127.0.0.1:\(port)")
+            let clock = ContinuousClock()
+            let start = clock.now
+            let result = await hanging.list(app: "chat", deviceID: "d1", deadlineSeconds: 0.5) { _ in "answer" }
+            await hanging.shutdown()
+            guard case .failed = result else { Issue.record("a hanging gateway answered the list: \(result)"); return }
+            #expect(clock.now - start < .seconds(9), "the list outlived its deadline")
+        }
+
         @Test func theDevicesFetcherReadsEachAnswerAndKeepsItsDeadline() async throws {
             // Not https (and not loopback): refused before anything is sent.
             #expect(throws: MailboxURLError.self) { try HTTPMailboxFetcher(mailboxURL: "http://push.example.com") }
@@ -269,5 +354,57 @@ extension GatewaySuites {
             }
             await hanging.shutdown()
         }
+    }
+}
+
+/// A gateway stand-in on loopback whose mailbox answers are too large: the fetch answers 200 with a body over
+/// `HTTPMailboxFetcher.maximumResponseBytes`, the challenge a valid challenge, the list 200 with a body over
+/// `maximumListResponseBytes` (counting the lists asked).
+final class MailboxStubGateway: Sendable {
+    let port: Int
+    let listAsked = NIOLockedValueBox(0)
+    let group: ServiceGroup
+    let task: Task<Void, any Error>
+
+    init() async throws {
+        let router = Router()
+        let listAsked = self.listAsked
+        router.post("v1/mailbox/fetch") { _, _ -> Response in
+            Response(status: .ok, headers: [.contentType: "application/json"],
+                     body: ResponseBody(byteBuffer: MailboxStubGateway.padded(HTTPMailboxFetcher.maximumResponseBytes + 1024)))
+        }
+        router.post("v1/mailbox/challenge") { _, _ -> Response in
+            Response(status: .ok, headers: [.contentType: "application/json"],
+                     body: ResponseBody(byteBuffer: ByteBuffer(string: #"{"challenge_id":"c1","sealed":"AAAA","expires_in":60}"#)))
+        }
+        router.post("v1/mailbox/list") { _, _ -> Response in
+            listAsked.withLockedValue { $0 += 1 }
+            return Response(status: .ok, headers: [.contentType: "application/json"],
+                            body: ResponseBody(byteBuffer: MailboxStubGateway.padded(HTTPMailboxFetcher.maximumListResponseBytes + 1024)))
+        }
+        var logger = Logger(label: "mailbox-stub")
+        logger.logLevel = .critical
+        let (ports, continuation) = AsyncStream<Int>.makeStream()
+        let application = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                                      onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) }, logger: logger)
+        // Stopped by a graceful shutdown, never by cancelling the server's task (swift-nio #2637).
+        let group = ServiceGroup(configuration: ServiceGroupConfiguration(services: [application], logger: logger))
+        self.group = group
+        let task = Task {
+            defer { continuation.finish() }
+            try await group.run()
+        }
+        self.task = task
+        port = try await boundPort(ports, of: task)
+    }
+
+    /// A JSON answer of a little over `size` bytes.
+    static func padded(_ size: Int) -> ByteBuffer {
+        ByteBuffer(string: #"{"envelope":""# + String(repeating: "A", count: size) + #"","message_id":"m"}"#)
+    }
+
+    func stop() async {
+        await group.triggerGracefulShutdown()
+        _ = try? await task.value
     }
 }

@@ -324,24 +324,13 @@ struct GatewayPlatformTests {
         try #require(subscribed.status == 0, "device subscribe: \(subscribed.stderr)")
         var subscription = try #require(try JSON.parse(subscribed.stdout).objectValue)
 
-        let caPath = dir.appendingPathComponent("webpush-ca.pem").path
         let capturePath = dir.appendingPathComponent("captured.jsonl").path
-        let serve = try ChildProcess(launching: ProjectPaths.sealedpushServerBinary,
-                                     ["webpush", "serve", "--listen", "127.0.0.1:0", "--ca-out", caPath, "--subscription", "browser-1=\(keychain)",
-                                      "--capture", capturePath],
-                                     readLines: true)
-        defer { _ = serve.terminate(grace: .seconds(15)) }
-        let listening = try #require(try await offPool { serve.waitForLine(startingWith: "listening on ", within: .seconds(60)) }, "webpush serve did not start")
-        let origin = String(listening.dropFirst("listening on ".count).split(separator: " ")[0])
+        let webpush = try await LocalWebPushServe.start(in: dir, arguments: ["--subscription", "browser-1=\(keychain)", "--capture", capturePath])
+        defer { webpush.stop() }
+        let (serve, origin) = (webpush.process, webpush.origin)
         subscription["endpoint"] = .string(origin + "/push/browser-1")
 
-        let vapid = dir.appendingPathComponent("vapid.p8")
-        let generatedVAPID = try ChildProcess(launching: ProjectPaths.sealedpushServerBinary, ["webpush", "generate-vapid", "--out", vapid.path]).waitForExit(within: .seconds(30))
-        try #require(generatedVAPID.status == 0, "generate-vapid: \(generatedVAPID.stderr)")
-        let section = JSONObject([("webpush", .object(JSONObject([
-            ("vapid_key", .string(vapid.path)), ("subject", "mailto:ops@example.com"), ("allow_private_endpoints", .bool(true)), ("ca_cert", .string(caPath)),
-        ])))])
-        try await withGateway("webpush-e2e", extraApp: section) { g in
+        try await withGateway("webpush-e2e", extraApp: webpush.section) { g in
             let registered = try await g.api.call(.PUT, "/v1/apps/chat/devices/browser", json: .object(JSONObject([
                 ("user_id", "u-web"), ("platform", "webpush"), ("webpush", .object(subscription)), ("key_record", .object(record)),
             ])))
