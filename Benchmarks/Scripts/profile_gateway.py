@@ -24,7 +24,7 @@ from bench_gateway import Gateway, cpu_seconds, gateway_config, make_keys, regis
 
 # (caller, pattern on a demangled frame), tried in this order on each frame from the innermost out.
 CALLERS = [
-    ("sealing (libsodium, the sealer)", re.compile(r"crypto_box|crypto_scalarmult|sodium|salsa|poly1305|curve25519|SealedPushCrypto|Sealer")),
+    ("sealing (libsodium, the sealer)", re.compile(r"crypto_box|crypto_scalarmult|sodium|salsa|poly1305|curve25519|ladder|fe25519|ge25519|x25519|blake2|SealedPushCrypto|Sealer|Field25519")),
     ("SQLite's C code (sqlite3*)", re.compile(r"^sqlite3|sqlite3VdbeExec|sqlite3Btree|sqlite3Pager")),
     ("the SQLite store (GRDB and the store's Swift)", re.compile(r"GRDB|SQLiteGatewayStore|WriteQueue")),
     ("the APNs client (HTTP/2, HPACK, TLS)", re.compile(r"SealedPushAPNs|NIOHTTP2|HPACK|NIOSSL|CNIOBoringSSL|boringssl|APNsPlatformSender")),

@@ -280,6 +280,14 @@ enum GatewayMigrations {
             "CREATE TRIGGER events_notify AFTER INSERT ON events REFERENCING NEW TABLE AS inserted "
                 + "FOR EACH STATEMENT EXECUTE FUNCTION sealedpush_notify_events()",
         ]),
+        // The webhook claim takes the oldest due events in position order: with only `events_due` (by due time) a
+        // backlog of pending events was read and sorted whole at every claim (PostgreSQL: 2.3 ms of its CPU per
+        // event POSTed while 20 000 waited). Pending events in position order let the claim stop at its limit.
+        GatewayMigration(version: 13, sqlite: [
+            "CREATE INDEX events_pending ON events(app, position) WHERE state = 'pending'",
+        ], postgres: [
+            "CREATE INDEX events_pending ON events(app, position) WHERE state = 'pending'",
+        ]),
     ]
 
     /// Version 11's statements with each dialect's integer and byte-string types.
