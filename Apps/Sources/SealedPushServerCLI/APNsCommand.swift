@@ -190,14 +190,7 @@ struct APNsCommand: AsyncParsableCommand {
             }
             let logger = Logger(label: "sealedpush.apns-serve")
             let deviceLines = lines
-            var sink: CaptureSink?
-            if let capture {
-                guard let opened = CaptureSink(path: capture) else {
-                    throw CLIError("cannot open \(capture) for --capture; check that its directory exists and is writable")
-                }
-                sink = opened
-            }
-            let captured = sink
+            let captured = try CaptureSink.forCapture(capture)
             let server = LocalAPNsServer(configuration: limited, authority: authority, shutdownGracePeriod: shutdownGrace.duration,
                                          logger: logger) { push in
                 captured?.append(push.captureLine)

@@ -174,10 +174,7 @@ struct FCMCommand: AsyncParsableCommand {
             let (host, caOut, tokenURI) = (listen.host, self.caOut, account.tokenURI)
             let deviceLines = lines
             var onCapture: (@Sendable (CapturedFCMRequest) -> Void)?
-            if let capture {
-                guard let sink = CaptureSink(path: capture) else {
-                    throw CLIError("cannot open \(capture) for --capture; check that its directory exists and is writable")
-                }
+            if let sink = try CaptureSink.forCapture(capture) {
                 onCapture = { @Sendable (request: CapturedFCMRequest) in sink.append(request.jsonLine) }
             }
             let server = LocalFCMServer(

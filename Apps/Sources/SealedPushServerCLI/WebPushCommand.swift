@@ -162,14 +162,7 @@ struct WebPushCommand: AsyncParsableCommand {
                 throw CLIError("cannot write the CA certificate to \(caOut) (--ca-out); check that its directory exists and is writable")
             }
             let lines = browsers
-            var sink: CaptureSink?
-            if let capture {
-                guard let opened = CaptureSink(path: capture) else {
-                    throw CLIError("cannot open \(capture) for --capture; check that its directory exists and is writable")
-                }
-                sink = opened
-            }
-            let captured = sink
+            let captured = try CaptureSink.forCapture(capture)
             var onCapture: (@Sendable (CapturedWebPushRequest) -> Void)?
             if let captured {
                 onCapture = { @Sendable (request: CapturedWebPushRequest) in captured.append(request.jsonLine) }
@@ -295,6 +288,15 @@ extension SimulatedDeviceLine where Message == AcceptedWebPush {
 /// write per line.
 final class CaptureSink: Sendable {
     let descriptor: FileDescriptor
+
+    /// The sink `--capture` names, or nil without one; a clear error naming `--capture` when it cannot be opened.
+    static func forCapture(_ path: String?) throws -> CaptureSink? {
+        guard let path else { return nil }
+        guard let sink = CaptureSink(path: path) else {
+            throw CLIError("cannot open \(path) for --capture; check that its directory exists and is writable")
+        }
+        return sink
+    }
 
     /// The file at `path`, created (0600) or opened for appending; nil when it cannot be.
     init?(path: String) {
