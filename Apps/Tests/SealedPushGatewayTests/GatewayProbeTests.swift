@@ -26,8 +26,9 @@ struct GatewayProbeTests {
 
     @Test func noAnswerIsUnhealthyWithinItsDeadline() async throws {
         // Nothing listens: refused at once.
-        let closed = try GatewayHarness.freePort()
-        let refused = try await offPool { try Self.probe(["--url", "http://127.0.0.1:\(closed)/readyz"]) }
+        let closed = try RefusingPort()
+        let refused = try await offPool { try Self.probe(["--url", "http://127.0.0.1:\(closed.port)/readyz"]) }
+        withExtendedLifetime(closed) {}
         #expect(refused.status == 1 && refused.stderr.contains("no answer"), "\(refused.status) \(refused.stderr)")
         // A listener that never accepts nor answers (the kernel completes the handshake into its backlog): the probe's
         // own deadline ends it (the child's 60 s bound would fail the test instead).

@@ -1,5 +1,4 @@
 import Foundation
-import NIOPosix
 import SealedPushDeviceHTTP
 import SealedPushKeychain
 import SealedPushDevice
@@ -13,21 +12,15 @@ import Testing
 /// the connection is really refused, on loopback.
 @Suite("Receipts: the backoff after a refused connection", .timeLimit(.minutes(2)))
 struct RefusedConnectionBackoffTests {
-    /// A port on loopback that nothing listens on (bound, then closed).
-    static func closedPort() async throws -> Int {
-        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
-        let port = channel.localAddress?.port ?? 0
-        try await channel.close()
-        return port
-    }
-
     @Test func aRefusedReceiptOriginIsTriedAgainAfterTwoSecondsDoubling() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("refused-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = try KeychainStore(url: directory.appendingPathComponent("device"))
-        let port = try await Self.closedPort()
-        let url = "http://127.0.0.1:\(port)/v1/receipts"
+        // Bound and never listening, for the whole test: refused every time (a port closed again could be taken by
+        // another test's listener meanwhile, which once made this test see no refusal at all).
+        let refusing = try RefusingPort()
+        let url = "http://127.0.0.1:\(refusing.port)/v1/receipts"
         let t0: Int64 = 1_790_000_000
         try ReceiptOutboxStore(store: store).enqueue(url: url, message: .delivered(id: "m1", token: ReceiptRequest.makeToken(), at: t0,
                                                                                       attachments: nil), now: t0)
@@ -48,6 +41,7 @@ struct RefusedConnectionBackoffTests {
         _ = await flush(t0 + 6)
         #expect(try retryAt(t0 + 6) == t0 + 6 + 8)
         await transport.shutdown()
+        withExtendedLifetime(refusing) {}
     }
 
     @Test func otherFailuresKeepTheMinute() {
