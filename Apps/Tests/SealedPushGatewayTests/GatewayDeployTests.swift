@@ -75,6 +75,12 @@ extension GatewaySuites {
             let lines = text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.hasPrefix("#") }
             let from = try #require(lines.last { $0.hasPrefix("FROM ") }, "no FROM")
             #expect(from.contains("distroless/static") || from == "FROM scratch", "the final stage must be scratch or distroless static: \(from)")
+            // Every base image pinned by digest (#44 pilot 8): a tag alone may move under a rebuild.
+            for base in lines.filter({ $0.hasPrefix("FROM ") && $0 != "FROM scratch" }) {
+                let image = base.split(separator: " ")[1]
+                #expect(image.contains("@sha256:") && image.split(separator: "@").last.map { $0.count == 7 + 64 } == true,
+                        "not pinned by digest: \(base)")
+            }
             let user = try #require(lines.last { $0.hasPrefix("USER ") }, "no USER")
             #expect(!user.contains("root") && !user.hasPrefix("USER 0"), "\(user)")
             #expect(lines.contains { $0.hasPrefix("VOLUME") && $0.contains("/var/lib/sealedpush") })
