@@ -170,11 +170,14 @@ public struct WebhookWorker: Service {
         let width = max(1, webhook.concurrency ?? options.webhookConcurrency)
         let threshold = Self.claimThreshold(width: width)
         let inFlight = NIOLockedValueBox(0)
+        // Events POSTed whose outcome is not written yet: at most `width` more, so that a store slow to write
+        // outcomes slows the claims rather than piling up answered events.
+        let unwritten = NIOLockedValueBox(0)
         let wake = app.webhookWake
         await withDiscardingTaskGroup { group in
             while !Task.isCancelled, gateway.appsGeneration.withLockedValue({ $0 }) == generation {
                 let held = inFlight.withLockedValue { $0 }
-                let free = width - held
+                let free = min(width - held, width - unwritten.withLockedValue { $0 })
                 guard free >= threshold || (held == 0 && free > 0) else {
                     await wake.wait(upTo: options.webhookPollInterval)
                     continue
@@ -201,9 +204,12 @@ public struct WebhookWorker: Service {
                         let outcome = await self.attempt(claim, app: app.config.id, webhook: webhook, client: client)
                         // The slot is free once the POST is over: the outcome's write (grouped with others' on
                         // PostgreSQL) no longer holds it. The event stays leased until that write.
+                        unwritten.withLockedValue { $0 += 1 }
                         inFlight.withLockedValue { $0 -= 1 }
                         wake.notify()
                         await self.finish(claim, app: app.config.id, outcome)
+                        unwritten.withLockedValue { $0 -= 1 }
+                        wake.notify()
                     }
                 }
             }
