@@ -288,7 +288,9 @@ TSAN_PACKAGES ?= root apps
 # endpoint GatewayMatrixTests runs in process); and two tests of real-time connection behaviour (a refused
 # connection told apart from a 2 s timeout, RefusedConnectionBackoffTests; a service's 2 s idle close,
 # WebPushConnectionTests) that ThreadSanitizer's slowdown turns into timeouts: they check no shared state, and run
-# in `make test`.
+# in `make test`; and the PostgreSQL fault test that kills every connection of the gateway every 150 ms during
+# batches (connectionsKilledDuringBatchesLoseNoAcceptedMessage): under ThreadSanitizer it outlived its 5-minute
+# limit and then never ended, holding the whole run (twice on 2026-12-02; it passes in `make test`).
 # A space-separated list of test-name patterns; `make sanitize TSAN_APPS_SKIP=` runs them all.
 # At most SANITIZER_TEST_WIDTH tests at once under a sanitizer (Swift Testing's
 # SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH; unbounded otherwise): on a 2-core machine every suite starting at
@@ -296,7 +298,7 @@ TSAN_PACKAGES ?= root apps
 # outlives SANITIZER_TEST_TIMEOUT seconds is ended and fails, instead of holding CI to its own limit.
 SANITIZER_TEST_WIDTH ?= 4
 SANITIZER_TEST_TIMEOUT ?= 1800
-TSAN_APPS_SKIP ?= SealedPushCLITests SealedPushWebPushServerTests SealedPushFCMServerTests SealedPushWebPushTests theGatewayDeliversThroughTheLocal GatewayMatrixSynapseTests RefusedConnectionBackoffTests WebPushConnectionTests
+TSAN_APPS_SKIP ?= SealedPushCLITests SealedPushWebPushServerTests SealedPushFCMServerTests SealedPushWebPushTests theGatewayDeliversThroughTheLocal GatewayMatrixSynapseTests RefusedConnectionBackoffTests WebPushConnectionTests connectionsKilledDuringBatchesLoseNoAcceptedMessage
 sanitize: deps pydeps testdeps
 	@status=0; \
 	for san in $(SANITIZERS); do \
