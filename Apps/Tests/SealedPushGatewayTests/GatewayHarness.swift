@@ -74,6 +74,12 @@ struct Phone {
     func open(_ payload: [UInt8], transport: HTTPReceiptTransport) async -> DeliveryResult {
         await SimulatedDevice(store: store).deliver(payload, receipts: SimulatedDevice(store: store).receiptCourier(transport: transport))
     }
+
+    /// Sends what waits in the phone's receipt outbox, as a phone does at its next delivery or launch: a receipt
+    /// whose POST missed its 2 s deadline (a slow machine) stays queued until then.
+    func flushReceipts(transport: HTTPReceiptTransport) async {
+        _ = await SimulatedDevice(store: store).flushReceipts(transport: transport)
+    }
 }
 
 /// An HTTP answer as the tests read it.
